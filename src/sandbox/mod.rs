@@ -1,0 +1,1 @@
+//! The sandbox: the only module with `unsafe` and raw syscalls.
