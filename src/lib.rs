@@ -1,6 +1,7 @@
 //! toolcage: discover agent tools, resolve a policy per tool, and run each
 //! call in a sandbox enforced by the kernel.
 
+pub mod cli;
 pub mod policy;
 pub mod sandbox;
 pub mod spec;

@@ -1,0 +1,79 @@
+//! The command-line surface (DESIGN.md section 1). Each subcommand lives in
+//! its own module; this file only declares the arguments and dispatches.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+mod exec;
+
+/// Exit statuses shared by the subcommands (DESIGN.md section 1).
+pub mod status {
+    pub const OK: u8 = 0;
+    pub const TOOL_ERROR: u8 = 1;
+    pub const INVALID: u8 = 2;
+    pub const DENIED: u8 = 3;
+    pub const TIMEOUT: u8 = 124;
+    pub const INTERNAL: u8 = 125;
+    pub const CANNOT_EXECUTE: u8 = 126;
+    pub const NOT_FOUND: u8 = 127;
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "toolcage",
+    version,
+    about = "Discover agent tools and run every call in a kernel-enforced sandbox"
+)]
+pub struct Cli {
+    /// The project whose tools are discovered; the working directory of every call.
+    #[arg(short = 'C', long = "project", global = true, default_value = ".")]
+    pub project: PathBuf,
+
+    /// Log verbosity for toolcage's own diagnostics on stderr (error, warn, info, debug, trace).
+    #[arg(long, global = true, default_value = "warn")]
+    pub log: String,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Where the policy comes from, shared by every command that runs or shows a grant.
+#[derive(Debug, Clone, Default, Args)]
+pub struct PolicyArgs {
+    /// A shipped profile: default, untrusted, ci, network.
+    #[arg(long, value_name = "NAME", conflicts_with = "policy")]
+    pub profile: Option<String>,
+    /// A policy file (TOML), layered over the profile.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// Run even if the kernel cannot enforce Landlock (reported as degraded).
+    #[arg(long)]
+    pub allow_degraded: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run any command under the sandbox.
+    Exec(exec::ExecArgs),
+}
+
+/// Parse the command line and run the subcommand; returns the process exit status.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli.log);
+    let code = match &cli.command {
+        Command::Exec(args) => exec::run(&cli, args),
+    };
+    ExitCode::from(code)
+}
+
+fn init_logging(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLCAGE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
