@@ -2,7 +2,6 @@
 //! diagnostics explaining every file that was examined.
 
 use serde::Serialize;
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// The file format a tool was discovered from.

@@ -1,1 +1,116 @@
 //! The sandbox: the only module with `unsafe` and raw syscalls.
+//!
+//! [`run`] takes a [`Grant`] and a [`Command`] and returns an [`Outcome`]:
+//! exit status, capped stdout/stderr with truncation counts, duration and
+//! the enforcement report. See DESIGN.md section 4 for the mechanics.
+
+mod child;
+mod env;
+mod landlock;
+mod mounts;
+pub mod output;
+pub mod report;
+pub mod seccomp;
+mod spawn;
+mod supervise;
+
+pub use env::build_env;
+pub use landlock::kernel_abi;
+pub use output::Captured;
+pub use report::{Degradation, EnforcementReport, LandlockReport, LandlockStatus};
+pub use spawn::run;
+pub use supervise::CancelToken;
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What to run. The working directory is always the grant's project.
+#[derive(Debug, Clone, Default)]
+pub struct Command {
+    /// Program and arguments; a program without `/` is looked up in the
+    /// sandbox's `PATH`, a relative path is taken from the project.
+    pub argv: Vec<OsString>,
+    /// Variables set for this call on top of the grant's environment.
+    pub env: BTreeMap<String, String>,
+    /// Written to the child's stdin, then closed.
+    pub stdin: Vec<u8>,
+    /// Extra paths readable for this call only (e.g. a parameters file).
+    pub extra_read: Vec<PathBuf>,
+}
+
+/// How the child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+    /// Killed because the grant's timeout expired.
+    Timeout,
+    /// Killed because the caller cancelled the call.
+    Cancelled,
+}
+
+impl Exit {
+    /// The shell convention: the code, 128+N for signal N, 124 on timeout.
+    pub fn shell_status(self) -> i32 {
+        match self {
+            Exit::Code(c) => c,
+            Exit::Signal(s) => 128 + s,
+            Exit::Timeout => 124,
+            Exit::Cancelled => 130,
+        }
+    }
+
+    pub fn success(self) -> bool {
+        self == Exit::Code(0)
+    }
+}
+
+/// The result of one sandboxed run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub exit: Exit,
+    pub stdout: Captured,
+    pub stderr: Captured,
+    #[serde(serialize_with = "ser_secs")]
+    pub duration: Duration,
+    pub enforcement: EnforcementReport,
+    /// Protected paths that did not exist before the call and do now.
+    pub created_protected: Vec<PathBuf>,
+}
+
+fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+/// Why a command could not be run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("{0}: command not found")]
+    NotFound(String),
+    #[error("{program}: cannot execute: {reason}")]
+    CannotExecute { program: String, reason: String },
+    #[error("the kernel cannot enforce this policy: {0} (pass --allow-degraded to run anyway)")]
+    NotEnforceable(String),
+    #[error("sandbox setup failed at {stage}: {source}")]
+    Setup {
+        stage: &'static str,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Prepare(String),
+}
+
+impl SandboxError {
+    /// The exit status `toolcage exec` uses for this error.
+    pub fn exit_status(&self) -> u8 {
+        match self {
+            SandboxError::NotFound(_) => 127,
+            SandboxError::CannotExecute { .. } => 126,
+            _ => 125,
+        }
+    }
+}

@@ -1,0 +1,306 @@
+//! The child side of a sandboxed spawn.
+//!
+//! Everything the child needs is prepared by the parent in a [`ChildPlan`]
+//! (C strings, pointer arrays, the Landlock descriptor, the BPF programs).
+//! The child runs on its own stack in the parent's address space
+//! (`CLONE_VM | CLONE_VFORK`, like `posix_spawn`), so between clone and
+//! execve it may only make raw syscalls: no allocation, no locks, no writes
+//! to the parent's memory.
+
+use std::ffi::CString;
+use std::os::fd::RawFd;
+use std::ptr;
+
+/// The step at which setup failed, reported to the parent with the errno.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Stage {
+    UserNamespace = 1,
+    Session = 2,
+    Mount = 3,
+    Rlimit = 4,
+    Capabilities = 5,
+    NoNewPrivs = 6,
+    Landlock = 7,
+    Chdir = 8,
+    Descriptors = 9,
+    Signals = 10,
+    Seccomp = 11,
+    Exec = 12,
+}
+
+impl Stage {
+    pub fn from_u32(v: u32) -> Option<Stage> {
+        use Stage::*;
+        [
+            UserNamespace,
+            Session,
+            Mount,
+            Rlimit,
+            Capabilities,
+            NoNewPrivs,
+            Landlock,
+            Chdir,
+            Descriptors,
+            Signals,
+            Seccomp,
+            Exec,
+        ]
+        .into_iter()
+        .find(|s| *s as u32 == v)
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Stage::UserNamespace => "user namespace mapping",
+            Stage::Session => "new session",
+            Stage::Mount => "mount namespace setup",
+            Stage::Rlimit => "resource limits",
+            Stage::Capabilities => "dropping capabilities",
+            Stage::NoNewPrivs => "no_new_privs",
+            Stage::Landlock => "Landlock restriction",
+            Stage::Chdir => "changing to the project directory",
+            Stage::Descriptors => "standard descriptors",
+            Stage::Signals => "signal dispositions",
+            Stage::Seccomp => "seccomp filter",
+            Stage::Exec => "execve",
+        }
+    }
+}
+
+/// One `mount(2)` call.
+pub struct MountCall {
+    pub source: Option<CString>,
+    pub target: CString,
+    pub fstype: Option<CString>,
+    pub flags: libc::c_ulong,
+    pub data: Option<CString>,
+    /// A failure here is not fatal (e.g. a path that vanished since planning).
+    pub optional: bool,
+}
+
+/// A file written in the child before anything else (user namespace maps).
+pub struct ProcWrite {
+    pub path: CString,
+    pub content: Vec<u8>,
+}
+
+/// Everything the child needs, prepared before clone.
+pub struct ChildPlan {
+    pub program: CString,
+    pub argv: Vec<*const libc::c_char>,
+    pub envp: Vec<*const libc::c_char>,
+    pub cwd: CString,
+    /// stdin, stdout, stderr for the child.
+    pub stdio: [RawFd; 3],
+    /// Write end of the setup-report pipe (close-on-exec).
+    pub report_fd: RawFd,
+    pub landlock_fd: RawFd,
+    pub seccomp: Vec<libc::sock_fprog>,
+    pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
+    pub proc_writes: Vec<ProcWrite>,
+    pub mounts: Vec<MountCall>,
+    pub cap_last: libc::c_int,
+    /// Owners of the memory `argv`/`envp`/`seccomp` point into.
+    pub _storage: (Vec<CString>, Vec<CString>, Vec<Vec<libc::sock_filter>>),
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// Report `stage` and the current errno to the parent, then exit.
+unsafe fn fail(plan: &ChildPlan, stage: Stage) -> ! {
+    let err = errno();
+    let mut msg = [0u8; 8];
+    msg[..4].copy_from_slice(&(stage as u32).to_ne_bytes());
+    msg[4..].copy_from_slice(&err.to_ne_bytes());
+    // SAFETY: write(2) and _exit(2) are async-signal-safe; `msg` is on our stack.
+    unsafe {
+        libc::write(plan.report_fd, msg.as_ptr().cast(), msg.len());
+        libc::_exit(125)
+    }
+}
+
+fn opt_ptr(s: &Option<CString>) -> *const libc::c_char {
+    s.as_ref().map_or(ptr::null(), |c| c.as_ptr())
+}
+
+/// The child's entry point, called by `clone(2)` on the child's own stack.
+///
+/// # Safety
+/// `arg` must point to a live `ChildPlan` that outlives the child's execve
+/// (guaranteed by `CLONE_VFORK`: the parent is suspended until then).
+pub extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: the parent passes a pointer to a ChildPlan it keeps alive and
+    // does not touch while suspended in vfork.
+    let plan = unsafe { &*(arg as *const ChildPlan) };
+    // SAFETY: every call below is a raw syscall (or a libc wrapper of one)
+    // that is async-signal-safe; all pointers come from `plan` and stay valid.
+    unsafe {
+        for w in &plan.proc_writes {
+            let fd = libc::open(w.path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 || libc::write(fd, w.content.as_ptr().cast(), w.content.len()) < 0 {
+                fail(plan, Stage::UserNamespace);
+            }
+            libc::close(fd);
+        }
+        if libc::setsid() < 0 {
+            fail(plan, Stage::Session);
+        }
+        // Die with the thread that spawned us.
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+        for m in &plan.mounts {
+            let rc = libc::mount(
+                opt_ptr(&m.source),
+                m.target.as_ptr(),
+                opt_ptr(&m.fstype),
+                m.flags,
+                opt_ptr(&m.data).cast(),
+            );
+            if rc != 0 && !m.optional {
+                fail(plan, Stage::Mount);
+            }
+        }
+        for (resource, limit) in &plan.rlimits {
+            if libc::setrlimit(*resource, limit) != 0 {
+                fail(plan, Stage::Rlimit);
+            }
+        }
+        if libc::chdir(plan.cwd.as_ptr()) != 0 {
+            fail(plan, Stage::Chdir);
+        }
+        drop_capabilities(plan);
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            fail(plan, Stage::NoNewPrivs);
+        }
+        if plan.landlock_fd >= 0
+            && libc::syscall(libc::SYS_landlock_restrict_self, plan.landlock_fd, 0u32) != 0
+        {
+            fail(plan, Stage::Landlock);
+        }
+        // Nothing toolcage inherited may leak into the tool.
+        if libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        ) != 0
+        {
+            fail(plan, Stage::Descriptors);
+        }
+        for (target, &fd) in plan.stdio.iter().enumerate() {
+            let target = target as RawFd;
+            if fd == target {
+                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                    fail(plan, Stage::Descriptors);
+                }
+            } else if libc::dup2(fd, target) < 0 {
+                fail(plan, Stage::Descriptors);
+            }
+        }
+        reset_signals(plan);
+        for prog in &plan.seccomp {
+            if libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0u32,
+                prog as *const libc::sock_fprog,
+            ) != 0
+            {
+                fail(plan, Stage::Seccomp);
+            }
+        }
+        libc::execve(
+            plan.program.as_ptr(),
+            plan.argv.as_ptr(),
+            plan.envp.as_ptr(),
+        );
+        fail(plan, Stage::Exec)
+    }
+}
+
+/// Lock root out of its privileges and empty every capability set.
+unsafe fn drop_capabilities(plan: &ChildPlan) {
+    const SECBITS: libc::c_ulong = 0x2f; // NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED ...
+    // SAFETY: prctl/capset take plain integers or pointers to our stack.
+    unsafe {
+        // NOROOT|NOROOT_LOCKED|NO_SETUID_FIXUP|NO_SETUID_FIXUP_LOCKED|KEEP_CAPS_LOCKED
+        // plus NO_CAP_AMBIENT_RAISE and its lock (0x40 | 0x80).
+        if libc::prctl(libc::PR_SET_SECUREBITS, SECBITS | 0xc0, 0, 0, 0) != 0 {
+            fail(plan, Stage::Capabilities);
+        }
+        if libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            fail(plan, Stage::Capabilities);
+        }
+        for cap in 0..=plan.cap_last {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 {
+                fail(plan, Stage::Capabilities);
+            }
+        }
+        #[repr(C)]
+        struct Header {
+            version: u32,
+            pid: i32,
+        }
+        #[repr(C)]
+        struct Data {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        let header = Header {
+            version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+            pid: 0,
+        };
+        let data = [
+            Data {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            },
+            Data {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            },
+        ];
+        if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
+            fail(plan, Stage::Capabilities);
+        }
+    }
+}
+
+/// Default dispositions and an empty mask: the tool must not inherit
+/// toolcage's handlers or its ignored SIGPIPE.
+unsafe fn reset_signals(plan: &ChildPlan) {
+    // SAFETY: sigaction/sigprocmask with stack-allocated arguments.
+    unsafe {
+        let mut dfl: libc::sigaction = std::mem::zeroed();
+        dfl.sa_sigaction = libc::SIG_DFL;
+        for sig in 1..libc::SIGRTMAX() {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            libc::sigaction(sig, &dfl, ptr::null_mut());
+        }
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        if libc::sigprocmask(libc::SIG_SETMASK, &empty, ptr::null_mut()) != 0 {
+            fail(plan, Stage::Signals);
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! Building the Landlock ruleset in the parent; the child only calls
+//! `landlock_restrict_self` on the prepared descriptor.
+
+use super::report::{Degradation, LandlockReport, LandlockStatus};
+use crate::policy::{Grant, Network};
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
+};
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::sync::OnceLock;
+
+/// The Landlock ABI version this kernel supports (0 = none).
+pub fn kernel_abi() -> i32 {
+    static ABI_VERSION: OnceLock<i32> = OnceLock::new();
+    *ABI_VERSION.get_or_init(|| {
+        // SAFETY: landlock_create_ruleset with a NULL attribute, size 0 and the
+        // VERSION flag only returns the ABI version; it takes no pointers.
+        let v = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<libc::c_void>(),
+                0usize,
+                1u32, // LANDLOCK_CREATE_RULESET_VERSION
+            )
+        };
+        if v < 0 { 0 } else { v as i32 }
+    })
+}
+
+/// A ruleset ready for the child, and what it will enforce.
+pub struct Prepared {
+    pub fd: Option<OwnedFd>,
+    pub report: LandlockReport,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LandlockError {
+    #[error("cannot open {path} for a Landlock rule: {source}")]
+    Path {
+        path: String,
+        source: landlock::PathFdError,
+    },
+    #[error("building the Landlock ruleset failed: {0}")]
+    Ruleset(#[from] landlock::RulesetError),
+}
+
+/// Landlock features newer than ABI 1, with what toolcage does without them.
+/// `compensated` says whether another layer covers the gap for this grant.
+fn missing_features(abi: i32, network: &Network, pid_ns: bool) -> Vec<Degradation> {
+    let unix_compensated = !matches!(network, Network::On);
+    let table: [(i32, &str, bool, &str); 6] = [
+        (
+            2,
+            "refer (cross-directory link and rename)",
+            true,
+            "Landlock ABI 1 denies every cross-directory link and rename",
+        ),
+        (
+            3,
+            "truncate",
+            false,
+            "files in read-only roots can be truncated where file permissions allow",
+        ),
+        (
+            5,
+            "ioctl on devices",
+            true,
+            "seccomp denies TIOCSTI and TIOCLINUX",
+        ),
+        (
+            6,
+            "abstract unix socket scoping",
+            unix_compensated,
+            "seccomp denies connect() with the network off and AF_UNIX sockets in tcp mode",
+        ),
+        (
+            6,
+            "signal scoping",
+            pid_ns,
+            "the PID namespace hides every process outside the sandbox",
+        ),
+        (
+            9,
+            "unix socket path resolution",
+            unix_compensated,
+            "seccomp denies connect() with the network off and AF_UNIX sockets in tcp mode",
+        ),
+    ];
+    let mut out: Vec<Degradation> = table
+        .iter()
+        .filter(|(since, ..)| abi < *since)
+        .map(|(since, what, compensated, how)| Degradation {
+            feature: format!("landlock: {what} (needs ABI {since})"),
+            compensated: *compensated,
+            note: how.to_string(),
+        })
+        .collect();
+    if abi < 4 && matches!(network, Network::Tcp { .. }) {
+        out.push(Degradation {
+            feature: "landlock: TCP port rules (needs ABI 4)".into(),
+            compensated: false,
+            note: "port restrictions cannot be enforced; TCP to any port would be allowed".into(),
+        });
+    }
+    out
+}
+
+fn is_dir(path: &Path) -> bool {
+    path.metadata().map(|m| m.is_dir()).unwrap_or(false)
+}
+
+/// Build the ruleset for `grant`. `extra_write` are toolcage's own additions
+/// (the private tmp dir). With no Landlock support, `fd` is `None` and the
+/// report says so; the caller decides whether that is acceptable.
+pub fn prepare(
+    grant: &Grant,
+    extra_write: &[&Path],
+    pid_ns: bool,
+) -> Result<Prepared, LandlockError> {
+    let version = kernel_abi();
+    let missing = missing_features(version, &grant.network, pid_ns);
+    if version == 0 {
+        return Ok(Prepared {
+            fd: None,
+            report: LandlockReport {
+                abi: 0,
+                status: LandlockStatus::NotEnforced,
+                missing,
+            },
+        });
+    }
+    let abi = ABI::from(version);
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(abi))?;
+    if version >= 6 {
+        ruleset = ruleset.scope(Scope::AbstractUnixSocket | Scope::Signal)?;
+    }
+    let net_rules: Vec<NetPort> = match &grant.network {
+        Network::On => vec![],
+        Network::Off => {
+            // Defence in depth: seccomp already forbids inet sockets.
+            if version >= 4 {
+                ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
+            }
+            vec![]
+        }
+        Network::Tcp { connect, bind } => {
+            if version >= 4 {
+                ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
+            }
+            connect
+                .iter()
+                .map(|p| NetPort::new(*p, AccessNet::ConnectTcp))
+                .chain(bind.iter().map(|p| NetPort::new(*p, AccessNet::BindTcp)))
+                .collect()
+        }
+    };
+    let file_rights = AccessFs::from_file(abi);
+    let rule = |path: &Path, rights: landlock::BitFlags<AccessFs>| {
+        let rights = if is_dir(path) {
+            rights
+        } else {
+            rights & file_rights
+        };
+        PathFd::new(path)
+            .map(|fd| PathBeneath::new(fd, rights))
+            .map_err(|source| LandlockError::Path {
+                path: path.display().to_string(),
+                source,
+            })
+    };
+    let mut fs_rules = Vec::with_capacity(grant.read.len() + grant.write.len() + 1);
+    for root in &grant.read {
+        fs_rules.push(rule(root, AccessFs::from_read(abi))?);
+    }
+    for root in grant
+        .write
+        .iter()
+        .map(|p| p.as_path())
+        .chain(extra_write.iter().copied())
+    {
+        fs_rules.push(rule(root, AccessFs::from_all(abi))?);
+    }
+    let created = ruleset
+        .create()?
+        .add_rules(fs_rules.into_iter().map(Ok::<_, landlock::RulesetError>))?
+        .add_rules(net_rules.into_iter().map(Ok::<_, landlock::RulesetError>))?;
+    let status = if missing.iter().any(|d| !d.compensated) {
+        LandlockStatus::PartiallyEnforced
+    } else {
+        LandlockStatus::FullyEnforced
+    };
+    Ok(Prepared {
+        fd: created.into(),
+        report: LandlockReport {
+            abi: version,
+            status,
+            missing,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn abi_seven_off_network_is_fully_compensated() {
+        let missing = missing_features(7, &Network::Off, true);
+        assert!(!missing.is_empty(), "ABI 9 features are missing on ABI 7");
+        assert!(missing.iter().all(|d| d.compensated));
+    }
+
+    #[test]
+    fn old_abi_reports_uncompensated_gaps() {
+        let missing = missing_features(1, &Network::Off, true);
+        assert!(
+            missing
+                .iter()
+                .any(|d| !d.compensated && d.feature.contains("truncate"))
+        );
+        let tcp = Network::Tcp {
+            connect: vec![80],
+            bind: vec![],
+        };
+        assert!(
+            missing_features(3, &tcp, true)
+                .iter()
+                .any(|d| d.feature.contains("TCP port") && !d.compensated)
+        );
+    }
+}

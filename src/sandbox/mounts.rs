@@ -1,0 +1,141 @@
+//! The private mount namespace: protected paths become read-only bind
+//! mounts, denied paths are covered by an inaccessible mask, and `/proc`
+//! is a fresh instance that shows only the sandbox's own processes.
+//!
+//! Landlock rules are additive, so "read-only inside a write root" and "no
+//! access inside a read root" cannot be expressed with Landlock alone.
+
+use super::child::MountCall;
+use crate::policy::Grant;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+pub struct MountPlan {
+    pub calls: Vec<MountCall>,
+    /// Protected paths that do not exist now; checked again after the call.
+    pub missing_protected: Vec<PathBuf>,
+}
+
+fn cstr(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).expect("paths from the OS have no NUL")
+}
+
+fn lit(s: &str) -> Option<CString> {
+    Some(CString::new(s).expect("literal has no NUL"))
+}
+
+/// Mount flags a read-only remount must keep (they are locked in a user
+/// namespace, and dropping them elsewhere would loosen the mount).
+fn locked_flags(path: &Path) -> libc::c_ulong {
+    let Ok(st) = nix::sys::statvfs::statvfs(path) else {
+        return 0;
+    };
+    use nix::sys::statvfs::FsFlags;
+    let f = st.flags();
+    let mut flags = 0;
+    for (fs, ms) in [
+        (FsFlags::ST_NOSUID, libc::MS_NOSUID),
+        (FsFlags::ST_NODEV, libc::MS_NODEV),
+        (FsFlags::ST_NOEXEC, libc::MS_NOEXEC),
+        (FsFlags::ST_NOATIME, libc::MS_NOATIME),
+        (FsFlags::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (FsFlags::ST_RELATIME, libc::MS_RELATIME),
+    ] {
+        if f.contains(fs) {
+            flags |= ms;
+        }
+    }
+    flags
+}
+
+fn inside_any(path: &Path, roots: &[PathBuf]) -> bool {
+    roots.iter().any(|r| path.starts_with(r))
+}
+
+fn read_only_bind(source: &Path, target: &Path, calls: &mut Vec<MountCall>) {
+    calls.push(MountCall {
+        source: Some(cstr(source)),
+        target: cstr(target),
+        fstype: None,
+        flags: libc::MS_BIND | libc::MS_REC,
+        data: None,
+        optional: false,
+    });
+    calls.push(MountCall {
+        source: None,
+        target: cstr(target),
+        fstype: None,
+        flags: libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | locked_flags(source),
+        data: None,
+        optional: false,
+    });
+}
+
+/// Whether `grant` needs a mount namespace at all.
+pub fn needed(grant: &Grant) -> bool {
+    grant.read.iter().any(|p| p == Path::new("/proc"))
+        || grant.protected.iter().any(|p| inside_any(p, &grant.write))
+        || !grant.denied.is_empty()
+}
+
+/// Plan the mounts for `grant`. `mask_file` is an empty mode-000 file that
+/// the sandbox cannot reach, used to cover denied files.
+pub fn plan(grant: &Grant, mask_file: &Path) -> MountPlan {
+    let mut calls = vec![MountCall {
+        source: None,
+        target: lit("/").unwrap(),
+        fstype: None,
+        flags: libc::MS_REC | libc::MS_PRIVATE,
+        data: None,
+        optional: false,
+    }];
+    let mut missing_protected = Vec::new();
+    let roots: Vec<PathBuf> = grant.read.iter().chain(&grant.write).cloned().collect();
+    for p in &grant.protected {
+        if !inside_any(p, &grant.write) {
+            continue; // outside every write root Landlock already forbids writes
+        }
+        match p.symlink_metadata() {
+            Ok(m) if m.file_type().is_symlink() => {
+                // A symlink cannot be a mount point; protect what it names
+                // if that is inside a write root, and the link itself by
+                // protecting its parent is too broad: report it instead.
+                missing_protected.push(p.clone());
+            }
+            Ok(_) => read_only_bind(p, p, &mut calls),
+            Err(_) => missing_protected.push(p.clone()),
+        }
+    }
+    for p in &grant.denied {
+        if !inside_any(p, &roots) {
+            continue; // never granted in the first place
+        }
+        match p.metadata() {
+            Ok(m) if m.is_dir() => calls.push(MountCall {
+                source: lit("tmpfs"),
+                target: cstr(p),
+                fstype: lit("tmpfs"),
+                flags: libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                data: lit("mode=000,size=4k"),
+                optional: false,
+            }),
+            Ok(_) => read_only_bind(mask_file, p, &mut calls),
+            Err(_) => {}
+        }
+    }
+    if grant.read.iter().any(|p| p == Path::new("/proc")) {
+        calls.push(MountCall {
+            source: lit("proc"),
+            target: lit("/proc").unwrap(),
+            fstype: lit("proc"),
+            flags: libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            data: None,
+            optional: false,
+        });
+    }
+    MountPlan {
+        calls,
+        missing_protected,
+    }
+}

@@ -1,0 +1,70 @@
+//! The enforcement report carried by every outcome: what the kernel actually
+//! enforced for this call, and what was degraded.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LandlockStatus {
+    FullyEnforced,
+    PartiallyEnforced,
+    NotEnforced,
+}
+
+/// A kernel feature that this call runs without.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Degradation {
+    pub feature: String,
+    /// Another layer covers the gap for this grant.
+    pub compensated: bool,
+    pub note: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LandlockReport {
+    /// The kernel's Landlock ABI version (0: not available).
+    pub abi: i32,
+    pub status: LandlockStatus,
+    pub missing: Vec<Degradation>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EnforcementReport {
+    pub landlock: LandlockReport,
+    /// The seccomp deny list was installed.
+    pub seccomp: bool,
+    /// Every capability set (bounding, effective, permitted, inheritable, ambient) is empty.
+    pub capabilities_dropped: bool,
+    pub no_new_privs: bool,
+    /// The call runs in its own PID namespace: nothing it starts outlives it.
+    pub pid_namespace: bool,
+    /// Protected and denied paths are enforced with a private mount namespace.
+    pub mount_namespace: bool,
+    pub rlimits: bool,
+    /// Human-readable list of everything degraded and not compensated.
+    pub degraded: Vec<String>,
+}
+
+impl EnforcementReport {
+    /// One line for logs and the CLI: `landlock=full(abi 7) seccomp=on ...`.
+    pub fn summary(&self) -> String {
+        let ll = match self.landlock.status {
+            LandlockStatus::FullyEnforced => "full",
+            LandlockStatus::PartiallyEnforced => "partial",
+            LandlockStatus::NotEnforced => "off",
+        };
+        let on = |b: bool| if b { "on" } else { "off" };
+        let mut s = format!(
+            "landlock={ll}(abi {}) seccomp={} caps=dropped:{} pidns={} mountns={}",
+            self.landlock.abi,
+            on(self.seccomp),
+            self.capabilities_dropped,
+            on(self.pid_namespace),
+            on(self.mount_namespace),
+        );
+        if !self.degraded.is_empty() {
+            s.push_str(&format!(" degraded=[{}]", self.degraded.join("; ")));
+        }
+        s
+    }
+}

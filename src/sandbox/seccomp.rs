@@ -1,0 +1,248 @@
+//! The seccomp filters, compiled to BPF in the parent before fork.
+//!
+//! Two programs are installed: the main deny list (seccompiler, which also
+//! kills any process of a foreign architecture), and a small hand-written one
+//! that makes `clone3` return ENOSYS (so libc falls back to `clone`, whose
+//! flags we can inspect) and refuses the x32 syscall ABI, which would
+//! otherwise bypass a filter keyed on x86_64 syscall numbers.
+
+use crate::policy::Network;
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition,
+    SeccompFilter, SeccompRule, TargetArch,
+};
+use std::collections::BTreeMap;
+
+/// Syscalls denied with EPERM whatever the grant says.
+const ALWAYS_DENIED: &[(i64, &str)] = &[
+    (libc::SYS_ptrace, "ptrace"),
+    (libc::SYS_process_vm_readv, "process_vm_readv"),
+    (libc::SYS_process_vm_writev, "process_vm_writev"),
+    (libc::SYS_io_uring_setup, "io_uring_setup"),
+    (libc::SYS_io_uring_enter, "io_uring_enter"),
+    (libc::SYS_io_uring_register, "io_uring_register"),
+    (libc::SYS_unshare, "unshare"),
+    (libc::SYS_setns, "setns"),
+    (libc::SYS_mount, "mount"),
+    (libc::SYS_umount2, "umount2"),
+    (libc::SYS_pivot_root, "pivot_root"),
+    (libc::SYS_chroot, "chroot"),
+    (libc::SYS_move_mount, "move_mount"),
+    (libc::SYS_open_tree, "open_tree"),
+    (libc::SYS_fsopen, "fsopen"),
+    (libc::SYS_fsconfig, "fsconfig"),
+    (libc::SYS_fsmount, "fsmount"),
+    (libc::SYS_fspick, "fspick"),
+    (libc::SYS_mount_setattr, "mount_setattr"),
+    (libc::SYS_bpf, "bpf"),
+    (libc::SYS_perf_event_open, "perf_event_open"),
+    (libc::SYS_keyctl, "keyctl"),
+    (libc::SYS_add_key, "add_key"),
+    (libc::SYS_request_key, "request_key"),
+    (libc::SYS_userfaultfd, "userfaultfd"),
+    (libc::SYS_kexec_load, "kexec_load"),
+    (libc::SYS_kexec_file_load, "kexec_file_load"),
+    (libc::SYS_init_module, "init_module"),
+    (libc::SYS_finit_module, "finit_module"),
+    (libc::SYS_delete_module, "delete_module"),
+    (libc::SYS_acct, "acct"),
+    (libc::SYS_swapon, "swapon"),
+    (libc::SYS_swapoff, "swapoff"),
+    (libc::SYS_reboot, "reboot"),
+    (libc::SYS_open_by_handle_at, "open_by_handle_at"),
+    (libc::SYS_quotactl, "quotactl"),
+    (libc::SYS_syslog, "syslog"),
+    (libc::SYS_pidfd_getfd, "pidfd_getfd"),
+    (libc::SYS_fanotify_init, "fanotify_init"),
+    (libc::SYS_vhangup, "vhangup"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_iopl, "iopl"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_ioperm, "ioperm"),
+];
+
+/// Namespace-creating clone flags (all fit in the low 32 bits).
+const NAMESPACE_FLAGS: &[u64] = &[
+    libc::CLONE_NEWNS as u64,
+    libc::CLONE_NEWCGROUP as u64,
+    libc::CLONE_NEWUTS as u64,
+    libc::CLONE_NEWIPC as u64,
+    libc::CLONE_NEWUSER as u64,
+    libc::CLONE_NEWPID as u64,
+    libc::CLONE_NEWNET as u64,
+];
+
+/// The compiled programs, ready to install in the child.
+pub struct Filters {
+    pub main: BpfProgram,
+    pub guard: Vec<libc::sock_filter>,
+}
+
+fn cond(arg: u8, len: Len, op: Op, value: u64) -> SeccompCondition {
+    SeccompCondition::new(arg, len, op, value).expect("valid seccomp condition")
+}
+
+fn rule(conds: Vec<SeccompCondition>) -> SeccompRule {
+    SeccompRule::new(conds).expect("non-empty seccomp rule")
+}
+
+/// Socket types (the low 4 bits of `type`) other than the allowed ones.
+fn deny_types_except(allowed: &[u64]) -> Vec<SeccompRule> {
+    (0..16u64)
+        .filter(|t| !allowed.contains(t))
+        .map(|t| rule(vec![cond(1, Len::Dword, Op::MaskedEq(0xf), t)]))
+        .collect()
+}
+
+/// Build the deny-list rules for a network mode. Public for tests.
+pub fn rules(network: &Network) -> BTreeMap<i64, Vec<SeccompRule>> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for (nr, _) in ALWAYS_DENIED {
+        rules.insert(*nr, vec![]);
+    }
+    // Terminal injection: compare the low 32 bits of the request.
+    rules.insert(
+        libc::SYS_ioctl,
+        [libc::TIOCSTI, libc::TIOCLINUX]
+            .iter()
+            .map(|req| rule(vec![cond(1, Len::Dword, Op::Eq, *req)]))
+            .collect(),
+    );
+    rules.insert(
+        libc::SYS_clone,
+        NAMESPACE_FLAGS
+            .iter()
+            .map(|f| rule(vec![cond(0, Len::Dword, Op::MaskedEq(*f), *f)]))
+            .collect(),
+    );
+    let stream = libc::SOCK_STREAM as u64;
+    let seqpacket = libc::SOCK_SEQPACKET as u64;
+    let unix = libc::AF_UNIX as u64;
+    match network {
+        Network::On => {}
+        Network::Off => {
+            // AF_UNIX stream/seqpacket only, and no connect(): without
+            // Landlock ABI 9 nothing else stops a connect to a host socket
+            // such as the docker or dbus socket, or an abstract one.
+            let mut socket = vec![rule(vec![cond(0, Len::Dword, Op::Ne, unix)])];
+            socket.extend(deny_types_except(&[stream, seqpacket]));
+            rules.insert(libc::SYS_socket, socket);
+            let mut pair = vec![rule(vec![cond(0, Len::Dword, Op::Ne, unix)])];
+            pair.extend(deny_types_except(&[stream, seqpacket]));
+            rules.insert(libc::SYS_socketpair, pair);
+            rules.insert(libc::SYS_connect, vec![]);
+        }
+        Network::Tcp { .. } => {
+            // TCP over IPv4/IPv6 only (ports are Landlock's job); no UDP, no
+            // raw, no MPTCP, and no AF_UNIX sockets except connected pairs.
+            let inet = libc::AF_INET as u64;
+            let inet6 = libc::AF_INET6 as u64;
+            let mut socket = vec![rule(vec![
+                cond(0, Len::Dword, Op::Ne, inet),
+                cond(0, Len::Dword, Op::Ne, inet6),
+            ])];
+            socket.extend(deny_types_except(&[stream]));
+            socket.push(rule(vec![
+                cond(2, Len::Dword, Op::Ne, 0),
+                cond(2, Len::Dword, Op::Ne, libc::IPPROTO_TCP as u64),
+            ]));
+            rules.insert(libc::SYS_socket, socket);
+            let mut pair = vec![rule(vec![cond(0, Len::Dword, Op::Ne, unix)])];
+            pair.extend(deny_types_except(&[stream, seqpacket]));
+            rules.insert(libc::SYS_socketpair, pair);
+        }
+    }
+    rules
+}
+
+fn target_arch() -> TargetArch {
+    #[cfg(target_arch = "x86_64")]
+    return TargetArch::x86_64;
+    #[cfg(target_arch = "aarch64")]
+    return TargetArch::aarch64;
+    #[cfg(target_arch = "riscv64")]
+    return TargetArch::riscv64;
+}
+
+/// Compile both programs for `network`.
+pub fn compile(network: &Network) -> Result<Filters, seccompiler::BackendError> {
+    let filter = SeccompFilter::new(
+        rules(network),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        target_arch(),
+    )?;
+    let main: BpfProgram = filter.try_into()?;
+    Ok(Filters {
+        main,
+        guard: guard_program(),
+    })
+}
+
+fn stmt(code: u16, k: u32) -> libc::sock_filter {
+    libc::sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+    libc::sock_filter { code, jt, jf, k }
+}
+
+/// `clone3` -> ENOSYS; x32 syscall numbers -> EPERM; everything else allowed.
+fn guard_program() -> Vec<libc::sock_filter> {
+    const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const JEQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const JGE: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+    const RET: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let errno = |e: i32| libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA);
+    let x32_bit: u32 = if cfg!(target_arch = "x86_64") {
+        0x4000_0000
+    } else {
+        u32::MAX
+    };
+    vec![
+        stmt(LD_W_ABS, 0), // seccomp_data.nr
+        jump(JEQ, libc::SYS_clone3 as u32, 0, 1),
+        stmt(RET, errno(libc::ENOSYS)),
+        jump(JGE, x32_bit, 0, 1),
+        stmt(RET, errno(libc::EPERM)),
+        stmt(RET, libc::SECCOMP_RET_ALLOW),
+    ]
+}
+
+/// The names of the always-denied syscalls, for the enforcement report.
+pub fn denied_names() -> impl Iterator<Item = &'static str> {
+    ALWAYS_DENIED.iter().map(|(_, n)| *n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compiles_for_every_network_mode() {
+        for net in [
+            Network::Off,
+            Network::On,
+            Network::Tcp {
+                connect: vec![443],
+                bind: vec![],
+            },
+        ] {
+            let f = compile(&net).unwrap();
+            assert!(f.main.len() > 10);
+            assert_eq!(f.guard.len(), 6);
+        }
+    }
+
+    #[test]
+    fn network_off_denies_connect_and_on_does_not() {
+        assert!(rules(&Network::Off).contains_key(&libc::SYS_connect));
+        assert!(!rules(&Network::On).contains_key(&libc::SYS_connect));
+        assert!(!rules(&Network::On).contains_key(&libc::SYS_socket));
+    }
+}

@@ -1,0 +1,248 @@
+//! The parent side of a running call: feed stdin, drain stdout and stderr
+//! under their caps, enforce the timeout and cancellation, reap the child.
+
+use super::Exit;
+use super::output::{CappedBuffer, Captured};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Cancels a running call from another thread: the call's process tree is
+/// killed and the outcome is `Exit::Cancelled`.
+#[derive(Debug, Clone)]
+pub struct CancelToken {
+    fd: Arc<OwnedFd>,
+}
+
+impl CancelToken {
+    pub fn new() -> std::io::Result<Self> {
+        let fd = nix::sys::eventfd::EventFd::from_flags(
+            nix::sys::eventfd::EfdFlags::EFD_CLOEXEC | nix::sys::eventfd::EfdFlags::EFD_NONBLOCK,
+        )?;
+        Ok(CancelToken {
+            fd: Arc::new(fd.into()),
+        })
+    }
+
+    pub fn cancel(&self) {
+        let one = 1u64.to_ne_bytes();
+        let _ = nix::unistd::write(self.fd.as_fd(), &one);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        let mut pfd = [libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        // SAFETY: poll on one valid descriptor with a zero timeout.
+        unsafe { libc::poll(pfd.as_mut_ptr(), 1, 0) > 0 }
+    }
+
+    fn raw(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+pub struct Running {
+    pub pid: libc::pid_t,
+    pub pidfd: OwnedFd,
+    pub stdin: Option<OwnedFd>,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+    /// The child is the init of its own PID namespace: killing it kills
+    /// everything it started.
+    pub pid_namespace: bool,
+}
+
+pub struct Finished {
+    pub exit: Exit,
+    pub stdout: Captured,
+    pub stderr: Captured,
+}
+
+fn set_nonblocking(fd: RawFd) {
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
+}
+
+fn kill_tree(pid: libc::pid_t, sig: libc::c_int) {
+    // SAFETY: kill(2) with our child's pid and its process group.
+    unsafe {
+        libc::kill(-pid, sig);
+        libc::kill(pid, sig);
+    }
+}
+
+fn wait_status(pid: libc::pid_t, flags: libc::c_int) -> Option<Exit> {
+    let mut status = 0;
+    // SAFETY: waitpid on our own child with a valid status pointer.
+    let rc = unsafe { libc::waitpid(pid, &mut status, flags) };
+    if rc != pid {
+        return None;
+    }
+    if libc::WIFEXITED(status) {
+        Some(Exit::Code(libc::WEXITSTATUS(status)))
+    } else if libc::WIFSIGNALED(status) {
+        Some(Exit::Signal(libc::WTERMSIG(status)))
+    } else {
+        None
+    }
+}
+
+/// How long to keep draining pipes after the child exited, when descendants
+/// could still hold them (no PID namespace).
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
+
+/// Supervise `child` until it and its output are done.
+pub fn supervise(
+    child: Running,
+    stdin_data: &[u8],
+    caps: crate::policy::OutputCaps,
+    timeout: Duration,
+    grace: Duration,
+    cancel: Option<&CancelToken>,
+) -> Finished {
+    let start = Instant::now();
+    let deadline = start + timeout;
+    let mut out = CappedBuffer::new(caps.stdout);
+    let mut err = CappedBuffer::new(caps.stderr);
+    let mut stdin = child.stdin;
+    let mut stdout = Some(child.stdout);
+    let mut stderr = Some(child.stderr);
+    for fd in [&stdin, &stdout, &stderr].into_iter().flatten() {
+        set_nonblocking(fd.as_raw_fd());
+    }
+    if stdin_data.is_empty() {
+        stdin = None;
+    }
+    let mut written = 0usize;
+    let mut exit: Option<Exit> = None;
+    let mut killed: Option<Exit> = None; // why we killed it
+    let mut kill_at: Option<Instant> = None;
+    let mut drain_until: Option<Instant> = None;
+    let mut buf = vec![0u8; 64 * 1024];
+
+    loop {
+        if exit.is_some() && stdout.is_none() && stderr.is_none() {
+            break;
+        }
+        let now = Instant::now();
+        if exit.is_some() && drain_until.is_some_and(|t| now >= t) {
+            // Descendants outside a PID namespace still hold the pipes.
+            kill_tree(child.pid, libc::SIGKILL);
+            break;
+        }
+        if exit.is_none() {
+            if killed.is_none() && now >= deadline {
+                killed = Some(Exit::Timeout);
+                kill_tree(child.pid, libc::SIGTERM);
+                kill_at = Some(now + grace);
+            }
+            if kill_at.is_some_and(|t| now >= t) {
+                kill_tree(child.pid, libc::SIGKILL);
+                kill_at = None;
+            }
+        }
+        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(5);
+        let mut slots = [usize::MAX; 5];
+        let mut push = |slot: usize, fd: RawFd, events: libc::c_short| {
+            slots[slot] = fds.len();
+            fds.push(libc::pollfd {
+                fd,
+                events,
+                revents: 0,
+            });
+        };
+        if let Some(fd) = &stdout {
+            push(0, fd.as_raw_fd(), libc::POLLIN);
+        }
+        if let Some(fd) = &stderr {
+            push(1, fd.as_raw_fd(), libc::POLLIN);
+        }
+        if let Some(fd) = &stdin {
+            push(2, fd.as_raw_fd(), libc::POLLOUT);
+        }
+        if exit.is_none() {
+            push(3, child.pidfd.as_raw_fd(), libc::POLLIN);
+            if let Some(c) = cancel.filter(|_| killed.is_none()) {
+                push(4, c.raw(), libc::POLLIN);
+            }
+        }
+        let wake = [
+            (killed.is_none() && exit.is_none()).then_some(deadline),
+            kill_at,
+            drain_until,
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let timeout_ms = wake.map_or(-1, |t| {
+            t.saturating_duration_since(now).as_millis().min(60_000) as i32 + 1
+        });
+        // SAFETY: poll on descriptors we own, with a correctly sized array.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+        if n < 0 {
+            continue; // EINTR
+        }
+        let ready = |slot: usize| slots[slot] != usize::MAX && fds[slots[slot]].revents != 0;
+        for (slot, stream) in [(0, &mut stdout), (1, &mut stderr)] {
+            if ready(slot) {
+                let capture = if slot == 0 { &mut out } else { &mut err };
+                if drain(stream, capture, &mut buf) {
+                    *stream = None;
+                }
+            }
+        }
+        if ready(2) {
+            if let Some(fd) = &stdin {
+                match nix::unistd::write(fd, &stdin_data[written..]) {
+                    Ok(n) => written += n,
+                    Err(nix::errno::Errno::EAGAIN) | Err(nix::errno::Errno::EINTR) => {}
+                    Err(_) => written = stdin_data.len(), // EPIPE: the child stopped reading
+                }
+            }
+            if written >= stdin_data.len() {
+                stdin = None; // closes it: EOF for the child
+            }
+        }
+        if ready(4) && killed.is_none() {
+            killed = Some(Exit::Cancelled);
+            kill_tree(child.pid, libc::SIGKILL);
+        }
+        if ready(3) || (exit.is_none() && kill_at.is_none() && killed.is_some()) {
+            if let Some(status) = wait_status(child.pid, libc::WNOHANG) {
+                exit = Some(killed.unwrap_or(status));
+                stdin = None;
+                if !child.pid_namespace {
+                    drain_until = Some(Instant::now() + DRAIN_AFTER_EXIT);
+                }
+            }
+        }
+    }
+    if exit.is_none() {
+        exit = wait_status(child.pid, 0);
+    }
+    Finished {
+        exit: exit.unwrap_or(Exit::Signal(libc::SIGKILL)),
+        stdout: out.finish(),
+        stderr: err.finish(),
+    }
+}
+
+/// Read what is available; true at EOF or on error.
+fn drain(stream: &Option<OwnedFd>, capture: &mut CappedBuffer, buf: &mut [u8]) -> bool {
+    let Some(fd) = stream else { return true };
+    loop {
+        match nix::unistd::read(fd, buf) {
+            Ok(0) => return true,
+            Ok(n) => capture.push(&buf[..n]),
+            Err(nix::errno::Errno::EAGAIN) => return false,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return true,
+        }
+    }
+}
