@@ -10,6 +10,7 @@ mod landlock;
 mod mounts;
 pub mod output;
 pub mod report;
+mod runtime_dir;
 pub mod seccomp;
 mod spawn;
 mod supervise;

@@ -74,14 +74,16 @@ fn read_only_bind(source: &Path, target: &Path, calls: &mut Vec<MountCall>) {
 
 /// Whether `grant` needs a mount namespace at all.
 pub fn needed(grant: &Grant) -> bool {
-    grant.read.iter().any(|p| p == Path::new("/proc"))
+    grant.private_tmp
+        || grant.read.iter().any(|p| p == Path::new("/proc"))
         || grant.protected.iter().any(|p| inside_any(p, &grant.write))
         || !grant.denied.is_empty()
 }
 
 /// Plan the mounts for `grant`. `mask_file` is an empty mode-000 file that
-/// the sandbox cannot reach, used to cover denied files.
-pub fn plan(grant: &Grant, mask_file: &Path) -> MountPlan {
+/// the sandbox cannot reach, used to cover denied files; `private_tmp` gets
+/// a fresh tmpfs.
+pub fn plan(grant: &Grant, mask_file: &Path, private_tmp: Option<&Path>) -> MountPlan {
     let mut calls = vec![MountCall {
         source: None,
         target: lit("/").unwrap(),
@@ -90,6 +92,17 @@ pub fn plan(grant: &Grant, mask_file: &Path) -> MountPlan {
         data: None,
         optional: false,
     }];
+    if let Some(tmp) = private_tmp {
+        let size = grant.limits.file_size.unwrap_or(1 << 30);
+        calls.push(MountCall {
+            source: lit("tmpfs"),
+            target: cstr(tmp),
+            fstype: lit("tmpfs"),
+            flags: libc::MS_NOSUID | libc::MS_NODEV,
+            data: lit(&format!("mode=0700,size={size}")),
+            optional: false,
+        });
+    }
     let mut missing_protected = Vec::new();
     let roots: Vec<PathBuf> = grant.read.iter().chain(&grant.write).cloned().collect();
     for p in &grant.protected {

@@ -5,7 +5,7 @@ use super::child::{ChildPlan, ProcWrite, Stage, child_main};
 use super::landlock::{self as ll};
 use super::report::{EnforcementReport, LandlockStatus};
 use super::supervise::{CancelToken, Running, supervise};
-use super::{Command, Outcome, SandboxError, build_env, mounts, seccomp};
+use super::{Command, Outcome, SandboxError, build_env, mounts, runtime_dir, seccomp};
 use crate::policy::{Enforcement, Grant};
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -13,39 +13,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-
-/// Per-call scratch space: `<base>/tmp` is the call's TMPDIR, `<base>/mask`
-/// an unreadable empty file used to cover denied files. Removed on drop.
-struct Scratch {
-    base: PathBuf,
-}
-
-impl Scratch {
-    fn new() -> Result<Scratch, SandboxError> {
-        let dir = std::env::temp_dir().join("toolcage-XXXXXX");
-        let base = nix::unistd::mkdtemp(&dir)
-            .map_err(|e| SandboxError::Prepare(format!("cannot create a private tmp dir: {e}")))?;
-        let scratch = Scratch { base };
-        let io = |e: std::io::Error| SandboxError::Prepare(format!("private tmp dir: {e}"));
-        std::fs::create_dir(scratch.tmp()).map_err(io)?;
-        std::fs::write(scratch.mask(), b"").map_err(io)?;
-        std::fs::set_permissions(scratch.mask(), std::fs::Permissions::from_mode(0o000))
-            .map_err(io)?;
-        Ok(scratch)
-    }
-    fn tmp(&self) -> PathBuf {
-        self.base.join("tmp")
-    }
-    fn mask(&self) -> PathBuf {
-        self.base.join("mask")
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.base);
-    }
-}
 
 fn cstring(s: &OsStr) -> Result<CString, SandboxError> {
     CString::new(s.as_bytes())
@@ -212,14 +179,14 @@ pub fn run(
         .argv
         .first()
         .ok_or_else(|| SandboxError::Prepare("no command given".into()))?;
-    let scratch = grant.private_tmp.then(Scratch::new).transpose()?;
-    let scratch_tmp = scratch.as_ref().map(|s| s.tmp());
-    let env = build_env(grant, std::env::vars(), &cmd.env, scratch_tmp.as_deref());
+    let runtime = runtime_dir::get()?;
+    let private_tmp = grant.private_tmp.then_some(runtime.tmp.as_path());
+    let env = build_env(grant, std::env::vars(), &cmd.env, private_tmp);
     let program = resolve_program(argv0, &grant.project, env.get("PATH").map_or("", |s| s))?;
 
     let use_mount_ns = mounts::needed(grant);
     let mut extra_write: Vec<&Path> = Vec::new();
-    if let Some(t) = &scratch_tmp {
+    if let Some(t) = private_tmp {
         extra_write.push(t);
     }
     let mut read_grant;
@@ -277,12 +244,11 @@ pub fn run(
         })
         .collect();
 
-    let (mount_calls, missing_protected) = match scratch.as_ref().filter(|_| use_mount_ns) {
-        Some(s) => {
-            let plan = mounts::plan(grant, &s.mask());
-            (plan.calls, plan.missing_protected)
-        }
-        None => (Vec::new(), Vec::new()),
+    let (mount_calls, missing_protected) = if use_mount_ns {
+        let plan = mounts::plan(grant, &runtime.mask, private_tmp);
+        (plan.calls, plan.missing_protected)
+    } else {
+        (Vec::new(), Vec::new())
     };
 
     let argv_store: Vec<CString> = cmd
@@ -408,7 +374,6 @@ pub fn run(
         .into_iter()
         .filter(|p| p.symlink_metadata().is_ok())
         .collect();
-    drop(scratch);
     Ok(Outcome {
         exit: finished.exit,
         stdout: finished.stdout,

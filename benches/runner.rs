@@ -1,0 +1,168 @@
+//! Sandbox overhead, measured side by side in one run:
+//! `/bin/true` spawned plainly, under toolcage's runner (in process), as a
+//! whole `toolcage exec` process, and under `bwrap` when it is installed.
+//!
+//! Run with `cargo bench --bench runner`. Prints medians and ratios; asserts nothing.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use toolcage::policy::{Grant, Network};
+use toolcage::sandbox;
+
+const ROUNDS: usize = 300;
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn measure(mut f: impl FnMut()) -> Duration {
+    for _ in 0..20 {
+        f(); // warm up
+    }
+    median(
+        (0..ROUNDS)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed()
+            })
+            .collect(),
+    )
+}
+
+fn default_grant(project: PathBuf) -> Grant {
+    let mut g = Grant::closed(project.clone());
+    g.read = [
+        "/usr",
+        "/bin",
+        "/lib",
+        "/lib64",
+        "/etc",
+        "/proc",
+        "/dev/urandom",
+        "/dev/zero",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .filter(|p| p.exists())
+    .collect();
+    g.write = vec![project.clone(), "/dev/null".into()];
+    g.protected = [
+        ".agents",
+        ".clawd",
+        "tools",
+        "tools.toml",
+        ".mcp.json",
+        ".git",
+    ]
+    .iter()
+    .map(|p| project.join(p))
+    .collect();
+    g.env_allow = vec!["PATH".into(), "LANG".into(), "LC_*".into(), "TERM".into()];
+    g.network = Network::Off;
+    g
+}
+
+fn quiet(cmd: &mut Command) -> &mut Command {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+}
+
+fn main() {
+    let project = std::env::temp_dir().join(format!("tc-bench-{}", std::process::id()));
+    std::fs::create_dir_all(project.join(".git")).unwrap();
+    let grant = default_grant(project.canonicalize().unwrap());
+    let true_cmd = sandbox::Command {
+        argv: vec!["/bin/true".into()],
+        ..Default::default()
+    };
+
+    let plain = measure(|| {
+        quiet(&mut Command::new("/bin/true")).status().unwrap();
+    });
+    let runner = measure(|| {
+        let o = sandbox::run(&grant, &true_cmd, None).unwrap();
+        assert!(o.exit.success());
+    });
+    let exe = env!("CARGO_BIN_EXE_toolcage");
+    let whole =
+        measure(|| {
+            let ok = quiet(Command::new(exe).args(["-C"]).arg(&project).args([
+                "exec",
+                "--",
+                "/bin/true",
+            ]))
+            .status()
+            .unwrap()
+            .success();
+            assert!(ok);
+        });
+
+    println!("sandbox overhead, median of {ROUNDS} runs of /bin/true");
+    println!("  plain fork/exec            {:>9.3} ms", ms(plain));
+    println!(
+        "  toolcage runner (in proc)  {:>9.3} ms   +{:.3} ms over plain ({:.2}x)",
+        ms(runner),
+        ms(runner) - ms(plain),
+        ms(runner) / ms(plain)
+    );
+    println!("  toolcage exec (process)    {:>9.3} ms", ms(whole));
+    if which("bwrap") {
+        let bwrap = measure(|| {
+            let ok = quiet(
+                Command::new("bwrap")
+                    .args([
+                        "--unshare-all",
+                        "--die-with-parent",
+                        "--new-session",
+                        "--ro-bind",
+                        "/usr",
+                        "/usr",
+                        "--symlink",
+                        "usr/bin",
+                        "/bin",
+                        "--symlink",
+                        "usr/lib",
+                        "/lib",
+                        "--symlink",
+                        "usr/lib64",
+                        "/lib64",
+                        "--proc",
+                        "/proc",
+                        "--dev",
+                        "/dev",
+                        "--bind",
+                    ])
+                    .arg(&project)
+                    .arg(&project)
+                    .args(["/bin/true"]),
+            )
+            .status()
+            .unwrap()
+            .success();
+            assert!(ok);
+        });
+        println!("  bwrap --unshare-all        {:>9.3} ms", ms(bwrap));
+        println!(
+            "  ratio toolcage exec / bwrap = {:.2} (target <= 0.35)",
+            ms(whole) / ms(bwrap)
+        );
+    } else {
+        println!("  bwrap not installed: skipped (apt-get install bubblewrap)");
+    }
+    let _ = std::fs::remove_dir_all(&project);
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn which(name: &str) -> bool {
+    std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .any(|d| std::path::Path::new(d).join(name).is_file())
+}
