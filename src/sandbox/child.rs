@@ -1,11 +1,18 @@
-//! The child side of a sandboxed spawn.
+//! The child side of a sandboxed spawn: two processes.
 //!
-//! Everything the child needs is prepared by the parent in a [`ChildPlan`]
-//! (C strings, pointer arrays, the Landlock descriptor, the BPF programs).
-//! The child runs on its own stack in the parent's address space
-//! (`CLONE_VM | CLONE_VFORK`, like `posix_spawn`), so between clone and
-//! execve it may only make raw syscalls: no allocation, no locks, no writes
-//! to the parent's memory.
+//! * the **init** (PID 1 of the call's PID namespace) sets up the mount
+//!   namespace, starts the tool, forwards SIGTERM/SIGINT/SIGHUP to every
+//!   process in the namespace, reaps orphans, and when the tool exits writes
+//!   its wait status to the parent and exits, which makes the kernel kill
+//!   whatever the tool left behind;
+//! * the **tool** (PID 2) drops every privilege, installs Landlock and
+//!   seccomp, and execs the command.
+//!
+//! Everything they need is prepared by the parent in a [`ChildPlan`] (C
+//! strings, pointer arrays, the Landlock descriptor, the BPF programs, two
+//! stacks). Both run in the parent's address space (`CLONE_VM`, like
+//! `posix_spawn`), so until execve they may only make raw syscalls: no
+//! allocation, no locks, no writes to the parent's memory.
 
 use std::ffi::CString;
 use std::os::fd::RawFd;
@@ -27,6 +34,7 @@ pub enum Stage {
     Signals = 10,
     Seccomp = 11,
     Exec = 12,
+    Spawn = 13,
 }
 
 impl Stage {
@@ -45,6 +53,7 @@ impl Stage {
             Signals,
             Seccomp,
             Exec,
+            Spawn,
         ]
         .into_iter()
         .find(|s| *s as u32 == v)
@@ -64,6 +73,7 @@ impl Stage {
             Stage::Signals => "signal dispositions",
             Stage::Seccomp => "seccomp filter",
             Stage::Exec => "execve",
+            Stage::Spawn => "starting the tool inside the namespace",
         }
     }
 }
@@ -95,6 +105,10 @@ pub struct ChildPlan {
     pub stdio: [RawFd; 3],
     /// Write end of the setup-report pipe (close-on-exec).
     pub report_fd: RawFd,
+    /// Write end of the pipe on which the init reports the tool's wait status.
+    pub status_fd: RawFd,
+    /// Top of the tool's stack (the init runs on another one).
+    pub tool_stack_top: *mut libc::c_void,
     pub landlock_fd: RawFd,
     pub seccomp: Vec<libc::sock_fprog>,
     pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
@@ -126,28 +140,23 @@ fn opt_ptr(s: &Option<CString>) -> *const libc::c_char {
     s.as_ref().map_or(ptr::null(), |c| c.as_ptr())
 }
 
-/// The child's entry point, called by `clone(2)` on the child's own stack.
-///
-/// # Safety
-/// `arg` must point to a live `ChildPlan` that outlives the child's execve
-/// (guaranteed by `CLONE_VFORK`: the parent is suspended until then).
-pub extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: the parent passes a pointer to a ChildPlan it keeps alive and
-    // does not touch while suspended in vfork.
+/// Forward a termination signal to every other process in the namespace.
+extern "C" fn forward_signal(sig: libc::c_int) {
+    // SAFETY: kill(2) is async-signal-safe; -1 from a namespace init means
+    // every process in the namespace except the init itself.
+    unsafe {
+        libc::kill(-1, sig);
+    }
+}
+
+/// The init's entry point, called by `clone(2)` on its own stack.
+pub extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: the parent passes a pointer to a ChildPlan it keeps alive until
+    // this process has been reaped, and never writes to it meanwhile.
     let plan = unsafe { &*(arg as *const ChildPlan) };
     // SAFETY: every call below is a raw syscall (or a libc wrapper of one)
     // that is async-signal-safe; all pointers come from `plan` and stay valid.
     unsafe {
-        for w in &plan.proc_writes {
-            let fd = libc::open(w.path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-            if fd < 0 || libc::write(fd, w.content.as_ptr().cast(), w.content.len()) < 0 {
-                fail(plan, Stage::UserNamespace);
-            }
-            libc::close(fd);
-        }
-        if libc::setsid() < 0 {
-            fail(plan, Stage::Session);
-        }
         // Die with the thread that spawned us.
         libc::prctl(
             libc::PR_SET_PDEATHSIG,
@@ -156,6 +165,13 @@ pub extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             0,
             0,
         );
+        for w in &plan.proc_writes {
+            let fd = libc::open(w.path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 || libc::write(fd, w.content.as_ptr().cast(), w.content.len()) < 0 {
+                fail(plan, Stage::UserNamespace);
+            }
+            libc::close(fd);
+        }
         for m in &plan.mounts {
             let rc = libc::mount(
                 opt_ptr(&m.source),
@@ -168,6 +184,63 @@ pub extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
                 fail(plan, Stage::Mount);
             }
         }
+        let mut forward: libc::sigaction = std::mem::zeroed();
+        forward.sa_sigaction = forward_signal as *const () as libc::sighandler_t;
+        libc::sigfillset(&mut forward.sa_mask);
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaction(sig, &forward, ptr::null_mut());
+        }
+        let tool = libc::clone(
+            tool_main,
+            plan.tool_stack_top,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            arg,
+        );
+        if tool < 0 {
+            fail(plan, Stage::Spawn);
+        }
+        // The tool has exec'd or failed. Keep only the status pipe: the
+        // parent's EOF on the report pipe must not wait for us, and copies of
+        // other calls' descriptors (we never exec) must not linger here.
+        let keep = plan.status_fd as u32;
+        if keep > 0 {
+            libc::syscall(libc::SYS_close_range, 0u32, keep - 1, 0u32);
+        }
+        libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32);
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, ptr::null_mut());
+        loop {
+            let mut status = 0;
+            let pid = libc::waitpid(-1, &mut status, 0);
+            if pid == tool {
+                let bytes = status.to_ne_bytes();
+                libc::write(plan.status_fd, bytes.as_ptr().cast(), bytes.len());
+                libc::_exit(0);
+            }
+            if pid < 0 && errno() == libc::ECHILD {
+                libc::_exit(0);
+            }
+        }
+    }
+}
+
+/// The tool's entry point: drop everything, then exec.
+extern "C" fn tool_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: as for `init_main`; the init is suspended (vfork) until we exec.
+    let plan = unsafe { &*(arg as *const ChildPlan) };
+    // SAFETY: raw, async-signal-safe syscalls on memory owned by `plan`.
+    unsafe {
+        if libc::setsid() < 0 {
+            fail(plan, Stage::Session);
+        }
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
         for (resource, limit) in &plan.rlimits {
             if libc::setrlimit(*resource, limit) != 0 {
                 fail(plan, Stage::Rlimit);

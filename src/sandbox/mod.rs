@@ -40,6 +40,9 @@ pub struct Command {
     pub stdin: Vec<u8>,
     /// Extra paths readable for this call only (e.g. a parameters file).
     pub extra_read: Vec<PathBuf>,
+    /// Give the child toolcage's own stdin/stdout/stderr instead of pipes
+    /// (`toolcage exec`): output streams live and is not captured or capped.
+    pub inherit_stdio: bool,
 }
 
 /// How the child ended.

@@ -1,7 +1,7 @@
 //! Preparing and starting a sandboxed child: everything that allocates
 //! happens here, before `clone(2)`.
 
-use super::child::{ChildPlan, ProcWrite, Stage, child_main};
+use super::child::{ChildPlan, ProcWrite, Stage, init_main};
 use super::landlock::{self as ll};
 use super::report::{EnforcementReport, LandlockStatus};
 use super::supervise::{CancelToken, Running, supervise};
@@ -133,24 +133,25 @@ struct Spawned {
     pidfd: OwnedFd,
 }
 
-/// clone(2) the child with `flags`; waits (vfork) until it has exec'd or failed.
-fn clone_child(plan: &ChildPlan, flags: libc::c_int) -> std::io::Result<Spawned> {
-    const STACK: usize = 256 * 1024;
-    let mut stack = vec![0u8; STACK];
+const STACK_SIZE: usize = 256 * 1024;
+
+/// clone(2) the namespace init with `flags`. It shares our memory, so `plan`
+/// and `stacks` must stay alive and untouched until it has been reaped.
+fn clone_init(plan: &ChildPlan, stack: &mut [u8], flags: libc::c_int) -> std::io::Result<Spawned> {
     let mut pidfd: libc::c_int = -1;
-    // SAFETY: the stack is ours and outlives the child's use of it (VFORK:
-    // we are suspended until execve or exit); `plan` likewise. Blocking all
-    // signals keeps our handlers from running on the child's stack.
+    // SAFETY: the stack and the plan outlive the init (the caller keeps them
+    // until it is reaped). Blocking all signals keeps our handlers from
+    // running on the child's stack before it resets them.
     let pid = unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let top = stack.as_mut_ptr().add(STACK).cast::<libc::c_void>();
+        let top = stack.as_mut_ptr().add(stack.len()).cast::<libc::c_void>();
         let pid = libc::clone(
-            child_main,
+            init_main,
             top,
-            flags | libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
+            flags | libc::CLONE_VM | libc::CLONE_PIDFD | libc::SIGCHLD,
             plan as *const ChildPlan as *mut libc::c_void,
             &mut pidfd as *mut libc::c_int,
         );
@@ -161,7 +162,6 @@ fn clone_child(plan: &ChildPlan, flags: libc::c_int) -> std::io::Result<Spawned>
         }
         pid
     };
-    drop(stack);
     // SAFETY: CLONE_PIDFD stored a new descriptor that we now own.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     Ok(Spawned { pid, pidfd })
@@ -265,10 +265,30 @@ pub fn run(
     let mut envp: Vec<*const libc::c_char> = env_store.iter().map(|c| c.as_ptr()).collect();
     envp.push(std::ptr::null());
 
-    let (stdin_r, stdin_w) = pipe()?;
-    let (stdout_r, stdout_w) = pipe()?;
-    let (stderr_r, stderr_w) = pipe()?;
+    // Pipes for captured stdio: (child end, parent end) per stream.
+    let pipes = if cmd.inherit_stdio {
+        None
+    } else {
+        let (stdin_r, stdin_w) = pipe()?;
+        let (stdout_r, stdout_w) = pipe()?;
+        let (stderr_r, stderr_w) = pipe()?;
+        Some(([stdin_r, stdout_w, stderr_w], [stdin_w, stdout_r, stderr_r]))
+    };
+    let stdio = match &pipes {
+        Some((child_ends, _)) => [
+            child_ends[0].as_raw_fd(),
+            child_ends[1].as_raw_fd(),
+            child_ends[2].as_raw_fd(),
+        ],
+        None => [0, 1, 2],
+    };
     let (report_r, report_w) = pipe()?;
+    let (status_r, status_w) = pipe()?;
+    // Two stacks in one allocation: the init's (lower half) and the tool's.
+    let mut stacks = vec![0u8; 2 * STACK_SIZE];
+    // SAFETY: STACK_SIZE is within the allocation; the pointer is only used
+    // by the tool process as the top of its stack.
+    let tool_stack_top = unsafe { stacks.as_mut_ptr().add(2 * STACK_SIZE) }.cast();
 
     // SAFETY: geteuid/getegid cannot fail.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
@@ -297,12 +317,10 @@ pub fn run(
         argv,
         envp,
         cwd: cstring(grant.project.as_os_str())?,
-        stdio: [
-            stdin_r.as_raw_fd(),
-            stdout_w.as_raw_fd(),
-            stderr_w.as_raw_fd(),
-        ],
+        stdio,
         report_fd: report_w.as_raw_fd(),
+        status_fd: status_w.as_raw_fd(),
+        tool_stack_top,
         landlock_fd: prepared.fd.as_ref().map_or(-1, |f| f.as_raw_fd()),
         seccomp: fprogs,
         rlimits: rlimits(grant),
@@ -318,14 +336,19 @@ pub fn run(
     if rootless {
         ns_flags |= libc::CLONE_NEWUSER;
     }
-    let spawned = clone_child(&plan, ns_flags).map_err(|source| SandboxError::Setup {
-        stage: "clone (namespaces)",
-        source,
+    let spawned = clone_init(&plan, &mut stacks[..STACK_SIZE], ns_flags).map_err(|source| {
+        SandboxError::Setup {
+            stage: "clone (namespaces)",
+            source,
+        }
     })?;
-    drop((stdin_r, stdout_w, stderr_w, report_w));
-    drop(plan);
+    drop((report_w, status_w));
+    let parent_ends = pipes.map(|(child_ends, parent_ends)| {
+        drop(child_ends);
+        parent_ends
+    });
 
-    // The child has exec'd (the report pipe closed on exec) or failed.
+    // The tool has exec'd (the report pipe closed on exec) or setup failed.
     let mut msg = [0u8; 8];
     let n = nix::unistd::read(&report_r, &mut msg).unwrap_or(0);
     if n == 8 {
@@ -359,9 +382,8 @@ pub fn run(
         Running {
             pid: spawned.pid,
             pidfd: spawned.pidfd,
-            stdin: Some(stdin_w),
-            stdout: stdout_r,
-            stderr: stderr_r,
+            stdio: parent_ends,
+            status: status_r,
             pid_namespace: true,
         },
         &cmd.stdin,
@@ -370,6 +392,8 @@ pub fn run(
         grant.kill_grace,
         cancel,
     );
+    // The init has been reaped: nothing uses the plan or the stacks now.
+    drop((plan, stacks));
     let created_protected = missing_protected
         .into_iter()
         .filter(|p| p.symlink_metadata().is_ok())

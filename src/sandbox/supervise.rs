@@ -47,9 +47,11 @@ impl CancelToken {
 pub struct Running {
     pub pid: libc::pid_t,
     pub pidfd: OwnedFd,
-    pub stdin: Option<OwnedFd>,
-    pub stdout: OwnedFd,
-    pub stderr: OwnedFd,
+    /// Our ends of the stdin, stdout and stderr pipes; `None` when the
+    /// child inherited toolcage's own descriptors.
+    pub stdio: Option<[OwnedFd; 3]>,
+    /// Read end of the pipe where the init writes the tool's wait status.
+    pub status: OwnedFd,
     /// The child is the init of its own PID namespace: killing it kills
     /// everything it started.
     pub pid_namespace: bool,
@@ -69,20 +71,27 @@ fn set_nonblocking(fd: RawFd) {
     }
 }
 
+/// Signal the namespace init: SIGTERM is forwarded to every process in the
+/// namespace, SIGKILL makes the kernel kill them all.
 fn kill_tree(pid: libc::pid_t, sig: libc::c_int) {
-    // SAFETY: kill(2) with our child's pid and its process group.
+    // SAFETY: kill(2) on our own, not yet reaped, child.
     unsafe {
-        libc::kill(-pid, sig);
         libc::kill(pid, sig);
     }
 }
 
-fn wait_status(pid: libc::pid_t, flags: libc::c_int) -> Option<Exit> {
+/// Reap the init; the tool's status is what the init reported, if it got
+/// that far (it is killed, not exited, on timeout and cancellation).
+fn wait_status(pid: libc::pid_t, flags: libc::c_int, status_pipe: &OwnedFd) -> Option<Exit> {
     let mut status = 0;
     // SAFETY: waitpid on our own child with a valid status pointer.
     let rc = unsafe { libc::waitpid(pid, &mut status, flags) };
     if rc != pid {
         return None;
+    }
+    let mut reported = [0u8; 4];
+    if nix::unistd::read(status_pipe, &mut reported) == Ok(4) {
+        status = i32::from_ne_bytes(reported);
     }
     if libc::WIFEXITED(status) {
         Some(Exit::Code(libc::WEXITSTATUS(status)))
@@ -110,9 +119,10 @@ pub fn supervise(
     let deadline = start + timeout;
     let mut out = CappedBuffer::new(caps.stdout);
     let mut err = CappedBuffer::new(caps.stderr);
-    let mut stdin = child.stdin;
-    let mut stdout = Some(child.stdout);
-    let mut stderr = Some(child.stderr);
+    let (mut stdin, mut stdout, mut stderr) = match child.stdio {
+        Some([i, o, e]) => (Some(i), Some(o), Some(e)),
+        None => (None, None, None),
+    };
     for fd in [&stdin, &stdout, &stderr].into_iter().flatten() {
         set_nonblocking(fd.as_raw_fd());
     }
@@ -139,6 +149,7 @@ pub fn supervise(
         if exit.is_none() {
             if killed.is_none() && now >= deadline {
                 killed = Some(Exit::Timeout);
+                // The init forwards it to every process in the namespace.
                 kill_tree(child.pid, libc::SIGTERM);
                 kill_at = Some(now + grace);
             }
@@ -214,7 +225,7 @@ pub fn supervise(
             kill_tree(child.pid, libc::SIGKILL);
         }
         if ready(3) || (exit.is_none() && kill_at.is_none() && killed.is_some()) {
-            if let Some(status) = wait_status(child.pid, libc::WNOHANG) {
+            if let Some(status) = wait_status(child.pid, libc::WNOHANG, &child.status) {
                 exit = Some(killed.unwrap_or(status));
                 stdin = None;
                 if !child.pid_namespace {
@@ -224,7 +235,7 @@ pub fn supervise(
         }
     }
     if exit.is_none() {
-        exit = wait_status(child.pid, 0);
+        exit = wait_status(child.pid, 0, &child.status);
     }
     Finished {
         exit: exit.unwrap_or(Exit::Signal(libc::SIGKILL)),
