@@ -153,7 +153,40 @@ fn main() {
     } else {
         println!("  bwrap not installed: skipped (apt-get install bubblewrap)");
     }
+    flood(&grant);
     let _ = std::fs::remove_dir_all(&project);
+}
+
+fn max_rss_kib() -> i64 {
+    // SAFETY: getrusage fills the struct we pass.
+    unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u.ru_maxrss
+    }
+}
+
+/// A tool writing 1 GiB to stdout: what is kept, what is counted, and how
+/// much toolcage's own memory grew.
+fn flood(grant: &Grant) {
+    let cmd = sandbox::Command {
+        argv: vec!["/bin/sh".into(), "-c".into(), "head -c 1073741824 /dev/zero".into()],
+        ..Default::default()
+    };
+    let before = max_rss_kib();
+    let t = Instant::now();
+    let o = sandbox::run(grant, &cmd, None).unwrap();
+    let took = t.elapsed();
+    let growth = max_rss_kib() - before;
+    println!("output flood: 1 GiB to stdout");
+    println!(
+        "  kept {} bytes, omitted {} (expected {}), took {:.2} s, toolcage max RSS growth {} KiB (target < 20480)",
+        o.stdout.bytes_kept,
+        o.stdout.bytes_omitted,
+        (1u64 << 30) - o.stdout.bytes_kept,
+        took.as_secs_f64(),
+        growth
+    );
 }
 
 fn ms(d: Duration) -> f64 {
