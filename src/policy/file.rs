@@ -432,11 +432,8 @@ fn convert_error(file: &FileText, e: &toml::de::Error) -> PolicyError {
         }
         let expected = expected_list(&raw);
         format!("unknown key '{name}' (expected one of {expected})")
-    } else if raw.starts_with("unknown variant `") {
-        let name = raw["unknown variant `".len()..]
-            .split('`')
-            .next()
-            .unwrap_or_default();
+    } else if let Some(rest) = raw.strip_prefix("unknown variant `") {
+        let name = rest.split('`').next().unwrap_or_default();
         format!(
             "invalid value \"{name}\" (expected one of {})",
             expected_list(&raw)

@@ -59,16 +59,16 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// The shortest exact spelling of a duration: `500ms`, `30s`, `5m`, `1h`.
 pub fn format_duration(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 != 0 || ms == 0 {
-        if d.subsec_nanos() % 1_000_000 != 0 {
+    if !ms.is_multiple_of(1000) || ms == 0 {
+        if !d.subsec_nanos().is_multiple_of(1_000_000) {
             return format!("{}s", d.as_secs_f64());
         }
         return format!("{ms}ms");
     }
     let s = d.as_secs();
-    if s % 3600 == 0 {
+    if s.is_multiple_of(3600) {
         format!("{}h", s / 3600)
-    } else if s % 60 == 0 {
+    } else if s.is_multiple_of(60) {
         format!("{}m", s / 60)
     } else {
         format!("{s}s")
@@ -84,7 +84,7 @@ pub fn format_size(n: u64) -> String {
         (1 << 10, "KiB"),
     ];
     for (m, u) in UNITS {
-        if n != 0 && n % m == 0 {
+        if n != 0 && n.is_multiple_of(m) {
             return format!("{}{u}", n / m);
         }
     }
