@@ -14,7 +14,9 @@
 
 mod error;
 mod file;
+mod finish;
 mod grant;
+mod parse;
 mod paths;
 mod profiles;
 mod render;

@@ -8,8 +8,9 @@
 //! requests apply, bounded by the operator's `[requests]` section.
 
 use super::error::PolicyError;
-use super::file::{self, Body, FileText};
+use super::file::Body;
 use super::grant::Grant;
+use super::parse::{self, FileText};
 use super::paths::{Vars, canonical_lenient, normalize};
 use super::profiles::{profile_names, profile_text};
 use super::requests::{self, RequestOutcome};
@@ -131,7 +132,7 @@ fn shipped(name: &str) -> Result<FileLayer, PolicyError> {
         label: format!("<shipped>/{name}.toml"),
         text: text.to_string(),
     });
-    let (body, tools) = file::parse(&file)?.into_parts();
+    let (body, tools) = parse::parse(&file)?.into_parts();
     Ok(FileLayer {
         source: format!("profile {name}"),
         file,
@@ -158,7 +159,7 @@ pub fn load(sources: &Sources, ctx: &Context) -> Result<PolicyStack, PolicyError
             source,
         })?;
         let file = Arc::new(FileText { label, text });
-        let (body, tools) = file::parse(&file)?.into_parts();
+        let (body, tools) = parse::parse(&file)?.into_parts();
         layers.push(FileLayer {
             source: format!("policy {}", path.display()),
             file,

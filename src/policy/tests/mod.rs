@@ -2,19 +2,22 @@
 //! errors with their file:line messages, shipped profiles, properties.
 
 use super::*;
+
+mod errors;
+mod props;
 use crate::spec::Requests;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// A temporary project, home and tmp, plus a place for policy files.
-struct Env {
+pub(super) struct Env {
     _dir: tempfile::TempDir,
-    root: PathBuf,
-    ctx: Context,
+    pub(super) root: PathBuf,
+    pub(super) ctx: Context,
 }
 
 impl Env {
-    fn new() -> Env {
+    pub(super) fn new() -> Env {
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();
         for d in [
@@ -40,18 +43,22 @@ impl Env {
         }
     }
 
-    fn p(&self, rel: &str) -> PathBuf {
+    pub(super) fn p(&self, rel: &str) -> PathBuf {
         self.root.join(rel)
     }
 
     /// Write a policy file and return its path.
-    fn file(&self, text: &str) -> PathBuf {
+    pub(super) fn file(&self, text: &str) -> PathBuf {
         let path = self.root.join("p.toml");
         std::fs::write(&path, text).unwrap();
         path
     }
 
-    fn load(&self, profile: Option<&str>, text: Option<&str>) -> Result<PolicyStack, PolicyError> {
+    pub(super) fn load(
+        &self,
+        profile: Option<&str>,
+        text: Option<&str>,
+    ) -> Result<PolicyStack, PolicyError> {
         let sources = Sources {
             profile: profile.map(str::to_string),
             policy_file: text.map(|t| self.file(t)),
@@ -59,7 +66,7 @@ impl Env {
         load(&sources, &self.ctx)
     }
 
-    fn resolve(
+    pub(super) fn resolve(
         &self,
         profile: Option<&str>,
         text: Option<&str>,
@@ -68,7 +75,7 @@ impl Env {
         self.load(profile, text)?.resolve(&self.ctx, cli, None)
     }
 
-    fn tool(&self, text: Option<&str>, name: &str, req: &Requests) -> Resolved {
+    pub(super) fn tool(&self, text: Option<&str>, name: &str, req: &Requests) -> Resolved {
         let tool = ToolInput {
             name,
             requests: req,
@@ -81,7 +88,7 @@ impl Env {
     }
 
     /// The error message of loading a policy file, with the file path shortened.
-    fn err(&self, text: &str) -> String {
+    pub(super) fn err(&self, text: &str) -> String {
         let e = self
             .resolve(None, Some(text), &Overrides::default())
             .unwrap_err()
@@ -89,7 +96,7 @@ impl Env {
         e.replace(&self.root.display().to_string(), "$T")
     }
 
-    fn cli_err(&self, cli: &Overrides) -> String {
+    pub(super) fn cli_err(&self, cli: &Overrides) -> String {
         let e = self.resolve(None, None, cli).unwrap_err().to_string();
         e.replace(&self.root.display().to_string(), "$T")
     }
@@ -346,16 +353,6 @@ fn per_tool_sections() {
 }
 
 #[test]
-fn errors_in_tool_sections_surface_at_load() {
-    let e = Env::new();
-    let err = e.err("[tools.x.limits]\n\ntimeout = 0\n");
-    assert_eq!(
-        err,
-        "policy $T/p.toml:3: tools.x.limits.timeout: must be greater than zero"
-    );
-}
-
-#[test]
 fn network_requests() {
     let e = Env::new();
     let ask = Requests {
@@ -474,168 +471,6 @@ fn approval_and_rate_limit_only_tighten() {
 }
 
 #[test]
-fn file_errors_name_file_line_and_key() {
-    let e = Env::new();
-    let cases = [
-        (
-            "[limits]\ntimeout = \"3x\"\n",
-            "policy $T/p.toml:2: limits.timeout: invalid duration \"3x\" (use e.g. \"30s\", \"500ms\", \"5m\")",
-        ),
-        (
-            "\n\n[netwrk]\n",
-            "policy $T/p.toml:3: unknown key 'netwrk' (expected one of fs, network, env, limits, sandbox, requests, approval, rate_limit, tools)",
-        ),
-        (
-            "[fs]\nadd_read = [\n  \"src\",\n  \"nope\",\n]\n",
-            "policy $T/p.toml:4: fs.add_read: $T/project/nope does not exist (create it or remove it from fs.add_read)",
-        ),
-        (
-            "[fs]\nadd_denied = [\"src\"]\nadd_write = [\"src\"]\n",
-            "policy $T/p.toml:3: fs.add_write: $T/project/src is also denied ($T/project/src, policy $T/p.toml); remove one of them",
-        ),
-        (
-            "[fs]\nadd_denied = [\"{project}\"]\n",
-            "policy $T/p.toml:2: fs.add_denied: $T/project is also a write root ($T/project, profile default); remove one of them",
-        ),
-        (
-            "[fs]\nadd_write = [\".git\"]\n",
-            "policy $T/p.toml:2: fs.add_write: $T/project/.git is also protected ($T/project/.git, profile default); remove one of them",
-        ),
-        (
-            "[network]\nmode = \"off\"\nconnect = [443]\n",
-            "policy $T/p.toml:3: network.connect: ports only apply with network.mode = \"tcp\" (this file sets mode = \"off\")",
-        ),
-        (
-            "[network]\nbind = [8080]\n",
-            "policy $T/p.toml:2: network.bind: ports only apply with network.mode = \"tcp\", but the mode is \"off\" (profile default); set mode = \"tcp\" or remove the ports",
-        ),
-        (
-            "[network]\nmode = \"tcp\"\nconnect = [443,\n 70000]\n",
-            "policy $T/p.toml:4: network.connect: invalid port 70000 (use 1-65535)",
-        ),
-        (
-            "[network]\nmode = \"tcp\"\nconnect = [0]\n",
-            "policy $T/p.toml:3: network.connect: invalid port 0 (use 1-65535)",
-        ),
-        (
-            "[limits]\ntimeout = \"0s\"\n",
-            "policy $T/p.toml:2: limits.timeout: must be greater than zero",
-        ),
-        (
-            "[limits]\nstdout = 0\n",
-            "policy $T/p.toml:2: limits.stdout: must be greater than zero (an output cap of zero hides all output)",
-        ),
-        (
-            "[limits]\nprocesses = 0\n",
-            "policy $T/p.toml:2: limits.processes: must be greater than zero (or \"unlimited\" to keep the inherited limit)",
-        ),
-        (
-            "[env]\nallow = [\"PATH\", \"BAD NAME\"]\n",
-            "policy $T/p.toml:2: env.allow: invalid variable name \"BAD NAME\" (use NAME or PREFIX*)",
-        ),
-        (
-            "[env.set]\n\"1X\" = \"v\"\n",
-            "policy $T/p.toml:2: env.set.1X: invalid variable name \"1X\" (use letters, digits and _)",
-        ),
-        (
-            "[rate_limit]\nwindow = \"1m\"\n",
-            "policy $T/p.toml:2: rate_limit.window: a window without rate_limit.requests (add requests = N)",
-        ),
-        (
-            "[rate_limit]\nrequests = 0\n",
-            "policy $T/p.toml:2: rate_limit.requests: must be greater than zero (to forbid a tool, do not expose it)",
-        ),
-        (
-            "[fs]\nread = [\"{projct}/x\"]\n",
-            "policy $T/p.toml:2: fs.read: \"{projct}/x\": unknown variable {projct} (use {project}, {home} or {tmp})",
-        ),
-        (
-            "[sandbox]\nenforcement = \"lax\"\n",
-            "policy $T/p.toml:2: sandbox.enforcement: invalid value \"lax\" (expected one of standard, strict, degraded)",
-        ),
-    ];
-    for (text, want) in cases {
-        assert_eq!(e.err(text), want, "for {text:?}");
-    }
-}
-
-#[test]
-fn contradiction_is_reported_at_the_later_layer() {
-    let e = Env::new();
-    // Denied first (file), write later (CLI): the CLI flag is named.
-    let cli = Overrides {
-        write: vec![e.p("home/.ssh")],
-        ..Overrides::default()
-    };
-    let err = e
-        .resolve(None, Some("[fs]\nadd_denied = [\"{home}\"]\n"), &cli)
-        .unwrap_err()
-        .to_string()
-        .replace(&e.root.display().to_string(), "$T");
-    assert_eq!(
-        err,
-        "--write: $T/home/.ssh is inside denied ($T/home, policy $T/p.toml); remove one of them"
-    );
-    // Ports set before a later layer turns the mode off are dropped.
-    let r = e.resolve(
-        None,
-        Some("[network]\nmode = \"tcp\"\nconnect = [443]\n"),
-        &Overrides {
-            allow_net: true,
-            ..Overrides::default()
-        },
-    );
-    assert_eq!(r.unwrap().grant.network, Network::On);
-}
-
-#[test]
-fn cli_errors_name_the_flag() {
-    let e = Env::new();
-    let o = |f: fn(&mut Overrides)| {
-        let mut o = Overrides::default();
-        f(&mut o);
-        o
-    };
-    assert_eq!(
-        e.cli_err(&o(|o| o.read = vec!["missing".into()])),
-        "--read: $T/cwd/missing does not exist (create it or remove it from --read)"
-    );
-    assert_eq!(
-        e.cli_err(&o(|o| o.timeout = Some("soon".into()))),
-        "--timeout: invalid duration \"soon\" (use e.g. \"30s\", \"500ms\", \"5m\")"
-    );
-    assert_eq!(
-        e.cli_err(&o(|o| o.timeout = Some("0".into()))),
-        "--timeout: must be greater than zero"
-    );
-    assert_eq!(
-        e.cli_err(&o(|o| o.env = vec!["A B".into()])),
-        "--env: invalid variable name \"A B\" (use NAME or PREFIX*)"
-    );
-    assert_eq!(
-        e.cli_err(&o(|o| o.env = vec!["=x".into()])),
-        "--env: invalid variable name \"\" (use letters, digits and _)"
-    );
-}
-
-#[test]
-fn unreadable_policy_file() {
-    let e = Env::new();
-    let sources = Sources {
-        profile: None,
-        policy_file: Some("nope.toml".into()),
-    };
-    let err = load(&sources, &e.ctx)
-        .unwrap_err()
-        .to_string()
-        .replace(&e.root.display().to_string(), "$T");
-    assert!(
-        err.starts_with("policy $T/cwd/nope.toml: cannot read: "),
-        "{err}"
-    );
-}
-
-#[test]
 fn render_shows_every_setting_with_its_source() {
     let e = Env::new();
     let r = e.resolve(Some("ci"), None, &Overrides::default()).unwrap();
@@ -661,97 +496,6 @@ fn render_shows_every_setting_with_its_source() {
     let json = serde_json::to_value(&r).unwrap();
     assert_eq!(json["grant"]["network"]["mode"], "off");
     assert_eq!(json["provenance"][0]["key"], "project");
-}
-
-mod properties {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn overrides() -> impl Strategy<Value = Overrides> {
-        let path = prop_oneof![
-            Just("rel".to_string()),
-            Just("/usr".to_string()),
-            "[a-z{}/.~]{0,12}"
-        ];
-        (
-            any::<bool>(),
-            proptest::collection::vec(path.clone(), 0..3),
-            proptest::collection::vec(path, 0..3),
-            proptest::collection::vec("[A-Za-z_=*0-9 ]{0,8}", 0..3),
-            proptest::option::of(prop_oneof!["[0-9]{1,4}(ms|s|m|h)?", ".{0,6}"]),
-            any::<bool>(),
-        )
-            .prop_map(
-                |(allow_net, read, write, env, timeout, allow_degraded)| Overrides {
-                    allow_net,
-                    read: read.into_iter().map(PathBuf::from).collect(),
-                    write: write.into_iter().map(PathBuf::from).collect(),
-                    env,
-                    timeout,
-                    allow_degraded,
-                },
-            )
-    }
-
-    fn requests() -> impl Strategy<Value = Requests> {
-        (
-            proptest::option::of(any::<bool>()),
-            proptest::option::of(0u64..100_000),
-            proptest::option::of(any::<bool>()),
-            proptest::option::of((0u32..50, 0u64..600)),
-        )
-            .prop_map(|(network, timeout, requires_approval, rl)| Requests {
-                network,
-                timeout: timeout.map(Duration::from_secs),
-                requires_approval,
-                rate_limit: rl.map(|(requests, w)| RateLimit {
-                    requests,
-                    window: Duration::from_secs(w),
-                }),
-            })
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
-
-        #[test]
-        fn resolution_never_panics_and_cli_flags_win(
-            cli in overrides(),
-            req in requests(),
-            profile in proptest::sample::select(profile_names()),
-        ) {
-            let e = Env::new();
-            let stack = e.load(Some(profile), Some("[network]\nmode = \"off\"\n[limits]\ntimeout = \"1m\"\n[requests]\nnetwork = true\n")).unwrap();
-            let tool = ToolInput { name: "t", requests: &req, extra_read: vec![] };
-            for t in [None, Some(&tool)] {
-                let Ok(r) = stack.resolve(&e.ctx, &cli, t) else { continue };
-                let _ = render_text(&r);
-                if cli.allow_net {
-                    prop_assert_eq!(&r.grant.network, &Network::On);
-                }
-                if let Some(d) = &cli.timeout {
-                    prop_assert_eq!(Ok(r.grant.timeout), parse_duration(d));
-                }
-                if cli.allow_degraded {
-                    prop_assert_eq!(r.grant.enforcement, Enforcement::Degraded);
-                }
-                // Requests never widen beyond the operator's bounds.
-                prop_assert!(r.grant.timeout <= Duration::from_secs(300) || cli.timeout.is_some());
-                if t.is_some() && req.requires_approval == Some(true) {
-                    prop_assert_ne!(r.grant.approval, ApprovalMode::Never);
-                }
-                for p in r.grant.read.iter().chain(&r.grant.write) {
-                    prop_assert!(p.is_absolute() && p.exists());
-                }
-            }
-        }
-
-        #[test]
-        fn arbitrary_policy_text_never_panics(text in "(\\[[a-z_.]{1,12}\\]\n|[a-z_]{1,10} = (\"[^\"\n]{0,10}\"|[0-9]{1,6}|\\[\\]|true)\n){0,6}") {
-            let e = Env::new();
-            let _ = e.resolve(None, Some(&text), &Overrides::default());
-        }
-    }
 }
 
 #[test]
