@@ -13,6 +13,9 @@ use std::time::Duration;
 impl State {
     /// Check for contradictions and build the grant with its provenance.
     pub fn finish(mut self, project: PathBuf) -> Result<(Grant, Vec<Provenance>), PolicyError> {
+        // Contradictions are checked on every entry, before nested roots are
+        // folded into their parents.
+        self.check_contradictions()?;
         for list in [
             &mut self.read,
             &mut self.write,
@@ -22,7 +25,6 @@ impl State {
             dedup(list);
         }
         dedup_by(&mut self.env_allow, |e| e.v.clone());
-        self.check_contradictions()?;
 
         let network = match self.mode.v {
             NetMode::Off => Network::Off,

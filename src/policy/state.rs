@@ -555,8 +555,12 @@ fn resolve_path(
     Ok(())
 }
 
+/// Remove duplicates and paths beneath another path of the same list
+/// (`/usr/bin` when `/usr` is there), keeping the first of equals.
 pub fn dedup(list: &mut Vec<Entry<PathBuf>>) {
-    dedup_by(list, |e| e.v.clone())
+    dedup_by(list, |e| e.v.clone());
+    let all: Vec<PathBuf> = list.iter().map(|e| e.v.clone()).collect();
+    list.retain(|e| !all.iter().any(|a| *a != e.v && e.v.starts_with(a)));
 }
 
 pub fn dedup_by<T, K: Ord>(list: &mut Vec<Entry<T>>, key: impl Fn(&Entry<T>) -> K) {

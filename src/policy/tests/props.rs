@@ -76,6 +76,14 @@ proptest! {
             if t.is_some() && req.requires_approval == Some(true) {
                 prop_assert_ne!(r.grant.approval, ApprovalMode::Never);
             }
+            // Every CLI root is covered by a root of the grant.
+            for (flags, roots) in [(&cli.read, &r.grant.read), (&cli.write, &r.grant.write)] {
+                for f in flags {
+                    // (Paths with variables are expanded by the resolver, not here.)
+                    let Ok(c) = std::fs::canonicalize(e.ctx.cwd.join(f)) else { continue };
+                    prop_assert!(roots.iter().any(|root| c.starts_with(root)), "{} not granted", c.display());
+                }
+            }
             for p in r.grant.read.iter().chain(&r.grant.write) {
                 prop_assert!(p.is_absolute() && p.exists());
             }
