@@ -1,6 +1,6 @@
 //! The resolved permission set for one call: what the sandbox enforces.
 //!
-//! A `Grant` is produced by [`crate::policy::resolve`] and consumed by
+//! A `Grant` is produced by [`crate::policy::PolicyStack::resolve`] and consumed by
 //! [`crate::sandbox::run`]. It is plain data: no syscalls, no I/O.
 
 use serde::Serialize;
@@ -141,9 +141,10 @@ impl Grant {
         }
     }
 
-    /// True when the grant lets the call change nothing outside its private tmp.
+    /// True when the grant lets the call change nothing outside its private
+    /// tmp. `/dev/null` does not count: every profile grants it.
     pub fn is_read_only(&self) -> bool {
-        self.write.is_empty()
+        self.write.iter().all(|p| p.as_os_str() == "/dev/null")
     }
 }
 

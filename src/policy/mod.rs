@@ -1,6 +1,38 @@
 //! Policy: pure functions from (tool requests, policy files, CLI flags) to a
-//! [`Grant`]. No syscalls here.
+//! [`Grant`]. No syscalls here beyond reading policy files and resolving
+//! paths (existence, symlinks).
+//!
+//! ```no_run
+//! use toolcage::policy::{self, Context, Overrides, Sources};
+//! let ctx = Context::detect(std::path::Path::new(".")).unwrap();
+//! let stack = policy::load(&Sources { profile: Some("ci".into()), policy_file: None }, &ctx).unwrap();
+//! let resolved = stack.resolve(&ctx, &Overrides::default(), None).unwrap();
+//! print!("{}", policy::render_text(&resolved));
+//! ```
+//!
+//! The file format is documented in `file.rs` and in `policies/default.toml`.
 
+mod error;
+mod file;
+mod finish;
 mod grant;
+mod parse;
+mod paths;
+mod profiles;
+mod render;
+mod requests;
+mod resolve;
+mod state;
+#[cfg(test)]
+mod tests;
+mod units;
 
+pub use error::PolicyError;
 pub use grant::{ApprovalMode, Enforcement, Grant, Limits, Network, OutputCaps, RateLimit};
+pub use profiles::profile_names;
+pub use render::render_text;
+pub use requests::{Decision, RequestOutcome};
+pub use resolve::{
+    Context, Overrides, PolicyStack, Provenance, Resolved, Sources, ToolInput, load,
+};
+pub use units::{format_duration, format_size, parse_duration, parse_size};

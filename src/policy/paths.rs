@@ -1,0 +1,176 @@
+//! Path handling for policies: variable expansion, absolutising, and
+//! canonicalization (symlinks resolved). The only filesystem access in the
+//! policy layer besides reading policy files.
+
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+/// The values of `{project}`, `{home}` and `{tmp}`.
+pub struct Vars<'a> {
+    pub project: &'a Path,
+    pub home: &'a Path,
+    pub tmp: &'a Path,
+}
+
+/// Expand `{project}`, `{home}`, `{tmp}` and make the result absolute
+/// (relative paths are joined to `base`) and lexically normal.
+pub fn expand(raw: &str, vars: &Vars, base: &Path) -> Result<PathBuf, String> {
+    if raw.trim().is_empty() {
+        return Err("empty path".into());
+    }
+    if raw == "~" || raw.starts_with("~/") {
+        return Err(format!("\"{raw}\": use {{home}} instead of ~"));
+    }
+    let mut out = String::new();
+    let mut rest = raw;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open..];
+        let close = after.find('}').ok_or_else(|| {
+            format!("\"{raw}\": unclosed '{{' (variables are {{project}}, {{home}}, {{tmp}})")
+        })?;
+        let value = match &after[..=close] {
+            "{project}" => vars.project,
+            "{home}" => vars.home,
+            "{tmp}" => vars.tmp,
+            other => {
+                return Err(format!(
+                    "\"{raw}\": unknown variable {other} (use {{project}}, {{home}} or {{tmp}})"
+                ));
+            }
+        };
+        out.push_str(
+            value
+                .to_str()
+                .ok_or_else(|| format!("{} is not UTF-8", value.display()))?,
+        );
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    Ok(normalize(&base.join(out)))
+}
+
+/// Remove `.` components and resolve `..` lexically. `base.join` of an
+/// absolute path is that path, so the result is absolute when `base` is.
+pub fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                // `/..` is `/`; a relative path keeps its leading `..`.
+                let at_root = out.components().next_back() == Some(Component::RootDir);
+                if !at_root && !out.pop() {
+                    out.push(c);
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    if out.as_os_str().is_empty() {
+        out.push(".");
+    }
+    out
+}
+
+/// Canonicalize a root that must exist.
+pub fn canonical(p: &Path) -> io::Result<PathBuf> {
+    std::fs::canonicalize(p)
+}
+
+/// Canonicalize a path that may not exist: the longest existing ancestor is
+/// canonicalized and the rest appended.
+pub fn canonical_lenient(p: &Path) -> PathBuf {
+    if let Ok(c) = std::fs::canonicalize(p) {
+        return c;
+    }
+    let p = normalize(p);
+    let mut existing = p.clone();
+    let mut rest = Vec::new();
+    while let Some(name) = existing.file_name().map(|n| n.to_os_string()) {
+        existing.pop();
+        rest.push(name);
+        if let Ok(mut c) = std::fs::canonicalize(&existing) {
+            for n in rest.iter().rev() {
+                c.push(n);
+            }
+            return c;
+        }
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars() -> (PathBuf, PathBuf, PathBuf) {
+        ("/p".into(), "/h".into(), "/t".into())
+    }
+
+    #[test]
+    fn expands_variables_and_relative_paths() {
+        let (p, h, t) = vars();
+        let v = Vars {
+            project: &p,
+            home: &h,
+            tmp: &t,
+        };
+        let base = Path::new("/p");
+        assert_eq!(
+            expand("{project}/x", &v, base).unwrap(),
+            PathBuf::from("/p/x")
+        );
+        assert_eq!(
+            expand("{home}/.ssh", &v, base).unwrap(),
+            PathBuf::from("/h/.ssh")
+        );
+        assert_eq!(expand("{tmp}", &v, base).unwrap(), PathBuf::from("/t"));
+        assert_eq!(
+            expand("out/../build", &v, base).unwrap(),
+            PathBuf::from("/p/build")
+        );
+        assert_eq!(
+            expand("/abs/./x", &v, base).unwrap(),
+            PathBuf::from("/abs/x")
+        );
+        assert_eq!(expand("/..", &v, base).unwrap(), PathBuf::from("/"));
+    }
+
+    #[test]
+    fn rejects_bad_variables() {
+        let (p, h, t) = vars();
+        let v = Vars {
+            project: &p,
+            home: &h,
+            tmp: &t,
+        };
+        let base = Path::new("/p");
+        assert!(
+            expand("{proj}/x", &v, base)
+                .unwrap_err()
+                .contains("unknown variable {proj}")
+        );
+        assert!(
+            expand("{project", &v, base)
+                .unwrap_err()
+                .contains("unclosed")
+        );
+        assert!(expand("~/x", &v, base).unwrap_err().contains("use {home}"));
+        assert!(expand("  ", &v, base).is_err());
+    }
+
+    #[test]
+    fn lenient_canonicalization_resolves_the_existing_part() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
+        let got = canonical_lenient(&dir.path().join("link/missing/x"));
+        assert_eq!(got, canonical(&real).unwrap().join("missing/x"));
+        assert_eq!(
+            canonical_lenient(&dir.path().join("link")),
+            canonical(&real).unwrap()
+        );
+    }
+}

@@ -1,0 +1,50 @@
+//! Text output for `toolcage policy`: one line per setting with where it
+//! came from, then what the tool requested and what it was granted.
+
+use super::resolve::Resolved;
+use super::state::enum_name;
+
+/// Render a resolved grant, e.g. `network        off      (profile ci)`.
+pub fn render_text(r: &Resolved) -> String {
+    let mut out = match &r.tool {
+        Some(name) => format!("policy for tool {name}\n"),
+        None => "policy defaults (no tool)\n".to_string(),
+    };
+    let kw = r
+        .provenance
+        .iter()
+        .map(|p| p.key.len())
+        .chain(r.requested.iter().map(|q| q.key.len()))
+        .max()
+        .unwrap_or(0);
+    let vw = r
+        .provenance
+        .iter()
+        .map(|p| p.value.len())
+        .max()
+        .unwrap_or(0)
+        .min(48);
+    for p in &r.provenance {
+        out.push_str(&format!(
+            "  {:<kw$}  {:<vw$}  ({})\n",
+            p.key, p.value, p.source
+        ));
+    }
+    if !r.requested.is_empty() {
+        out.push_str(&format!(
+            "requested by tool {}\n",
+            r.tool.as_deref().unwrap_or_default()
+        ));
+        for q in &r.requested {
+            out.push_str(&format!(
+                "  {:<kw$}  requested {}, granted {}  ({}: {})\n",
+                q.key,
+                q.requested,
+                q.granted,
+                enum_name(&q.decision),
+                q.reason
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,585 @@
+//! The merge engine: policy layers applied one after another onto a
+//! [`State`] in which every value remembers where it came from.
+
+use super::error::PolicyError;
+use super::file::{Body, Limit, NetMode};
+use super::grant::{ApprovalMode, Enforcement, Grant};
+use super::parse::FileText;
+use super::paths::{Vars, canonical, canonical_lenient, expand};
+use super::resolve::Overrides;
+use super::units::parse_duration;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where in the operator's input a value was written.
+#[derive(Debug, Clone)]
+pub enum At {
+    File {
+        file: Arc<FileText>,
+        key: Vec<String>,
+        index: Option<usize>,
+    },
+    Flag(String),
+    /// Passed in by the caller (a tool's source directory, a tool request).
+    Input,
+}
+
+/// Where a value came from: a label for people, a place for errors, and the
+/// position of its layer (later layers have a higher `seq`).
+#[derive(Debug, Clone)]
+pub struct Origin {
+    pub source: String,
+    pub at: At,
+    pub seq: usize,
+}
+
+impl Origin {
+    pub fn flag(flag: &str, seq: usize) -> Origin {
+        Origin {
+            source: flag.to_string(),
+            at: At::Flag(flag.to_string()),
+            seq,
+        }
+    }
+
+    pub fn input(source: String, seq: usize) -> Origin {
+        Origin {
+            source,
+            at: At::Input,
+            seq,
+        }
+    }
+
+    pub fn is_cli(&self) -> bool {
+        matches!(self.at, At::Flag(_))
+    }
+
+    pub fn error(&self, message: impl Into<String>) -> PolicyError {
+        let message = message.into();
+        match &self.at {
+            At::File { file, key, index } => PolicyError::File {
+                file: file.label.clone(),
+                line: file.line_of(key, *index),
+                key: key.join("."),
+                message,
+            },
+            At::Flag(flag) => PolicyError::Flag {
+                flag: flag.clone(),
+                message,
+            },
+            At::Input => PolicyError::Input(format!("{}: {message}", self.source)),
+        }
+    }
+}
+
+/// One file layer being applied: a whole file or one of its `[tools.NAME]`.
+pub struct Layer<'a> {
+    pub source: String,
+    pub file: &'a Arc<FileText>,
+    /// `[]` or `["tools", NAME]`.
+    pub prefix: Vec<String>,
+    pub seq: usize,
+    /// A shipped profile: roots missing on this machine are skipped.
+    pub shipped: bool,
+}
+
+impl Layer<'_> {
+    fn origin(&self, section: &str, key: &str, index: Option<usize>) -> Origin {
+        let mut path = self.prefix.clone();
+        path.push(section.to_string());
+        path.push(key.to_string());
+        Origin {
+            source: self.source.clone(),
+            at: At::File {
+                file: self.file.clone(),
+                key: path,
+                index,
+            },
+            seq: self.seq,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Val<T> {
+    pub v: T,
+    pub o: Origin,
+}
+
+#[derive(Debug, Clone)]
+pub struct Entry<T> {
+    pub v: T,
+    pub o: Origin,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    /// A read or write root: must exist, canonicalized.
+    Root,
+    /// A protected or denied path: may be missing.
+    Guard,
+}
+
+/// Everything a grant holds, each value with its origin.
+#[derive(Debug, Clone)]
+pub struct State {
+    pub read: Vec<Entry<PathBuf>>,
+    pub write: Vec<Entry<PathBuf>>,
+    pub protected: Vec<Entry<PathBuf>>,
+    pub denied: Vec<Entry<PathBuf>>,
+    pub private_tmp: Val<bool>,
+    pub mode: Val<NetMode>,
+    pub connect: Val<Vec<u16>>,
+    pub bind: Val<Vec<u16>>,
+    pub env_allow: Vec<Entry<String>>,
+    pub env_set: BTreeMap<String, Entry<String>>,
+    pub timeout: Val<Duration>,
+    pub kill_grace: Val<Duration>,
+    pub address_space: Val<Option<u64>>,
+    pub cpu: Val<Option<u64>>,
+    pub processes: Val<Option<u64>>,
+    pub file_size: Val<Option<u64>>,
+    pub open_files: Val<Option<u64>>,
+    pub stdout: Val<u64>,
+    pub stderr: Val<u64>,
+    pub enforcement: Val<Enforcement>,
+    pub approval: Val<ApprovalMode>,
+    pub req_network: Val<bool>,
+    pub max_timeout: Val<Duration>,
+    pub rl_requests: Option<Val<u32>>,
+    pub rl_window: Option<Val<Duration>>,
+}
+
+fn val<T>(v: T, o: &Origin) -> Val<T> {
+    Val { v, o: o.clone() }
+}
+
+fn nonzero<T: PartialEq + Default>(v: T, o: &Origin, hint: &str) -> Result<T, PolicyError> {
+    if v == T::default() {
+        Err(o.error(format!("must be greater than zero{hint}")))
+    } else {
+        Ok(v)
+    }
+}
+
+fn rlimit<T>(
+    l: Limit<T>,
+    o: &Origin,
+    f: impl Fn(T) -> u64,
+) -> Result<Val<Option<u64>>, PolicyError> {
+    match l {
+        Limit::Unlimited => Ok(val(None, o)),
+        Limit::Set(t) => {
+            let n = nonzero(f(t), o, " (or \"unlimited\" to keep the inherited limit)")?;
+            Ok(val(Some(n), o))
+        }
+    }
+}
+
+/// A valid environment name, or (when `pattern`) `PREFIX*`.
+fn check_env_name(name: &str, pattern: bool) -> Result<(), String> {
+    let base = if pattern {
+        name.strip_suffix('*').unwrap_or(name)
+    } else {
+        name
+    };
+    let ok = base.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !base.starts_with(|c: char| c.is_ascii_digit())
+        && (!base.is_empty() || (pattern && name == "*"));
+    if ok {
+        Ok(())
+    } else if pattern {
+        Err(format!(
+            "invalid variable name \"{name}\" (use NAME or PREFIX*)"
+        ))
+    } else {
+        Err(format!(
+            "invalid variable name \"{name}\" (use letters, digits and _)"
+        ))
+    }
+}
+
+fn ports(list: &[i64], l: &Layer, key: &str) -> Result<Vec<u16>, PolicyError> {
+    let mut out = Vec::new();
+    for (i, &p) in list.iter().enumerate() {
+        match u16::try_from(p) {
+            Ok(p) if p != 0 => {
+                if !out.contains(&p) {
+                    out.push(p)
+                }
+            }
+            _ => {
+                return Err(l
+                    .origin("network", key, Some(i))
+                    .error(format!("invalid port {p} (use 1-65535)")));
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl State {
+    /// The values before any layer: [`Grant::closed`].
+    pub fn closed() -> State {
+        let g = Grant::closed(PathBuf::new());
+        let o = Origin::input("built-in".into(), 0);
+        State {
+            read: Vec::new(),
+            write: Vec::new(),
+            protected: Vec::new(),
+            denied: Vec::new(),
+            private_tmp: val(g.private_tmp, &o),
+            mode: val(NetMode::Off, &o),
+            connect: val(Vec::new(), &o),
+            bind: val(Vec::new(), &o),
+            env_allow: Vec::new(),
+            env_set: BTreeMap::new(),
+            timeout: val(g.timeout, &o),
+            kill_grace: val(g.kill_grace, &o),
+            address_space: val(None, &o),
+            cpu: val(None, &o),
+            processes: val(None, &o),
+            file_size: val(None, &o),
+            open_files: val(None, &o),
+            stdout: val(g.output.stdout as u64, &o),
+            stderr: val(g.output.stderr as u64, &o),
+            enforcement: val(g.enforcement, &o),
+            approval: val(g.approval, &o),
+            req_network: val(false, &o),
+            max_timeout: val(Duration::from_secs(300), &o),
+            rl_requests: None,
+            rl_window: None,
+        }
+    }
+
+    fn paths(
+        l: &Layer,
+        key: &str,
+        list: &[String],
+        kind: Kind,
+        vars: &Vars,
+    ) -> Result<Vec<Entry<PathBuf>>, PolicyError> {
+        let mut out = Vec::new();
+        for (i, raw) in list.iter().enumerate() {
+            let o = l.origin("fs", key, Some(i));
+            let p = expand(raw, vars, vars.project).map_err(|m| o.error(m))?;
+            resolve_path(&p, kind, l.shipped, &o, &format!("fs.{key}"), &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// Apply one file layer.
+    pub fn apply(&mut self, l: &Layer, b: &Body, vars: &Vars) -> Result<(), PolicyError> {
+        let fs = &b.fs;
+        let lists = [
+            (&fs.read, &fs.add_read, "read", "add_read", Kind::Root),
+            (&fs.write, &fs.add_write, "write", "add_write", Kind::Root),
+            (
+                &fs.protected,
+                &fs.add_protected,
+                "protected",
+                "add_protected",
+                Kind::Guard,
+            ),
+            (
+                &fs.denied,
+                &fs.add_denied,
+                "denied",
+                "add_denied",
+                Kind::Guard,
+            ),
+        ];
+        for (i, (set, add, set_key, add_key, kind)) in lists.into_iter().enumerate() {
+            let target = match i {
+                0 => &mut self.read,
+                1 => &mut self.write,
+                2 => &mut self.protected,
+                _ => &mut self.denied,
+            };
+            if let Some(list) = set {
+                *target = Self::paths(l, set_key, list, kind, vars)?;
+            }
+            if let Some(list) = add {
+                target.extend(Self::paths(l, add_key, list, kind, vars)?);
+            }
+        }
+        if let Some(v) = fs.private_tmp {
+            self.private_tmp = val(v, &l.origin("fs", "private_tmp", None));
+        }
+
+        let net = &b.network;
+        if let Some(m) = net.mode {
+            self.mode = val(m, &l.origin("network", "mode", None));
+        }
+        for (list, key) in [(&net.connect, "connect"), (&net.bind, "bind")] {
+            let Some(list) = list else { continue };
+            let o = l.origin("network", key, None);
+            let v = ports(list, l, key)?;
+            if let Some(m) = net.mode
+                && m != NetMode::Tcp
+                && !v.is_empty()
+            {
+                return Err(o.error(format!(
+                    "ports only apply with network.mode = \"tcp\" (this file sets mode = \"{}\")",
+                    mode_name(m)
+                )));
+            }
+            let target = if key == "connect" {
+                &mut self.connect
+            } else {
+                &mut self.bind
+            };
+            *target = val(v, &o);
+        }
+
+        let env = &b.env;
+        for (list, key, replace) in [
+            (&env.allow, "allow", true),
+            (&env.add_allow, "add_allow", false),
+        ] {
+            let Some(list) = list else { continue };
+            let mut entries = Vec::new();
+            for (i, name) in list.iter().enumerate() {
+                let o = l.origin("env", key, Some(i));
+                check_env_name(name, true).map_err(|m| o.error(m))?;
+                entries.push(Entry { v: name.clone(), o });
+            }
+            if replace {
+                self.env_allow = entries;
+            } else {
+                self.env_allow.extend(entries);
+            }
+        }
+        if let Some(set) = &env.set {
+            for (name, value) in set {
+                let mut o = l.origin("env", "set", None);
+                if let At::File { key, .. } = &mut o.at {
+                    key.push(name.clone());
+                }
+                check_env_name(name, false).map_err(|m| o.error(m))?;
+                if value.contains('\0') {
+                    return Err(o.error("value contains a NUL byte"));
+                }
+                self.env_set.insert(
+                    name.clone(),
+                    Entry {
+                        v: value.clone(),
+                        o,
+                    },
+                );
+            }
+        }
+
+        let lim = &b.limits;
+        if let Some(d) = lim.timeout {
+            let o = l.origin("limits", "timeout", None);
+            self.timeout = val(nonzero(d.0, &o, "")?, &o);
+        }
+        if let Some(d) = lim.kill_grace {
+            self.kill_grace = val(d.0, &l.origin("limits", "kill_grace", None));
+        }
+        if let Some(v) = lim.address_space {
+            self.address_space = rlimit(v, &l.origin("limits", "address_space", None), |b| b.0)?;
+        }
+        if let Some(v) = lim.cpu {
+            // RLIMIT_CPU has whole seconds: round up.
+            self.cpu = rlimit(v, &l.origin("limits", "cpu", None), |d| {
+                d.0.as_millis().div_ceil(1000) as u64
+            })?;
+        }
+        if let Some(v) = lim.processes {
+            self.processes = rlimit(v, &l.origin("limits", "processes", None), |c| c.0)?;
+        }
+        if let Some(v) = lim.file_size {
+            self.file_size = rlimit(v, &l.origin("limits", "file_size", None), |b| b.0)?;
+        }
+        if let Some(v) = lim.open_files {
+            self.open_files = rlimit(v, &l.origin("limits", "open_files", None), |c| c.0)?;
+        }
+        for (v, key) in [(lim.stdout, "stdout"), (lim.stderr, "stderr")] {
+            let Some(v) = v else { continue };
+            let o = l.origin("limits", key, None);
+            let n = nonzero(v.0, &o, " (an output cap of zero hides all output)")?;
+            if key == "stdout" {
+                self.stdout = val(n, &o);
+            } else {
+                self.stderr = val(n, &o);
+            }
+        }
+
+        if let Some(e) = b.sandbox.enforcement {
+            self.enforcement = val(e, &l.origin("sandbox", "enforcement", None));
+        }
+        if let Some(n) = b.requests.network {
+            self.req_network = val(n, &l.origin("requests", "network", None));
+        }
+        if let Some(d) = b.requests.max_timeout {
+            let o = l.origin("requests", "max_timeout", None);
+            self.max_timeout = val(nonzero(d.0, &o, "")?, &o);
+        }
+        if let Some(m) = b.approval.mode {
+            self.approval = val(m, &l.origin("approval", "mode", None));
+        }
+        if let Some(c) = b.rate_limit.requests {
+            let o = l.origin("rate_limit", "requests", None);
+            let n = u32::try_from(nonzero(c.0, &o, " (to forbid a tool, do not expose it)")?)
+                .map_err(|_| o.error(format!("{} is too large", c.0)))?;
+            self.rl_requests = Some(val(n, &o));
+        }
+        if let Some(d) = b.rate_limit.window {
+            let o = l.origin("rate_limit", "window", None);
+            self.rl_window = Some(val(nonzero(d.0, &o, "")?, &o));
+        }
+        Ok(())
+    }
+
+    /// Apply the CLI flags (paths relative to `cwd`).
+    pub fn apply_cli(
+        &mut self,
+        cli: &Overrides,
+        vars: &Vars,
+        cwd: &Path,
+        seq: usize,
+    ) -> Result<(), PolicyError> {
+        if cli.allow_net {
+            self.mode = val(NetMode::On, &Origin::flag("--allow-net", seq));
+        }
+        for (list, flag) in [(&cli.read, "--read"), (&cli.write, "--write")] {
+            let o = Origin::flag(flag, seq);
+            let mut entries = Vec::new();
+            for p in list {
+                let raw = p
+                    .to_str()
+                    .ok_or_else(|| o.error(format!("{} is not UTF-8", p.display())))?;
+                let p = expand(raw, vars, cwd).map_err(|m| o.error(m))?;
+                resolve_path(&p, Kind::Root, false, &o, flag, &mut entries)?;
+            }
+            if flag == "--write" {
+                self.write.extend(entries);
+            } else {
+                self.read.extend(entries);
+            }
+        }
+        for spec in &cli.env {
+            let o = Origin::flag("--env", seq);
+            if let Some((name, value)) = spec.split_once('=') {
+                check_env_name(name, false).map_err(|m| o.error(m))?;
+                self.env_set.insert(
+                    name.to_string(),
+                    Entry {
+                        v: value.to_string(),
+                        o,
+                    },
+                );
+            } else {
+                check_env_name(spec, true).map_err(|m| o.error(m))?;
+                self.env_allow.push(Entry { v: spec.clone(), o });
+            }
+        }
+        if let Some(t) = &cli.timeout {
+            let o = Origin::flag("--timeout", seq);
+            let d = parse_duration(t).map_err(|m| o.error(m))?;
+            self.timeout = val(nonzero(d, &o, "")?, &o);
+        }
+        if cli.allow_degraded {
+            self.enforcement = val(
+                Enforcement::Degraded,
+                &Origin::flag("--allow-degraded", seq),
+            );
+        }
+        Ok(())
+    }
+
+    /// Add a tool's own source directories as read roots. They must exist.
+    pub fn add_tool_dirs(
+        &mut self,
+        tool: &str,
+        dirs: &[PathBuf],
+        cwd: &Path,
+        seq: usize,
+    ) -> Result<(), PolicyError> {
+        let o = Origin::input(format!("tool {tool} (its source directory)"), seq);
+        for d in dirs {
+            let p = super::paths::normalize(&cwd.join(d));
+            resolve_path(
+                &p,
+                Kind::Root,
+                false,
+                &o,
+                "the tool's source directories",
+                &mut self.read,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Expand one path into entries: roots are canonicalized and must exist
+/// (missing ones in shipped profiles are skipped); guards are canonicalized
+/// leniently, and a guard that is itself a symlink is kept under both names.
+fn resolve_path(
+    p: &Path,
+    kind: Kind,
+    shipped: bool,
+    o: &Origin,
+    what: &str,
+    out: &mut Vec<Entry<PathBuf>>,
+) -> Result<(), PolicyError> {
+    let mut push = |v: PathBuf| out.push(Entry { v, o: o.clone() });
+    match kind {
+        Kind::Root => match canonical(p) {
+            Ok(c) => push(c),
+            Err(e) if shipped && e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(o.error(format!(
+                    "{} does not exist (create it or remove it from {what})",
+                    p.display()
+                )));
+            }
+            Err(e) => return Err(o.error(format!("{}: {e}", p.display()))),
+        },
+        Kind::Guard => {
+            let c = canonical_lenient(p);
+            let is_link = std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink());
+            if is_link && c != p {
+                push(
+                    canonical_lenient(p.parent().unwrap_or(p))
+                        .join(p.file_name().unwrap_or_default()),
+                );
+            }
+            push(c);
+        }
+    }
+    Ok(())
+}
+
+/// Remove duplicates and paths beneath another path of the same list
+/// (`/usr/bin` when `/usr` is there), keeping the first of equals.
+pub fn dedup(list: &mut Vec<Entry<PathBuf>>) {
+    dedup_by(list, |e| e.v.clone());
+    let all: Vec<PathBuf> = list.iter().map(|e| e.v.clone()).collect();
+    list.retain(|e| !all.iter().any(|a| *a != e.v && e.v.starts_with(a)));
+}
+
+pub fn dedup_by<T, K: Ord>(list: &mut Vec<Entry<T>>, key: impl Fn(&Entry<T>) -> K) {
+    let mut seen = std::collections::BTreeSet::new();
+    list.retain(|e| seen.insert(key(e)));
+}
+
+pub fn mode_name(m: NetMode) -> &'static str {
+    match m {
+        NetMode::Off => "off",
+        NetMode::On => "on",
+        NetMode::Tcp => "tcp",
+    }
+}
+
+/// The kebab-case name serde gives an enum variant.
+pub fn enum_name<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
