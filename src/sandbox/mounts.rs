@@ -72,9 +72,16 @@ fn read_only_bind(source: &Path, target: &Path, calls: &mut Vec<MountCall>) {
     });
 }
 
+/// Whether `/proc` is granted (read or write): it is then a fresh instance
+/// that shows only the sandbox's processes, never the host's.
+pub fn fresh_proc(grant: &Grant) -> bool {
+    let proc = Path::new("/proc");
+    grant.read.iter().chain(&grant.write).any(|p| p == proc)
+}
+
 /// Whether `grant` needs a mount namespace at all.
 pub fn needed(grant: &Grant) -> bool {
-    grant.read.iter().any(|p| p == Path::new("/proc"))
+    fresh_proc(grant)
         || grant.protected.iter().any(|p| inside_any(p, &grant.write))
         || !grant.denied.is_empty()
 }
@@ -124,7 +131,7 @@ pub fn plan(grant: &Grant, mask_file: &Path) -> MountPlan {
             Err(_) => {}
         }
     }
-    if grant.read.iter().any(|p| p == Path::new("/proc")) {
+    if fresh_proc(grant) {
         calls.push(MountCall {
             source: lit("proc"),
             target: lit("/proc").unwrap(),

@@ -338,6 +338,11 @@ pub fn run(
         ],
         report_fd: report_w.as_raw_fd(),
         landlock_fd: prepared.fd.as_ref().map_or(-1, |f| f.as_raw_fd()),
+        proc_access: if use_mount_ns && mounts::fresh_proc(grant) {
+            prepared.proc_access
+        } else {
+            0
+        },
         seccomp: fprogs,
         rlimits: rlimits(grant),
         proc_writes,
