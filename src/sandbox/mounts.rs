@@ -15,6 +15,10 @@ pub struct MountPlan {
     pub calls: Vec<MountCall>,
     /// Protected paths that do not exist now; checked again after the call.
     pub missing_protected: Vec<PathBuf>,
+    /// Protected paths that are symlinks, with their current target; the
+    /// link itself sits in a writable directory, so it is checked again
+    /// after the call.
+    pub protected_links: Vec<(PathBuf, PathBuf)>,
 }
 
 fn cstr(p: &Path) -> CString {
@@ -98,6 +102,7 @@ pub fn plan(grant: &Grant, mask_file: &Path) -> MountPlan {
         optional: false,
     }];
     let mut missing_protected = Vec::new();
+    let mut protected_links = Vec::new();
     let roots: Vec<PathBuf> = grant.read.iter().chain(&grant.write).cloned().collect();
     for p in &grant.protected {
         if !inside_any(p, &grant.write) {
@@ -105,10 +110,18 @@ pub fn plan(grant: &Grant, mask_file: &Path) -> MountPlan {
         }
         match p.symlink_metadata() {
             Ok(m) if m.file_type().is_symlink() => {
-                // A symlink cannot be a mount point; protect what it names
-                // if that is inside a write root, and the link itself by
-                // protecting its parent is too broad: report it instead.
-                missing_protected.push(p.clone());
+                // A symlink cannot be a mount point: protect what it names
+                // (writes through the link reach the target), and remember
+                // the link so that replacing it is reported.
+                match (p.canonicalize(), std::fs::read_link(p)) {
+                    (Ok(target), Ok(link)) => {
+                        if inside_any(&target, &grant.write) {
+                            read_only_bind(&target, &target, &mut calls);
+                        }
+                        protected_links.push((p.clone(), link));
+                    }
+                    _ => missing_protected.push(p.clone()), // dangling
+                }
             }
             Ok(_) => read_only_bind(p, p, &mut calls),
             Err(_) => missing_protected.push(p.clone()),
@@ -144,5 +157,6 @@ pub fn plan(grant: &Grant, mask_file: &Path) -> MountPlan {
     MountPlan {
         calls,
         missing_protected,
+        protected_links,
     }
 }

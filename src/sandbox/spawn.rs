@@ -277,13 +277,14 @@ pub fn run(
         })
         .collect();
 
-    let (mount_calls, missing_protected) = match scratch.as_ref().filter(|_| use_mount_ns) {
-        Some(s) => {
-            let plan = mounts::plan(grant, &s.mask());
-            (plan.calls, plan.missing_protected)
-        }
-        None => (Vec::new(), Vec::new()),
-    };
+    let (mount_calls, missing_protected, protected_links) =
+        match scratch.as_ref().filter(|_| use_mount_ns) {
+            Some(s) => {
+                let plan = mounts::plan(grant, &s.mask());
+                (plan.calls, plan.missing_protected, plan.protected_links)
+            }
+            None => (Vec::new(), Vec::new(), Vec::new()),
+        };
 
     let argv_store: Vec<CString> = cmd
         .argv
@@ -409,10 +410,16 @@ pub fn run(
         grant.kill_grace,
         cancel,
     );
-    let created_protected = missing_protected
+    let mut created_protected: Vec<PathBuf> = missing_protected
         .into_iter()
         .filter(|p| p.symlink_metadata().is_ok())
         .collect();
+    created_protected.extend(
+        protected_links
+            .into_iter()
+            .filter(|(p, link)| std::fs::read_link(p).ok().as_ref() != Some(link))
+            .map(|(p, _)| p),
+    );
     drop(scratch);
     Ok(Outcome {
         exit: finished.exit,
