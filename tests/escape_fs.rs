@@ -53,7 +53,13 @@ fn truncate_in_read_only_root_is_denied() {
     deny.write.retain(|w| w != &p.dir);
     deny.read.push(p.dir.clone());
     let code = format!("t(lambda: os.truncate({}, 0))", q(&f));
-    attack(&allow, &deny, &code, &["DENIED:EACCES"], "truncate read-only");
+    attack(
+        &allow,
+        &deny,
+        &code,
+        &["DENIED:EACCES"],
+        "truncate read-only",
+    );
     std::fs::write(&f, "precious").unwrap();
     py(&deny, &code);
     assert_eq!(std::fs::read_to_string(&f).unwrap(), "precious");
@@ -87,14 +93,26 @@ fn symlink_escape_write_is_denied() {
     let deny = default_grant(&p.dir);
     let allow = with_write(&deny, &out.dir);
     let code = "t(lambda: open('notes.txt', 'a').write('pwned') and None)";
-    attack(&allow, &deny, code, &["DENIED:EACCES"], "write through symlink");
+    attack(
+        &allow,
+        &deny,
+        code,
+        &["DENIED:EACCES"],
+        "write through symlink",
+    );
     std::fs::write(&victim, "original").unwrap();
     py(&deny, code);
     let dir_link = format!(
         "if os.path.lexists('d'): os.unlink('d')\nos.symlink({}, 'd')\nt(lambda: open('d/new', 'w').close())",
         q(&out.dir)
     );
-    attack(&allow, &deny, &dir_link, &["DENIED:EACCES"], "own dir symlink");
+    attack(
+        &allow,
+        &deny,
+        &dir_link,
+        &["DENIED:EACCES"],
+        "own dir symlink",
+    );
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "original");
 }
 
