@@ -170,7 +170,11 @@ fn max_rss_kib() -> i64 {
 /// much toolcage's own memory grew.
 fn flood(grant: &Grant) {
     let cmd = sandbox::Command {
-        argv: vec!["/bin/sh".into(), "-c".into(), "head -c 1073741824 /dev/zero".into()],
+        argv: vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            "head -c 1073741824 /dev/zero".into(),
+        ],
         ..Default::default()
     };
     let before = max_rss_kib();

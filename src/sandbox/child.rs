@@ -110,6 +110,8 @@ pub struct ChildPlan {
     /// Top of the tool's stack (the init runs on another one).
     pub tool_stack_top: *mut libc::c_void,
     pub landlock_fd: RawFd,
+    /// Landlock rights for the child's own (freshly mounted) `/proc`; 0: none.
+    pub proc_access: u64,
     pub seccomp: Vec<libc::sock_fprog>,
     pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
     pub proc_writes: Vec<ProcWrite>,
@@ -253,6 +255,9 @@ extern "C" fn tool_main(arg: *mut libc::c_void) -> libc::c_int {
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
             fail(plan, Stage::NoNewPrivs);
         }
+        if plan.landlock_fd >= 0 && plan.proc_access != 0 {
+            add_proc_rule(plan);
+        }
         if plan.landlock_fd >= 0
             && libc::syscall(libc::SYS_landlock_restrict_self, plan.landlock_fd, 0u32) != 0
         {
@@ -296,6 +301,42 @@ extern "C" fn tool_main(arg: *mut libc::c_void) -> libc::c_int {
             plan.envp.as_ptr(),
         );
         fail(plan, Stage::Exec)
+    }
+}
+
+/// Grant `plan.proc_access` beneath the `/proc` this child sees (the fresh
+/// instance mounted above, whose root inode no parent-side rule names).
+unsafe fn add_proc_rule(plan: &ChildPlan) {
+    #[repr(C, packed)]
+    struct PathBeneathAttr {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+    // SAFETY: open/syscall/close with a literal path and a stack struct.
+    unsafe {
+        let fd = libc::open(
+            c"/proc".as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            fail(plan, Stage::Landlock);
+        }
+        let attr = PathBeneathAttr {
+            allowed_access: plan.proc_access,
+            parent_fd: fd,
+        };
+        if libc::syscall(
+            libc::SYS_landlock_add_rule,
+            plan.landlock_fd,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0u32,
+        ) != 0
+        {
+            fail(plan, Stage::Landlock);
+        }
+        libc::close(fd);
     }
 }
 

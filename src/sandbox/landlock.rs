@@ -33,6 +33,11 @@ pub fn kernel_abi() -> i32 {
 pub struct Prepared {
     pub fd: Option<OwnedFd>,
     pub report: LandlockReport,
+    /// Rights for the fresh `/proc` the child mounts (0: none). A rule on
+    /// the host's `/proc` does not reach the new procfs instance mounted over
+    /// it (Landlock skips overmounted mount points), so the child adds this
+    /// rule itself, after mounting, with a descriptor of its own `/proc`.
+    pub proc_access: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -129,6 +134,7 @@ pub fn prepare(
                 status: LandlockStatus::NotEnforced,
                 missing,
             },
+            proc_access: 0,
         });
     }
     let abi = ABI::from(version);
@@ -193,6 +199,14 @@ pub fn prepare(
     } else {
         LandlockStatus::FullyEnforced
     };
+    let proc = Path::new("/proc");
+    let mut proc_access = 0u64;
+    if grant.read.iter().any(|p| p == proc) {
+        proc_access |= AccessFs::from_read(abi).bits();
+    }
+    if grant.write.iter().any(|p| p == proc) {
+        proc_access |= AccessFs::from_all(abi).bits();
+    }
     Ok(Prepared {
         fd: created.into(),
         report: LandlockReport {
@@ -200,6 +214,7 @@ pub fn prepare(
             status,
             missing,
         },
+        proc_access,
     })
 }
 

@@ -82,7 +82,8 @@ pub struct Outcome {
     #[serde(serialize_with = "ser_secs")]
     pub duration: Duration,
     pub enforcement: EnforcementReport,
-    /// Protected paths that did not exist before the call and do now.
+    /// Protected paths that did not exist before the call and do now, and
+    /// protected symlinks that the call replaced or removed.
     pub created_protected: Vec<PathBuf>,
 }
 

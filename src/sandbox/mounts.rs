@@ -15,6 +15,10 @@ pub struct MountPlan {
     pub calls: Vec<MountCall>,
     /// Protected paths that do not exist now; checked again after the call.
     pub missing_protected: Vec<PathBuf>,
+    /// Protected paths that are symlinks, with their current target; the
+    /// link itself sits in a writable directory, so it is checked again
+    /// after the call.
+    pub protected_links: Vec<(PathBuf, PathBuf)>,
 }
 
 fn cstr(p: &Path) -> CString {
@@ -72,10 +76,17 @@ fn read_only_bind(source: &Path, target: &Path, calls: &mut Vec<MountCall>) {
     });
 }
 
+/// Whether `/proc` is granted (read or write): it is then a fresh instance
+/// that shows only the sandbox's processes, never the host's.
+pub fn fresh_proc(grant: &Grant) -> bool {
+    let proc = Path::new("/proc");
+    grant.read.iter().chain(&grant.write).any(|p| p == proc)
+}
+
 /// Whether `grant` needs a mount namespace at all.
 pub fn needed(grant: &Grant) -> bool {
     grant.private_tmp
-        || grant.read.iter().any(|p| p == Path::new("/proc"))
+        || fresh_proc(grant)
         || grant.protected.iter().any(|p| inside_any(p, &grant.write))
         || !grant.denied.is_empty()
 }
@@ -104,6 +115,7 @@ pub fn plan(grant: &Grant, mask_file: &Path, private_tmp: Option<&Path>) -> Moun
         });
     }
     let mut missing_protected = Vec::new();
+    let mut protected_links = Vec::new();
     let roots: Vec<PathBuf> = grant.read.iter().chain(&grant.write).cloned().collect();
     for p in &grant.protected {
         if !inside_any(p, &grant.write) {
@@ -111,10 +123,18 @@ pub fn plan(grant: &Grant, mask_file: &Path, private_tmp: Option<&Path>) -> Moun
         }
         match p.symlink_metadata() {
             Ok(m) if m.file_type().is_symlink() => {
-                // A symlink cannot be a mount point; protect what it names
-                // if that is inside a write root, and the link itself by
-                // protecting its parent is too broad: report it instead.
-                missing_protected.push(p.clone());
+                // A symlink cannot be a mount point: protect what it names
+                // (writes through the link reach the target), and remember
+                // the link so that replacing it is reported.
+                match (p.canonicalize(), std::fs::read_link(p)) {
+                    (Ok(target), Ok(link)) => {
+                        if inside_any(&target, &grant.write) {
+                            read_only_bind(&target, &target, &mut calls);
+                        }
+                        protected_links.push((p.clone(), link));
+                    }
+                    _ => missing_protected.push(p.clone()), // dangling
+                }
             }
             Ok(_) => read_only_bind(p, p, &mut calls),
             Err(_) => missing_protected.push(p.clone()),
@@ -137,7 +157,7 @@ pub fn plan(grant: &Grant, mask_file: &Path, private_tmp: Option<&Path>) -> Moun
             Err(_) => {}
         }
     }
-    if grant.read.iter().any(|p| p == Path::new("/proc")) {
+    if fresh_proc(grant) {
         calls.push(MountCall {
             source: lit("proc"),
             target: lit("/proc").unwrap(),
@@ -150,5 +170,6 @@ pub fn plan(grant: &Grant, mask_file: &Path, private_tmp: Option<&Path>) -> Moun
     MountPlan {
         calls,
         missing_protected,
+        protected_links,
     }
 }

