@@ -1,9 +1,11 @@
 //! `toolcage exec`: run any command under the sandbox.
 
-use super::{Cli, PolicyArgs};
+use super::{PolicyArgs, status};
+use crate::policy::{self, Context, Overrides, Sources};
+use crate::sandbox::{self, Exit};
 use clap::Args;
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Args)]
 pub struct ExecArgs {
@@ -32,6 +34,96 @@ pub struct ExecArgs {
     pub command: Vec<OsString>,
 }
 
-pub fn run(_cli: &Cli, _args: &ExecArgs) -> u8 {
-    super::status::INTERNAL
+pub fn run(project: &Path, args: &ExecArgs) -> u8 {
+    match try_run(project, args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("toolcage: {e}");
+            e.status
+        }
+    }
+}
+
+/// A failure of toolcage itself, with the exit status it maps to.
+#[derive(Debug)]
+struct ExecError {
+    message: String,
+    status: u8,
+}
+
+impl std::fmt::Display for ExecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+fn internal(message: impl ToString) -> ExecError {
+    ExecError {
+        message: message.to_string(),
+        status: status::INTERNAL,
+    }
+}
+
+fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
+    let ctx = Context::detect(project)
+        .map_err(|e| internal(format!("cannot resolve the project: {e}")))?;
+    if !ctx.project.is_dir() {
+        return Err(internal(format!(
+            "project {} is not a directory (check -C/--project)",
+            ctx.project.display()
+        )));
+    }
+    let stack = policy::load(&sources(&args.policy), &ctx).map_err(internal)?;
+    let overrides = Overrides {
+        allow_net: args.allow_net,
+        read: args.read.clone(),
+        write: args.write.clone(),
+        env: args.env.clone(),
+        timeout: args.timeout.clone(),
+        allow_degraded: args.policy.allow_degraded,
+    };
+    let resolved = stack.resolve(&ctx, &overrides, None).map_err(internal)?;
+    let cmd = sandbox::Command {
+        argv: args.command.clone(),
+        inherit_stdio: true,
+        ..Default::default()
+    };
+    let outcome = sandbox::run(&resolved.grant, &cmd, None).map_err(|e| ExecError {
+        message: e.to_string(),
+        status: e.exit_status(),
+    })?;
+    if !outcome.enforcement.degraded.is_empty() {
+        eprintln!(
+            "toolcage: warning: ran degraded: {}",
+            outcome.enforcement.degraded.join("; ")
+        );
+    }
+    for p in &outcome.created_protected {
+        eprintln!(
+            "toolcage: warning: the command created or replaced protected path {}",
+            p.display()
+        );
+    }
+    if args.json {
+        let json = serde_json::to_string(&outcome).map_err(internal)?;
+        eprintln!("{json}");
+    }
+    Ok(match outcome.exit {
+        Exit::Timeout => {
+            eprintln!(
+                "toolcage: timed out after {} (raise it with --timeout)",
+                policy::format_duration(resolved.grant.timeout)
+            );
+            status::TIMEOUT
+        }
+        exit => u8::try_from(exit.shell_status()).unwrap_or(status::INTERNAL),
+    })
+}
+
+/// The policy layers named on the command line.
+pub fn sources(args: &PolicyArgs) -> Sources {
+    Sources {
+        profile: args.profile.clone(),
+        policy_file: args.policy.clone(),
+    }
 }

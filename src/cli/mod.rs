@@ -42,9 +42,9 @@ pub struct Cli {
 #[derive(Debug, Clone, Default, Args)]
 pub struct PolicyArgs {
     /// A shipped profile: default, untrusted, ci, network.
-    #[arg(long, value_name = "NAME", conflicts_with = "policy")]
+    #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
-    /// A policy file (TOML), layered over the profile.
+    /// A policy file (TOML), layered over the profile (later wins).
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
     /// Run even if the kernel cannot enforce Landlock (reported as degraded).
@@ -60,12 +60,49 @@ pub enum Command {
 
 /// Parse the command line and run the subcommand; returns the process exit status.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let usage_status = usage_error_status(&e);
+            let _ = e.print();
+            return ExitCode::from(usage_status);
+        }
+    };
     init_logging(&cli.log);
     let code = match &cli.command {
-        Command::Exec(args) => exec::run(&cli, args),
+        Command::Exec(args) => exec::run(&cli.project, args),
     };
     ExitCode::from(code)
+}
+
+/// `--help` and `--version` succeed; a usage error is toolcage's own failure
+/// for `exec` (125: its other statuses belong to the command) and an
+/// invalid-arguments error (2) for every other command.
+fn usage_error_status(e: &clap::Error) -> u8 {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        return status::OK;
+    }
+    let exec = subcommand_name(std::env::args().skip(1)).as_deref() == Some("exec");
+    if exec {
+        status::INTERNAL
+    } else {
+        status::INVALID
+    }
+}
+
+/// The first word that is neither a global option nor its value.
+fn subcommand_name(mut args: impl Iterator<Item = String>) -> Option<String> {
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "-C" | "--project" | "--log" => {
+                args.next();
+            }
+            _ if a.starts_with('-') => {}
+            _ => return Some(a),
+        }
+    }
+    None
 }
 
 fn init_logging(level: &str) {
