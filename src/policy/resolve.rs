@@ -108,7 +108,7 @@ pub struct Resolved {
     pub requested: Vec<RequestOutcome>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct FileLayer {
     source: String,
     file: Arc<FileText>,
@@ -118,7 +118,7 @@ struct FileLayer {
 }
 
 /// The parsed policy layers: load once, resolve for many tools.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct PolicyStack {
     layers: Vec<FileLayer>,
 }
