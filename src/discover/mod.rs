@@ -9,6 +9,9 @@
 //! - OpenCrabs: `tools.toml` (and `--tools-toml FILE`)
 //! - A3S AgentDir: `tools/<name>.md` (YAML front matter)
 
+// TEMPORARY in branch `callcli`: a stub replaced by branch `discover` at merge.
+pub mod template;
+
 use crate::spec::{Format, Requests};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
