@@ -12,16 +12,9 @@ use serde_json::{Map, Value};
 #[error("{0}")]
 pub struct TemplateError(pub String);
 
-/// Check a template's syntax against the declared parameter names.
-pub fn check(template: &str, params: &[&str]) -> Result<(), TemplateError> {
-    let empty = Map::new();
-    let _ = params;
-    render_inner(template, &empty, true).map(|_| ())
-}
-
 /// Render `template` with shell-quoted values from `args`.
 pub fn render(template: &str, args: &Map<String, Value>) -> Result<String, TemplateError> {
-    render_inner(template, args, false)
+    render_inner(template, args)
 }
 
 fn present(v: Option<&Value>) -> bool {
@@ -47,11 +40,7 @@ pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
-fn render_inner(
-    template: &str,
-    args: &Map<String, Value>,
-    check_only: bool,
-) -> Result<String, TemplateError> {
+fn render_inner(template: &str, args: &Map<String, Value>) -> Result<String, TemplateError> {
     let mut out = String::new();
     let mut rest = template;
     // Open sections: (name, kept?)
@@ -69,7 +58,7 @@ fn render_inner(
         rest = &after[end + 2..];
         if let Some(name) = tag.strip_prefix('#') {
             let name = name.trim().to_string();
-            let kept = check_only || present(args.get(&name));
+            let kept = present(args.get(&name));
             sections.push((name, kept));
         } else if let Some(name) = tag.strip_prefix('/') {
             match sections.pop() {
