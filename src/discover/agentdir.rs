@@ -94,7 +94,8 @@ struct Cx<'a> {
 impl Cx<'_> {
     fn err(&mut self, msg: impl Into<String>, fix: &str) {
         let m = format!("{}; tool skipped", msg.into());
-        self.diags.push(Diagnostic::error(self.file, Some(1), m).fix(fix));
+        self.diags
+            .push(Diagnostic::error(self.file, Some(1), m).fix(fix));
         self.bad = true;
     }
     fn string(&mut self, m: &Mapping, key: &str) -> Option<String> {
@@ -139,7 +140,11 @@ const MCP_KEYS: [&str; 5] = ["transport", "command", "args", "url", "env"];
 /// Parse and validate a tool `.md` file's text. `Ok(None)`: no front matter
 /// (not a tool). Diagnostics (warnings) come back with the doc.
 pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
-    let mut cx = Cx { file, diags: Vec::new(), bad: false };
+    let mut cx = Cx {
+        file,
+        diags: Vec::new(),
+        bad: false,
+    };
     let (yaml, yaml_line, body) = match split_front_matter(text) {
         None => {
             cx.diags.push(
@@ -149,7 +154,10 @@ pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
             return (None, cx.diags);
         }
         Some(Err(e)) => {
-            cx.diags.push(Diagnostic::error(file, Some(1), format!("{e}; tool skipped")).fix("close the front matter with `---`"));
+            cx.diags.push(
+                Diagnostic::error(file, Some(1), format!("{e}; tool skipped"))
+                    .fix("close the front matter with `---`"),
+            );
             return (None, cx.diags);
         }
         Some(Ok(parts)) => parts,
@@ -157,14 +165,27 @@ pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
     let v: Yaml = match serde_yaml_ng::from_str(yaml) {
         Ok(v) => v,
         Err(e) => {
-            let line = e.location().map(|l| l.line() + yaml_line - 1).unwrap_or(yaml_line);
+            let line = e
+                .location()
+                .map(|l| l.line() + yaml_line - 1)
+                .unwrap_or(yaml_line);
             let msg = e.to_string().replace('\n', " ");
-            cx.diags.push(Diagnostic::error(file, Some(line), format!("invalid YAML front matter: {msg}; tool skipped")).fix("fix the YAML"));
+            cx.diags.push(
+                Diagnostic::error(
+                    file,
+                    Some(line),
+                    format!("invalid YAML front matter: {msg}; tool skipped"),
+                )
+                .fix("fix the YAML"),
+            );
             return (None, cx.diags);
         }
     };
     let Yaml::Mapping(m) = v else {
-        cx.err("front matter must be a mapping of keys", "write `key: value` lines");
+        cx.err(
+            "front matter must be a mapping of keys",
+            "write `key: value` lines",
+        );
         return (None, cx.diags);
     };
     let kind = cx.string(&m, "kind").unwrap_or_default();
@@ -176,14 +197,23 @@ pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
     for k in m.keys() {
         match k.as_str() {
             Some(k) if COMMON_KEYS.contains(&k) || allowed.contains(&k) || allowed.is_empty() => {}
-            Some(k) => cx.diags.push(Diagnostic::warning(file, Some(1), format!("unknown key '{k}' ignored"))),
-            None => cx.diags.push(Diagnostic::warning(file, Some(1), "non-string key ignored")),
+            Some(k) => cx.diags.push(Diagnostic::warning(
+                file,
+                Some(1),
+                format!("unknown key '{k}' ignored"),
+            )),
+            None => cx
+                .diags
+                .push(Diagnostic::warning(file, Some(1), "non-string key ignored")),
         }
     }
     let name = match cx.string(&m, "name") {
         Some(n) if valid_tool_name(&n) && n.len() <= 64 => n,
         Some(n) => {
-            cx.err(format!("invalid name '{n}'"), "use letters, digits, '_' and '-', at most 64");
+            cx.err(
+                format!("invalid name '{n}'"),
+                "use letters, digits, '_' and '-', at most 64",
+            );
             String::new()
         }
         None => {
@@ -197,7 +227,10 @@ pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
         .filter(|d| !d.is_empty())
         .unwrap_or_else(|| first_paragraph(body));
     if description.is_empty() {
-        cx.err("no description", "write a paragraph after the front matter, or a `description` key");
+        cx.err(
+            "no description",
+            "write a paragraph after the front matter, or a `description` key",
+        );
     }
     let kind = match kind.as_str() {
         "script" => parse_script(&m, &mut cx),
@@ -207,12 +240,23 @@ pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
             None
         }
         other => {
-            cx.err(format!("unknown kind '{other}'"), "use `kind: script` or `kind: mcp`");
+            cx.err(
+                format!("unknown kind '{other}'"),
+                "use `kind: script` or `kind: mcp`",
+            );
             None
         }
     };
     match kind {
-        Some(kind) if !cx.bad => (Some(Doc { name, description, kind, line: 1 }), cx.diags),
+        Some(kind) if !cx.bad => (
+            Some(Doc {
+                name,
+                description,
+                kind,
+                line: 1,
+            }),
+            cx.diags,
+        ),
         _ => (None, cx.diags),
     }
 }
@@ -223,12 +267,18 @@ fn limit(limits: &Mapping, key: &str, max: u64, cx: &mut Cx) -> Option<u64> {
         Some(Yaml::Number(n)) => match n.as_u64() {
             Some(v) if (1..=max).contains(&v) => Some(v),
             _ => {
-                cx.err(format!("illegal limit {key}: {n}"), &format!("use an integer from 1 to {max}"));
+                cx.err(
+                    format!("illegal limit {key}: {n}"),
+                    &format!("use an integer from 1 to {max}"),
+                );
                 None
             }
         },
         Some(_) => {
-            cx.err(format!("illegal limit {key}: not a number"), &format!("use an integer from 1 to {max}"));
+            cx.err(
+                format!("illegal limit {key}: not a number"),
+                &format!("use an integer from 1 to {max}"),
+            );
             None
         }
     }
@@ -242,27 +292,49 @@ fn parse_script(m: &Mapping, cx: &mut Cx) -> Option<Kind> {
         None | Some(Yaml::Null) => {}
         Some(Yaml::Mapping(l)) => {
             for k in l.keys() {
-                let known = matches!(k.as_str(), Some("timeoutMs" | "maxToolCalls" | "maxOutputBytes"));
+                let known = matches!(
+                    k.as_str(),
+                    Some("timeoutMs" | "maxToolCalls" | "maxOutputBytes")
+                );
                 if !known {
                     let k = k.as_str().unwrap_or("?");
-                    cx.diags.push(Diagnostic::warning(cx.file, Some(1), format!("unknown limit '{k}' ignored")));
+                    cx.diags.push(Diagnostic::warning(
+                        cx.file,
+                        Some(1),
+                        format!("unknown limit '{k}' ignored"),
+                    ));
                 }
             }
             timeout_ms = limit(l, "timeoutMs", 600_000, cx);
             max_tool_calls = limit(l, "maxToolCalls", 10_000, cx);
             max_output_bytes = limit(l, "maxOutputBytes", 64 << 20, cx);
         }
-        Some(_) => cx.err("'limits' must be a mapping", "write timeoutMs/maxToolCalls/maxOutputBytes under limits"),
+        Some(_) => cx.err(
+            "'limits' must be a mapping",
+            "write timeoutMs/maxToolCalls/maxOutputBytes under limits",
+        ),
     }
     let Some(path) = path.filter(|p| !p.is_empty()) else {
-        cx.err("script tool without 'path'", "add `path: scripts/<name>.js`");
+        cx.err(
+            "script tool without 'path'",
+            "add `path: scripts/<name>.js`",
+        );
         return None;
     };
     if let Err(e) = lexically_inside(&path) {
-        cx.err(format!("path '{path}' {e}"), "use a path inside the AgentDir");
+        cx.err(
+            format!("path '{path}' {e}"),
+            "use a path inside the AgentDir",
+        );
         return None;
     }
-    Some(Kind::Script { path, allowed_tools, timeout_ms, max_tool_calls, max_output_bytes })
+    Some(Kind::Script {
+        path,
+        allowed_tools,
+        timeout_ms,
+        max_tool_calls,
+        max_output_bytes,
+    })
 }
 
 /// A relative path whose `..` never climbs above the root.
@@ -297,26 +369,47 @@ fn parse_mcp(m: &Mapping, cx: &mut Cx) -> Option<Kind> {
                 };
                 match (k.as_str(), v) {
                     (Some(k), Some(v)) if super::valid_env_name(k) => env.push((k.to_owned(), v)),
-                    (k, _) => cx.err(format!("env entry {:?} must be NAME: string", k.unwrap_or("?")), "write `NAME: \"${VAR}\"`"),
+                    (k, _) => cx.err(
+                        format!("env entry {:?} must be NAME: string", k.unwrap_or("?")),
+                        "write `NAME: \"${VAR}\"`",
+                    ),
                 }
             }
         }
-        Some(_) => cx.err("'env' must be a mapping", "write `NAME: \"${VAR}\"` lines under env"),
+        Some(_) => cx.err(
+            "'env' must be a mapping",
+            "write `NAME: \"${VAR}\"` lines under env",
+        ),
     }
     match transport.as_str() {
         "stdio" => {
             if command.as_deref().is_none_or(str::is_empty) {
-                cx.err("stdio mcp tool without 'command'", "add `command: npx` (and args)");
+                cx.err(
+                    "stdio mcp tool without 'command'",
+                    "add `command: npx` (and args)",
+                );
             }
         }
         "http" => match url.as_deref() {
             Some(u) if u.starts_with("http://") || u.starts_with("https://") => {}
-            _ => cx.err("http mcp tool needs an http(s):// 'url'", "add `url: https://...`"),
+            _ => cx.err(
+                "http mcp tool needs an http(s):// 'url'",
+                "add `url: https://...`",
+            ),
         },
-        "" => cx.err("mcp tool without 'transport'", "add `transport: stdio` or `transport: http`"),
+        "" => cx.err(
+            "mcp tool without 'transport'",
+            "add `transport: stdio` or `transport: http`",
+        ),
         t => cx.err(format!("unknown transport '{t}'"), "use stdio or http"),
     }
-    Some(Kind::Mcp { transport, command, args, url, env })
+    Some(Kind::Mcp {
+        transport,
+        command,
+        args,
+        url,
+        env,
+    })
 }
 
 /// Expand `${VAR}` with `lookup`; the error names the unset variable.
@@ -348,18 +441,38 @@ fn finish(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) ->
     let mut requests = Requests::default();
     let mut needs_read = Vec::new();
     let (runner, input_schema) = match doc.kind {
-        Kind::Script { path, allowed_tools, timeout_ms, max_tool_calls, max_output_bytes } => {
+        Kind::Script {
+            path,
+            allowed_tools,
+            timeout_ms,
+            max_tool_calls,
+            max_output_bytes,
+        } => {
             let joined = project.join(&path);
             let real = match std::fs::canonicalize(&joined) {
                 Ok(r) => r,
                 Err(e) => {
-                    diags.push(Diagnostic::error(file, Some(doc.line), format!("script path '{path}': {}; tool skipped", io_message(&e))).fix("create the script or fix `path`"));
+                    diags.push(
+                        Diagnostic::error(
+                            file,
+                            Some(doc.line),
+                            format!("script path '{path}': {}; tool skipped", io_message(&e)),
+                        )
+                        .fix("create the script or fix `path`"),
+                    );
                     return None;
                 }
             };
             let root = std::fs::canonicalize(project).unwrap_or_else(|_| project.to_path_buf());
             if !real.starts_with(&root) {
-                diags.push(Diagnostic::error(file, Some(doc.line), format!("script path '{path}' resolves outside the AgentDir; tool skipped")).fix("keep scripts inside the project, without symlinks out"));
+                diags.push(
+                    Diagnostic::error(
+                        file,
+                        Some(doc.line),
+                        format!("script path '{path}' resolves outside the AgentDir; tool skipped"),
+                    )
+                    .fix("keep scripts inside the project, without symlinks out"),
+                );
                 return None;
             }
             let timeout = timeout_ms.map(Duration::from_millis);
@@ -370,15 +483,37 @@ fn finish(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) ->
                 "properties": {"inputs": {"type": "object", "description": "Inputs passed to run(ctx, inputs)"}},
                 "additionalProperties": false
             });
-            (Runner::AgentdirScript { path: real, allowed_tools, timeout, max_tool_calls, max_output_bytes }, schema)
+            (
+                Runner::AgentdirScript {
+                    path: real,
+                    allowed_tools,
+                    timeout,
+                    max_tool_calls,
+                    max_output_bytes,
+                },
+                schema,
+            )
         }
-        Kind::Mcp { transport, command, args, url, env } => {
+        Kind::Mcp {
+            transport,
+            command,
+            args,
+            url,
+            env,
+        } => {
             let mut expanded = Vec::new();
             for (k, v) in env {
                 match expand_env(&v, |n| std::env::var(n).ok()) {
                     Ok(x) => expanded.push((k, x)),
                     Err(e) => {
-                        diags.push(Diagnostic::error(file, Some(doc.line), format!("env {k}: {e}; tool skipped")).fix("set the variable before starting toolcage"));
+                        diags.push(
+                            Diagnostic::error(
+                                file,
+                                Some(doc.line),
+                                format!("env {k}: {e}; tool skipped"),
+                            )
+                            .fix("set the variable before starting toolcage"),
+                        );
                         return None;
                     }
                 }
@@ -386,7 +521,16 @@ fn finish(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) ->
             if transport == "http" {
                 requests.network = Some(true);
             }
-            (Runner::AgentdirMcp { transport, command, args, url, env: expanded }, schema::open_object())
+            (
+                Runner::AgentdirMcp {
+                    transport,
+                    command,
+                    args,
+                    url,
+                    env: expanded,
+                },
+                schema::open_object(),
+            )
         }
     };
     Some(ToolSpec {

@@ -82,7 +82,11 @@ pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diag
         }
     };
     let Some(obj) = v.as_object() else {
-        d.push(Diagnostic::error(file, Some(1), "tool.json must be a JSON object; tool skipped"));
+        d.push(Diagnostic::error(
+            file,
+            Some(1),
+            "tool.json must be a JSON object; tool skipped",
+        ));
         return (None, d);
     };
     let mut bad = false;
@@ -92,7 +96,11 @@ pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diag
     };
     for k in obj.keys() {
         if !KNOWN_KEYS.contains(&k.as_str()) {
-            d.push(Diagnostic::warning(file, None, format!("unknown key '{k}' ignored")));
+            d.push(Diagnostic::warning(
+                file,
+                None,
+                format!("unknown key '{k}' ignored"),
+            ));
         }
     }
     let name = match obj.get("name").and_then(Value::as_str) {
@@ -181,7 +189,11 @@ pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diag
         }
         Some(e) => e.to_owned(),
         None => {
-            err(&mut d, "missing \"entrypoint\" (string)".into(), "add \"entrypoint\": \"run.sh\"");
+            err(
+                &mut d,
+                "missing \"entrypoint\" (string)".into(),
+                "add \"entrypoint\": \"run.sh\"",
+            );
             String::new()
         }
     };
@@ -245,17 +257,27 @@ fn parse_param(name: &str, def: &Value) -> Result<(Param, Option<String>), Strin
             "string" | "number" | "integer" | "boolean" | "array" | "object" => t.as_str(),
             _ => return Err(format!("parameter '{name}': unsupported type '{t}'")),
         },
-        Some(t) => return Err(format!("parameter '{name}': \"type\" must be a string, got {t}")),
+        Some(t) => {
+            return Err(format!(
+                "parameter '{name}': \"type\" must be a string, got {t}"
+            ));
+        }
     };
     let description = match def.get("description") {
         None | Some(Value::Null) => "",
         Some(Value::String(s)) => s.as_str(),
-        Some(_) => return Err(format!("parameter '{name}': \"description\" must be a string")),
+        Some(_) => {
+            return Err(format!(
+                "parameter '{name}': \"description\" must be a string"
+            ));
+        }
     };
     if let Some(e) = def.get("enum")
         && !matches!(e, Value::Array(a) if !a.is_empty())
     {
-        return Err(format!("parameter '{name}': \"enum\" must be a non-empty array"));
+        return Err(format!(
+            "parameter '{name}': \"enum\" must be a non-empty array"
+        ));
     }
     let mut p = Param::new(name, kind, description, false);
     p.extra = def
@@ -299,21 +321,33 @@ pub(crate) fn scan(project: &Path) -> Found {
         f.examined.push(file.clone());
         if !valid_tool_name(&e.name) {
             f.diagnostics.push(
-                Diagnostic::error(&file, None, "tool directory name must match [A-Za-z0-9_-]+; tool skipped")
-                    .fix("rename the directory"),
+                Diagnostic::error(
+                    &file,
+                    None,
+                    "tool directory name must match [A-Za-z0-9_-]+; tool skipped",
+                )
+                .fix("rename the directory"),
             );
             continue;
         }
         let bytes = match fsread::read_capped(&file, READ_CAP) {
             Ok(b) if b.truncated => {
-                f.diagnostics.push(Diagnostic::error(&file, None, "tool.json larger than 1 MiB; tool skipped"));
+                f.diagnostics.push(Diagnostic::error(
+                    &file,
+                    None,
+                    "tool.json larger than 1 MiB; tool skipped",
+                ));
                 continue;
             }
             Ok(b) => b.data,
             Err(err) => {
                 f.diagnostics.push(
-                    Diagnostic::error(&file, None, format!("cannot read tool.json: {}", io_message(&err)))
-                        .fix("add a tool.json next to the script"),
+                    Diagnostic::error(
+                        &file,
+                        None,
+                        format!("cannot read tool.json: {}", io_message(&err)),
+                    )
+                    .fix("add a tool.json next to the script"),
                 );
                 continue;
             }
@@ -340,7 +374,14 @@ fn finish(
     let meta = match std::fs::metadata(&entry) {
         Ok(m) if m.is_file() => m,
         Ok(_) => {
-            diags.push(Diagnostic::error(file, None, format!("entrypoint '{}' is not a regular file; tool skipped", def.entrypoint)));
+            diags.push(Diagnostic::error(
+                file,
+                None,
+                format!(
+                    "entrypoint '{}' is not a regular file; tool skipped",
+                    def.entrypoint
+                ),
+            ));
             return None;
         }
         Err(err) => {
@@ -348,7 +389,11 @@ fn finish(
                 Diagnostic::error(
                     file,
                     None,
-                    format!("entrypoint '{}': {}; tool skipped", def.entrypoint, io_message(&err)),
+                    format!(
+                        "entrypoint '{}': {}; tool skipped",
+                        def.entrypoint,
+                        io_message(&err)
+                    ),
                 )
                 .fix(format!("create .clawd/tools/{id}/{}", def.entrypoint)),
             );
@@ -360,8 +405,15 @@ fn finish(
         && !real.starts_with(&real_dir)
     {
         diags.push(
-            Diagnostic::error(file, None, format!("entrypoint '{}' resolves outside the tool directory; tool skipped", def.entrypoint))
-                .fix("replace the symlink with the script itself"),
+            Diagnostic::error(
+                file,
+                None,
+                format!(
+                    "entrypoint '{}' resolves outside the tool directory; tool skipped",
+                    def.entrypoint
+                ),
+            )
+            .fix("replace the symlink with the script itself"),
         );
         return None;
     }
@@ -370,9 +422,15 @@ fn finish(
             Diagnostic::error(
                 file,
                 None,
-                format!("no interpreter for '{}' and it is not executable; tool skipped", def.entrypoint),
+                format!(
+                    "no interpreter for '{}' and it is not executable; tool skipped",
+                    def.entrypoint
+                ),
             )
-            .fix(format!("set \"interpreter\" or chmod +x .clawd/tools/{id}/{}", def.entrypoint)),
+            .fix(format!(
+                "set \"interpreter\" or chmod +x .clawd/tools/{id}/{}",
+                def.entrypoint
+            )),
         );
         return None;
     }
@@ -380,7 +438,10 @@ fn finish(
         diags.push(Diagnostic::warning(
             file,
             None,
-            format!("\"name\" '{}' differs from the directory; exposed as ct_{id}", def.name),
+            format!(
+                "\"name\" '{}' differs from the directory; exposed as ct_{id}",
+                def.name
+            ),
         ));
     }
     Some(ToolSpec {

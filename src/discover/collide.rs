@@ -55,7 +55,11 @@ pub fn resolve(mut tools: Vec<ToolSpec>) -> (Vec<ToolSpec>, Vec<Shadowed>, Vec<D
             Diagnostic::error(
                 &t.source,
                 t.line,
-                format!("duplicate tool name '{}' (first defined at {}); skipped", t.name, label(w)),
+                format!(
+                    "duplicate tool name '{}' (first defined at {}); skipped",
+                    t.name,
+                    label(w)
+                ),
             )
             .fix("rename one of the tools")
         } else {

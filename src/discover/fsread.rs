@@ -52,12 +52,10 @@ pub(crate) fn read_text(path: &Path, cap: usize) -> Result<String, Diagnostic> {
             .fix("make the file a readable regular file")
     })?;
     if b.truncated {
-        return Err(Diagnostic::error(
-            path,
-            None,
-            format!("file larger than {} KiB", cap / 1024),
-        )
-        .fix("shrink the file"));
+        return Err(
+            Diagnostic::error(path, None, format!("file larger than {} KiB", cap / 1024))
+                .fix("shrink the file"),
+        );
     }
     String::from_utf8(b.data).map_err(|e| {
         let off = e.utf8_error().valid_up_to();

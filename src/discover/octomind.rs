@@ -170,9 +170,8 @@ pub fn parse_header(text: &str, file: &Path) -> (Option<Header>, Vec<Diagnostic>
 
     let Some((description, description_line)) = desc.filter(|d| !d.0.is_empty()) else {
         diags.push(
-            Diagnostic::error(file, None, "missing @description; tool skipped").fix(
-                "add a comment line `# @description What the tool does` near the top",
-            ),
+            Diagnostic::error(file, None, "missing @description; tool skipped")
+                .fix("add a comment line `# @description What the tool does` near the top"),
         );
         return (None, diags);
     };
@@ -319,8 +318,9 @@ pub(crate) fn scan(project: &Path) -> Found {
         }
         if let Some((stem, _)) = e.name.split_once('.') {
             f.diagnostics.push(
-                Diagnostic::error(path, None, "file name has an extension; tool skipped")
-                    .fix(format!("drop the extension: rename to .agents/tools/{stem}")),
+                Diagnostic::error(path, None, "file name has an extension; tool skipped").fix(
+                    format!("drop the extension: rename to .agents/tools/{stem}"),
+                ),
             );
             continue;
         }

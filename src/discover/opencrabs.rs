@@ -23,7 +23,7 @@
 use super::fsread::{self, io_message};
 use super::schema::{self, Param};
 use super::template;
-use super::{CrabParam, Coerce, Diagnostic, Found, Runner, ToolSpec, line_of, valid_tool_name};
+use super::{Coerce, CrabParam, Diagnostic, Found, Runner, ToolSpec, line_of, valid_tool_name};
 use crate::policy::RateLimit;
 use crate::spec::{Format, Requests};
 use serde_json::Value;
@@ -67,15 +67,23 @@ pub fn parse_tools_toml(text: &str, file: &Path) -> (Vec<ToolSpec>, Vec<Diagnost
             let line = e.span().map(|s| line_of(text, s.start));
             let msg = e.message().replace('\n', " ");
             diags.push(
-                Diagnostic::error(file, line, format!("TOML syntax error: {msg}; no tools loaded from this file"))
-                    .fix("fix the TOML syntax"),
+                Diagnostic::error(
+                    file,
+                    line,
+                    format!("TOML syntax error: {msg}; no tools loaded from this file"),
+                )
+                .fix("fix the TOML syntax"),
             );
             return (Vec::new(), diags);
         }
     };
     for k in table.keys() {
         if k != "tools" {
-            diags.push(Diagnostic::warning(file, None, format!("unknown top-level key '{k}' ignored")));
+            diags.push(Diagnostic::warning(
+                file,
+                None,
+                format!("unknown top-level key '{k}' ignored"),
+            ));
         }
     }
     let items = match table.get("tools") {
@@ -83,7 +91,8 @@ pub fn parse_tools_toml(text: &str, file: &Path) -> (Vec<ToolSpec>, Vec<Diagnost
         Some(Toml::Array(a)) => a,
         Some(_) => {
             diags.push(
-                Diagnostic::error(file, None, "'tools' must be an array of tables").fix("declare tools with [[tools]]"),
+                Diagnostic::error(file, None, "'tools' must be an array of tables")
+                    .fix("declare tools with [[tools]]"),
             );
             return (Vec::new(), diags);
         }
@@ -104,8 +113,19 @@ pub fn parse_tools_toml(text: &str, file: &Path) -> (Vec<ToolSpec>, Vec<Diagnost
         .collect();
     let mut tools = Vec::new();
     for (n, item) in items.iter().enumerate() {
-        let line = if headers.len() == items.len() { headers.get(n).copied() } else { None };
-        let mut cx = Cx { file, line, n, name: String::new(), diags: &mut diags, bad: false };
+        let line = if headers.len() == items.len() {
+            headers.get(n).copied()
+        } else {
+            None
+        };
+        let mut cx = Cx {
+            file,
+            line,
+            n,
+            name: String::new(),
+            diags: &mut diags,
+            bad: false,
+        };
         if let Some(spec) = parse_tool(item, &mut cx) {
             tools.push(spec);
         }
@@ -133,18 +153,24 @@ impl Cx<'_> {
     }
     fn err(&mut self, key: &str, msg: impl std::fmt::Display, fix: &str) {
         let m = format!("{}: {msg}; tool skipped", self.at(key));
-        self.diags.push(Diagnostic::error(self.file, self.line, m).fix(fix));
+        self.diags
+            .push(Diagnostic::error(self.file, self.line, m).fix(fix));
         self.bad = true;
     }
     fn warn(&mut self, key: &str, msg: impl std::fmt::Display) {
         let m = format!("{}: {msg}", self.at(key));
-        self.diags.push(Diagnostic::warning(self.file, self.line, m));
+        self.diags
+            .push(Diagnostic::warning(self.file, self.line, m));
     }
     fn string(&mut self, t: &Table, key: &str, required: bool) -> Option<String> {
         match t.get(key) {
             Some(Toml::String(s)) => Some(s.clone()),
             Some(v) => {
-                self.err(key, format!("must be a string, got {}", v.type_str()), "quote the value");
+                self.err(
+                    key,
+                    format!("must be a string, got {}", v.type_str()),
+                    "quote the value",
+                );
                 None
             }
             None if required => {
@@ -158,7 +184,11 @@ impl Cx<'_> {
         match t.get(key) {
             Some(Toml::Boolean(b)) => Some(*b),
             Some(v) => {
-                self.err(key, format!("must be true or false, got {}", v.type_str()), "write true or false");
+                self.err(
+                    key,
+                    format!("must be true or false, got {}", v.type_str()),
+                    "write true or false",
+                );
                 None
             }
             None => None,
@@ -172,8 +202,12 @@ fn parse_tool(item: &Toml, cx: &mut Cx) -> Option<ToolSpec> {
         return None;
     };
     let name = cx.string(t, "name", true).unwrap_or_default();
-    if !name.is_empty() && !(valid_tool_name(&name) && name.len() <= 64) {
-        cx.err("name", format!("'{name}' must match [A-Za-z0-9_-]{{1,64}}"), "rename the tool");
+    if !(name.is_empty() || valid_tool_name(&name) && name.len() <= 64) {
+        cx.err(
+            "name",
+            format!("'{name}' must match [A-Za-z0-9_-]{{1,64}}"),
+            "rename the tool",
+        );
     }
     cx.name = name.clone();
     for k in t.keys() {
@@ -190,9 +224,15 @@ fn parse_tool(item: &Toml, cx: &mut Cx) -> Option<ToolSpec> {
     let requires_approval = cx.boolean(t, "requires_approval");
     let timeout = match t.get("timeout_secs") {
         None => None,
-        Some(Toml::Integer(s)) if (1..=3600).contains(s) => u64::try_from(*s).ok().map(Duration::from_secs),
+        Some(Toml::Integer(s)) if (1..=3600).contains(s) => {
+            u64::try_from(*s).ok().map(Duration::from_secs)
+        }
         Some(v) => {
-            cx.err("timeout_secs", format!("{v} out of range"), "use an integer number of seconds from 1 to 3600");
+            cx.err(
+                "timeout_secs",
+                format!("{v} out of range"),
+                "use an integer number of seconds from 1 to 3600",
+            );
             None
         }
     };
@@ -217,16 +257,30 @@ fn parse_tool(item: &Toml, cx: &mut Cx) -> Option<ToolSpec> {
                     cx.warn(k, "ignored by the shell executor");
                 }
             }
-            Runner::OpencrabsShell { command, params: crab }
+            Runner::OpencrabsShell {
+                command,
+                params: crab,
+            }
         }
         "http" => {
-            let method = cx.string(t, "method", true).unwrap_or_default().to_ascii_uppercase();
+            let method = cx
+                .string(t, "method", true)
+                .unwrap_or_default()
+                .to_ascii_uppercase();
             if !method.is_empty() && !METHODS.contains(&method.as_str()) {
-                cx.err("method", format!("unsupported method '{method}'"), "use GET, POST, PUT, PATCH, DELETE, HEAD or OPTIONS");
+                cx.err(
+                    "method",
+                    format!("unsupported method '{method}'"),
+                    "use GET, POST, PUT, PATCH, DELETE, HEAD or OPTIONS",
+                );
             }
             let url = cx.string(t, "url", true).unwrap_or_default();
-            if !url.is_empty() && !(url.starts_with("http://") || url.starts_with("https://")) {
-                cx.err("url", "must start with http:// or https://", "write the full URL");
+            if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
+                cx.err(
+                    "url",
+                    "must start with http:// or https://",
+                    "write the full URL",
+                );
             }
             if let Err(e) = template::check_declared(&url, &declared, false) {
                 cx.err("url", e, "declare the param, or fix the template");
@@ -239,11 +293,19 @@ fn parse_tool(item: &Toml, cx: &mut Cx) -> Option<ToolSpec> {
                         match v.as_str() {
                             Some(v) => {
                                 if let Err(e) = template::check_declared(v, &declared, false) {
-                                    cx.err(&format!("headers.{k}"), e, "declare the param, or fix the template");
+                                    cx.err(
+                                        &format!("headers.{k}"),
+                                        e,
+                                        "declare the param, or fix the template",
+                                    );
                                 }
                                 headers.push((k.clone(), v.to_owned()));
                             }
-                            None => cx.err(&format!("headers.{k}"), "must be a string", "quote the value"),
+                            None => cx.err(
+                                &format!("headers.{k}"),
+                                "must be a string",
+                                "quote the value",
+                            ),
                         }
                     }
                 }
@@ -253,11 +315,20 @@ fn parse_tool(item: &Toml, cx: &mut Cx) -> Option<ToolSpec> {
                 cx.warn("command", "ignored by the http executor");
             }
             requests.network = Some(true);
-            Runner::OpencrabsHttp { method, url, headers, params: crab }
+            Runner::OpencrabsHttp {
+                method,
+                url,
+                headers,
+                params: crab,
+            }
         }
         "" => return None, // already reported (missing or not a string)
         other => {
-            cx.err("executor", format!("unknown executor '{other}'"), "use \"shell\" or \"http\"");
+            cx.err(
+                "executor",
+                format!("unknown executor '{other}'"),
+                "use \"shell\" or \"http\"",
+            );
             return None;
         }
     };
@@ -266,8 +337,12 @@ fn parse_tool(item: &Toml, cx: &mut Cx) -> Option<ToolSpec> {
     }
     if !enabled {
         cx.diags.push(
-            Diagnostic::warning(cx.file, cx.line, format!("tool '{name}' is disabled; not listed"))
-                .fix("set `enabled = true` to list it"),
+            Diagnostic::warning(
+                cx.file,
+                cx.line,
+                format!("tool '{name}' is disabled; not listed"),
+            )
+            .fix("set `enabled = true` to list it"),
         );
         return None;
     }
@@ -310,11 +385,19 @@ fn parse_rate(r: &Toml, cx: &mut Cx) -> Option<RateLimit> {
     match (requests, window) {
         (Some(requests), Some(window)) => Some(RateLimit { requests, window }),
         (None, _) => {
-            cx.err("rate_limit.requests", "missing or not a positive integer", "e.g. requests = \"10\"");
+            cx.err(
+                "rate_limit.requests",
+                "missing or not a positive integer",
+                "e.g. requests = \"10\"",
+            );
             None
         }
         (_, None) => {
-            cx.err("rate_limit.window", "missing or not a positive duration", "e.g. window = \"1m\", \"30s\", \"1h\"");
+            cx.err(
+                "rate_limit.window",
+                "missing or not a positive duration",
+                "e.g. window = \"1m\", \"30s\", \"1h\"",
+            );
             None
         }
     }
@@ -325,7 +408,11 @@ fn parse_params(v: Option<&Toml>, cx: &mut Cx) -> Vec<(Param, CrabParam)> {
         None => return Vec::new(),
         Some(Toml::Array(a)) => a,
         Some(_) => {
-            cx.err("params", "must be an array of tables", "use [[tools.params]]");
+            cx.err(
+                "params",
+                "must be an array of tables",
+                "use [[tools.params]]",
+            );
             return Vec::new();
         }
     };
@@ -344,7 +431,11 @@ fn parse_params(v: Option<&Toml>, cx: &mut Cx) -> Vec<(Param, CrabParam)> {
         let name = match t.get("name") {
             Some(Toml::String(s)) if template::valid_param_name(s) => s.clone(),
             Some(v) => {
-                cx.err(&key("name"), format!("{v} must match [A-Za-z_][A-Za-z0-9_-]*"), "rename the param");
+                cx.err(
+                    &key("name"),
+                    format!("{v} must match [A-Za-z_][A-Za-z0-9_-]*"),
+                    "rename the param",
+                );
                 continue;
             }
             None => {
@@ -353,14 +444,22 @@ fn parse_params(v: Option<&Toml>, cx: &mut Cx) -> Vec<(Param, CrabParam)> {
             }
         };
         if out.iter().any(|(p, _)| p.name == name) {
-            cx.err(&key("name"), format!("duplicate param '{name}'"), "declare each param once");
+            cx.err(
+                &key("name"),
+                format!("duplicate param '{name}'"),
+                "declare each param once",
+            );
             continue;
         }
         let kind = match t.get("type") {
             None => "string".to_owned(),
             Some(Toml::String(s)) if schema::TYPES.contains(&s.as_str()) => s.clone(),
             Some(v) => {
-                cx.err(&key("type"), format!("unsupported type {v}"), "use string, number, integer, boolean, array or object");
+                cx.err(
+                    &key("type"),
+                    format!("unsupported type {v}"),
+                    "use string, number, integer, boolean, array or object",
+                );
                 continue;
             }
         };
@@ -376,7 +475,11 @@ fn parse_params(v: Option<&Toml>, cx: &mut Cx) -> Vec<(Param, CrabParam)> {
             None => false,
             Some(Toml::Boolean(b)) => *b,
             Some(_) => {
-                cx.err(&key("required"), "must be true or false", "write true or false");
+                cx.err(
+                    &key("required"),
+                    "must be true or false",
+                    "write true or false",
+                );
                 continue;
             }
         };
@@ -384,7 +487,11 @@ fn parse_params(v: Option<&Toml>, cx: &mut Cx) -> Vec<(Param, CrabParam)> {
             None => None,
             Some(Ok(v)) => Some(v),
             Some(Err(e)) => {
-                cx.err(&key("default"), e, "write a default matching the param's type");
+                cx.err(
+                    &key("default"),
+                    e,
+                    "write a default matching the param's type",
+                );
                 continue;
             }
         };
@@ -395,7 +502,11 @@ fn parse_params(v: Option<&Toml>, cx: &mut Cx) -> Vec<(Param, CrabParam)> {
                 None => {}
                 Some(Some(c)) => coerce[i] = c,
                 Some(None) => {
-                    cx.err(&key(k), "must be \"keep\", \"omit\", \"null\" or \"error\"", "pick one of the four");
+                    cx.err(
+                        &key(k),
+                        "must be \"keep\", \"omit\", \"null\" or \"error\"",
+                        "pick one of the four",
+                    );
                     ok = false;
                 }
             }

@@ -37,7 +37,10 @@ pub struct Template {
 #[derive(Debug, Clone, PartialEq)]
 enum Node {
     Text(String),
-    Var { name: String, offset: usize },
+    Var {
+        name: String,
+        offset: usize,
+    },
     Section {
         name: String,
         offset: usize,
