@@ -107,11 +107,27 @@ pub fn unsupported_http(tool: &ToolSpec) -> String {
 }
 
 pub fn unsupported_agentdir(tool: &ToolSpec) -> String {
+    let kind = match tool.runner {
+        Runner::AgentdirMcp { .. } => "kind: mcp (an upstream MCP server)",
+        _ => "kind: script (a QuickJS program)",
+    };
     format!(
-        "kind: script/mcp tools are not supported yet: tool {} ({})",
+        "{kind} tools are not supported yet: tool {} ({}) is listed and validated, but calls are refused",
         tool.name,
         tool.source.display()
     )
+}
+
+/// Why calls to `tool` are refused before anything runs, for runners that
+/// are parsed and listed but not executed yet; `None` when it can run.
+pub fn unsupported(tool: &ToolSpec) -> Option<String> {
+    match tool.runner {
+        Runner::OpencrabsHttp { .. } => Some(unsupported_http(tool)),
+        Runner::AgentdirScript { .. } | Runner::AgentdirMcp { .. } => {
+            Some(unsupported_agentdir(tool))
+        }
+        _ => None,
+    }
 }
 
 /// Whether `name` can be an environment variable name (`[A-Za-z_][A-Za-z0-9_]*`).

@@ -6,6 +6,7 @@
 use super::list::format_name;
 use super::{Global, PolicyArgs, relative, status};
 use crate::call::Engine;
+use crate::call::encode::unsupported;
 use crate::discover::{Catalog, Diagnostic, Severity};
 use clap::Args;
 use serde::Serialize;
@@ -72,6 +73,28 @@ fn diag(root: &Path, d: &Diagnostic) -> DiagReport {
     }
 }
 
+/// Warnings for the tools in `file` that load but whose calls are refused
+/// until their runner exists (OpenCrabs http, A3S kind: script / mcp).
+fn unsupported_notes<'a>(
+    root: &'a Path,
+    catalog: &'a Catalog,
+    file: &'a Path,
+) -> impl Iterator<Item = DiagReport> + 'a {
+    catalog
+        .tools
+        .iter()
+        .filter(move |t| t.source == file)
+        .filter_map(move |t| {
+            unsupported(t).map(|message| DiagReport {
+                file: relative(root, file),
+                line: t.line,
+                severity: Severity::Warning,
+                message,
+                fix: Some("none yet: this tool is listed but cannot be called".into()),
+            })
+        })
+}
+
 fn build(root: &Path, catalog: &Catalog, policy: Vec<PolicyProblem>) -> Report {
     let mut files: Vec<PathBuf> = catalog.examined.clone();
     for d in &catalog.diagnostics {
@@ -101,6 +124,7 @@ fn build(root: &Path, catalog: &Catalog, policy: Vec<PolicyProblem>) -> Report {
                 .iter()
                 .filter(|d| &d.file == f)
                 .map(|d| diag(root, d))
+                .chain(unsupported_notes(root, catalog, f))
                 .collect(),
         })
         .collect();
@@ -129,7 +153,12 @@ fn build(root: &Path, catalog: &Catalog, policy: Vec<PolicyProblem>) -> Report {
             .count()
     };
     let errors = count(Severity::Error) + policy.len();
-    let warnings = count(Severity::Warning);
+    let warnings = count(Severity::Warning)
+        + catalog
+            .tools
+            .iter()
+            .filter(|t| unsupported(t).is_some())
+            .count();
     Report {
         project: root.display().to_string(),
         files,
