@@ -153,17 +153,14 @@ fn main() {
     } else {
         println!("  bwrap not installed: skipped (apt-get install bubblewrap)");
     }
+    call_vs_exec(&project);
     flood(&grant);
     let _ = std::fs::remove_dir_all(&project);
 }
 
 fn max_rss_kib() -> i64 {
-    // SAFETY: getrusage fills the struct we pass.
-    unsafe {
-        let mut u: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut u);
-        u.ru_maxrss
-    }
+    use nix::sys::resource::{UsageWho, getrusage};
+    getrusage(UsageWho::RUSAGE_SELF).map_or(0, |u| u.max_rss())
 }
 
 /// A tool writing 1 GiB to stdout: what is kept, what is counted, and how
@@ -190,6 +187,34 @@ fn flood(grant: &Grant) {
         (1u64 << 30) - o.stdout.bytes_kept,
         took.as_secs_f64(),
         growth
+    );
+}
+
+/// `toolcage call` of a trivial Octomind tool against `toolcage exec` of the
+/// same script: what discovery, validation and encoding add per call.
+fn call_vs_exec(project: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let tools = project.join(".agents/tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    let script = tools.join("noop");
+    std::fs::write(&script, "#!/bin/sh\n# @description Do nothing.\nexit 0\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = env!("CARGO_BIN_EXE_toolcage");
+    let run = |args: &[&str]| {
+        let ok = quiet(Command::new(exe).arg("-C").arg(project).args(args))
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "toolcage {args:?} failed");
+    };
+    let exec = measure(|| run(&["exec", "--", ".agents/tools/noop"]));
+    let call = measure(|| run(&["call", "noop"]));
+    println!("toolcage call vs exec of the same trivial script (whole process)");
+    println!("  toolcage exec -- ./noop      {:>9.3} ms", ms(exec));
+    println!(
+        "  toolcage call noop           {:>9.3} ms   +{:.3} ms (target <= +2 ms)",
+        ms(call),
+        ms(call) - ms(exec)
     );
 }
 
