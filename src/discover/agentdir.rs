@@ -584,7 +584,3 @@ pub(crate) fn scan(project: &Path) -> Found {
     }
     f
 }
-
-#[cfg(test)]
-#[path = "tests/agentdir.rs"]
-mod tests;

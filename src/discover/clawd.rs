@@ -462,7 +462,3 @@ fn finish(
         needs_read: vec![dir.to_path_buf()],
     })
 }
-
-#[cfg(test)]
-#[path = "tests/clawd.rs"]
-mod tests;

@@ -383,7 +383,3 @@ pub(crate) fn scan(project: &Path) -> Found {
     }
     f
 }
-
-#[cfg(test)]
-#[path = "tests/octomind.rs"]
-mod tests;

@@ -636,7 +636,3 @@ pub(crate) fn scan(project: &Path, extra: Option<&Path>) -> Found {
     }
     f
 }
-
-#[cfg(test)]
-#[path = "tests/opencrabs.rs"]
-mod tests;
