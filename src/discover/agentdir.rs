@@ -197,14 +197,13 @@ pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
     for k in m.keys() {
         match k.as_str() {
             Some(k) if COMMON_KEYS.contains(&k) || allowed.contains(&k) || allowed.is_empty() => {}
-            Some(k) => cx.diags.push(Diagnostic::warning(
-                file,
-                Some(1),
-                format!("unknown key '{k}' ignored"),
-            )),
-            None => cx
-                .diags
-                .push(Diagnostic::warning(file, Some(1), "non-string key ignored")),
+            Some(k) => cx.diags.push(
+                Diagnostic::warning(file, Some(1), format!("unknown key '{k}' ignored"))
+                    .fix("remove it, or check its spelling"),
+            ),
+            None => cx.diags.push(
+                Diagnostic::warning(file, Some(1), "non-string key ignored").fix("remove it"),
+            ),
         }
     }
     let name = match cx.string(&m, "name") {
@@ -298,11 +297,14 @@ fn parse_script(m: &Mapping, cx: &mut Cx) -> Option<Kind> {
                 );
                 if !known {
                     let k = k.as_str().unwrap_or("?");
-                    cx.diags.push(Diagnostic::warning(
-                        cx.file,
-                        Some(1),
-                        format!("unknown limit '{k}' ignored"),
-                    ));
+                    cx.diags.push(
+                        Diagnostic::warning(
+                            cx.file,
+                            Some(1),
+                            format!("unknown limit '{k}' ignored"),
+                        )
+                        .fix("use timeoutMs, maxToolCalls or maxOutputBytes"),
+                    );
                 }
             }
             timeout_ms = limit(l, "timeoutMs", 600_000, cx);
@@ -533,6 +535,21 @@ fn finish(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) ->
             )
         }
     };
+    diags.push(
+        Diagnostic::warning(
+            file,
+            Some(doc.line),
+            format!(
+                "tool '{}': kind: {} is parsed and listed, but calls are refused: not supported yet",
+                doc.name,
+                match runner {
+                    Runner::AgentdirMcp { .. } => "mcp",
+                    _ => "script",
+                }
+            ),
+        )
+        .fix("use an Octomind, clawd or OpenCrabs shell tool until it is supported"),
+    );
     Some(ToolSpec {
         name: doc.name,
         format: Format::Agentdir,

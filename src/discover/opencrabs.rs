@@ -79,11 +79,10 @@ pub fn parse_tools_toml(text: &str, file: &Path) -> (Vec<ToolSpec>, Vec<Diagnost
     };
     for k in table.keys() {
         if k != "tools" {
-            diags.push(Diagnostic::warning(
-                file,
-                None,
-                format!("unknown top-level key '{k}' ignored"),
-            ));
+            diags.push(
+                Diagnostic::warning(file, None, format!("unknown top-level key '{k}' ignored"))
+                    .fix("remove it; tools are declared with [[tools]]"),
+            );
         }
     }
     let items = match table.get("tools") {
@@ -160,7 +159,7 @@ impl Cx<'_> {
     fn warn(&mut self, key: &str, msg: impl std::fmt::Display) {
         let m = format!("{}: {msg}", self.at(key));
         self.diags
-            .push(Diagnostic::warning(self.file, self.line, m));
+            .push(Diagnostic::warning(self.file, self.line, m).fix("remove it"));
     }
     fn string(&mut self, t: &Table, key: &str, required: bool) -> Option<String> {
         match t.get(key) {
@@ -345,6 +344,18 @@ fn parse_tool(item: &Toml, cx: &mut Cx) -> Option<ToolSpec> {
             .fix("set `enabled = true` to list it"),
         );
         return None;
+    }
+    if matches!(runner, Runner::OpencrabsHttp { .. }) {
+        cx.diags.push(
+            Diagnostic::warning(
+                cx.file,
+                cx.line,
+                format!(
+                    "tool '{name}': http executor listed, but calls are refused: not supported yet (needs the network gateway)"
+                ),
+            )
+            .fix("meanwhile use executor = \"shell\" with curl and a policy that allows network"),
+        );
     }
     let schema_params: Vec<Param> = params.into_iter().map(|(p, _)| p).collect();
     Some(ToolSpec {
