@@ -76,6 +76,57 @@ pub fn split_front_matter(text: &str) -> Option<Result<(&str, usize, &str), Stri
     Some(Err("front matter is never closed by a `---` line".into()))
 }
 
+/// Front matter is a handful of keys; more is refused before parsing.
+const MAX_FRONT_MATTER: usize = 64 * 1024;
+/// The YAML parser takes minutes on flow collections nested 100,000 deep
+/// (found by the nasty-input test), so nesting is bounded first.
+const MAX_FLOW_DEPTH: usize = 64;
+
+/// The deepest nesting of `[`/`{` in YAML text, outside quoted scalars and
+/// comments (an over-estimate is fine: it only refuses odd files).
+fn flow_depth(yaml: &str) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    let mut chars = yaml.chars().peekable();
+    let mut prev = '\n';
+    while let Some(c) = chars.next() {
+        match c {
+            '[' | '{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            ']' | '}' => depth = depth.saturating_sub(1),
+            '"' => {
+                while let Some(d) = chars.next() {
+                    match d {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+            }
+            '\'' if !prev.is_alphanumeric() => {
+                for d in chars.by_ref() {
+                    if d == '\'' {
+                        break;
+                    }
+                }
+            }
+            '#' if prev.is_whitespace() => {
+                for d in chars.by_ref() {
+                    if d == '\n' {
+                        break;
+                    }
+                }
+            }
+            _ => {}
+        }
+        prev = c;
+    }
+    max
+}
+
 fn first_paragraph(body: &str) -> String {
     body.trim()
         .lines()
@@ -162,6 +213,20 @@ pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
         }
         Some(Ok(parts)) => parts,
     };
+    if yaml.len() > MAX_FRONT_MATTER || flow_depth(yaml) > MAX_FLOW_DEPTH {
+        cx.diags.push(
+            Diagnostic::error(
+                file,
+                Some(yaml_line),
+                format!(
+                    "front matter larger than {} KiB or nested deeper than {MAX_FLOW_DEPTH} brackets; tool skipped",
+                    MAX_FRONT_MATTER / 1024
+                ),
+            )
+            .fix("simplify the front matter"),
+        );
+        return (None, cx.diags);
+    }
     let v: Yaml = match serde_yaml_ng::from_str(yaml) {
         Ok(v) => v,
         Err(e) => {

@@ -23,6 +23,8 @@ pub mod agentdir;
 pub mod clawd;
 pub mod collide;
 mod fsread;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod octomind;
 pub mod opencrabs;
 pub mod schema;

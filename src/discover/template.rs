@@ -102,6 +102,9 @@ fn tag_at(s: &str) -> Option<(Tag<'_>, usize)> {
     valid_param_name(name).then_some((tag, end + 2))
 }
 
+/// How deep sections may nest (rendering recurses per level).
+pub const MAX_DEPTH: usize = 32;
+
 /// Parse a template.
 pub fn parse(template: &str) -> Result<Template, TemplateError> {
     // Stack of open sections: (name, offset, nodes before it).
@@ -135,7 +138,15 @@ pub fn parse(template: &str) -> Result<Template, TemplateError> {
                 });
                 vars += 1;
             }
-            Tag::Open(n) => stack.push((n.to_owned(), i, std::mem::take(&mut nodes))),
+            Tag::Open(n) => {
+                if stack.len() >= MAX_DEPTH {
+                    return Err(TemplateError {
+                        offset: i,
+                        message: format!("sections nested deeper than {MAX_DEPTH}"),
+                    });
+                }
+                stack.push((n.to_owned(), i, std::mem::take(&mut nodes)))
+            }
             Tag::Close(n) => match stack.pop() {
                 Some((open, offset, before)) if open == n => {
                     let body = std::mem::replace(&mut nodes, before);
