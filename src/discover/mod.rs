@@ -22,6 +22,8 @@ use std::time::Duration;
 pub mod agentdir;
 pub mod clawd;
 pub mod collide;
+mod crabparams;
+mod frontmatter;
 mod fsread;
 #[doc(hidden)]
 pub mod fuzz;

@@ -78,7 +78,7 @@ fn seed_shell_and_http_tools() {
     assert_eq!(s.requests.requires_approval, Some(true));
     assert_eq!(s.requests.timeout, Some(Duration::from_secs(30)));
     assert_eq!(s.requests.network, None);
-    let rl = s.requests.rate_limit.clone().unwrap();
+    let rl = s.requests.rate_limit.unwrap();
     assert_eq!((rl.requests, rl.window), (10, Duration::from_secs(60)));
     assert_eq!(
         s.input_schema,
@@ -368,7 +368,6 @@ fn rate_limit_forms() {
         parse(&tool(&format!("[tools.rate_limit]\n{r}\n"))).0[0]
             .requests
             .rate_limit
-            .clone()
             .unwrap()
     };
     assert_eq!(
