@@ -357,7 +357,7 @@ fn unsupported_runners_are_refused_before_anything_runs() {
     }
     match e.prepare("s", json!({})).unwrap_err() {
         CallError::Unsupported(m) => assert!(
-            m.starts_with("kind: script/mcp tools are not supported yet"),
+            m.starts_with("kind: script (a QuickJS program) tools are not supported yet"),
             "{m}"
         ),
         other => panic!("{other:?}"),

@@ -4,7 +4,8 @@
 //! - Octomind: `[program]`, the arguments as a JSON object on stdin and as
 //!   `OCTOMIND_PARAM_<UPPER>`, plus `OCTOMIND_TOOL_NAME` and `OCTOMIND_WORKDIR`.
 //! - clawd: `[interpreter, entrypoint]` (or `[entrypoint]`), JSON on stdin.
-//! - OpenCrabs shell: `/bin/sh -c <rendered command>`, values shell-quoted;
+//! - OpenCrabs shell: `/bin/sh -c <rendered command> sh <values...>`, each
+//!   `{{param}}` a positional parameter reference (never pasted source);
 //!   `$OPENCRABS_PARAMS` names a 0600 JSON file removed after the call.
 
 use super::params_file::ParamsFile;
@@ -81,9 +82,17 @@ pub fn encode(
                 "OPENCRABS_PARAMS".to_string(),
                 file.path().display().to_string(),
             );
+            // Values travel as positional parameters, never as shell source.
+            let mut argv: Vec<std::ffi::OsString> = vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                rendered.script.into(),
+                "sh".into(),
+            ];
+            argv.extend(rendered.args.into_iter().map(Into::into));
             Ok(Encoded {
                 command: Command {
-                    argv: vec!["/bin/sh".into(), "-c".into(), rendered.into()],
+                    argv,
                     env,
                     extra_read: vec![file.path().to_path_buf()],
                     ..Default::default()
@@ -116,18 +125,6 @@ pub fn unsupported_agentdir(tool: &ToolSpec) -> String {
         tool.name,
         tool.source.display()
     )
-}
-
-/// Why calls to `tool` are refused before anything runs, for runners that
-/// are parsed and listed but not executed yet; `None` when it can run.
-pub fn unsupported(tool: &ToolSpec) -> Option<String> {
-    match tool.runner {
-        Runner::OpencrabsHttp { .. } => Some(unsupported_http(tool)),
-        Runner::AgentdirScript { .. } | Runner::AgentdirMcp { .. } => {
-            Some(unsupported_agentdir(tool))
-        }
-        _ => None,
-    }
 }
 
 /// Whether `name` can be an environment variable name (`[A-Za-z_][A-Za-z0-9_]*`).

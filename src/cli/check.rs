@@ -6,7 +6,6 @@
 use super::list::format_name;
 use super::{Global, PolicyArgs, relative, status};
 use crate::call::Engine;
-use crate::call::encode::unsupported;
 use crate::discover::{Catalog, Diagnostic, Severity};
 use clap::Args;
 use serde::Serialize;
@@ -73,28 +72,6 @@ fn diag(root: &Path, d: &Diagnostic) -> DiagReport {
     }
 }
 
-/// Warnings for the tools in `file` that load but whose calls are refused
-/// until their runner exists (OpenCrabs http, A3S kind: script / mcp).
-fn unsupported_notes<'a>(
-    root: &'a Path,
-    catalog: &'a Catalog,
-    file: &'a Path,
-) -> impl Iterator<Item = DiagReport> + 'a {
-    catalog
-        .tools
-        .iter()
-        .filter(move |t| t.source == file)
-        .filter_map(move |t| {
-            unsupported(t).map(|message| DiagReport {
-                file: relative(root, file),
-                line: t.line,
-                severity: Severity::Warning,
-                message,
-                fix: Some("none yet: this tool is listed but cannot be called".into()),
-            })
-        })
-}
-
 fn build(root: &Path, catalog: &Catalog, policy: Vec<PolicyProblem>) -> Report {
     let mut files: Vec<PathBuf> = catalog.examined.clone();
     for d in &catalog.diagnostics {
@@ -124,7 +101,6 @@ fn build(root: &Path, catalog: &Catalog, policy: Vec<PolicyProblem>) -> Report {
                 .iter()
                 .filter(|d| &d.file == f)
                 .map(|d| diag(root, d))
-                .chain(unsupported_notes(root, catalog, f))
                 .collect(),
         })
         .collect();
@@ -153,12 +129,7 @@ fn build(root: &Path, catalog: &Catalog, policy: Vec<PolicyProblem>) -> Report {
             .count()
     };
     let errors = count(Severity::Error) + policy.len();
-    let warnings = count(Severity::Warning)
-        + catalog
-            .tools
-            .iter()
-            .filter(|t| unsupported(t).is_some())
-            .count();
+    let warnings = count(Severity::Warning);
     Report {
         project: root.display().to_string(),
         files,

@@ -17,6 +17,8 @@
 //! - Script tools take `{"inputs": {...}}`; mcp tools an open object.
 //! - Unknown keys are Warnings.
 
+use super::frontmatter::{MAX_FLOW_DEPTH, MAX_FRONT_MATTER, first_paragraph, flow_depth};
+pub use super::frontmatter::{expand_env, split_front_matter};
 use super::fsread::{self, io_message};
 use super::{Diagnostic, Found, Runner, ToolSpec, schema, valid_tool_name};
 use crate::spec::{Format, Requests};
@@ -54,35 +56,6 @@ pub enum Kind {
         /// Unexpanded values.
         env: Vec<(String, String)>,
     },
-}
-
-/// Split `---\n<yaml>\n---\n<body>`: (yaml, line of the yaml's first line,
-/// body). `None` when the text does not start with front matter.
-pub fn split_front_matter(text: &str) -> Option<Result<(&str, usize, &str), String>> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let first = text.lines().next()?;
-    if first.trim_end() != "---" {
-        return None;
-    }
-    let start = text.find('\n').map(|p| p + 1).unwrap_or(text.len());
-    let mut off = start;
-    for line in text[start..].split_inclusive('\n') {
-        let t = line.trim_end();
-        if t == "---" || t == "..." {
-            return Some(Ok((&text[start..off], 2, &text[off + line.len()..])));
-        }
-        off += line.len();
-    }
-    Some(Err("front matter is never closed by a `---` line".into()))
-}
-
-fn first_paragraph(body: &str) -> String {
-    body.trim()
-        .lines()
-        .take_while(|l| !l.trim().is_empty())
-        .map(str::trim)
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 struct Cx<'a> {
@@ -162,6 +135,20 @@ pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
         }
         Some(Ok(parts)) => parts,
     };
+    if yaml.len() > MAX_FRONT_MATTER || flow_depth(yaml) > MAX_FLOW_DEPTH {
+        cx.diags.push(
+            Diagnostic::error(
+                file,
+                Some(yaml_line),
+                format!(
+                    "front matter larger than {} KiB or nested deeper than {MAX_FLOW_DEPTH} brackets; tool skipped",
+                    MAX_FRONT_MATTER / 1024
+                ),
+            )
+            .fix("simplify the front matter"),
+        );
+        return (None, cx.diags);
+    }
     let v: Yaml = match serde_yaml_ng::from_str(yaml) {
         Ok(v) => v,
         Err(e) => {
@@ -197,14 +184,13 @@ pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
     for k in m.keys() {
         match k.as_str() {
             Some(k) if COMMON_KEYS.contains(&k) || allowed.contains(&k) || allowed.is_empty() => {}
-            Some(k) => cx.diags.push(Diagnostic::warning(
-                file,
-                Some(1),
-                format!("unknown key '{k}' ignored"),
-            )),
-            None => cx
-                .diags
-                .push(Diagnostic::warning(file, Some(1), "non-string key ignored")),
+            Some(k) => cx.diags.push(
+                Diagnostic::warning(file, Some(1), format!("unknown key '{k}' ignored"))
+                    .fix("remove it, or check its spelling"),
+            ),
+            None => cx.diags.push(
+                Diagnostic::warning(file, Some(1), "non-string key ignored").fix("remove it"),
+            ),
         }
     }
     let name = match cx.string(&m, "name") {
@@ -298,11 +284,14 @@ fn parse_script(m: &Mapping, cx: &mut Cx) -> Option<Kind> {
                 );
                 if !known {
                     let k = k.as_str().unwrap_or("?");
-                    cx.diags.push(Diagnostic::warning(
-                        cx.file,
-                        Some(1),
-                        format!("unknown limit '{k}' ignored"),
-                    ));
+                    cx.diags.push(
+                        Diagnostic::warning(
+                            cx.file,
+                            Some(1),
+                            format!("unknown limit '{k}' ignored"),
+                        )
+                        .fix("use timeoutMs, maxToolCalls or maxOutputBytes"),
+                    );
                 }
             }
             timeout_ms = limit(l, "timeoutMs", 600_000, cx);
@@ -412,30 +401,6 @@ fn parse_mcp(m: &Mapping, cx: &mut Cx) -> Option<Kind> {
     })
 }
 
-/// Expand `${VAR}` with `lookup`; the error names the unset variable.
-pub fn expand_env(s: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(p) = rest.find("${") {
-        out.push_str(&rest[..p]);
-        let after = &rest[p + 2..];
-        let Some(end) = after.find('}') else {
-            return Err("unterminated ${".into());
-        };
-        let var = &after[..end];
-        if !super::valid_env_name(var) {
-            return Err(format!("invalid variable name '{var}' in ${{...}}"));
-        }
-        match lookup(var) {
-            Some(v) => out.push_str(&v),
-            None => return Err(format!("environment variable {var} is not set")),
-        }
-        rest = &after[end + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
 /// File-system checks (script path) and env expansion; the tool.
 fn finish(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -> Option<ToolSpec> {
     let mut requests = Requests::default();
@@ -533,6 +498,21 @@ fn finish(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) ->
             )
         }
     };
+    diags.push(
+        Diagnostic::warning(
+            file,
+            Some(doc.line),
+            format!(
+                "tool '{}': kind: {} is parsed and listed, but calls are refused: not supported yet",
+                doc.name,
+                match runner {
+                    Runner::AgentdirMcp { .. } => "mcp",
+                    _ => "script",
+                }
+            ),
+        )
+        .fix("use an Octomind, clawd or OpenCrabs shell tool until it is supported"),
+    );
     Some(ToolSpec {
         name: doc.name,
         format: Format::Agentdir,
@@ -584,7 +564,3 @@ pub(crate) fn scan(project: &Path) -> Found {
     }
     f
 }
-
-#[cfg(test)]
-#[path = "tests/agentdir.rs"]
-mod tests;

@@ -65,6 +65,22 @@ pub fn valid_clawd_name(s: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
 
+/// The 1-based line of the first `"key":` in a JSON text (a good guess at
+/// where a key is defined; nested keys of the same name may come first).
+pub fn key_line(text: &str, key: &str) -> Option<usize> {
+    let needle = format!("\"{key}\"");
+    let mut from = 0;
+    while let Some(p) = text[from..].find(&needle) {
+        let at = from + p;
+        let after = text[at + needle.len()..].trim_start();
+        if after.starts_with(':') {
+            return Some(super::line_of(text, at));
+        }
+        from = at + needle.len();
+    }
+    None
+}
+
 /// Validate a `tool.json`'s bytes. Returns the definition when usable, and
 /// every diagnostic (labelled with `file`).
 pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diagnostic>) {
@@ -82,25 +98,29 @@ pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diag
         }
     };
     let Some(obj) = v.as_object() else {
-        d.push(Diagnostic::error(
-            file,
-            Some(1),
-            "tool.json must be a JSON object; tool skipped",
-        ));
+        d.push(
+            Diagnostic::error(
+                file,
+                Some(1),
+                "tool.json must be a JSON object; tool skipped",
+            )
+            .fix("write {\"name\": ..., \"description\": ..., \"entrypoint\": ...}"),
+        );
         return (None, d);
     };
+    let text = String::from_utf8_lossy(bytes);
+    let line = |key: &str| key_line(&text, key);
     let mut bad = false;
-    let mut err = |d: &mut Vec<Diagnostic>, msg: String, fix: &str| {
-        d.push(Diagnostic::error(file, None, format!("{msg}; tool skipped")).fix(fix));
+    let mut err = |d: &mut Vec<Diagnostic>, key: &str, msg: String, fix: &str| {
+        d.push(Diagnostic::error(file, line(key), format!("{msg}; tool skipped")).fix(fix));
         bad = true;
     };
     for k in obj.keys() {
         if !KNOWN_KEYS.contains(&k.as_str()) {
-            d.push(Diagnostic::warning(
-                file,
-                None,
-                format!("unknown key '{k}' ignored"),
-            ));
+            d.push(
+                Diagnostic::warning(file, line(k), format!("unknown key '{k}' ignored"))
+                    .fix("remove it, or check its spelling"),
+            );
         }
     }
     let name = match obj.get("name").and_then(Value::as_str) {
@@ -108,13 +128,19 @@ pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diag
         Some(n) => {
             err(
                 &mut d,
+                "name",
                 format!("invalid \"name\" '{n}'"),
                 "use lowercase letters, digits, '-' and '_', at most 64 characters",
             );
             String::new()
         }
         None => {
-            err(&mut d, "missing \"name\" (string)".into(), "add \"name\"");
+            err(
+                &mut d,
+                "name",
+                "missing \"name\" (string)".into(),
+                "add \"name\": \"<lowercase-id>\"",
+            );
             String::new()
         }
     };
@@ -123,6 +149,7 @@ pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diag
         _ => {
             err(
                 &mut d,
+                "description",
                 "missing \"description\" (non-empty string)".into(),
                 "add \"description\": what the tool does",
             );
@@ -137,16 +164,25 @@ pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diag
                 match parse_param(pname, pdef) {
                     Ok((p, warn)) => {
                         if let Some(w) = warn {
-                            d.push(Diagnostic::warning(file, None, w));
+                            d.push(
+                                Diagnostic::warning(file, line(pname), w)
+                                    .fix("add \"type\": \"string\" (or the right type)"),
+                            );
                         }
                         params.push(p);
                     }
-                    Err(msg) => err(&mut d, msg, "see the clawd parameter definition format"),
+                    Err(msg) => err(
+                        &mut d,
+                        pname,
+                        msg,
+                        "write {\"type\": \"string\", \"description\": \"...\"}",
+                    ),
                 }
             }
         }
         Some(_) => err(
             &mut d,
+            "parameters",
             "\"parameters\" must be an object".into(),
             "map each parameter name to {\"type\": ..., \"description\": ...}",
         ),
@@ -160,12 +196,14 @@ pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diag
                         Some(p) => p.required = true,
                         None => err(
                             &mut d,
+                            "required",
                             format!("\"required\" names '{r}', which is not in \"parameters\""),
                             "define the parameter or drop it from \"required\"",
                         ),
                     },
                     None => err(
                         &mut d,
+                        "required",
                         "\"required\" must be an array of strings".into(),
                         "list parameter names",
                     ),
@@ -174,6 +212,7 @@ pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diag
         }
         Some(_) => err(
             &mut d,
+            "required",
             "\"required\" must be an array of strings".into(),
             "list parameter names",
         ),
@@ -182,6 +221,7 @@ pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diag
         Some(e) if e.is_empty() || e == "." || e == ".." || e.contains(['/', '\\', '\0']) => {
             err(
                 &mut d,
+                "entrypoint",
                 format!("invalid \"entrypoint\" '{e}': must be a file name in the tool directory"),
                 "put the script next to tool.json and name only the file",
             );
@@ -191,6 +231,7 @@ pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diag
         None => {
             err(
                 &mut d,
+                "entrypoint",
                 "missing \"entrypoint\" (string)".into(),
                 "add \"entrypoint\": \"run.sh\"",
             );
@@ -203,6 +244,7 @@ pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diag
         Some(other) => {
             err(
                 &mut d,
+                "interpreter",
                 format!("unsupported \"interpreter\" {other}"),
                 "use bash, sh, python3, python, bun or node, or omit it",
             );
@@ -216,6 +258,7 @@ pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diag
             _ => {
                 err(
                     &mut d,
+                    "timeout",
                     format!("\"timeout\" {t} out of range"),
                     "use a number of seconds from 1 to 300",
                 );
@@ -303,14 +346,22 @@ pub(crate) fn scan(project: &Path) -> Found {
     for e in entries {
         match &e.meta {
             Ok(m) if m.is_dir() => {}
-            Ok(_) => continue, // stray files next to tool dirs
+            Ok(_) => {
+                if !e.name.starts_with('.') {
+                    f.examined.push(e.path.clone());
+                    f.diagnostics.push(
+                        Diagnostic::warning(&e.path, None, "not a tool directory; ignored")
+                            .fix("put each tool in its own directory: .clawd/tools/<id>/tool.json"),
+                    );
+                }
+                continue;
+            }
             Err(err) => {
                 f.examined.push(e.path.clone());
-                f.diagnostics.push(Diagnostic::error(
-                    &e.path,
-                    None,
-                    format!("cannot stat: {}", io_message(err)),
-                ));
+                f.diagnostics.push(
+                    Diagnostic::error(&e.path, None, format!("cannot stat: {}", io_message(err)))
+                        .fix("remove or repair it"),
+                );
                 continue;
             }
         }
@@ -332,14 +383,27 @@ pub(crate) fn scan(project: &Path) -> Found {
         }
         let bytes = match fsread::read_capped(&file, READ_CAP) {
             Ok(b) if b.truncated => {
-                f.diagnostics.push(Diagnostic::error(
-                    &file,
-                    None,
-                    "tool.json larger than 1 MiB; tool skipped",
-                ));
+                f.diagnostics.push(
+                    Diagnostic::error(&file, None, "tool.json larger than 1 MiB; tool skipped")
+                        .fix("shrink tool.json"),
+                );
                 continue;
             }
             Ok(b) => b.data,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                f.diagnostics.push(
+                    Diagnostic::error(
+                        &file,
+                        None,
+                        "no tool.json in the tool directory (or it vanished); tool skipped",
+                    )
+                    .fix(format!(
+                        "add .clawd/tools/{}/tool.json, or remove the directory",
+                        e.name
+                    )),
+                );
+                continue;
+            }
             Err(err) => {
                 f.diagnostics.push(
                     Diagnostic::error(
@@ -374,14 +438,17 @@ fn finish(
     let meta = match std::fs::metadata(&entry) {
         Ok(m) if m.is_file() => m,
         Ok(_) => {
-            diags.push(Diagnostic::error(
-                file,
-                None,
-                format!(
-                    "entrypoint '{}' is not a regular file; tool skipped",
-                    def.entrypoint
-                ),
-            ));
+            diags.push(
+                Diagnostic::error(
+                    file,
+                    None,
+                    format!(
+                        "entrypoint '{}' is not a regular file; tool skipped",
+                        def.entrypoint
+                    ),
+                )
+                .fix("point \"entrypoint\" at the script file"),
+            );
             return None;
         }
         Err(err) => {
@@ -435,14 +502,17 @@ fn finish(
         return None;
     }
     if def.name != id {
-        diags.push(Diagnostic::warning(
-            file,
-            None,
-            format!(
-                "\"name\" '{}' differs from the directory; exposed as ct_{id}",
-                def.name
-            ),
-        ));
+        diags.push(
+            Diagnostic::warning(
+                file,
+                None,
+                format!(
+                    "\"name\" '{}' differs from the directory; exposed as ct_{id}",
+                    def.name
+                ),
+            )
+            .fix("make \"name\" and the directory name the same"),
+        );
     }
     Some(ToolSpec {
         name: format!("ct_{id}"),
@@ -462,7 +532,3 @@ fn finish(
         needs_read: vec![dir.to_path_buf()],
     })
 }
-
-#[cfg(test)]
-#[path = "tests/clawd.rs"]
-mod tests;

@@ -99,11 +99,14 @@ pub(crate) fn list_dir(
         let ent = match ent {
             Ok(e) => e,
             Err(e) => {
-                diags.push(Diagnostic::error(
-                    dir,
-                    None,
-                    format!("cannot read directory entry: {}", io_message(&e)),
-                ));
+                diags.push(
+                    Diagnostic::error(
+                        dir,
+                        None,
+                        format!("cannot read directory entry: {}", io_message(&e)),
+                    )
+                    .fix("make the directory readable"),
+                );
                 continue;
             }
         };

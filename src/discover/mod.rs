@@ -22,10 +22,15 @@ use std::time::Duration;
 pub mod agentdir;
 pub mod clawd;
 pub mod collide;
+mod crabparams;
+mod frontmatter;
 mod fsread;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod octomind;
 pub mod opencrabs;
 pub mod schema;
+pub mod shellctx;
 pub mod template;
 #[cfg(test)]
 mod tests;
@@ -65,8 +70,9 @@ pub enum Runner {
         interpreter: Option<String>,
         entrypoint: PathBuf,
     },
-    /// OpenCrabs shell executor: `sh -c <command>` after template expansion
-    /// with shell-quoted values; `$OPENCRABS_PARAMS` names a 0600 JSON file.
+    /// OpenCrabs shell executor: `sh -c <command> sh <values...>`, each
+    /// `{{param}}` rendered as a positional parameter reference (see
+    /// [`template`]); `$OPENCRABS_PARAMS` names a 0600 JSON file.
     OpencrabsShell {
         command: String,
         params: Vec<CrabParam>,

@@ -83,18 +83,95 @@ enum Cur {
     Unknown,
 }
 
+/// Where header parsing stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// At this (1-based) line, which is not a comment.
+    Code(usize),
+    /// After [`MAX_HEADER_LINES`] lines.
+    Limit,
+    /// At the end of the text.
+    Eof,
+}
+
 /// Parse the header of a script's text. Returns the header when the tool
 /// is usable, and every diagnostic (warnings alongside a header; at least
 /// one Error without). `file` is only used to label the diagnostics.
 pub fn parse_header(text: &str, file: &Path) -> (Option<Header>, Vec<Diagnostic>) {
+    let (h, d, _) = parse_lines(text, file);
+    (h, d)
+}
+
+/// [`parse_header`] on raw bytes, the first bytes of a script (`truncated`:
+/// the file goes on). Invalid UTF-8 inside the header, or a header that
+/// does not end within the bytes read, is an Error: a header must never
+/// lose a `@param` silently.
+pub fn parse_header_bytes(
+    bytes: &[u8],
+    truncated: bool,
+    file: &Path,
+) -> (Option<Header>, Vec<Diagnostic>) {
+    let (text, bad_at) = match std::str::from_utf8(bytes) {
+        Ok(t) => (std::borrow::Cow::Borrowed(t), None),
+        // A character cut by the read cap is not an error.
+        Err(e) if e.error_len().is_none() && truncated => {
+            (String::from_utf8_lossy(&bytes[..e.valid_up_to()]), None)
+        }
+        Err(e) => (String::from_utf8_lossy(bytes), Some(e.valid_up_to())),
+    };
+    let (header, mut diags, stop) = parse_lines(&text, file);
+    if let Some(off) = bad_at {
+        let bad_line = bytes[..off].iter().filter(|&&b| b == b'\n').count() + 1;
+        let in_header = match stop {
+            Stop::Code(l) => bad_line < l,
+            Stop::Limit => bad_line <= MAX_HEADER_LINES,
+            Stop::Eof => true,
+        };
+        if in_header {
+            // Whatever else went wrong follows from the bad bytes.
+            diags.clear();
+            diags.push(
+                Diagnostic::error(
+                    file,
+                    Some(bad_line),
+                    "header is not valid UTF-8; tool skipped",
+                )
+                .fix("save the script as UTF-8"),
+            );
+            return (None, diags);
+        }
+    }
+    if truncated && stop == Stop::Eof {
+        diags.push(
+            Diagnostic::error(
+                file,
+                None,
+                format!(
+                    "header does not end within the first {} KiB; tool skipped",
+                    READ_CAP / 1024
+                ),
+            )
+            .fix("shorten the header comment lines"),
+        );
+        return (None, diags);
+    }
+    (header, diags)
+}
+
+fn parse_lines(text: &str, file: &Path) -> (Option<Header>, Vec<Diagnostic>, Stop) {
+    let mut stop = Stop::Eof;
     let mut diags = Vec::new();
     let mut desc: Option<(String, usize)> = None;
     let mut params: Vec<HeaderParam> = Vec::new();
     let mut fatal = false;
     let mut cur = Cur::None;
 
-    for (i, line) in text.lines().take(MAX_HEADER_LINES).enumerate() {
+    for (i, line) in text.lines().enumerate() {
         let lno = i + 1;
+        if i == MAX_HEADER_LINES {
+            stop = Stop::Limit;
+            break;
+        }
         if i == 0 && line.starts_with("#!") {
             continue;
         }
@@ -103,6 +180,7 @@ pub fn parse_header(text: &str, file: &Path) -> (Option<Header>, Vec<Diagnostic>
             continue;
         }
         let Some(body) = comment_body(line) else {
+            stop = Stop::Code(lno);
             break;
         };
         if body.is_empty() {
@@ -168,15 +246,30 @@ pub fn parse_header(text: &str, file: &Path) -> (Option<Header>, Vec<Diagnostic>
         }
     }
 
-    let Some((description, description_line)) = desc.filter(|d| !d.0.is_empty()) else {
-        diags.push(
-            Diagnostic::error(file, None, "missing @description; tool skipped")
-                .fix("add a comment line `# @description What the tool does` near the top"),
-        );
-        return (None, diags);
+    let (description, description_line) = match desc {
+        Some((d, l)) if !d.is_empty() => (d, l),
+        Some((_, l)) => {
+            diags.push(
+                Diagnostic::error(file, Some(l), "@description is empty; tool skipped")
+                    .fix("write what the tool does after @description"),
+            );
+            return (None, diags, stop);
+        }
+        None => {
+            let fix = match stop {
+                Stop::Code(l) => format!(
+                    "add a comment line `# @description What the tool does` before line {l}, where the header ends"
+                ),
+                _ => "add a comment line `# @description What the tool does` near the top"
+                    .to_string(),
+            };
+            diags
+                .push(Diagnostic::error(file, None, "missing @description; tool skipped").fix(fix));
+            return (None, diags, stop);
+        }
     };
     if fatal {
-        return (None, diags);
+        return (None, diags, stop);
     }
     (
         Some(Header {
@@ -185,6 +278,7 @@ pub fn parse_header(text: &str, file: &Path) -> (Option<Header>, Vec<Diagnostic>
             params,
         }),
         diags,
+        stop,
     )
 }
 
@@ -359,23 +453,7 @@ pub(crate) fn scan(project: &Path) -> Found {
                 continue;
             }
         };
-        let (text, bad_utf8) = match std::str::from_utf8(&bytes.data) {
-            Ok(t) => (t, false),
-            // A cut in the middle of a character at the cap is not an error.
-            Err(u) => (
-                // valid_up_to is always a char boundary.
-                std::str::from_utf8(&bytes.data[..u.valid_up_to()]).unwrap_or(""),
-                u.error_len().is_some(),
-            ),
-        };
-        let (header, mut diags) = parse_header(text, path);
-        if header.is_none() && bad_utf8 {
-            let line = super::line_of(text, text.len());
-            diags.push(
-                Diagnostic::error(path, Some(line), "header is not valid UTF-8")
-                    .fix("save the script as UTF-8"),
-            );
-        }
+        let (header, mut diags) = parse_header_bytes(&bytes.data, bytes.truncated, path);
         f.diagnostics.append(&mut diags);
         if let Some(h) = header {
             f.tools.push(to_spec(&e.name, path, h));
@@ -383,7 +461,3 @@ pub(crate) fn scan(project: &Path) -> Found {
     }
     f
 }
-
-#[cfg(test)]
-#[path = "tests/octomind.rs"]
-mod tests;

@@ -20,13 +20,13 @@
 //!   not sit inside shell quotes (see [`super::template`]).
 //! - Unknown keys are Warnings.
 
+pub use super::crabparams::{convert_default, parse_coerce};
 use super::fsread::{self, io_message};
 use super::schema::{self, Param};
 use super::template;
 use super::{Coerce, CrabParam, Diagnostic, Found, Runner, ToolSpec, line_of, valid_tool_name};
 use crate::policy::RateLimit;
 use crate::spec::{Format, Requests};
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::{Table, Value as Toml};
@@ -79,11 +79,10 @@ pub fn parse_tools_toml(text: &str, file: &Path) -> (Vec<ToolSpec>, Vec<Diagnost
     };
     for k in table.keys() {
         if k != "tools" {
-            diags.push(Diagnostic::warning(
-                file,
-                None,
-                format!("unknown top-level key '{k}' ignored"),
-            ));
+            diags.push(
+                Diagnostic::warning(file, None, format!("unknown top-level key '{k}' ignored"))
+                    .fix("remove it; tools are declared with [[tools]]"),
+            );
         }
     }
     let items = match table.get("tools") {
@@ -160,7 +159,7 @@ impl Cx<'_> {
     fn warn(&mut self, key: &str, msg: impl std::fmt::Display) {
         let m = format!("{}: {msg}", self.at(key));
         self.diags
-            .push(Diagnostic::warning(self.file, self.line, m));
+            .push(Diagnostic::warning(self.file, self.line, m).fix("remove it"));
     }
     fn string(&mut self, t: &Table, key: &str, required: bool) -> Option<String> {
         match t.get(key) {
@@ -345,6 +344,18 @@ fn parse_tool(item: &Toml, cx: &mut Cx) -> Option<ToolSpec> {
             .fix("set `enabled = true` to list it"),
         );
         return None;
+    }
+    if matches!(runner, Runner::OpencrabsHttp { .. }) {
+        cx.diags.push(
+            Diagnostic::warning(
+                cx.file,
+                cx.line,
+                format!(
+                    "tool '{name}': http executor listed, but calls are refused: not supported yet (needs the network gateway)"
+                ),
+            )
+            .fix("meanwhile use executor = \"shell\" with curl and a policy that allows network"),
+        );
     }
     let schema_params: Vec<Param> = params.into_iter().map(|(p, _)| p).collect();
     Some(ToolSpec {
@@ -531,68 +542,6 @@ fn parse_params(v: Option<&Toml>, cx: &mut Cx) -> Vec<(Param, CrabParam)> {
     out
 }
 
-/// `keep` / `omit` / `null` / `error`.
-pub fn parse_coerce(s: &str) -> Option<Coerce> {
-    Some(match s {
-        "keep" => Coerce::Keep,
-        "omit" => Coerce::Omit,
-        "null" => Coerce::Null,
-        "error" => Coerce::Error,
-        _ => return None,
-    })
-}
-
-/// A param default as JSON. TOML strings are converted by `kind`
-/// (`"50"` → 50 for integer, `"true"` → true for boolean, JSON text for
-/// array/object); `"null"` is JSON null for any type. Native TOML values
-/// must already have the right type.
-pub fn convert_default(kind: &str, v: &Toml) -> Result<Value, String> {
-    if let Toml::String(s) = v {
-        if s == "null" {
-            return Ok(Value::Null);
-        }
-        let bad = || format!("\"{s}\" is not a valid {kind}");
-        return match kind {
-            "string" => Ok(Value::String(s.clone())),
-            "integer" => s.trim().parse::<i64>().map(Value::from).map_err(|_| bad()),
-            "number" => s
-                .trim()
-                .parse::<f64>()
-                .ok()
-                .and_then(serde_json::Number::from_f64)
-                .map(Value::Number)
-                .ok_or_else(bad),
-            "boolean" => match s.trim() {
-                "true" => Ok(Value::Bool(true)),
-                "false" => Ok(Value::Bool(false)),
-                _ => Err(bad()),
-            },
-            _ => match serde_json::from_str::<Value>(s) {
-                Ok(j @ Value::Array(_)) if kind == "array" => Ok(j),
-                Ok(j @ Value::Object(_)) if kind == "object" => Ok(j),
-                _ => Err(bad()),
-            },
-        };
-    }
-    let j = match v {
-        Toml::Datetime(_) => return Err("a datetime is not a valid default".into()),
-        other => serde_json::to_value(other).map_err(|e| e.to_string())?,
-    };
-    let fits = match kind {
-        "integer" => j.is_i64() || j.is_u64(),
-        "number" => j.is_number(),
-        "boolean" => j.is_boolean(),
-        "array" => j.is_array(),
-        "object" => j.is_object(),
-        _ => false,
-    };
-    if fits {
-        Ok(j)
-    } else {
-        Err(format!("{j} is not a valid {kind}"))
-    }
-}
-
 fn scan_file(path: &Path, required: bool, f: &mut Found) {
     match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return,
@@ -636,7 +585,3 @@ pub(crate) fn scan(project: &Path, extra: Option<&Path>) -> Found {
     }
     f
 }
-
-#[cfg(test)]
-#[path = "tests/opencrabs.rs"]
-mod tests;

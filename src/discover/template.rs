@@ -1,9 +1,21 @@
 //! OpenCrabs command templates: `{{param}}` and `{{#param}}…{{/param}}`.
 //!
-//! Every substituted value is **shell-quoted** (`'…'`, with `'` written as
-//! `'\''`): strings as they are, numbers and booleans as their JSON text,
-//! arrays and objects as their JSON text; a missing or null value renders
-//! as `''`. A value can therefore never be parsed as shell syntax.
+//! A value is never pasted into shell source. A shell `command` renders
+//! each `{{param}}` as a reference to a positional parameter (`"${1}"`,
+//! `"${2}"`, …, one per distinct param) and the values travel as the
+//! arguments of `sh -c SCRIPT sh VALUE…` ([`ShellCommand`]). The shell
+//! expands a parameter exactly once and never parses the result as code,
+//! so `$(…)`, backticks, quotes, newlines and `;` in a value are inert text,
+//! and a mistake in judging the quote context can only change how a value
+//! is split into words, never run it. The reference is written to suit its
+//! context (see [`super::shellctx`]): `"${N}"` unquoted, `${N}` inside
+//! `"…"`, `'"${N}"'` inside `'…'`; contexts where a value would be code or
+//! lost (backticks, `$((…))`, `${…}`, `$'…'`, a comment, after `<<`, right
+//! after `$` or `\`) are load-time errors.
+//!
+//! Values: strings as they are, numbers and booleans as their JSON text,
+//! arrays and objects as their JSON text; a missing or null value is the
+//! empty string. A value holding a NUL byte cannot be an argument: an error.
 //!
 //! Syntax rules:
 //! - A tag is `{{NAME}}`, `{{#NAME}}` or `{{/NAME}}` with NAME matching
@@ -14,9 +26,9 @@
 //!   choice (the seed only says non-null and non-empty): it makes
 //!   `{{#verbose}}-v{{/verbose}}` work as a flag, as in Mustache.
 //! - Unclosed or mismatched sections are errors, found by [`check`].
-//! - [`check_shell`] also rejects a `{{param}}` written inside shell quotes
-//!   (`"q={{q}}"`): inside double quotes the single quotes we add are
-//!   literal, so `$(…)` in the value would run. Write `q={{q}}` instead.
+//!
+//! The http executor's URL and headers involve no shell: [`Template::render_plain`]
+//! substitutes the text itself.
 
 use serde_json::{Map, Value};
 
@@ -31,21 +43,33 @@ pub struct TemplateError {
 /// A parsed template.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Template {
-    nodes: Vec<Node>,
+    pub(crate) nodes: Vec<Node>,
+    /// Number of `{{param}}` tags (ids 0..vars).
+    pub(crate) vars: usize,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-enum Node {
+pub(crate) enum Node {
     Text(String),
     Var {
         name: String,
         offset: usize,
+        /// Position among all `{{param}}` tags, in text order.
+        id: usize,
     },
     Section {
         name: String,
         offset: usize,
         body: Vec<Node>,
     },
+}
+
+/// A rendered shell command: run as `sh -c script sh args…`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellCommand {
+    pub script: String,
+    /// `$1`, `$2`, …: one per distinct param referenced by the template.
+    pub args: Vec<String>,
 }
 
 /// `[A-Za-z_][A-Za-z0-9_-]*`: a name a template tag can refer to.
@@ -78,12 +102,16 @@ fn tag_at(s: &str) -> Option<(Tag<'_>, usize)> {
     valid_param_name(name).then_some((tag, end + 2))
 }
 
+/// How deep sections may nest (rendering recurses per level).
+pub const MAX_DEPTH: usize = 32;
+
 /// Parse a template.
 pub fn parse(template: &str) -> Result<Template, TemplateError> {
     // Stack of open sections: (name, offset, nodes before it).
     let mut stack: Vec<(String, usize, Vec<Node>)> = Vec::new();
     let mut nodes: Vec<Node> = Vec::new();
     let mut text = String::new();
+    let mut vars = 0;
     let mut i = 0;
     while i < template.len() {
         let rest = &template[i..];
@@ -102,11 +130,23 @@ pub fn parse(template: &str) -> Result<Template, TemplateError> {
             nodes.push(Node::Text(std::mem::take(&mut text)));
         }
         match tag {
-            Tag::Var(n) => nodes.push(Node::Var {
-                name: n.to_owned(),
-                offset: i,
-            }),
-            Tag::Open(n) => stack.push((n.to_owned(), i, std::mem::take(&mut nodes))),
+            Tag::Var(n) => {
+                nodes.push(Node::Var {
+                    name: n.to_owned(),
+                    offset: i,
+                    id: vars,
+                });
+                vars += 1;
+            }
+            Tag::Open(n) => {
+                if stack.len() >= MAX_DEPTH {
+                    return Err(TemplateError {
+                        offset: i,
+                        message: format!("sections nested deeper than {MAX_DEPTH}"),
+                    });
+                }
+                stack.push((n.to_owned(), i, std::mem::take(&mut nodes)))
+            }
             Tag::Close(n) => match stack.pop() {
                 Some((open, offset, before)) if open == n => {
                     let body = std::mem::replace(&mut nodes, before);
@@ -141,7 +181,7 @@ pub fn parse(template: &str) -> Result<Template, TemplateError> {
     if !text.is_empty() {
         nodes.push(Node::Text(text));
     }
-    Ok(Template { nodes })
+    Ok(Template { nodes, vars })
 }
 
 /// Syntax check only.
@@ -157,7 +197,7 @@ impl Template {
             for n in nodes {
                 match n {
                     Node::Text(_) => {}
-                    Node::Var { name, offset } => out.push((name.clone(), *offset)),
+                    Node::Var { name, offset, .. } => out.push((name.clone(), *offset)),
                     Node::Section { name, offset, body } => {
                         out.push((name.clone(), *offset));
                         walk(body, out);
@@ -170,18 +210,59 @@ impl Template {
         out
     }
 
-    /// Render with every value shell-quoted.
-    pub fn render(&self, args: &Map<String, Value>) -> String {
-        let mut out = String::new();
-        render_nodes(&self.nodes, args, &mut out, true);
-        out
+    /// Render for `sh -c` (see the module doc).
+    pub fn render_shell(&self, args: &Map<String, Value>) -> Result<ShellCommand, TemplateError> {
+        let ctx = super::shellctx::contexts(self)?;
+        // Positional index per distinct var name, in order of first use.
+        let mut names: Vec<&str> = Vec::new();
+        let mut values = Vec::new();
+        for (name, offset) in self.vars_in_order() {
+            if names.contains(&name) {
+                continue;
+            }
+            let v = value_text(args.get(name));
+            if v.contains('\0') {
+                return Err(TemplateError {
+                    offset,
+                    message: format!("the value of '{name}' contains a NUL byte"),
+                });
+            }
+            names.push(name);
+            values.push(v);
+        }
+        let mut script = String::new();
+        render_nodes(&self.nodes, args, &mut script, &mut |name, id, out| {
+            let n = names.iter().position(|x| *x == name).unwrap_or(0) + 1;
+            out.push_str(&ctx[id].reference(n));
+        });
+        Ok(ShellCommand {
+            script,
+            args: values,
+        })
     }
 
     /// Render with values as plain text (for URLs and headers of the http
     /// executor, where no shell is involved).
     pub fn render_plain(&self, args: &Map<String, Value>) -> String {
         let mut out = String::new();
-        render_nodes(&self.nodes, args, &mut out, false);
+        render_nodes(&self.nodes, args, &mut out, &mut |name, _, out| {
+            out.push_str(&value_text(args.get(name)));
+        });
+        out
+    }
+
+    fn vars_in_order(&self) -> Vec<(&str, usize)> {
+        fn walk<'a>(nodes: &'a [Node], out: &mut Vec<(&'a str, usize)>) {
+            for n in nodes {
+                match n {
+                    Node::Text(_) => {}
+                    Node::Var { name, offset, .. } => out.push((name, *offset)),
+                    Node::Section { body, .. } => walk(body, out),
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.nodes, &mut out);
         out
     }
 }
@@ -205,7 +286,7 @@ pub fn value_text(v: Option<&Value>) -> String {
     }
 }
 
-/// POSIX shell single-quoting.
+/// POSIX shell single-quoting (for display; templates do not paste values).
 pub fn shell_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('\'');
@@ -220,34 +301,32 @@ pub fn shell_quote(s: &str) -> String {
     out
 }
 
-fn render_nodes(nodes: &[Node], args: &Map<String, Value>, out: &mut String, quote: bool) {
+fn render_nodes(
+    nodes: &[Node],
+    args: &Map<String, Value>,
+    out: &mut String,
+    var: &mut dyn FnMut(&str, usize, &mut String),
+) {
     for n in nodes {
         match n {
             Node::Text(t) => out.push_str(t),
-            Node::Var { name, .. } => {
-                let t = value_text(args.get(name));
-                if quote {
-                    out.push_str(&shell_quote(&t));
-                } else {
-                    out.push_str(&t);
-                }
-            }
+            Node::Var { name, id, .. } => var(name, *id, out),
             Node::Section { name, body, .. } => {
                 if present(args.get(name)) {
-                    render_nodes(body, args, out, quote);
+                    render_nodes(body, args, out, var);
                 }
             }
         }
     }
 }
 
-/// Parse and render with shell quoting (the call-time entry point).
-pub fn render(template: &str, args: &Map<String, Value>) -> Result<String, TemplateError> {
-    Ok(parse(template)?.render(args))
+/// Parse and render for `sh -c` (the call-time entry point).
+pub fn render(template: &str, args: &Map<String, Value>) -> Result<ShellCommand, TemplateError> {
+    parse(template)?.render_shell(args)
 }
 
 /// [`check`], plus: every referenced param is in `declared`, and (for shell
-/// commands) no `{{param}}` sits inside shell quotes.
+/// commands) every `{{param}}` sits where a value can be passed safely.
 pub fn check_declared(template: &str, declared: &[&str], shell: bool) -> Result<(), TemplateError> {
     let t = parse(template)?;
     for (name, offset) in t.params() {
@@ -259,69 +338,7 @@ pub fn check_declared(template: &str, declared: &[&str], shell: bool) -> Result<
         }
     }
     if shell {
-        check_shell(&t)?;
+        super::shellctx::contexts(&t)?;
     }
     Ok(())
 }
-
-/// Reject `{{param}}` inside single or double shell quotes (see the module
-/// doc). A small lexer over the literal text: `\` escapes outside single
-/// quotes, `'…'` and `"…"` quote.
-pub fn check_shell(t: &Template) -> Result<(), TemplateError> {
-    #[derive(Clone, Copy, PartialEq)]
-    enum Q {
-        None,
-        Single,
-        Double,
-    }
-    fn walk(nodes: &[Node], q: &mut Q, esc: &mut bool) -> Result<(), TemplateError> {
-        for n in nodes {
-            match n {
-                Node::Text(s) => {
-                    for c in s.chars() {
-                        if *esc {
-                            *esc = false;
-                            continue;
-                        }
-                        match (*q, c) {
-                            (Q::None, '\\') | (Q::Double, '\\') => *esc = true,
-                            (Q::None, '\'') => *q = Q::Single,
-                            (Q::None, '"') => *q = Q::Double,
-                            (Q::Single, '\'') | (Q::Double, '"') => *q = Q::None,
-                            _ => {}
-                        }
-                    }
-                }
-                Node::Var { name, offset } => {
-                    *esc = false;
-                    if *q != Q::None {
-                        return Err(TemplateError {
-                            offset: *offset,
-                            message: format!(
-                                "'{{{{{name}}}}}' is inside shell quotes, where its quoting does not protect it; remove the quotes around it (values are shell-quoted automatically)"
-                            ),
-                        });
-                    }
-                }
-                Node::Section { name, offset, body } => {
-                    let before = *q;
-                    walk(body, q, esc)?;
-                    if *q != before {
-                        return Err(TemplateError {
-                            offset: *offset,
-                            message: format!(
-                                "section '{name}' opens or closes a shell quote; balance the quotes inside the section"
-                            ),
-                        });
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-    walk(&t.nodes, &mut Q::None, &mut false)
-}
-
-#[cfg(test)]
-#[path = "tests/template.rs"]
-mod tests;

@@ -1,1 +1,102 @@
+//! Unit tests for discovery, one file per format (every rule of the seed
+//! documents in `../shared/seeds/`), plus the template engine, property
+//! tests for its quoting, and a corpus of nasty inputs for every parser.
 
+mod agentdir;
+mod clawd;
+mod collide;
+mod nasty;
+mod octomind;
+mod opencrabs;
+mod template;
+mod template_prop;
+
+use super::{Catalog, Diagnostic, Options, Severity, discover};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// A scratch project in a temp dir (canonical path, so sources compare).
+pub(super) struct Proj {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Proj {
+    pub fn new() -> Proj {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical");
+        Proj { _dir: dir, root }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    /// Write `rel` (creating parents) with mode 0644.
+    pub fn write(&self, rel: &str, text: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.path(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&p, text).expect("write");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        p
+    }
+
+    /// Write `rel` with mode 0755.
+    pub fn exec(&self, rel: &str, text: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.write(rel, text);
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        p
+    }
+
+    pub fn discover(&self) -> Catalog {
+        discover(&self.root, &Options::default())
+    }
+
+    pub fn discover_with(&self, options: &Options) -> Catalog {
+        discover(&self.root, options)
+    }
+}
+
+/// The names of the loaded tools.
+pub(super) fn names(c: &Catalog) -> Vec<&str> {
+    c.tools.iter().map(|t| t.name.as_str()).collect()
+}
+
+/// Every diagnostic rendered as `check` prints it, with paths relative to
+/// `root`.
+pub(super) fn rendered(c: &Catalog, root: &Path) -> Vec<String> {
+    c.diagnostics
+        .iter()
+        .map(|d| {
+            let rel = d.file.strip_prefix(root).unwrap_or(&d.file);
+            let d = Diagnostic {
+                file: rel.to_path_buf(),
+                ..d.clone()
+            };
+            let sev = match d.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+            };
+            format!("{sev} {d}")
+        })
+        .collect()
+}
+
+/// Assert the diagnostics are each one line that names the file and a fix.
+pub(super) fn assert_one_line_with_fix(c: &Catalog) {
+    for d in &c.diagnostics {
+        let s = d.to_string();
+        assert!(!s.contains('\n'), "multi-line diagnostic: {s:?}");
+        assert!(
+            s.starts_with(&d.file.display().to_string()),
+            "does not start with the file: {s}"
+        );
+        if d.severity == Severity::Error {
+            assert!(d.fix.is_some(), "error without a fix: {s}");
+        }
+    }
+}

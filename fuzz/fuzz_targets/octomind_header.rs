@@ -1,0 +1,9 @@
+//! cargo fuzz run octomind_header  (nightly; not run in CI: the same entry point is
+//! exercised by the nasty-input corpus in `cargo test`).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    toolcage::discover::fuzz::octomind_header(data);
+});

@@ -1,0 +1,118 @@
+//! The README quick start on `examples/demo`, through the real binary, so
+//! the demo and the documentation cannot rot.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn demo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/demo")
+}
+
+fn toolcage(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_toolcage"))
+        .arg("-C")
+        .arg(demo())
+        .args(args)
+        .output()
+        .expect("run toolcage")
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = toolcage(args);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{args:?}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).expect("utf-8")
+}
+
+#[test]
+fn list_shows_a_tool_of_every_format() {
+    let out = ok(&["list"]);
+    let rows: Vec<(&str, &str)> = out
+        .lines()
+        .map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next().unwrap(), w.next().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            ("check_api_health", "opencrabs"),
+            ("ct_greet", "clawd"),
+            ("find-todos", "agentdir"),
+            ("search_notes", "opencrabs"),
+            ("word_count", "octomind"),
+        ]
+    );
+}
+
+#[test]
+fn check_is_clean_and_says_what_is_not_supported_yet() {
+    let out = ok(&["check"]);
+    assert!(
+        out.lines()
+            .next()
+            .unwrap()
+            .ends_with("4 files examined, 5 tools loaded, 0 errors, 2 warnings"),
+        "{out}"
+    );
+    assert!(out.contains("tool 'find-todos': kind: script is parsed and listed, but calls are refused: not supported yet"), "{out}");
+    assert!(
+        out.contains("tool 'check_api_health': http executor listed, but calls are refused"),
+        "{out}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&ok(&["check", "--json"])).unwrap();
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["tools"], 5);
+}
+
+#[test]
+fn schema_of_a_tool() {
+    let v: serde_json::Value = serde_json::from_str(&ok(&["schema", "word_count"])).unwrap();
+    assert_eq!(v["name"], "word_count");
+    assert_eq!(v["inputSchema"]["properties"]["text"]["type"], "string");
+    assert_eq!(toolcage(&["schema", "nope"]).status.code(), Some(2));
+}
+
+#[test]
+fn calls_in_every_runnable_format() {
+    assert_eq!(
+        ok(&["call", "word_count", "text=hello big world"]),
+        "1 lines, 3 words, 16 characters\n"
+    );
+    assert_eq!(
+        ok(&["call", "ct_greet", "name=Ada", "times=2"]),
+        "Hello, Ada!\nHello, Ada!\n"
+    );
+    assert_eq!(
+        ok(&["call", "search_notes", "pattern=todo", "ignore_case=true"]),
+        "2:TODO: write the MCP gateway.\n"
+    );
+    // A value is text, never shell.
+    assert_eq!(
+        ok(&["call", "search_notes", "pattern=$(touch pwned); x"]),
+        "no match for $(touch pwned); x\n"
+    );
+    assert!(!demo().join("pwned").exists());
+}
+
+#[test]
+fn calls_that_cannot_run_say_why() {
+    let o = toolcage(&["call", "ct_greet"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("missing required parameter 'name'"));
+    for (tool, why) in [
+        ("check_api_health", "http executor not supported yet"),
+        ("find-todos", "not supported yet"),
+    ] {
+        let o = toolcage(&["call", tool]);
+        assert_ne!(o.status.code(), Some(0), "{tool}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(why), "{tool}: {err}");
+    }
+}
