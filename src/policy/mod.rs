@@ -22,6 +22,7 @@ mod profiles;
 mod render;
 mod requests;
 mod resolve;
+mod session;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -35,4 +36,5 @@ pub use requests::{Decision, RequestOutcome};
 pub use resolve::{
     Context, Overrides, PolicyStack, Provenance, Resolved, Sources, ToolInput, load,
 };
+pub use session::{AuditPolicy, SessionPolicy};
 pub use units::{format_duration, format_size, parse_duration, parse_size};
