@@ -13,8 +13,10 @@
 //! A tool's own `requires_approval = true` (OpenCrabs) turns `never` into
 //! `always` and never lowers a stricter mode; `requires_approval = false`
 //! never waives approval (`policy::requests`). An OpenCrabs tool without the
-//! key makes no request: the seed documents no default, so the operator's
-//! mode applies (default `never`; the call is still sandboxed).
+//! key asks for approval: OpenCrabs' own default is `true`
+//! (`#[serde(default = "default_true")] requires_approval` in its
+//! `DynamicToolDef`; the seed's examples are silent), so discovery records
+//! the request and the operator's `never` becomes `always` for that tool.
 //!
 //! Never fail open: when approval is needed and no channel can ask, the call
 //! is denied ([`ApprovalAnswer::NoChannel`]) with text saying how to allow it.
@@ -266,6 +268,101 @@ impl Memory {
     }
 }
 
+/// The key an approval is remembered under: (session, tool, argument digest
+/// for `once-per-args`).
+pub type MemKey = (String, String, Option<String>);
+
+/// What approval a call still needs, given the mode and the session's memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Need {
+    /// Mode `never`: nobody is asked.
+    Nothing,
+    /// An earlier yes in this session covers this call (`once`, `once-per-args`).
+    Remembered { by: String },
+    /// Ask a person; a yes is remembered under `key` (none for `always`).
+    Ask { key: Option<MemKey> },
+}
+
+/// Pure: what `mode` requires for this call. Never asks anyone.
+pub fn need(mode: ApprovalMode, memory: &Memory, session: &str, tool: &str, digest: &str) -> Need {
+    if mode == ApprovalMode::Never {
+        return Need::Nothing;
+    }
+    let key = Memory::key(mode, session, tool, digest);
+    if let Some(k) = &key
+        && let Some(by) = memory.get(k)
+    {
+        return Need::Remembered { by };
+    }
+    Need::Ask { key }
+}
+
+/// Why a call that needed approval does not run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Refusal {
+    Declined,
+    Cancelled,
+    TimedOut,
+    /// No one could be asked.
+    NoChannel,
+    /// `--yes` where the policy does not permit pre-approval.
+    PreApprovalNotAllowed,
+}
+
+/// Pure: ask `channel` (unless pre-approval is not allowed) and turn the
+/// answer into a yes (`Ok(by)`, remembered under `key`) or a refusal.
+/// Anything but an explicit yes is a refusal: never fail open.
+pub fn settle(
+    answer: impl FnOnce() -> ApprovalAnswer,
+    pre_approval: bool,
+    allow_yes: bool,
+    memory: &Memory,
+    key: Option<MemKey>,
+) -> Result<String, Refusal> {
+    if pre_approval && !allow_yes {
+        return Err(Refusal::PreApprovalNotAllowed);
+    }
+    match answer() {
+        ApprovalAnswer::Approved { by } => {
+            if let Some(k) = key {
+                memory.remember(k, &by);
+            }
+            Ok(by)
+        }
+        ApprovalAnswer::Declined => Err(Refusal::Declined),
+        ApprovalAnswer::Cancelled => Err(Refusal::Cancelled),
+        ApprovalAnswer::TimedOut => Err(Refusal::TimedOut),
+        ApprovalAnswer::NoChannel => Err(Refusal::NoChannel),
+    }
+}
+
+/// The text for a refused call: what happened and how to approve it.
+pub fn refusal_message(r: Refusal, tool: &str, mode: ApprovalMode, mode_source: &str) -> String {
+    let mode_name = match mode {
+        ApprovalMode::Never => "never",
+        ApprovalMode::Always => "always",
+        ApprovalMode::Once => "once",
+        ApprovalMode::OncePerArgs => "once-per-args",
+    };
+    let why = format!("tool '{tool}' needs approval (approval mode {mode_name}, from {mode_source})");
+    match r {
+        Refusal::Declined => format!("{why}: declined"),
+        Refusal::Cancelled => format!("{why}: cancelled"),
+        Refusal::TimedOut => format!("{why}: no answer in time; declined"),
+        Refusal::NoChannel => format!(
+            "{why} and no one could be asked (no terminal, or a client without elicitation); \
+             denied. To approve: run `toolcage call` from a terminal and answer y, or pass --yes \
+             where the operator's policy permits pre-approval ([tools.{tool}.approval] allow_yes = true)"
+        ),
+        Refusal::PreApprovalNotAllowed => format!(
+            "{why}; --yes is not permitted for it (approval.allow_yes = false). \
+             Run without --yes from a terminal to be asked, or let the operator set \
+             [tools.{tool}.approval] allow_yes = true"
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,5 +400,154 @@ mod tests {
             Memory::key(ApprovalMode::OncePerArgs, "s", "t", "d"),
             Some(("s".into(), "t".into(), Some("d".into())))
         );
+    }
+
+    /// A channel that answers from a script and counts the questions.
+    struct Scripted {
+        answers: Mutex<Vec<ApprovalAnswer>>,
+        asked: Mutex<u32>,
+    }
+
+    impl Scripted {
+        fn new(answers: Vec<ApprovalAnswer>) -> Scripted {
+            Scripted {
+                answers: Mutex::new(answers),
+                asked: Mutex::new(0),
+            }
+        }
+        fn ask(&self) -> ApprovalAnswer {
+            *self.asked.lock().unwrap() += 1;
+            self.answers.lock().unwrap().remove(0)
+        }
+        fn asked(&self) -> u32 {
+            *self.asked.lock().unwrap()
+        }
+    }
+
+    fn yes() -> ApprovalAnswer {
+        ApprovalAnswer::Approved { by: "terminal".into() }
+    }
+
+    /// One call through need + settle; `Ok(None)` when nobody was asked.
+    fn call(
+        mode: ApprovalMode,
+        mem: &Memory,
+        ch: &Scripted,
+        session: &str,
+        digest: &str,
+    ) -> Result<Option<String>, Refusal> {
+        match need(mode, mem, session, "t", digest) {
+            Need::Nothing => Ok(None),
+            Need::Remembered { by } => Ok(Some(format!("remembered {by}"))),
+            Need::Ask { key } => settle(|| ch.ask(), false, true, mem, key).map(Some),
+        }
+    }
+
+    #[test]
+    fn never_asks_nobody() {
+        let (mem, ch) = (Memory::default(), Scripted::new(vec![]));
+        for _ in 0..3 {
+            assert_eq!(call(ApprovalMode::Never, &mem, &ch, "s", "d"), Ok(None));
+        }
+        assert_eq!(ch.asked(), 0);
+    }
+
+    #[test]
+    fn always_asks_every_time_and_remembers_nothing() {
+        let mem = Memory::default();
+        let ch = Scripted::new(vec![yes(), yes(), ApprovalAnswer::Declined]);
+        let m = ApprovalMode::Always;
+        assert_eq!(call(m, &mem, &ch, "s", "d"), Ok(Some("terminal".into())));
+        assert_eq!(call(m, &mem, &ch, "s", "d"), Ok(Some("terminal".into())));
+        assert_eq!(call(m, &mem, &ch, "s", "d"), Err(Refusal::Declined));
+        assert_eq!(ch.asked(), 3);
+    }
+
+    #[test]
+    fn once_asks_once_per_session_and_tool() {
+        let mem = Memory::default();
+        let ch = Scripted::new(vec![ApprovalAnswer::Declined, yes(), yes()]);
+        let m = ApprovalMode::Once;
+        // A no is not remembered: the next call asks again.
+        assert_eq!(call(m, &mem, &ch, "s1", "a"), Err(Refusal::Declined));
+        assert_eq!(call(m, &mem, &ch, "s1", "a"), Ok(Some("terminal".into())));
+        // Other arguments, same session: covered.
+        assert_eq!(
+            call(m, &mem, &ch, "s1", "b"),
+            Ok(Some("remembered terminal".into()))
+        );
+        assert_eq!(ch.asked(), 2);
+        // Another session asks again.
+        assert_eq!(call(m, &mem, &ch, "s2", "a"), Ok(Some("terminal".into())));
+        assert_eq!(ch.asked(), 3);
+        // Another tool in s1 is not covered.
+        assert!(matches!(
+            need(m, &mem, "s1", "other", "a"),
+            Need::Ask { key: Some(_) }
+        ));
+    }
+
+    #[test]
+    fn once_per_args_asks_per_distinct_arguments() {
+        let mem = Memory::default();
+        let ch = Scripted::new(vec![yes(), yes()]);
+        let m = ApprovalMode::OncePerArgs;
+        let a = args_digest(&json!({"x": 1, "y": 2}));
+        let a2 = args_digest(&json!({"y": 2, "x": 1}));
+        let b = args_digest(&json!({"x": 2}));
+        assert_eq!(call(m, &mem, &ch, "s", &a), Ok(Some("terminal".into())));
+        assert_eq!(
+            call(m, &mem, &ch, "s", &a2),
+            Ok(Some("remembered terminal".into()))
+        );
+        assert_eq!(ch.asked(), 1);
+        assert_eq!(call(m, &mem, &ch, "s", &b), Ok(Some("terminal".into())));
+        assert_eq!(ch.asked(), 2);
+    }
+
+    #[test]
+    fn anything_but_yes_refuses_and_pre_approval_needs_allow_yes() {
+        let mem = Memory::default();
+        for (answer, want) in [
+            (ApprovalAnswer::Declined, Refusal::Declined),
+            (ApprovalAnswer::Cancelled, Refusal::Cancelled),
+            (ApprovalAnswer::TimedOut, Refusal::TimedOut),
+            (ApprovalAnswer::NoChannel, Refusal::NoChannel),
+        ] {
+            assert_eq!(settle(|| answer, false, true, &mem, None), Err(want));
+        }
+        // --yes without allow_yes: refused without asking.
+        let mut asked = false;
+        let r = settle(
+            || {
+                asked = true;
+                yes()
+            },
+            true,
+            false,
+            &mem,
+            None,
+        );
+        assert_eq!(r, Err(Refusal::PreApprovalNotAllowed));
+        assert!(!asked);
+        // Control: --yes with allow_yes approves.
+        let pre = PreApproved;
+        let req_answer = || ApprovalAnswer::Approved { by: ApprovalChannel::name(&pre).into() };
+        assert_eq!(settle(req_answer, true, true, &mem, None), Ok("--yes".into()));
+    }
+
+    #[test]
+    fn refusal_messages_say_how_to_approve() {
+        let m = refusal_message(Refusal::NoChannel, "deploy", ApprovalMode::Always, "policy p.toml");
+        assert!(m.contains("no one could be asked"), "{m}");
+        assert!(m.contains("--yes") && m.contains("allow_yes = true"), "{m}");
+        assert!(m.contains("policy p.toml"), "{m}");
+        let m = refusal_message(
+            Refusal::PreApprovalNotAllowed,
+            "deploy",
+            ApprovalMode::Always,
+            "x",
+        );
+        assert!(m.contains("--yes is not permitted"), "{m}");
     }
 }

@@ -16,7 +16,20 @@ pub trait Clock: Send + Sync {
     fn now(&self) -> Duration;
 }
 
-/// The real clock.
+/// Wall-clock time since the Unix epoch: what a rate-limit file shared by
+/// several processes (`toolcage call`) is kept in.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WallClock;
+
+impl Clock for WallClock {
+    fn now(&self) -> Duration {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+    }
+}
+
+/// The real monotonic clock (one process).
 #[derive(Debug)]
 pub struct SystemClock {
     start: Instant,
@@ -71,12 +84,49 @@ pub struct Limited {
     pub retry_after: Duration,
 }
 
+/// Where admitted calls are counted: in memory ([`RateLimiter`], one
+/// process) or in a locked file ([`super::persist::FileRates`], every
+/// `toolcage call` of a project).
+pub trait RateStore: Send + Sync {
+    /// Admit one call under every `(key, limit)` at once, or none.
+    fn try_acquire(
+        &self,
+        limits: &[(String, RateLimit)],
+        now: Duration,
+    ) -> Result<Vec<Ticket>, Limited>;
+}
+
+/// Admitted calls per key, oldest first.
+pub type Windows = HashMap<String, VecDeque<Duration>>;
+
 #[derive(Debug, Default)]
 pub struct RateLimiter {
-    windows: Mutex<HashMap<String, VecDeque<Duration>>>,
+    windows: Mutex<Windows>,
+}
+
+impl RateStore for RateLimiter {
+    fn try_acquire(
+        &self,
+        limits: &[(String, RateLimit)],
+        now: Duration,
+    ) -> Result<Vec<Ticket>, Limited> {
+        RateLimiter::try_acquire(self, limits, now)
+    }
 }
 
 impl RateLimiter {
+    /// A limiter that starts from recorded calls.
+    pub fn from_windows(windows: Windows) -> RateLimiter {
+        RateLimiter {
+            windows: Mutex::new(windows),
+        }
+    }
+
+    /// The recorded calls.
+    pub fn into_windows(self) -> Windows {
+        self.windows.into_inner().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Admit one call under every `(key, limit)` at once, or none.
     pub fn try_acquire(
         &self,

@@ -37,4 +37,5 @@ pub use resolve::{
     Context, Overrides, PolicyStack, Provenance, Resolved, Sources, ToolInput, load,
 };
 pub use session::{AuditPolicy, SessionPolicy};
+pub use paths::canonical_lenient;
 pub use units::{format_duration, format_size, parse_duration, parse_size};
