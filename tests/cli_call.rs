@@ -59,6 +59,7 @@ name = "say"
 description = "Say something through a template"
 executor = "shell"
 enabled = true
+requires_approval = false
 command = "printf '%s\n' {{msg}}; jq -c . \"$OPENCRABS_PARAMS\""
 
 [[tools.params]]

@@ -29,7 +29,9 @@ impl AuditLog {
         if let Some(dir) = path.parent() {
             crate::gate::persist::private_dir(dir).map_err(|e| e.0)?;
         }
+        // Read too: the last byte is checked for a torn line.
         let file = OpenOptions::new()
+            .read(true)
             .append(true)
             .create(true)
             .mode(0o600)

@@ -345,7 +345,7 @@ pub fn refusal_message(r: Refusal, tool: &str, mode: ApprovalMode, mode_source: 
         ApprovalMode::Once => "once",
         ApprovalMode::OncePerArgs => "once-per-args",
     };
-    let why = format!("tool '{tool}' needs approval (approval mode {mode_name}, from {mode_source})");
+    let why = format!("tool '{tool}' needs approval (approval mode {mode_name}: {mode_source})");
     match r {
         Refusal::Declined => format!("{why}: declined"),
         Refusal::Cancelled => format!("{why}: cancelled"),

@@ -117,8 +117,10 @@ impl Gate {
     /// Rate limits and slots in memory (one long-lived process: the MCP
     /// server); the audit log is opened now.
     pub fn in_memory(engine: &Engine) -> Result<Gate, GateError> {
+        let dir = location::state_dir(&engine.project_root(), &engine.ctx.home);
         Gate::build(
             engine,
+            dir,
             Arc::new(SystemClock::default()),
             Box::new(RateLimiter::default()),
             Box::new(Concurrency::default()),
@@ -131,16 +133,23 @@ impl Gate {
         let dir = location::state_dir(&engine.project_root(), &engine.ctx.home);
         Gate::build(
             engine,
+            dir.clone(),
             Arc::new(WallClock),
             Box::new(FileRates::new(&dir)),
             Box::new(FileSlots::new(&dir)),
         )
     }
 
-    /// In memory, with a clock the caller moves (tests).
-    pub fn with_clock(engine: &Engine, clock: Arc<dyn Clock>) -> Result<Gate, GateError> {
+    /// In memory, with a clock the caller moves and an explicit state
+    /// directory (tests, embedders).
+    pub fn with_clock(
+        engine: &Engine,
+        clock: Arc<dyn Clock>,
+        state_dir: PathBuf,
+    ) -> Result<Gate, GateError> {
         Gate::build(
             engine,
+            state_dir,
             clock,
             Box::new(RateLimiter::default()),
             Box::new(Concurrency::default()),
@@ -149,12 +158,12 @@ impl Gate {
 
     fn build(
         engine: &Engine,
+        state_dir: PathBuf,
         clock: Arc<dyn Clock>,
         rates: Box<dyn RateCheck>,
         slots: Box<dyn SlotStore>,
     ) -> Result<Gate, GateError> {
         let session = engine.stack.session(&engine.ctx)?;
-        let state_dir = location::state_dir(&engine.project_root(), &engine.ctx.home);
         let audit_path = location::audit_path(&session.audit, &state_dir);
         // The defaults must not let a call write the log or the state.
         let defaults = engine.stack.resolve(&engine.ctx, &engine.overrides, None)?;
@@ -447,5 +456,3 @@ pub fn mode_name(m: ApprovalMode) -> &'static str {
     }
 }
 
-#[cfg(test)]
-mod tests;
