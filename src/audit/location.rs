@@ -95,8 +95,7 @@ mod tests {
         std::fs::create_dir(&proj).unwrap();
         let mut g = Grant::closed(proj.clone());
         g.write = vec![proj.clone(), "/dev/null".into()];
-        let e = check_outside_write_roots("audit log", &proj.join("logs/a.jsonl"), &g)
-            .unwrap_err();
+        let e = check_outside_write_roots("audit log", &proj.join("logs/a.jsonl"), &g).unwrap_err();
         assert!(e.contains("inside write root"), "{e}");
         // Through a symlink into the root: still refused.
         std::os::unix::fs::symlink(&proj, dir.path().join("link")).unwrap();

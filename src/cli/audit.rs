@@ -30,7 +30,10 @@ pub fn summary(r: &AuditRecord) -> String {
     let decision = match &r.decision {
         Decision::Allowed => "allowed".to_string(),
         Decision::Approved { by, remembered } => {
-            format!("approved by {by}{}", if *remembered { " (remembered)" } else { "" })
+            format!(
+                "approved by {by}{}",
+                if *remembered { " (remembered)" } else { "" }
+            )
         }
         Decision::Denied { reason, message } => format!("denied ({reason}): {message}"),
     };

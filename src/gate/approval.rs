@@ -83,7 +83,9 @@ pub struct ApprovalRequest {
 #[serde(tag = "answer", rename_all = "snake_case")]
 pub enum ApprovalAnswer {
     /// A person said yes; `by` names the channel (`terminal`, `elicitation`, `--yes`).
-    Approved { by: String },
+    Approved {
+        by: String,
+    },
     Declined,
     /// The person (or the client) cancelled the whole operation.
     Cancelled,
@@ -425,7 +427,9 @@ mod tests {
     }
 
     fn yes() -> ApprovalAnswer {
-        ApprovalAnswer::Approved { by: "terminal".into() }
+        ApprovalAnswer::Approved {
+            by: "terminal".into(),
+        }
     }
 
     /// One call through need + settle; `Ok(None)` when nobody was asked.
@@ -532,13 +536,23 @@ mod tests {
         assert!(!asked);
         // Control: --yes with allow_yes approves.
         let pre = PreApproved;
-        let req_answer = || ApprovalAnswer::Approved { by: ApprovalChannel::name(&pre).into() };
-        assert_eq!(settle(req_answer, true, true, &mem, None), Ok("--yes".into()));
+        let req_answer = || ApprovalAnswer::Approved {
+            by: ApprovalChannel::name(&pre).into(),
+        };
+        assert_eq!(
+            settle(req_answer, true, true, &mem, None),
+            Ok("--yes".into())
+        );
     }
 
     #[test]
     fn refusal_messages_say_how_to_approve() {
-        let m = refusal_message(Refusal::NoChannel, "deploy", ApprovalMode::Always, "policy p.toml");
+        let m = refusal_message(
+            Refusal::NoChannel,
+            "deploy",
+            ApprovalMode::Always,
+            "policy p.toml",
+        );
         assert!(m.contains("no one could be asked"), "{m}");
         assert!(m.contains("--yes") && m.contains("allow_yes = true"), "{m}");
         assert!(m.contains("policy p.toml"), "{m}");

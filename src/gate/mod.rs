@@ -167,7 +167,8 @@ impl Gate {
         let audit_path = location::audit_path(&session.audit, &state_dir);
         // The defaults must not let a call write the log or the state.
         let defaults = engine.stack.resolve(&engine.ctx, &engine.overrides, None)?;
-        Gate::check_locations(&audit_path, &state_dir, &defaults.grant).map_err(GateError::Audit)?;
+        Gate::check_locations(&audit_path, &state_dir, &defaults.grant)
+            .map_err(GateError::Audit)?;
         let audit = match AuditLog::open(&audit_path) {
             Ok(l) => Some(l),
             Err(e) if session.audit.fail_closed => {
@@ -176,7 +177,9 @@ impl Gate {
                 )));
             }
             Err(e) => {
-                tracing::warn!("{e}; calls run without an audit record ([audit] fail_closed = false)");
+                tracing::warn!(
+                    "{e}; calls run without an audit record ([audit] fail_closed = false)"
+                );
                 None
             }
         };
@@ -192,7 +195,11 @@ impl Gate {
         })
     }
 
-    fn check_locations(audit: &Path, state: &Path, grant: &crate::policy::Grant) -> Result<(), String> {
+    fn check_locations(
+        audit: &Path,
+        state: &Path,
+        grant: &crate::policy::Grant,
+    ) -> Result<(), String> {
         location::check_outside_write_roots("audit log", audit, grant)?;
         location::check_outside_write_roots("state directory", state, grant)
     }
@@ -455,4 +462,3 @@ pub fn mode_name(m: ApprovalMode) -> &'static str {
         ApprovalMode::OncePerArgs => "once-per-args",
     }
 }
-

@@ -183,7 +183,9 @@ impl SlotStore for Concurrency {
         if cap.is_none() {
             return Ok(Some(Slot::Unlimited));
         }
-        Ok(Concurrency::try_enter(self, tool, cap).ok().map(Slot::Memory))
+        Ok(Concurrency::try_enter(self, tool, cap)
+            .ok()
+            .map(Slot::Memory))
     }
 }
 

@@ -30,6 +30,7 @@ mod units;
 
 pub use error::PolicyError;
 pub use grant::{ApprovalMode, Enforcement, Grant, Limits, Network, OutputCaps, RateLimit};
+pub use paths::canonical_lenient;
 pub use profiles::profile_names;
 pub use render::render_text;
 pub use requests::{Decision, RequestOutcome};
@@ -37,5 +38,4 @@ pub use resolve::{
     Context, Overrides, PolicyStack, Provenance, Resolved, Sources, ToolInput, load,
 };
 pub use session::{AuditPolicy, SessionPolicy};
-pub use paths::canonical_lenient;
 pub use units::{format_duration, format_size, parse_duration, parse_size};
