@@ -17,6 +17,8 @@ fn toolcage(project: &Project, args: &[&str]) -> Output {
         .arg(&project.dir)
         .args(args)
         .current_dir(&project.dir)
+        // Gate state and the audit log beside the project, never in $HOME.
+        .env("XDG_STATE_HOME", project.state_dir())
         .output()
         .unwrap()
 }

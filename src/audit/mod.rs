@@ -13,5 +13,8 @@ pub mod log;
 pub mod read;
 pub mod record;
 
+#[cfg(test)]
+mod tests;
+
 pub use log::AuditLog;
 pub use record::{AuditRecord, Decision, StreamBytes};
