@@ -19,6 +19,31 @@ use std::time::{Duration, Instant};
 
 /// At most this many bytes of pretty-printed arguments are shown.
 pub const MAX_ARGS_SHOWN: usize = 4096;
+/// At most this many bytes of any one string value are shown, so one huge
+/// value cannot push the other arguments out of view.
+pub const MAX_VALUE_SHOWN: usize = 256;
+
+/// The arguments with every long string cut (on a character boundary) and
+/// marked with how much was left out.
+fn shorten(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::String(s) if s.len() > MAX_VALUE_SHOWN => {
+            let mut cut = MAX_VALUE_SHOWN;
+            while !s.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            Value::String(format!(
+                "{}… [{} more bytes not shown]",
+                &s[..cut],
+                s.len() - cut
+            ))
+        }
+        Value::Array(a) => Value::Array(a.iter().map(shorten).collect()),
+        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), shorten(v))).collect()),
+        other => other.clone(),
+    }
+}
 
 /// The terminal channel.
 #[derive(Debug, Clone)]
@@ -48,13 +73,34 @@ impl Terminal {
     }
 }
 
+/// Control characters (C0, DEL, C1) and bidirectional overrides, shown as
+/// `\u{..}` so the arguments cannot move the cursor, clear the screen or
+/// reorder text to fake the prompt. Newlines stay.
+pub fn sanitize(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if (c.is_control() && c != '\n') || bidi {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// The text shown to a person (also usable as an elicitation message).
+/// Everything from the call passes through [`sanitize`].
 pub fn describe(r: &ApprovalRequest) -> String {
+    sanitize(&describe_raw(r))
+}
+
+fn describe_raw(r: &ApprovalRequest) -> String {
     let fmt = serde_json::to_value(r.format)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default();
-    let mut args = serde_json::to_string_pretty(&r.arguments).unwrap_or_default();
+    let mut args = serde_json::to_string_pretty(&shorten(&r.arguments)).unwrap_or_default();
     if args.len() > MAX_ARGS_SHOWN {
         let mut cut = MAX_ARGS_SHOWN;
         while !args.is_char_boundary(cut) {
@@ -288,6 +334,28 @@ mod tests {
         let (a, shown) = ask_pty(b"", Duration::from_millis(300));
         assert_eq!(a, ApprovalAnswer::TimedOut);
         assert!(shown.contains("no answer; declined"), "{shown}");
+    }
+
+    #[test]
+    fn arguments_cannot_drive_the_terminal() {
+        let mut r = request(serde_json::json!({"a": "x\u{1b}[2J\u{9b}31m\u{202e}cba", "b": "y"}));
+        r.tool = "t\u{7}".into();
+        let text = describe(&r);
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        assert!(!text.contains('\u{202e}'));
+        assert!(
+            text.contains("\\u{9b}") && text.contains("\\u{202e}"),
+            "{text}"
+        );
+        assert!(text.contains("\\u001b[2J"), "{text}");
+        // Every key is shown even when one value is huge.
+        let r = request(serde_json::json!({"a": "x".repeat(100_000), "z": "last"}));
+        let text = describe(&r);
+        assert!(text.contains("\"z\": \"last\""), "{text}");
+        assert!(text.len() < MAX_ARGS_SHOWN + 1000);
     }
 
     #[test]
