@@ -58,7 +58,7 @@
 //! window = "1m"
 //!
 //! [audit]                      # top level only
-//! path = "{home}/audit.jsonl"  # default: $XDG_STATE_HOME/toolcage/audit/<project-hash>.jsonl;
+//! path = "{home}/audit.jsonl"  # default: $XDG_STATE_HOME/toolcage/<project-hash>/audit.jsonl;
 //!                              # refused inside a write root of the grant
 //! redact = false               # true: log the arguments' digest, not the arguments
 //! fail_closed = true           # a failed audit write fails the call
