@@ -232,21 +232,20 @@ pub fn args_digest(args: &serde_json::Value) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The key an approval is remembered under: (session, tool, argument digest
+/// for `once-per-args`).
+pub type MemKey = (String, String, Option<String>);
+
 /// Approvals remembered for `once` and `once-per-args`: (session, tool,
 /// digest or none) → the channel that approved.
 #[derive(Debug, Default)]
 pub struct Memory {
-    approved: Mutex<HashMap<(String, String, Option<String>), String>>,
+    approved: Mutex<HashMap<MemKey, String>>,
 }
 
 impl Memory {
     /// The key a mode remembers under; `None` for modes that remember nothing.
-    pub fn key(
-        mode: ApprovalMode,
-        session: &str,
-        tool: &str,
-        digest: &str,
-    ) -> Option<(String, String, Option<String>)> {
+    pub fn key(mode: ApprovalMode, session: &str, tool: &str, digest: &str) -> Option<MemKey> {
         match mode {
             ApprovalMode::Once => Some((session.into(), tool.into(), None)),
             ApprovalMode::OncePerArgs => Some((session.into(), tool.into(), Some(digest.into()))),
@@ -254,7 +253,7 @@ impl Memory {
         }
     }
 
-    pub fn get(&self, key: &(String, String, Option<String>)) -> Option<String> {
+    pub fn get(&self, key: &MemKey) -> Option<String> {
         self.approved
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -262,17 +261,13 @@ impl Memory {
             .cloned()
     }
 
-    pub fn remember(&self, key: (String, String, Option<String>), by: &str) {
+    pub fn remember(&self, key: MemKey, by: &str) {
         self.approved
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(key, by.to_string());
     }
 }
-
-/// The key an approval is remembered under: (session, tool, argument digest
-/// for `once-per-args`).
-pub type MemKey = (String, String, Option<String>);
 
 /// What approval a call still needs, given the mode and the session's memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
