@@ -17,6 +17,8 @@ fn toolcage(project: &Project, args: &[&str]) -> Output {
         .arg(&project.dir)
         .args(args)
         .current_dir(&project.dir)
+        // Gate state and the audit log beside the project, never in $HOME.
+        .env("XDG_STATE_HOME", project.state_dir())
         .output()
         .unwrap()
 }
@@ -59,6 +61,7 @@ name = "say"
 description = "Say something through a template"
 executor = "shell"
 enabled = true
+requires_approval = false
 command = "printf '%s\n' {{msg}}; jq -c . \"$OPENCRABS_PARAMS\""
 
 [[tools.params]]

@@ -4,12 +4,16 @@
 //! Exit: 0 ok, 1 the tool reported an error, 2 invalid arguments or unknown
 //! tool, 3 denied, 124 timeout, 125 toolcage's own failure.
 //!
-//! Approval and rate limits (the gate) belong between `prepare` and `run`;
-//! they arrive with the gate work. `--yes` is accepted now and will mean
-//! "approved by the person running this command".
+//! prepare → gate (concurrency cap, rate limits, approval) → run → audit
+//! record → print. Approval is asked on the controlling terminal
+//! (`/dev/tty`); `--yes` pre-approves where the policy's `allow_yes`
+//! permits it and is refused otherwise. Denied calls are audited too. The
+//! result is printed only after its audit record is written.
 
 use super::{Global, PolicyArgs, status};
 use crate::call::CallError;
+use crate::gate::terminal::Terminal;
+use crate::gate::{ApprovalChannel, Decision, Gate, PreApproved, Ran, SessionId};
 use crate::sandbox::Exit;
 use clap::Args;
 use serde_json::{Map, Value};
@@ -21,7 +25,8 @@ pub struct CallArgs {
     /// Arguments as a JSON object; KEY=VALUE pairs win over its keys.
     #[arg(long = "args", value_name = "JSON")]
     pub args_json: Option<String>,
-    /// Approve the call (for tools whose policy requires approval).
+    /// Pre-approve the call instead of being asked on the terminal (only
+    /// where the policy's approval.allow_yes permits it).
     #[arg(long)]
     pub yes: bool,
     /// Print {text, is_error, outcome} as JSON instead of the text.
@@ -118,11 +123,34 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
         Ok(p) => p,
         Err(e) => return fail(args, &e.to_string(), e.exit_status()),
     };
-    // Gate hook: approval (prepared.resolved.grant.approval, `args.yes`) and
-    // the rate limit are checked here once the gate lands; a refusal is
-    // CallError::Denied (exit 3).
-    let _approved = args.yes;
-    let result = match engine.run(&prepared, None) {
+    let gate = match Gate::shared(&engine) {
+        Ok(g) => g,
+        Err(e) => return fail(args, &e.to_string(), status::INTERNAL),
+    };
+    let session = SessionId::fresh("cli");
+    let channel: Box<dyn ApprovalChannel> = if args.yes {
+        Box::new(PreApproved)
+    } else {
+        Box::new(Terminal::new())
+    };
+    let decision = gate.check(&prepared, &session, channel.as_ref());
+    if let Decision::Denied(d) = &decision {
+        let (message, code) = (d.message.clone(), d.exit_status());
+        if let Err(e) = gate.finish(&prepared, &session, decision, Ran::NotRun) {
+            return fail(args, &format!("{message}; {e}"), code);
+        }
+        return fail(args, &message, code);
+    }
+    let start = std::time::Instant::now();
+    let run = engine.run(&prepared, None);
+    let ran = match &run {
+        Ok(r) => Ran::Finished(r),
+        Err(e) => Ran::Failed(e, start.elapsed()),
+    };
+    if let Err(e) = gate.finish(&prepared, &session, decision, ran) {
+        return fail(args, &e, status::INTERNAL);
+    }
+    let result = match run {
         Ok(r) => r,
         Err(e) => return fail(args, &e.to_string(), e.exit_status()),
     };

@@ -5,6 +5,7 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod audit;
 mod call;
 mod check;
 mod exec;
@@ -138,6 +139,8 @@ pub enum Command {
     Call(call::CallArgs),
     /// The resolved grant for a tool (or the defaults), with where each setting came from.
     Policy(policy::PolicyCmdArgs),
+    /// The audit log: one line per call (allowed or denied); --json for the records.
+    Audit(audit::AuditArgs),
 }
 
 /// Parse the command line and run the subcommand; returns the process exit status.
@@ -162,6 +165,7 @@ pub fn main() -> ExitCode {
         Command::Check(args) => check::run(&global, args),
         Command::Call(args) => call::run(&global, args),
         Command::Policy(args) => policy::run(&global, args),
+        Command::Audit(args) => audit::run(&global, args),
     };
     ExitCode::from(code)
 }

@@ -6,8 +6,11 @@
 //! `tools[N].key`, N from 0, and the line of its `[[tools]]` header).
 //!
 //! Decisions where the seed is silent:
-//! - `requires_approval` defaults to "not set" (OpenCrabs' own default is
-//!   false); it reaches `requests.requires_approval` only when written.
+//! - `requires_approval` defaults to `true`, as in OpenCrabs itself
+//!   (`#[serde(default = "default_true")]` on `DynamicToolDef`): a tool
+//!   without the key asks for approval, which the operator's policy can only
+//!   make stricter (see `gate::approval`). `requires_approval = false` is a
+//!   request that never waives an operator's mode.
 //! - `enabled = false` tools are validated, not listed, and noted with a
 //!   Warning "disabled".
 //! - `timeout_secs`: an integer 1..=3600 → `requests.timeout`.
@@ -220,7 +223,7 @@ fn parse_tool(item: &Toml, cx: &mut Cx) -> Option<ToolSpec> {
     }
     let executor = cx.string(t, "executor", true).unwrap_or_default();
     let enabled = cx.boolean(t, "enabled").unwrap_or(true);
-    let requires_approval = cx.boolean(t, "requires_approval");
+    let requires_approval = Some(cx.boolean(t, "requires_approval").unwrap_or(true));
     let timeout = match t.get("timeout_secs") {
         None => None,
         Some(Toml::Integer(s)) if (1..=3600).contains(s) => {

@@ -44,10 +44,24 @@
 //!
 //! [approval]
 //! mode = "never"               # never | always | once | once-per-args
+//! allow_yes = true             # honour `toolcage call --yes` (pre-approval);
+//!                              # default: false for "always", true otherwise
 //!
-//! [rate_limit]
+//! [rate_limit]                 # per tool: each tool has its own counter
 //! requests = 10                # calls per window (window defaults to 1m)
 //! window = "1m"
+//!
+//! [limits] concurrent = 4      # per tool: calls of one tool running at once
+//!
+//! [global_rate_limit]          # top level only: all tools together
+//! requests = 100
+//! window = "1m"
+//!
+//! [audit]                      # top level only
+//! path = "{home}/audit.jsonl"  # default: $XDG_STATE_HOME/toolcage/<project-hash>/audit.jsonl;
+//!                              # refused inside a write root of the grant
+//! redact = false               # true: log the arguments' digest, not the arguments
+//! fail_closed = true           # a failed audit write fails the call
 //!
 //! [tools.NAME]                 # per-tool overrides: any section above,
 //! limits = { timeout = "2m" }  # e.g. [tools.NAME.limits]; no nested tools
@@ -85,13 +99,20 @@ pub struct PolicyFile {
     approval: ApprovalSection,
     #[serde(default)]
     rate_limit: RateLimitSection,
+    /// All tools together (top level only).
+    #[serde(default)]
+    pub global_rate_limit: RateLimitSection,
+    /// The audit log (top level only).
+    #[serde(default)]
+    pub audit: AuditSection,
     /// Per-tool overrides, by tool name.
     #[serde(default)]
     pub tools: BTreeMap<String, Body>,
 }
 
 impl PolicyFile {
-    /// Split into the top-level body and the per-tool bodies.
+    /// Split into the top-level body and the per-tool bodies (the top-level
+    /// only sections are taken first with [`PolicyFile::session_parts`]).
     pub fn into_parts(self) -> (Body, BTreeMap<String, Body>) {
         let body = Body {
             fs: self.fs,
@@ -104,6 +125,11 @@ impl PolicyFile {
             rate_limit: self.rate_limit,
         };
         (body, self.tools)
+    }
+
+    /// The sections that apply to a whole session, not to one tool.
+    pub fn session_parts(&self) -> (RateLimitSection, AuditSection) {
+        (self.global_rate_limit.clone(), self.audit.clone())
     }
 }
 
@@ -139,6 +165,8 @@ pub const SECTIONS: &[&str] = &[
     "requests",
     "approval",
     "rate_limit",
+    "global_rate_limit",
+    "audit",
     "tools",
 ];
 
@@ -193,6 +221,8 @@ pub struct LimitsSection {
     pub open_files: Option<Limit<Count>>,
     pub stdout: Option<Bytes>,
     pub stderr: Option<Bytes>,
+    /// Calls of one tool running at the same time.
+    pub concurrent: Option<Count>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -212,6 +242,16 @@ pub struct RequestsSection {
 #[serde(deny_unknown_fields)]
 pub struct ApprovalSection {
     pub mode: Option<super::ApprovalMode>,
+    /// Honour pre-approval (`toolcage call --yes`).
+    pub allow_yes: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditSection {
+    pub path: Option<String>,
+    pub redact: Option<bool>,
+    pub fail_closed: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -3,7 +3,7 @@
 
 use super::error::PolicyError;
 use super::file::NetMode;
-use super::grant::{Grant, Limits, Network, OutputCaps, RateLimit};
+use super::grant::{ApprovalMode, Grant, Limits, Network, OutputCaps, RateLimit};
 use super::resolve::Provenance;
 use super::state::{Entry, Origin, State, dedup, dedup_by, enum_name, mode_name};
 use super::units::{format_duration, format_size};
@@ -76,7 +76,12 @@ impl State {
             },
             enforcement: self.enforcement.v,
             approval: self.approval.v,
+            allow_yes: self
+                .allow_yes
+                .as_ref()
+                .map_or(self.approval.v != ApprovalMode::Always, |v| v.v),
             rate_limit,
+            concurrent: self.concurrent.as_ref().map(|c| c.v),
         };
         let prov = self.provenance(&grant);
         Ok((grant, prov))
@@ -216,6 +221,15 @@ impl State {
             &self.enforcement.o,
         );
         push("approval", enum_name(&g.approval), &self.approval.o);
+        let default = Origin::input(
+            "built-in (false for approval mode always, true otherwise)".into(),
+            0,
+        );
+        push(
+            "approval.allow_yes",
+            g.allow_yes.to_string(),
+            self.allow_yes.as_ref().map_or(&default, |v| &v.o),
+        );
         match (&g.rate_limit, &self.rl_requests) {
             (Some(r), Some(v)) => push(
                 "rate_limit",
@@ -228,6 +242,12 @@ impl State {
                 &Origin::input("built-in".into(), 0),
             ),
         }
+        let none = Origin::input("built-in".into(), 0);
+        push(
+            "concurrent",
+            g.concurrent.map_or("unlimited".into(), |n| n.to_string()),
+            self.concurrent.as_ref().map_or(&none, |v| &v.o),
+        );
         push(
             "requests.network",
             self.req_network.v.to_string(),

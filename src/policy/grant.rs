@@ -114,7 +114,11 @@ pub struct Grant {
     pub output: OutputCaps,
     pub enforcement: Enforcement,
     pub approval: ApprovalMode,
+    /// Pre-approval (`toolcage call --yes`) is honoured for this tool.
+    pub allow_yes: bool,
     pub rate_limit: Option<RateLimit>,
+    /// At most this many calls of the tool at once (`None`: no cap).
+    pub concurrent: Option<u32>,
 }
 
 impl Grant {
@@ -137,7 +141,9 @@ impl Grant {
             output: OutputCaps::default(),
             enforcement: Enforcement::Standard,
             approval: ApprovalMode::Never,
+            allow_yes: true,
             rate_limit: None,
+            concurrent: None,
         }
     }
 

@@ -22,6 +22,7 @@ mod profiles;
 mod render;
 mod requests;
 mod resolve;
+mod session;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -29,10 +30,12 @@ mod units;
 
 pub use error::PolicyError;
 pub use grant::{ApprovalMode, Enforcement, Grant, Limits, Network, OutputCaps, RateLimit};
+pub use paths::canonical_lenient;
 pub use profiles::profile_names;
 pub use render::render_text;
 pub use requests::{Decision, RequestOutcome};
 pub use resolve::{
     Context, Overrides, PolicyStack, Provenance, Resolved, Sources, ToolInput, load,
 };
+pub use session::{AuditPolicy, SessionPolicy};
 pub use units::{format_duration, format_size, parse_duration, parse_size};

@@ -42,9 +42,12 @@ fn rate(r: &RateLimit) -> String {
     format!("{} per {}", r.requests, format_duration(r.window))
 }
 
-/// True when `a` allows fewer calls per unit of time than `b`.
-pub fn stricter(a: &RateLimit, b: &RateLimit) -> bool {
-    u128::from(a.requests) * b.window.as_nanos() < u128::from(b.requests) * a.window.as_nanos()
+/// True when `a` never allows more calls than `b` in any stretch of time:
+/// no more requests, over a window at least as long. A lower average rate is
+/// not enough: 1000 per 2h is "slower" than 10 per 1m but allows a burst of
+/// 1000 calls in one minute.
+pub fn at_least_as_strict(a: &RateLimit, b: &RateLimit) -> bool {
+    a.requests <= b.requests && a.window >= b.window
 }
 
 /// Apply the tool's requests to `st`, returning one outcome per request.
@@ -235,10 +238,25 @@ pub fn apply(st: &mut State, tool: &str, r: &Requests, seq: usize) -> Vec<Reques
         if want.requests == 0 || want.window.is_zero() {
             let why = "a rate limit needs at least 1 request and a non-zero window".into();
             note("rate_limit", asked, cur_text, Decision::Refused, why);
-        } else if cur.as_ref().is_some_and(|(c, _)| !stricter(&want, c)) {
+        } else if cur
+            .as_ref()
+            .is_some_and(|(c, _)| at_least_as_strict(c, &want))
+        {
             let src = cur.map(|(_, s)| s).unwrap_or_default();
             let why = format!("the policy's {cur_text} ({src}) is at least as strict");
             note("rate_limit", asked, cur_text, Decision::Unchanged, why);
+        } else if cur
+            .as_ref()
+            .is_some_and(|(c, _)| !at_least_as_strict(&want, c))
+        {
+            // Neither is stricter in every stretch of time: keep the policy's,
+            // which only the operator may loosen. (The gate also enforces the
+            // tool's own limit, so both apply at call time.)
+            let src = cur.map(|(_, s)| s).unwrap_or_default();
+            let why = format!(
+                "it would allow more calls than the policy's {cur_text} ({src}) in some stretch of time; the policy's stays"
+            );
+            note("rate_limit", asked, cur_text, Decision::Refused, why);
         } else {
             let why = match &cur {
                 None => "the policy sets no rate limit".to_string(),

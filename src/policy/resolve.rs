@@ -8,7 +8,7 @@
 //! requests apply, bounded by the operator's `[requests]` section.
 
 use super::error::PolicyError;
-use super::file::Body;
+use super::file::{AuditSection, Body, RateLimitSection};
 use super::grant::Grant;
 use super::parse::{self, FileText};
 use super::paths::{Vars, canonical_lenient, normalize};
@@ -109,18 +109,20 @@ pub struct Resolved {
 }
 
 #[derive(Debug, Clone)]
-struct FileLayer {
-    source: String,
-    file: Arc<FileText>,
+pub(super) struct FileLayer {
+    pub(super) source: String,
+    pub(super) file: Arc<FileText>,
     shipped: bool,
     body: Body,
     tools: BTreeMap<String, Body>,
+    /// `[global_rate_limit]` and `[audit]`: top level only.
+    pub(super) session: (RateLimitSection, AuditSection),
 }
 
 /// The parsed policy layers: load once, resolve for many tools.
 #[derive(Debug, Clone)]
 pub struct PolicyStack {
-    layers: Vec<FileLayer>,
+    pub(super) layers: Vec<FileLayer>,
 }
 
 fn shipped(name: &str) -> Result<FileLayer, PolicyError> {
@@ -132,13 +134,16 @@ fn shipped(name: &str) -> Result<FileLayer, PolicyError> {
         label: format!("<shipped>/{name}.toml"),
         text: text.to_string(),
     });
-    let (body, tools) = parse::parse(&file)?.into_parts();
+    let parsed = parse::parse(&file)?;
+    let session = parsed.session_parts();
+    let (body, tools) = parsed.into_parts();
     Ok(FileLayer {
         source: format!("profile {name}"),
         file,
         shipped: true,
         body,
         tools,
+        session,
     })
 }
 
@@ -159,17 +164,21 @@ pub fn load(sources: &Sources, ctx: &Context) -> Result<PolicyStack, PolicyError
             source,
         })?;
         let file = Arc::new(FileText { label, text });
-        let (body, tools) = parse::parse(&file)?.into_parts();
+        let parsed = parse::parse(&file)?;
+        let session = parsed.session_parts();
+        let (body, tools) = parsed.into_parts();
         layers.push(FileLayer {
             source: format!("policy {}", path.display()),
             file,
             shipped: false,
             body,
             tools,
+            session,
         });
     }
     let stack = PolicyStack { layers };
     stack.resolve(ctx, &Overrides::default(), None)?;
+    stack.session(ctx)?;
     let none = Requests::default();
     for name in stack.tool_sections() {
         let tool = ToolInput {

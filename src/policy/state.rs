@@ -150,6 +150,10 @@ pub struct State {
     pub max_timeout: Val<Duration>,
     pub rl_requests: Option<Val<u32>>,
     pub rl_window: Option<Val<Duration>>,
+    /// `[approval] allow_yes`; unset: false for `always`, true otherwise.
+    pub allow_yes: Option<Val<bool>>,
+    /// `[limits] concurrent`.
+    pub concurrent: Option<Val<u32>>,
 }
 
 fn val<T>(v: T, o: &Origin) -> Val<T> {
@@ -251,6 +255,8 @@ impl State {
             max_timeout: val(Duration::from_secs(300), &o),
             rl_requests: None,
             rl_window: None,
+            allow_yes: None,
+            concurrent: None,
         }
     }
 
@@ -421,6 +427,15 @@ impl State {
         }
         if let Some(m) = b.approval.mode {
             self.approval = val(m, &l.origin("approval", "mode", None));
+        }
+        if let Some(y) = b.approval.allow_yes {
+            self.allow_yes = Some(val(y, &l.origin("approval", "allow_yes", None)));
+        }
+        if let Some(c) = lim.concurrent {
+            let o = l.origin("limits", "concurrent", None);
+            let n = u32::try_from(nonzero(c.0, &o, " (to forbid a tool, do not expose it)")?)
+                .map_err(|_| o.error(format!("{} is too large", c.0)))?;
+            self.concurrent = Some(val(n, &o));
         }
         if let Some(c) = b.rate_limit.requests {
             let o = l.origin("rate_limit", "requests", None);

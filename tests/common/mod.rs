@@ -24,6 +24,11 @@ impl Project {
             dir: base.canonicalize().unwrap(),
         }
     }
+    /// A state directory beside the project (outside its write roots),
+    /// removed with it.
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.with_extension("state")
+    }
     pub fn path(&self, rel: &str) -> PathBuf {
         self.dir.join(rel)
     }
@@ -38,6 +43,7 @@ impl Project {
 impl Drop for Project {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_dir_all(self.state_dir());
     }
 }
 

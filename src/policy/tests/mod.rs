@@ -4,6 +4,7 @@
 use super::*;
 
 mod errors;
+mod gate_keys;
 mod props;
 use crate::spec::Requests;
 use std::path::{Path, PathBuf};

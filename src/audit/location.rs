@@ -1,0 +1,112 @@
+//! Where a project's gate state and audit log live, and the rule that no
+//! sandboxed call may write there.
+//!
+//! State directory: `$XDG_STATE_HOME/toolcage/<project-hash>/`, or
+//! `~/.local/state/toolcage/<project-hash>/` when `XDG_STATE_HOME` is unset
+//! or relative; `<project-hash>` is the first 16 hex digits of the SHA-256
+//! of the canonical project path. It holds `audit.jsonl` (unless
+//! `[audit] path` says otherwise), `ratelimit.json` and `slots/`.
+
+use crate::policy::{AuditPolicy, Grant, canonical_lenient};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// First 16 hex digits of SHA-256 of the canonical project path.
+pub fn project_hash(project: &Path) -> String {
+    let canon = canonical_lenient(project);
+    let d = Sha256::digest(canon.as_os_str().as_encoded_bytes());
+    d.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The base of every project's state: `$XDG_STATE_HOME/toolcage` or
+/// `<home>/.local/state/toolcage`.
+pub fn state_base(xdg_state_home: Option<&Path>, home: &Path) -> PathBuf {
+    match xdg_state_home {
+        Some(x) if x.is_absolute() => x.join("toolcage"),
+        _ => home.join(".local/state/toolcage"),
+    }
+}
+
+/// The state directory of `project`, from this process's environment.
+pub fn state_dir(project: &Path, home: &Path) -> PathBuf {
+    let xdg = std::env::var_os("XDG_STATE_HOME").map(PathBuf::from);
+    state_base(xdg.as_deref(), home).join(project_hash(project))
+}
+
+/// The audit log: `[audit] path`, else `<state dir>/audit.jsonl`.
+pub fn audit_path(policy: &AuditPolicy, state_dir: &Path) -> PathBuf {
+    policy
+        .path
+        .clone()
+        .unwrap_or_else(|| state_dir.join("audit.jsonl"))
+}
+
+/// Refuse `path` (what) when a call under `grant` could write it: inside a
+/// write root. `/dev/null` is not a root that contains anything.
+pub fn check_outside_write_roots(what: &str, path: &Path, grant: &Grant) -> Result<(), String> {
+    let p = canonical_lenient(path);
+    for root in &grant.write {
+        if root.as_os_str() == "/dev/null" {
+            continue;
+        }
+        let r = canonical_lenient(root);
+        if p.starts_with(&r) {
+            return Err(format!(
+                "the {what} {} lies inside write root {} of the grant, where a sandboxed tool \
+                 could change it; set [audit] path (or XDG_STATE_HOME) to a place outside every \
+                 write root",
+                path.display(),
+                root.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_dir_follows_xdg_then_home() {
+        let home = Path::new("/home/u");
+        assert_eq!(
+            state_base(Some(Path::new("/x/state")), home),
+            PathBuf::from("/x/state/toolcage")
+        );
+        assert_eq!(
+            state_base(Some(Path::new("rel")), home),
+            PathBuf::from("/home/u/.local/state/toolcage")
+        );
+        assert_eq!(
+            state_base(None, home),
+            PathBuf::from("/home/u/.local/state/toolcage")
+        );
+        let a = project_hash(Path::new("/nonexistent/a"));
+        assert_eq!(a.len(), 16);
+        assert_ne!(a, project_hash(Path::new("/nonexistent/b")));
+        assert_eq!(a, project_hash(Path::new("/nonexistent/x/../a")));
+    }
+
+    #[test]
+    fn audit_path_inside_a_write_root_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let proj = dir.path().join("proj");
+        std::fs::create_dir(&proj).unwrap();
+        let mut g = Grant::closed(proj.clone());
+        g.write = vec![proj.clone(), "/dev/null".into()];
+        let e = check_outside_write_roots("audit log", &proj.join("logs/a.jsonl"), &g).unwrap_err();
+        assert!(e.contains("inside write root"), "{e}");
+        // Through a symlink into the root: still refused.
+        std::os::unix::fs::symlink(&proj, dir.path().join("link")).unwrap();
+        assert!(
+            check_outside_write_roots("audit log", &dir.path().join("link/a.jsonl"), &g).is_err()
+        );
+        // Control: beside the root is fine.
+        check_outside_write_roots("audit log", &dir.path().join("state/a.jsonl"), &g).unwrap();
+        assert_eq!(
+            audit_path(&AuditPolicy::default(), Path::new("/s")),
+            PathBuf::from("/s/audit.jsonl")
+        );
+    }
+}

@@ -1,0 +1,20 @@
+//! The audit log: one JSON object per line (JSON Lines), one line per call
+//! that reached the gate, allowed or denied, written before the result is
+//! returned.
+//!
+//! - [`record`]: what a line holds.
+//! - [`log`]: appending (one `write(2)` per line, `O_APPEND`, `flock`).
+//! - [`read`]: reading back, skipping and reporting torn or corrupt lines.
+//! - [`location`]: the default path and the rule that it lies outside every
+//!   write root.
+
+pub mod location;
+pub mod log;
+pub mod read;
+pub mod record;
+
+#[cfg(test)]
+mod tests;
+
+pub use log::AuditLog;
+pub use record::{AuditRecord, Decision, StreamBytes};

@@ -1,0 +1,122 @@
+//! One audit record: one JSON object per line.
+
+use crate::gate::approval::GrantSummary;
+use serde::{Deserialize, Serialize};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Whether the call was allowed, and by whom.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Decision {
+    /// No approval needed.
+    Allowed,
+    /// A person approved through `by` (`terminal`, `elicitation`, `--yes`);
+    /// `remembered`: an earlier approval in the session covered it.
+    Approved { by: String, remembered: bool },
+    /// Not run: `reason` is the machine code, `message` the text shown.
+    Denied { reason: String, message: String },
+}
+
+/// Bytes kept and omitted of one output stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamBytes {
+    pub kept: u64,
+    pub omitted: u64,
+}
+
+/// One call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// RFC 3339, UTC, milliseconds.
+    pub time: String,
+    pub session: String,
+    pub tool: String,
+    pub format: String,
+    /// The file that defines the tool.
+    pub source: String,
+    /// SHA-256 of the canonical JSON arguments.
+    pub args_sha256: String,
+    /// The arguments, unless `[audit] redact = true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<serde_json::Value>,
+    pub decision: Decision,
+    /// `never`, `always`, `once`, `once-per-args`.
+    pub approval_mode: String,
+    pub grant: GrantSummary,
+    /// The sandbox's enforcement report (absent when the call did not run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforcement: Option<serde_json::Value>,
+    /// `{"kind": "code", "value": 0}`, `{"kind": "timeout"}`, ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<serde_json::Value>,
+    /// The shell-style status (124 timeout, 128+N signal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+    /// Why the call failed to run (sandbox setup, unsupported runner, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<StreamBytes>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<StreamBytes>,
+}
+
+impl AuditRecord {
+    /// One line of JSON, with its newline.
+    pub fn to_line(&self) -> Result<String, serde_json::Error> {
+        let mut s = serde_json::to_string(self)?;
+        s.push('\n');
+        Ok(s)
+    }
+}
+
+/// `2024-05-01T12:34:56.789Z`.
+pub fn rfc3339(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, day) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+/// Howard Hinnant's days-to-civil algorithm (days since 1970-01-01).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn rfc3339_known_instants() {
+        let at = |s: u64, ms: u64| {
+            rfc3339(UNIX_EPOCH + Duration::from_secs(s) + Duration::from_millis(ms))
+        };
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(at(951_782_400, 5), "2000-02-29T00:00:00.005Z");
+        assert_eq!(at(1_709_251_199, 999), "2024-02-29T23:59:59.999Z");
+        assert_eq!(at(4_102_444_800, 0), "2100-01-01T00:00:00.000Z");
+        assert_eq!(at(1_234_567_890, 0), "2009-02-13T23:31:30.000Z");
+    }
+}

@@ -1,0 +1,96 @@
+use super::log::AuditLog;
+use super::read::{parse, read};
+use super::record::{AuditRecord, Decision};
+use crate::gate::GrantSummary;
+use std::io::Write;
+
+fn rec(tool: &str) -> AuditRecord {
+    AuditRecord {
+        time: "2026-01-01T00:00:00.000Z".into(),
+        session: "s".into(),
+        tool: tool.into(),
+        format: "octomind".into(),
+        source: "/p/.agents/tools/t".into(),
+        args_sha256: "0".repeat(64),
+        args: Some(serde_json::json!({"a": "line\nbreak"})),
+        decision: Decision::Allowed,
+        approval_mode: "never".into(),
+        grant: GrantSummary {
+            read: vec!["/usr".into()],
+            write: vec![],
+            network: "off".into(),
+            timeout_secs: 30.0,
+        },
+        enforcement: None,
+        exit: None,
+        exit_status: Some(0),
+        is_error: Some(false),
+        error: None,
+        duration_ms: Some(1),
+        stdout: None,
+        stderr: None,
+    }
+}
+
+#[test]
+fn records_round_trip_one_per_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sub/audit.jsonl");
+    let log = AuditLog::open(&path).unwrap();
+    log.append(&rec("a")).unwrap();
+    log.append(&rec("b")).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.lines().count(), 2, "{text}");
+    let p = read(&path).unwrap().unwrap();
+    assert!(p.bad.is_empty());
+    let tools: Vec<&str> = p.records.iter().map(|(_, r)| r.tool.as_str()).collect();
+    assert_eq!(tools, ["a", "b"]);
+    assert_eq!(p.records[0].1, rec("a"));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    assert!(read(&dir.path().join("none")).unwrap().is_none());
+}
+
+#[test]
+fn a_torn_last_line_is_reported_and_the_next_record_starts_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(&path).unwrap();
+    log.append(&rec("a")).unwrap();
+    log.append(&rec("b")).unwrap();
+    // A crash mid-write: half of a third line, no newline.
+    let line = rec("c").to_line().unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    f.write_all(&line.as_bytes()[..line.len() / 2]).unwrap();
+    drop(f);
+    let p = read(&path).unwrap().unwrap();
+    assert_eq!(p.records.len(), 2, "every earlier line parses");
+    assert_eq!(p.bad.len(), 1);
+    assert_eq!(p.bad[0].line, 3);
+    assert!(p.bad[0].torn);
+    // The next record does not glue onto the torn line.
+    log.append(&rec("d")).unwrap();
+    let p = read(&path).unwrap().unwrap();
+    let tools: Vec<&str> = p.records.iter().map(|(_, r)| r.tool.as_str()).collect();
+    assert_eq!(tools, ["a", "b", "d"]);
+    assert_eq!(p.bad.len(), 1);
+    assert!(!p.bad[0].torn, "now a middle line");
+    // Control: the same bytes glued without the fix-up newline lose "d".
+    let glued = format!("{}{}", &line[..line.len() / 2], rec("d").to_line().unwrap());
+    assert!(parse(glued.as_bytes()).records.is_empty());
+}
+
+#[test]
+fn parse_handles_blank_lines_and_a_complete_line_without_newline() {
+    let one = rec("a").to_line().unwrap();
+    let text = format!("{one}\n{}", one.trim_end());
+    let p = parse(text.as_bytes());
+    assert_eq!(p.records.len(), 2);
+    assert!(p.bad.is_empty());
+    assert_eq!(p.records[1].0, 3);
+    assert!(parse(b"").records.is_empty());
+}

@@ -1,0 +1,124 @@
+//! `toolcage audit [--tail N] [--json]`: read the project's audit log.
+//!
+//! Text: one line per record (time, tool, decision, exit, duration, bytes).
+//! `--json`: the records themselves, one JSON object per line. Lines that
+//! do not parse (a torn last line after a crash, or damage) are skipped and
+//! reported on stderr with their line numbers.
+//!
+//! Exit: 0 every line read; 1 some lines skipped; 125 no usable policy or
+//! unreadable log. No log yet is not an error.
+
+use super::{Global, PolicyArgs, status};
+use crate::audit::location;
+use crate::audit::record::{AuditRecord, Decision};
+use clap::Args;
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Only the last N records.
+    #[arg(long, value_name = "N")]
+    pub tail: Option<usize>,
+    /// The records as JSON Lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One line of text for a record.
+pub fn summary(r: &AuditRecord) -> String {
+    let decision = match &r.decision {
+        Decision::Allowed => "allowed".to_string(),
+        Decision::Approved { by, remembered } => {
+            format!(
+                "approved by {by}{}",
+                if *remembered { " (remembered)" } else { "" }
+            )
+        }
+        Decision::Denied { reason, message } => format!("denied ({reason}): {message}"),
+    };
+    let mut s = format!("{}  {}  {decision}", r.time, r.tool);
+    if let Some(code) = r.exit_status {
+        s.push_str(&format!("  exit {code}"));
+    }
+    if let Some(e) = &r.error {
+        s.push_str(&format!("  error: {e}"));
+    }
+    if let Some(ms) = r.duration_ms {
+        s.push_str(&format!("  {ms}ms"));
+    }
+    if let (Some(o), Some(e)) = (&r.stdout, &r.stderr) {
+        s.push_str(&format!(
+            "  stdout {}B (+{} omitted) stderr {}B (+{} omitted)",
+            o.kept, o.omitted, e.kept, e.omitted
+        ));
+    }
+    s
+}
+
+pub fn run(global: &Global, args: &AuditArgs) -> u8 {
+    let engine = match global.engine_without_tools(&args.policy) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("toolcage: {e}");
+            return status::INTERNAL;
+        }
+    };
+    let session = match engine.stack.session(&engine.ctx) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("toolcage: {e}");
+            return status::INTERNAL;
+        }
+    };
+    let dir = location::state_dir(&engine.project_root(), &engine.ctx.home);
+    let path = location::audit_path(&session.audit, &dir);
+    let parsed = match crate::audit::read::read(&path) {
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            eprintln!("toolcage: no audit log yet at {}", path.display());
+            return status::OK;
+        }
+        Err(e) => {
+            eprintln!("toolcage: {e}");
+            return status::INTERNAL;
+        }
+    };
+    for b in &parsed.bad {
+        if b.torn {
+            eprintln!(
+                "toolcage: {}:{}: torn last line (a write cut short), skipped: {}",
+                path.display(),
+                b.line,
+                b.error
+            );
+        } else {
+            eprintln!(
+                "toolcage: {}:{}: not a record, skipped: {}",
+                path.display(),
+                b.line,
+                b.error
+            );
+        }
+    }
+    let skip = args
+        .tail
+        .map_or(0, |n| parsed.records.len().saturating_sub(n));
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    for (_, r) in parsed.records.iter().skip(skip) {
+        let line = if args.json {
+            serde_json::to_string(r).unwrap_or_default()
+        } else {
+            summary(r)
+        };
+        if writeln!(out, "{line}").is_err() {
+            break;
+        }
+    }
+    if parsed.bad.is_empty() {
+        status::OK
+    } else {
+        status::TOOL_ERROR
+    }
+}

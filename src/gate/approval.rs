@@ -1,0 +1,562 @@
+//! Human approval: who is asked ([`ApprovalChannel`], [`AsyncApprovalChannel`]),
+//! what they are shown ([`ApprovalRequest`]), what they can answer
+//! ([`ApprovalAnswer`]), and what is remembered for the rest of a session.
+//!
+//! Modes (from the grant, [`ApprovalMode`]):
+//! - `never`: no one is asked.
+//! - `always`: every call is asked.
+//! - `once`: the first call of a tool in a session is asked; a yes covers
+//!   the tool for the rest of the session.
+//! - `once-per-args`: like `once`, per tool and per canonical arguments
+//!   (SHA-256 of the JSON with sorted keys, see [`args_digest`]).
+//!
+//! A tool's own `requires_approval = true` (OpenCrabs) turns `never` into
+//! `always` and never lowers a stricter mode; `requires_approval = false`
+//! never waives approval (`policy::requests`). An OpenCrabs tool without the
+//! key asks for approval: OpenCrabs' own default is `true`
+//! (`#[serde(default = "default_true")] requires_approval` in its
+//! `DynamicToolDef`; the seed's examples are silent), so discovery records
+//! the request and the operator's `never` becomes `always` for that tool.
+//!
+//! Never fail open: when approval is needed and no channel can ask, the call
+//! is denied ([`ApprovalAnswer::NoChannel`]) with text saying how to allow it.
+
+use crate::policy::{Grant, Network, format_duration};
+use crate::spec::Format;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Mutex;
+
+pub use crate::policy::ApprovalMode;
+
+/// What a person needs to see to decide about a grant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GrantSummary {
+    pub read: Vec<PathBuf>,
+    pub write: Vec<PathBuf>,
+    /// `off`, `on`, or `tcp connect [..] bind [..]`.
+    pub network: String,
+    pub timeout_secs: f64,
+}
+
+impl GrantSummary {
+    pub fn of(g: &Grant) -> GrantSummary {
+        let network = match &g.network {
+            Network::Off => "off".to_string(),
+            Network::On => "on".to_string(),
+            Network::Tcp { connect, bind } => format!("tcp connect {connect:?} bind {bind:?}"),
+        };
+        GrantSummary {
+            read: g.read.clone(),
+            write: g.write.clone(),
+            network,
+            timeout_secs: g.timeout.as_secs_f64(),
+        }
+    }
+
+    /// `30s`, `2m`, ...
+    pub fn timeout_text(&self) -> String {
+        format_duration(std::time::Duration::from_secs_f64(
+            self.timeout_secs.max(0.0),
+        ))
+    }
+}
+
+/// One question to a person: may this call run?
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ApprovalRequest {
+    pub tool: String,
+    pub format: Format,
+    /// The validated arguments (JSON object).
+    pub arguments: serde_json::Value,
+    pub grant: GrantSummary,
+    /// Why approval is needed: the mode and where it came from.
+    pub reason: String,
+}
+
+/// What a channel answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "answer", rename_all = "snake_case")]
+pub enum ApprovalAnswer {
+    /// A person said yes; `by` names the channel (`terminal`, `elicitation`, `--yes`).
+    Approved {
+        by: String,
+    },
+    Declined,
+    /// The person (or the client) cancelled the whole operation.
+    Cancelled,
+    TimedOut,
+    /// No one could be asked (no terminal, client without elicitation).
+    NoChannel,
+}
+
+/// A blocking way to ask a person. Object-safe: pass `&dyn ApprovalChannel`.
+pub trait ApprovalChannel: Send + Sync {
+    /// Recorded as `approved by` in the audit log.
+    fn name(&self) -> &str;
+    fn ask(&self, request: &ApprovalRequest) -> ApprovalAnswer;
+    /// True for pre-approval (`--yes`): honoured only where the grant's
+    /// `allow_yes` is true.
+    fn is_pre_approval(&self) -> bool {
+        false
+    }
+}
+
+/// A boxed, `Send` future (what `futures::future::BoxFuture` is).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// An asynchronous way to ask a person, for the tokio-based MCP server.
+/// Object-safe: the future is boxed.
+///
+/// How the MCP server implements it with elicitation (rmcp 3.11, feature
+/// `elicitation`; a sketch, not compiled here):
+///
+/// ```ignore
+/// use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
+/// use rmcp::service::{Peer, RoleServer};
+/// use toolcage::gate::{ApprovalAnswer, ApprovalRequest, AsyncApprovalChannel, BoxFuture};
+///
+/// struct Elicitation { peer: Peer<RoleServer> }
+///
+/// impl AsyncApprovalChannel for Elicitation {
+///     fn name(&self) -> &str { "elicitation" }
+///     fn ask<'a>(&'a self, req: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
+///         Box::pin(async move {
+///             // Fail closed unless the client declared elicitation.
+///             if self.peer.supported_elicitation_modes().is_empty() {
+///                 return ApprovalAnswer::NoChannel;
+///             }
+///             let params = ElicitRequestParams::FormElicitationParams {
+///                 meta: None,
+///                 message: toolcage::gate::terminal::describe(req), // the same text as the prompt
+///                 requested_schema: ElicitationSchema::new(Default::default()), // nothing to fill in
+///             };
+///             let ask = self.peer.create_elicitation(params);
+///             match tokio::time::timeout(std::time::Duration::from_secs(120), ask).await {
+///                 Err(_) => ApprovalAnswer::TimedOut,
+///                 Ok(Err(_)) => ApprovalAnswer::NoChannel,
+///                 Ok(Ok(r)) => match r.action {
+///                     ElicitationAction::Accept => ApprovalAnswer::Approved { by: "elicitation".into() },
+///                     ElicitationAction::Decline => ApprovalAnswer::Declined,
+///                     _ => ApprovalAnswer::Cancelled,
+///                 },
+///             }
+///         })
+///     }
+/// }
+/// ```
+pub trait AsyncApprovalChannel: Send + Sync {
+    fn name(&self) -> &str;
+    fn ask<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer>;
+    fn is_pre_approval(&self) -> bool {
+        false
+    }
+}
+
+/// `toolcage call --yes`: approves without asking, where the grant's
+/// `allow_yes` is true (default: every mode but `always`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PreApproved;
+
+impl ApprovalChannel for PreApproved {
+    fn name(&self) -> &str {
+        "--yes"
+    }
+    fn ask(&self, _: &ApprovalRequest) -> ApprovalAnswer {
+        ApprovalAnswer::Approved { by: "--yes".into() }
+    }
+    fn is_pre_approval(&self) -> bool {
+        true
+    }
+}
+
+impl AsyncApprovalChannel for PreApproved {
+    fn name(&self) -> &str {
+        "--yes"
+    }
+    fn ask<'a>(&'a self, r: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
+        let answer = ApprovalChannel::ask(self, r);
+        Box::pin(async move { answer })
+    }
+    fn is_pre_approval(&self) -> bool {
+        true
+    }
+}
+
+/// JSON with object keys sorted at every level and no insignificant
+/// whitespace: the same arguments always give the same text.
+pub fn canonical_json(v: &serde_json::Value) -> String {
+    let mut out = String::new();
+    write_canonical(v, &mut out);
+    out
+}
+
+fn write_canonical(v: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                write_canonical(&m[k], out);
+            }
+            out.push('}');
+        }
+        Value::Array(a) => {
+            out.push('[');
+            for (i, e) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(e, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// Lowercase hex SHA-256 of [`canonical_json`].
+pub fn args_digest(args: &serde_json::Value) -> String {
+    let d = Sha256::digest(canonical_json(args).as_bytes());
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The key an approval is remembered under: (session, tool, argument digest
+/// for `once-per-args`).
+pub type MemKey = (String, String, Option<String>);
+
+/// Approvals remembered for `once` and `once-per-args`: (session, tool,
+/// digest or none) → the channel that approved.
+#[derive(Debug, Default)]
+pub struct Memory {
+    approved: Mutex<HashMap<MemKey, String>>,
+}
+
+impl Memory {
+    /// The key a mode remembers under; `None` for modes that remember nothing.
+    pub fn key(mode: ApprovalMode, session: &str, tool: &str, digest: &str) -> Option<MemKey> {
+        match mode {
+            ApprovalMode::Once => Some((session.into(), tool.into(), None)),
+            ApprovalMode::OncePerArgs => Some((session.into(), tool.into(), Some(digest.into()))),
+            ApprovalMode::Never | ApprovalMode::Always => None,
+        }
+    }
+
+    pub fn get(&self, key: &MemKey) -> Option<String> {
+        self.approved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    pub fn remember(&self, key: MemKey, by: &str) {
+        self.approved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, by.to_string());
+    }
+}
+
+/// What approval a call still needs, given the mode and the session's memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Need {
+    /// Mode `never`: nobody is asked.
+    Nothing,
+    /// An earlier yes in this session covers this call (`once`, `once-per-args`).
+    Remembered { by: String },
+    /// Ask a person; a yes is remembered under `key` (none for `always`).
+    Ask { key: Option<MemKey> },
+}
+
+/// Pure: what `mode` requires for this call. Never asks anyone.
+pub fn need(mode: ApprovalMode, memory: &Memory, session: &str, tool: &str, digest: &str) -> Need {
+    if mode == ApprovalMode::Never {
+        return Need::Nothing;
+    }
+    let key = Memory::key(mode, session, tool, digest);
+    if let Some(k) = &key
+        && let Some(by) = memory.get(k)
+    {
+        return Need::Remembered { by };
+    }
+    Need::Ask { key }
+}
+
+/// Why a call that needed approval does not run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Refusal {
+    Declined,
+    Cancelled,
+    TimedOut,
+    /// No one could be asked.
+    NoChannel,
+    /// `--yes` where the policy does not permit pre-approval.
+    PreApprovalNotAllowed,
+}
+
+/// Pure: ask `channel` (unless pre-approval is not allowed) and turn the
+/// answer into a yes (`Ok(by)`, remembered under `key`) or a refusal.
+/// Anything but an explicit yes is a refusal: never fail open.
+pub fn settle(
+    answer: impl FnOnce() -> ApprovalAnswer,
+    pre_approval: bool,
+    allow_yes: bool,
+    memory: &Memory,
+    key: Option<MemKey>,
+) -> Result<String, Refusal> {
+    if pre_approval && !allow_yes {
+        return Err(Refusal::PreApprovalNotAllowed);
+    }
+    match answer() {
+        ApprovalAnswer::Approved { by } => {
+            if let Some(k) = key {
+                memory.remember(k, &by);
+            }
+            Ok(by)
+        }
+        ApprovalAnswer::Declined => Err(Refusal::Declined),
+        ApprovalAnswer::Cancelled => Err(Refusal::Cancelled),
+        ApprovalAnswer::TimedOut => Err(Refusal::TimedOut),
+        ApprovalAnswer::NoChannel => Err(Refusal::NoChannel),
+    }
+}
+
+/// The text for a refused call: what happened and how to approve it.
+pub fn refusal_message(r: Refusal, tool: &str, mode: ApprovalMode, mode_source: &str) -> String {
+    let mode_name = match mode {
+        ApprovalMode::Never => "never",
+        ApprovalMode::Always => "always",
+        ApprovalMode::Once => "once",
+        ApprovalMode::OncePerArgs => "once-per-args",
+    };
+    let why = format!("tool '{tool}' needs approval (approval mode {mode_name}: {mode_source})");
+    match r {
+        Refusal::Declined => format!("{why}: declined"),
+        Refusal::Cancelled => format!("{why}: cancelled"),
+        Refusal::TimedOut => format!("{why}: no answer in time; declined"),
+        Refusal::NoChannel => format!(
+            "{why} and no one could be asked (no terminal, or a client without elicitation); \
+             denied. To approve: run `toolcage call` from a terminal and answer y, or pass --yes \
+             where the operator's policy permits pre-approval ([tools.{tool}.approval] allow_yes = true)"
+        ),
+        Refusal::PreApprovalNotAllowed => format!(
+            "{why}; --yes is not permitted for it (approval.allow_yes = false). \
+             Run without --yes from a terminal to be asked, or let the operator set \
+             [tools.{tool}.approval] allow_yes = true"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_level() {
+        let a = json!({"b": 1, "a": {"y": [1, {"d": 2, "c": "x"}], "x": null}});
+        assert_eq!(
+            canonical_json(&a),
+            r#"{"a":{"x":null,"y":[1,{"c":"x","d":2}]},"b":1}"#
+        );
+        let b = json!({"a": {"x": null, "y": [1, {"c": "x", "d": 2}]}, "b": 1});
+        assert_eq!(args_digest(&a), args_digest(&b));
+        assert_ne!(args_digest(&a), args_digest(&json!({"b": 2})));
+        assert_eq!(args_digest(&a).len(), 64);
+        // Known value: sha256("{}").
+        assert_eq!(
+            args_digest(&json!({})),
+            "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+        );
+        // Escapes are JSON's own.
+        assert_eq!(canonical_json(&json!({"k\"": "a\nb"})), r#"{"k\"":"a\nb"}"#);
+    }
+
+    #[test]
+    fn memory_keys_by_mode() {
+        assert_eq!(Memory::key(ApprovalMode::Never, "s", "t", "d"), None);
+        assert_eq!(Memory::key(ApprovalMode::Always, "s", "t", "d"), None);
+        assert_eq!(
+            Memory::key(ApprovalMode::Once, "s", "t", "d"),
+            Some(("s".into(), "t".into(), None))
+        );
+        assert_eq!(
+            Memory::key(ApprovalMode::OncePerArgs, "s", "t", "d"),
+            Some(("s".into(), "t".into(), Some("d".into())))
+        );
+    }
+
+    /// A channel that answers from a script and counts the questions.
+    struct Scripted {
+        answers: Mutex<Vec<ApprovalAnswer>>,
+        asked: Mutex<u32>,
+    }
+
+    impl Scripted {
+        fn new(answers: Vec<ApprovalAnswer>) -> Scripted {
+            Scripted {
+                answers: Mutex::new(answers),
+                asked: Mutex::new(0),
+            }
+        }
+        fn ask(&self) -> ApprovalAnswer {
+            *self.asked.lock().unwrap() += 1;
+            self.answers.lock().unwrap().remove(0)
+        }
+        fn asked(&self) -> u32 {
+            *self.asked.lock().unwrap()
+        }
+    }
+
+    fn yes() -> ApprovalAnswer {
+        ApprovalAnswer::Approved {
+            by: "terminal".into(),
+        }
+    }
+
+    /// One call through need + settle; `Ok(None)` when nobody was asked.
+    fn call(
+        mode: ApprovalMode,
+        mem: &Memory,
+        ch: &Scripted,
+        session: &str,
+        digest: &str,
+    ) -> Result<Option<String>, Refusal> {
+        match need(mode, mem, session, "t", digest) {
+            Need::Nothing => Ok(None),
+            Need::Remembered { by } => Ok(Some(format!("remembered {by}"))),
+            Need::Ask { key } => settle(|| ch.ask(), false, true, mem, key).map(Some),
+        }
+    }
+
+    #[test]
+    fn never_asks_nobody() {
+        let (mem, ch) = (Memory::default(), Scripted::new(vec![]));
+        for _ in 0..3 {
+            assert_eq!(call(ApprovalMode::Never, &mem, &ch, "s", "d"), Ok(None));
+        }
+        assert_eq!(ch.asked(), 0);
+    }
+
+    #[test]
+    fn always_asks_every_time_and_remembers_nothing() {
+        let mem = Memory::default();
+        let ch = Scripted::new(vec![yes(), yes(), ApprovalAnswer::Declined]);
+        let m = ApprovalMode::Always;
+        assert_eq!(call(m, &mem, &ch, "s", "d"), Ok(Some("terminal".into())));
+        assert_eq!(call(m, &mem, &ch, "s", "d"), Ok(Some("terminal".into())));
+        assert_eq!(call(m, &mem, &ch, "s", "d"), Err(Refusal::Declined));
+        assert_eq!(ch.asked(), 3);
+    }
+
+    #[test]
+    fn once_asks_once_per_session_and_tool() {
+        let mem = Memory::default();
+        let ch = Scripted::new(vec![ApprovalAnswer::Declined, yes(), yes()]);
+        let m = ApprovalMode::Once;
+        // A no is not remembered: the next call asks again.
+        assert_eq!(call(m, &mem, &ch, "s1", "a"), Err(Refusal::Declined));
+        assert_eq!(call(m, &mem, &ch, "s1", "a"), Ok(Some("terminal".into())));
+        // Other arguments, same session: covered.
+        assert_eq!(
+            call(m, &mem, &ch, "s1", "b"),
+            Ok(Some("remembered terminal".into()))
+        );
+        assert_eq!(ch.asked(), 2);
+        // Another session asks again.
+        assert_eq!(call(m, &mem, &ch, "s2", "a"), Ok(Some("terminal".into())));
+        assert_eq!(ch.asked(), 3);
+        // Another tool in s1 is not covered.
+        assert!(matches!(
+            need(m, &mem, "s1", "other", "a"),
+            Need::Ask { key: Some(_) }
+        ));
+    }
+
+    #[test]
+    fn once_per_args_asks_per_distinct_arguments() {
+        let mem = Memory::default();
+        let ch = Scripted::new(vec![yes(), yes()]);
+        let m = ApprovalMode::OncePerArgs;
+        let a = args_digest(&json!({"x": 1, "y": 2}));
+        let a2 = args_digest(&json!({"y": 2, "x": 1}));
+        let b = args_digest(&json!({"x": 2}));
+        assert_eq!(call(m, &mem, &ch, "s", &a), Ok(Some("terminal".into())));
+        assert_eq!(
+            call(m, &mem, &ch, "s", &a2),
+            Ok(Some("remembered terminal".into()))
+        );
+        assert_eq!(ch.asked(), 1);
+        assert_eq!(call(m, &mem, &ch, "s", &b), Ok(Some("terminal".into())));
+        assert_eq!(ch.asked(), 2);
+    }
+
+    #[test]
+    fn anything_but_yes_refuses_and_pre_approval_needs_allow_yes() {
+        let mem = Memory::default();
+        for (answer, want) in [
+            (ApprovalAnswer::Declined, Refusal::Declined),
+            (ApprovalAnswer::Cancelled, Refusal::Cancelled),
+            (ApprovalAnswer::TimedOut, Refusal::TimedOut),
+            (ApprovalAnswer::NoChannel, Refusal::NoChannel),
+        ] {
+            assert_eq!(settle(|| answer, false, true, &mem, None), Err(want));
+        }
+        // --yes without allow_yes: refused without asking.
+        let mut asked = false;
+        let r = settle(
+            || {
+                asked = true;
+                yes()
+            },
+            true,
+            false,
+            &mem,
+            None,
+        );
+        assert_eq!(r, Err(Refusal::PreApprovalNotAllowed));
+        assert!(!asked);
+        // Control: --yes with allow_yes approves.
+        let pre = PreApproved;
+        let req_answer = || ApprovalAnswer::Approved {
+            by: ApprovalChannel::name(&pre).into(),
+        };
+        assert_eq!(
+            settle(req_answer, true, true, &mem, None),
+            Ok("--yes".into())
+        );
+    }
+
+    #[test]
+    fn refusal_messages_say_how_to_approve() {
+        let m = refusal_message(
+            Refusal::NoChannel,
+            "deploy",
+            ApprovalMode::Always,
+            "policy p.toml",
+        );
+        assert!(m.contains("no one could be asked"), "{m}");
+        assert!(m.contains("--yes") && m.contains("allow_yes = true"), "{m}");
+        assert!(m.contains("policy p.toml"), "{m}");
+        let m = refusal_message(
+            Refusal::PreApprovalNotAllowed,
+            "deploy",
+            ApprovalMode::Always,
+            "x",
+        );
+        assert!(m.contains("--yes is not permitted"), "{m}");
+    }
+}

@@ -1,0 +1,464 @@
+//! The gate: between [`Engine::prepare`](crate::call::Engine::prepare) and
+//! [`Engine::run`](crate::call::Engine::run), decide whether a call may run
+//! (concurrency cap, rate limits, human approval), and afterwards write its
+//! audit record.
+//!
+//! # The seam for a surface (CLI, MCP server)
+//!
+//! ```ignore
+//! let gate = Gate::in_memory(&engine)?;          // a long-lived server (Gate::shared for the CLI)
+//! let session = SessionId::new("mcp-<connection id>");
+//! let prepared = engine.prepare(name, args)?;    // invalid arguments: no gate, no record
+//! let decision = gate.check(&prepared, &session, &channel);  // or check_async(.., &dyn AsyncApprovalChannel).await
+//! match &decision {
+//!     Decision::Denied(d) => {
+//!         gate.finish(&prepared, &session, decision, Ran::NotRun)?;  // denials are audited too
+//!         // MCP: a result with isError: true and d.message; CLI: exit d.exit_status()
+//!     }
+//!     Decision::Allowed(_) => {
+//!         let start = std::time::Instant::now();
+//!         let result = engine.run(&prepared, cancel);
+//!         let ran = match &result { Ok(r) => Ran::Finished(r), Err(e) => Ran::Failed(e, start.elapsed()) };
+//!         gate.finish(&prepared, &session, decision, ran)?;      // Err: the audit write failed (fail_closed): fail the call
+//!         // only now return the result
+//!     }
+//! }
+//! ```
+//!
+//! - [`Gate::check`] never runs anything. It holds the tool's concurrency
+//!   slot in the returned [`Permit`] until [`Gate::finish`] consumes the
+//!   decision, so `finish` must be called for every `check`.
+//! - Approval is asked through an [`ApprovalChannel`] (blocking: the
+//!   [`terminal::Terminal`], [`approval::PreApproved`] for `--yes`) or an
+//!   [`AsyncApprovalChannel`] (the MCP server's elicitation: accept →
+//!   `Approved`, decline → `Declined`, cancel → `Cancelled`, timeout →
+//!   `TimedOut`, client without elicitation → `NoChannel`). Anything but an
+//!   explicit yes denies the call: the gate never fails open.
+//! - `once` and `once-per-args` approvals are remembered per [`SessionId`]
+//!   for the life of the `Gate`.
+//! - Order: concurrency cap, then rate limits, then approval, so nobody is
+//!   asked about a call that could not run anyway. A call refused by a
+//!   person still counts against the rate limits: prompts are rate-limited
+//!   too.
+
+pub mod approval;
+mod decision;
+pub mod persist;
+pub mod ratelimit;
+pub mod terminal;
+
+pub use approval::{
+    ApprovalAnswer, ApprovalChannel, ApprovalMode, ApprovalRequest, AsyncApprovalChannel,
+    BoxFuture, GrantSummary, PreApproved, Refusal,
+};
+pub use decision::{Approval, Decision, Denial, DenyReason, Permit, Ran};
+
+use crate::audit::{AuditLog, AuditRecord, location};
+use crate::call::{Engine, PreparedCall};
+use crate::policy::{PolicyError, RateLimit, SessionPolicy, format_duration};
+use approval::{Memory, Need};
+use persist::{FileRates, FileSlots, RateCheck, RateRefusal, Slot, SlotStore};
+use ratelimit::{Clock, Concurrency, RateLimiter, SystemClock, WallClock, wait_text};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Who is calling: approvals for `once` / `once-per-args` are remembered per
+/// session (an MCP connection; one `toolcage call` process).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SessionId(pub String);
+
+impl SessionId {
+    pub fn new(id: impl Into<String>) -> SessionId {
+        SessionId(id.into())
+    }
+
+    /// `<prefix>-<pid>-<nanoseconds since the epoch>`.
+    pub fn fresh(prefix: &str) -> SessionId {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        SessionId(format!("{prefix}-{}-{nanos}", std::process::id()))
+    }
+}
+
+/// The gate could not be set up (bad session policy, unusable audit log).
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error("{0}")]
+    Audit(String),
+}
+
+/// Approval memory, rate limits, concurrency slots and the audit log of one
+/// engine. `Send + Sync`: share one per server.
+pub struct Gate {
+    session: SessionPolicy,
+    state_dir: PathBuf,
+    audit_path: PathBuf,
+    audit: Option<AuditLog>,
+    clock: Arc<dyn Clock>,
+    memory: Memory,
+    rates: Box<dyn RateCheck>,
+    slots: Box<dyn SlotStore>,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("state_dir", &self.state_dir)
+            .field("audit_path", &self.audit_path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gate {
+    /// Rate limits and slots in memory (one long-lived process: the MCP
+    /// server); the audit log is opened now.
+    pub fn in_memory(engine: &Engine) -> Result<Gate, GateError> {
+        let dir = location::state_dir(&engine.project_root(), &engine.ctx.home);
+        Gate::build(
+            engine,
+            dir,
+            Arc::new(SystemClock::default()),
+            Box::new(RateLimiter::default()),
+            Box::new(Concurrency::default()),
+        )
+    }
+
+    /// Rate limits and slots in the project's state directory, shared by
+    /// every process (`toolcage call`).
+    pub fn shared(engine: &Engine) -> Result<Gate, GateError> {
+        let dir = location::state_dir(&engine.project_root(), &engine.ctx.home);
+        Gate::build(
+            engine,
+            dir.clone(),
+            Arc::new(WallClock),
+            Box::new(FileRates::new(&dir)),
+            Box::new(FileSlots::new(&dir)),
+        )
+    }
+
+    /// In memory, with a clock the caller moves and an explicit state
+    /// directory (tests, embedders).
+    pub fn with_clock(
+        engine: &Engine,
+        clock: Arc<dyn Clock>,
+        state_dir: PathBuf,
+    ) -> Result<Gate, GateError> {
+        Gate::build(
+            engine,
+            state_dir,
+            clock,
+            Box::new(RateLimiter::default()),
+            Box::new(Concurrency::default()),
+        )
+    }
+
+    fn build(
+        engine: &Engine,
+        state_dir: PathBuf,
+        clock: Arc<dyn Clock>,
+        rates: Box<dyn RateCheck>,
+        slots: Box<dyn SlotStore>,
+    ) -> Result<Gate, GateError> {
+        let session = engine.stack.session(&engine.ctx)?;
+        let audit_path = location::audit_path(&session.audit, &state_dir);
+        // The defaults must not let a call write the log or the state.
+        let defaults = engine.stack.resolve(&engine.ctx, &engine.overrides, None)?;
+        Gate::check_locations(&audit_path, &state_dir, &defaults.grant)
+            .map_err(GateError::Audit)?;
+        let audit = match AuditLog::open(&audit_path) {
+            Ok(l) => Some(l),
+            Err(e) if session.audit.fail_closed => {
+                return Err(GateError::Audit(format!(
+                    "{e} (the policy's [audit] fail_closed = true refuses calls without an audit log)"
+                )));
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "{e}; calls run without an audit record ([audit] fail_closed = false)"
+                );
+                None
+            }
+        };
+        Ok(Gate {
+            session,
+            state_dir,
+            audit_path,
+            audit,
+            clock,
+            memory: Memory::default(),
+            rates,
+            slots,
+        })
+    }
+
+    fn check_locations(
+        audit: &Path,
+        state: &Path,
+        grant: &crate::policy::Grant,
+    ) -> Result<(), String> {
+        location::check_outside_write_roots("audit log", audit, grant)?;
+        location::check_outside_write_roots("state directory", state, grant)
+    }
+
+    pub fn audit_path(&self) -> &Path {
+        &self.audit_path
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    pub fn session_policy(&self) -> &SessionPolicy {
+        &self.session
+    }
+
+    /// The limits that apply to `call`: key, limit, description.
+    fn limits(&self, call: &PreparedCall) -> Vec<(String, RateLimit, String)> {
+        let name = &call.tool.name;
+        let mut out = Vec::new();
+        let granted = call.resolved.grant.rate_limit;
+        if let Some(l) = granted {
+            out.push((format!("tool:{name}"), l, format!("tool '{name}' (policy)")));
+        }
+        // The tool's own limit when the policy kept a different one: both apply.
+        if let Some(own) = call.tool.requests.rate_limit
+            && own.requests > 0
+            && !own.window.is_zero()
+            && Some(own) != granted
+        {
+            out.push((
+                format!("own:{name}"),
+                own,
+                format!("tool '{name}' (its own [tools.rate_limit])"),
+            ));
+        }
+        if let Some(g) = self.session.global_rate_limit {
+            out.push(("global".into(), g, "all tools ([global_rate_limit])".into()));
+        }
+        out
+    }
+
+    /// Everything before asking: locations, slot, rate limits, and what
+    /// approval is still needed.
+    fn admit(
+        &self,
+        call: &PreparedCall,
+        session: &SessionId,
+    ) -> Result<(Slot, Need, String), Denial> {
+        let grant = &call.resolved.grant;
+        let name = &call.tool.name;
+        Gate::check_locations(&self.audit_path, &self.state_dir, grant)
+            .map_err(|m| Denial::new(DenyReason::Unavailable, m))?;
+        let slot = match self.slots.try_enter(name, grant.concurrent) {
+            Ok(Some(s)) => s,
+            Ok(None) => {
+                let cap = grant.concurrent.unwrap_or(0);
+                return Err(Denial::new(
+                    DenyReason::Concurrency,
+                    format!(
+                        "tool '{name}' already has {cap} call(s) running, its cap \
+                         (limits.concurrent = {cap}); try again when one finishes"
+                    ),
+                ));
+            }
+            Err(e) => return Err(Denial::new(DenyReason::Unavailable, e.0)),
+        };
+        let limits = self.limits(call);
+        let keyed: Vec<(String, RateLimit)> =
+            limits.iter().map(|(k, l, _)| (k.clone(), *l)).collect();
+        match self.rates.check(&keyed, self.clock.now()) {
+            Ok(()) => {}
+            Err(RateRefusal::Limited(l)) => {
+                let (_, limit, what) = &limits[l.index];
+                let mut d = Denial::new(
+                    DenyReason::RateLimited,
+                    format!(
+                        "rate limit: {what} allows {} call(s) per {}; try again in {}",
+                        limit.requests,
+                        format_duration(limit.window),
+                        wait_text(l.retry_after)
+                    ),
+                );
+                d.retry_after = Some(l.retry_after);
+                return Err(d);
+            }
+            Err(RateRefusal::Unavailable(e)) => {
+                return Err(Denial::new(DenyReason::Unavailable, e.0));
+            }
+        }
+        let digest = approval::args_digest(&serde_json::Value::Object(call.args.clone()));
+        let need = approval::need(grant.approval, &self.memory, &session.0, name, &digest);
+        Ok((slot, need, digest))
+    }
+
+    /// What the person is shown.
+    pub fn request(&self, call: &PreparedCall) -> ApprovalRequest {
+        ApprovalRequest {
+            tool: call.tool.name.clone(),
+            format: call.tool.format,
+            arguments: serde_json::Value::Object(call.args.clone()),
+            grant: GrantSummary::of(&call.resolved.grant),
+            reason: format!(
+                "approval mode {} ({})",
+                mode_name(call.resolved.grant.approval),
+                self.mode_source(call)
+            ),
+        }
+    }
+
+    fn mode_source(&self, call: &PreparedCall) -> String {
+        call.resolved
+            .provenance
+            .iter()
+            .find(|p| p.key == "approval")
+            .map_or_else(|| "built-in".to_string(), |p| p.source.clone())
+    }
+
+    fn conclude(
+        &self,
+        call: &PreparedCall,
+        slot: Slot,
+        settled: Result<String, Refusal>,
+    ) -> Decision {
+        match settled {
+            Ok(by) => Decision::Allowed(Permit::new(
+                Approval::Approved {
+                    by,
+                    remembered: false,
+                },
+                slot,
+            )),
+            Err(r) => Decision::Denied(Denial::new(
+                DenyReason::Approval(r),
+                approval::refusal_message(
+                    r,
+                    &call.tool.name,
+                    call.resolved.grant.approval,
+                    &self.mode_source(call),
+                ),
+            )),
+        }
+    }
+
+    /// Decide whether `call` may run, asking `channel` when approval is
+    /// needed. Blocking (the terminal waits for a person).
+    pub fn check(
+        &self,
+        call: &PreparedCall,
+        session: &SessionId,
+        channel: &dyn ApprovalChannel,
+    ) -> Decision {
+        let (slot, need, _) = match self.admit(call, session) {
+            Ok(x) => x,
+            Err(d) => return Decision::Denied(d),
+        };
+        match need {
+            Need::Nothing => Decision::Allowed(Permit::new(Approval::NotNeeded, slot)),
+            Need::Remembered { by } => Decision::Allowed(Permit::new(
+                Approval::Approved {
+                    by,
+                    remembered: true,
+                },
+                slot,
+            )),
+            Need::Ask { key } => {
+                let request = self.request(call);
+                let settled = approval::settle(
+                    || channel.ask(&request),
+                    channel.is_pre_approval(),
+                    call.resolved.grant.allow_yes,
+                    &self.memory,
+                    key,
+                );
+                self.conclude(call, slot, settled)
+            }
+        }
+    }
+
+    /// [`Gate::check`] for an asynchronous channel (MCP elicitation).
+    pub async fn check_async(
+        &self,
+        call: &PreparedCall,
+        session: &SessionId,
+        channel: &dyn AsyncApprovalChannel,
+    ) -> Decision {
+        let (slot, need, _) = match self.admit(call, session) {
+            Ok(x) => x,
+            Err(d) => return Decision::Denied(d),
+        };
+        match need {
+            Need::Nothing => Decision::Allowed(Permit::new(Approval::NotNeeded, slot)),
+            Need::Remembered { by } => Decision::Allowed(Permit::new(
+                Approval::Approved {
+                    by,
+                    remembered: true,
+                },
+                slot,
+            )),
+            Need::Ask { key } => {
+                let pre = channel.is_pre_approval();
+                let allow_yes = call.resolved.grant.allow_yes;
+                let answer = if pre && !allow_yes {
+                    ApprovalAnswer::NoChannel // not asked: settle refuses first
+                } else {
+                    channel.ask(&self.request(call)).await
+                };
+                let settled = approval::settle(|| answer, pre, allow_yes, &self.memory, key);
+                self.conclude(call, slot, settled)
+            }
+        }
+    }
+
+    /// The audit record of a call (pure; [`Gate::finish`] writes it).
+    pub fn record(
+        &self,
+        call: &PreparedCall,
+        session: &SessionId,
+        decision: &Decision,
+        ran: &Ran<'_>,
+    ) -> AuditRecord {
+        decision::record(self, call, session, decision, ran)
+    }
+
+    /// Write the call's audit record and release its slot. `Err` when the
+    /// write failed and the policy's `[audit] fail_closed` (default) says
+    /// the call must fail: do not return the result.
+    pub fn finish(
+        &self,
+        call: &PreparedCall,
+        session: &SessionId,
+        decision: Decision,
+        ran: Ran<'_>,
+    ) -> Result<(), String> {
+        let record = self.record(call, session, &decision, &ran);
+        let written = match &self.audit {
+            Some(log) => log.append(&record),
+            None => Ok(()),
+        };
+        drop(decision);
+        match written {
+            Err(e) if self.session.audit.fail_closed => Err(format!(
+                "{e}; the call's result is withheld ([audit] fail_closed = true)"
+            )),
+            Err(e) => {
+                tracing::warn!("{e} ([audit] fail_closed = false: the result is returned)");
+                Ok(())
+            }
+            Ok(()) => Ok(()),
+        }
+    }
+}
+
+/// `never`, `always`, `once`, `once-per-args`.
+pub fn mode_name(m: ApprovalMode) -> &'static str {
+    match m {
+        ApprovalMode::Never => "never",
+        ApprovalMode::Always => "always",
+        ApprovalMode::Once => "once",
+        ApprovalMode::OncePerArgs => "once-per-args",
+    }
+}

@@ -1,0 +1,369 @@
+//! Asking on the controlling terminal (`/dev/tty`), never on stdout, which
+//! carries the tool's result.
+//!
+//! The prompt shows the tool, its arguments (pretty JSON, cut when huge) and
+//! the grant (readable and writable paths, network, timeout). Answers: `y`,
+//! `yes`, `n`, `no` (any case); anything else asks again, up to three times.
+//! No terminal → [`ApprovalAnswer::NoChannel`]; end of input (Ctrl-D) →
+//! [`ApprovalAnswer::Declined`]; no answer within the timeout →
+//! [`ApprovalAnswer::TimedOut`].
+
+use super::approval::{ApprovalAnswer, ApprovalChannel, ApprovalRequest};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// At most this many bytes of pretty-printed arguments are shown.
+pub const MAX_ARGS_SHOWN: usize = 4096;
+/// At most this many bytes of any one string value are shown, so one huge
+/// value cannot push the other arguments out of view.
+pub const MAX_VALUE_SHOWN: usize = 256;
+
+/// The arguments with every long string cut (on a character boundary) and
+/// marked with how much was left out.
+fn shorten(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::String(s) if s.len() > MAX_VALUE_SHOWN => {
+            let mut cut = MAX_VALUE_SHOWN;
+            while !s.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            Value::String(format!(
+                "{}… [{} more bytes not shown]",
+                &s[..cut],
+                s.len() - cut
+            ))
+        }
+        Value::Array(a) => Value::Array(a.iter().map(shorten).collect()),
+        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), shorten(v))).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The terminal channel.
+#[derive(Debug, Clone)]
+pub struct Terminal {
+    path: PathBuf,
+    timeout: Duration,
+}
+
+impl Default for Terminal {
+    fn default() -> Self {
+        Terminal::new()
+    }
+}
+
+impl Terminal {
+    /// `/dev/tty`, 60 seconds to answer.
+    pub fn new() -> Terminal {
+        Terminal::with_path("/dev/tty", Duration::from_secs(60))
+    }
+
+    /// Another terminal device (tests use a pseudo-terminal).
+    pub fn with_path(path: impl Into<PathBuf>, timeout: Duration) -> Terminal {
+        Terminal {
+            path: path.into(),
+            timeout,
+        }
+    }
+}
+
+/// Control characters (C0, DEL, C1) and bidirectional overrides, shown as
+/// `\u{..}` so the arguments cannot move the cursor, clear the screen or
+/// reorder text to fake the prompt. Newlines stay.
+pub fn sanitize(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if (c.is_control() && c != '\n') || bidi {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The text shown to a person (also usable as an elicitation message).
+/// Everything from the call passes through [`sanitize`].
+pub fn describe(r: &ApprovalRequest) -> String {
+    sanitize(&describe_raw(r))
+}
+
+fn describe_raw(r: &ApprovalRequest) -> String {
+    let fmt = serde_json::to_value(r.format)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let mut args = serde_json::to_string_pretty(&shorten(&r.arguments)).unwrap_or_default();
+    if args.len() > MAX_ARGS_SHOWN {
+        let mut cut = MAX_ARGS_SHOWN;
+        while !args.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let omitted = args.len() - cut;
+        args.truncate(cut);
+        args.push_str(&format!("\n… [{omitted} more bytes not shown]"));
+    }
+    let list = |l: &[PathBuf]| {
+        if l.is_empty() {
+            "(none)".to_string()
+        } else {
+            l.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    let mut s = format!(
+        "toolcage: tool \"{}\" ({fmt}) asks to run.\n  why: {}\n  arguments:\n",
+        r.tool, r.reason
+    );
+    for line in args.lines() {
+        s.push_str("    ");
+        s.push_str(line);
+        s.push('\n');
+    }
+    s.push_str(&format!(
+        "  may read:  {}\n  may write: {}\n  network:   {}\n  timeout:   {}\n",
+        list(&r.grant.read),
+        list(&r.grant.write),
+        r.grant.network,
+        r.grant.timeout_text()
+    ));
+    s
+}
+
+enum Line {
+    Text(String),
+    Eof,
+    TimedOut,
+    Failed,
+}
+
+/// Read one line, giving up at `deadline`.
+fn read_line(tty: &mut File, deadline: Instant) -> Line {
+    let mut buf = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Line::TimedOut;
+        }
+        let ms = PollTimeout::try_from(left.as_millis().max(1)).unwrap_or(PollTimeout::MAX);
+        let mut fds = [PollFd::new(tty.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, ms) {
+            Ok(0) => return Line::TimedOut,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return Line::Failed,
+        }
+        let mut chunk = [0u8; 256];
+        match tty.read(&mut chunk) {
+            Ok(0) if buf.is_empty() => return Line::Eof,
+            Ok(0) => return Line::Text(String::from_utf8_lossy(&buf).into_owned()),
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                if let Some(i) = buf.iter().position(|&b| b == b'\n') {
+                    buf.truncate(i);
+                    return Line::Text(String::from_utf8_lossy(&buf).into_owned());
+                }
+                if buf.len() > 4096 {
+                    buf.clear();
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // EIO: the other side of the terminal is gone.
+            Err(_) if buf.is_empty() => return Line::Eof,
+            Err(_) => return Line::Failed,
+        }
+    }
+}
+
+impl ApprovalChannel for Terminal {
+    fn name(&self) -> &str {
+        "terminal"
+    }
+
+    fn ask(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+        let Ok(mut tty) = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NOCTTY | libc::O_CLOEXEC)
+            .open(&self.path)
+        else {
+            return ApprovalAnswer::NoChannel;
+        };
+        let deadline = Instant::now() + self.timeout;
+        let mut prompt = describe(request);
+        for _ in 0..3 {
+            prompt.push_str(&format!(
+                "Allow this call? [y/n] (declined in {}s) ",
+                self.timeout.as_secs()
+            ));
+            if tty.write_all(prompt.as_bytes()).is_err() || tty.flush().is_err() {
+                return ApprovalAnswer::NoChannel;
+            }
+            prompt.clear();
+            match read_line(&mut tty, deadline) {
+                Line::Text(t) => match t.trim().to_ascii_lowercase().as_str() {
+                    "y" | "yes" => {
+                        return ApprovalAnswer::Approved {
+                            by: "terminal".into(),
+                        };
+                    }
+                    "n" | "no" => return ApprovalAnswer::Declined,
+                    _ => prompt.push_str("Please answer y or n.\n"),
+                },
+                Line::Eof => {
+                    let _ = tty.write_all(b"\n");
+                    return ApprovalAnswer::Declined;
+                }
+                Line::TimedOut => {
+                    let _ = tty.write_all(b"\ntoolcage: no answer; declined.\n");
+                    return ApprovalAnswer::TimedOut;
+                }
+                Line::Failed => return ApprovalAnswer::NoChannel,
+            }
+        }
+        let _ = tty.write_all(b"toolcage: no clear answer; declined.\n");
+        ApprovalAnswer::Declined
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::approval::GrantSummary;
+    use crate::spec::Format;
+    use nix::pty::openpty;
+    use std::os::fd::{AsRawFd, OwnedFd};
+
+    fn request(args: serde_json::Value) -> ApprovalRequest {
+        ApprovalRequest {
+            tool: "deploy".into(),
+            format: Format::Opencrabs,
+            arguments: args,
+            grant: GrantSummary {
+                read: vec!["/usr".into()],
+                write: vec!["/proj".into()],
+                network: "off".into(),
+                timeout_secs: 30.0,
+            },
+            reason: "approval mode always (policy p.toml)".into(),
+        }
+    }
+
+    /// Type `input` into a fresh pseudo-terminal, ask, and return the
+    /// answer and everything the terminal displayed.
+    fn ask_pty(input: &[u8], timeout: Duration) -> (ApprovalAnswer, String) {
+        let pty = openpty(None, None).unwrap();
+        let master: OwnedFd = pty.master;
+        let slave = pty.slave;
+        let path = format!("/proc/self/fd/{}", slave.as_raw_fd());
+        let mut m = File::from(master);
+        m.write_all(input).unwrap();
+        let answer = Terminal::with_path(path, timeout).ask(&request(serde_json::json!({
+            "env": "prod", "big": "x".repeat(10_000)
+        })));
+        drop(slave);
+        let mut shown = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let mut fds = [PollFd::new(m.as_fd(), PollFlags::POLLIN)];
+            if poll(&mut fds, PollTimeout::from(200u16)).unwrap_or(0) == 0 {
+                break;
+            }
+            match m.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => shown.extend_from_slice(&chunk[..n]),
+            }
+        }
+        (answer, String::from_utf8_lossy(&shown).into_owned())
+    }
+
+    #[test]
+    fn yes_approves_and_the_prompt_shows_tool_args_and_grant() {
+        let (a, shown) = ask_pty(b"yes\n", Duration::from_secs(10));
+        assert_eq!(
+            a,
+            ApprovalAnswer::Approved {
+                by: "terminal".into()
+            }
+        );
+        assert!(shown.contains("tool \"deploy\" (opencrabs)"), "{shown}");
+        assert!(shown.contains("\"env\": \"prod\""), "{shown}");
+        assert!(shown.contains("more bytes not shown"), "{shown}");
+        assert!(shown.contains("may write: /proj"), "{shown}");
+        assert!(shown.contains("network:   off"), "{shown}");
+        assert!(shown.contains("timeout:   30s"), "{shown}");
+        assert!(shown.contains("Allow this call?"), "{shown}");
+    }
+
+    #[test]
+    fn no_declines_and_unclear_answers_ask_again() {
+        assert_eq!(
+            ask_pty(b"N\n", Duration::from_secs(10)).0,
+            ApprovalAnswer::Declined
+        );
+        let (a, shown) = ask_pty(b"maybe\ny\n", Duration::from_secs(10));
+        assert_eq!(
+            a,
+            ApprovalAnswer::Approved {
+                by: "terminal".into()
+            }
+        );
+        assert!(shown.contains("Please answer y or n."), "{shown}");
+        assert_eq!(
+            ask_pty(b"a\nb\nc\ny\n", Duration::from_secs(10)).0,
+            ApprovalAnswer::Declined
+        );
+    }
+
+    #[test]
+    fn eof_declines_and_silence_times_out() {
+        // Ctrl-D at the start of a line: end of input.
+        assert_eq!(
+            ask_pty(b"\x04", Duration::from_secs(10)).0,
+            ApprovalAnswer::Declined
+        );
+        let (a, shown) = ask_pty(b"", Duration::from_millis(300));
+        assert_eq!(a, ApprovalAnswer::TimedOut);
+        assert!(shown.contains("no answer; declined"), "{shown}");
+    }
+
+    #[test]
+    fn arguments_cannot_drive_the_terminal() {
+        let mut r = request(serde_json::json!({"a": "x\u{1b}[2J\u{9b}31m\u{202e}cba", "b": "y"}));
+        r.tool = "t\u{7}".into();
+        let text = describe(&r);
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        assert!(!text.contains('\u{202e}'));
+        assert!(
+            text.contains("\\u{9b}") && text.contains("\\u{202e}"),
+            "{text}"
+        );
+        assert!(text.contains("\\u001b[2J"), "{text}");
+        // Every key is shown even when one value is huge.
+        let r = request(serde_json::json!({"a": "x".repeat(100_000), "z": "last"}));
+        let text = describe(&r);
+        assert!(text.contains("\"z\": \"last\""), "{text}");
+        assert!(text.len() < MAX_ARGS_SHOWN + 1000);
+    }
+
+    #[test]
+    fn no_terminal_is_no_channel() {
+        let t = Terminal::with_path("/nonexistent/tty", Duration::from_secs(1));
+        assert_eq!(
+            t.ask(&request(serde_json::json!({}))),
+            ApprovalAnswer::NoChannel
+        );
+    }
+}
