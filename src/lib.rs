@@ -4,6 +4,7 @@
 pub mod call;
 pub mod cli;
 pub mod discover;
+pub mod mcp;
 pub mod policy;
 pub mod sandbox;
 pub mod spec;

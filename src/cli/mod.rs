@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod exec;
+mod serve;
 
 /// Exit statuses shared by the subcommands (DESIGN.md section 1).
 pub mod status {
@@ -56,6 +57,8 @@ pub struct PolicyArgs {
 pub enum Command {
     /// Run any command under the sandbox.
     Exec(exec::ExecArgs),
+    /// Serve the project's tools over MCP (stdio, or Streamable HTTP with --http).
+    Serve(serve::ServeArgs),
 }
 
 /// Parse the command line and run the subcommand; returns the process exit status.
@@ -71,6 +74,7 @@ pub fn main() -> ExitCode {
     init_logging(&cli.log);
     let code = match &cli.command {
         Command::Exec(args) => exec::run(&cli.project, args),
+        Command::Serve(args) => serve::run(&cli.project, args),
     };
     ExitCode::from(code)
 }
