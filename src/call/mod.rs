@@ -4,11 +4,18 @@
 //!
 //! Per-format argument encoding and result formatting live in submodules.
 
-use crate::discover::{Catalog, Options, ToolSpec};
-use crate::policy::{Context, Overrides, PolicyError, PolicyStack, Resolved, Sources};
+pub mod annotations;
+pub mod encode;
+pub mod params_file;
+pub mod result;
+pub mod validate;
+
+use crate::discover::{Catalog, Options, Runner, ToolSpec};
+use crate::policy::{Context, Overrides, PolicyError, PolicyStack, Resolved, Sources, ToolInput};
 use crate::sandbox::{CancelToken, Outcome, SandboxError};
+use encode::EncodeError;
 use serde::Serialize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Everything needed to serve calls for one project: its policy layers and
 /// its discovered tools. `Send + Sync`; the MCP server shares one.
@@ -81,40 +88,148 @@ impl CallError {
 impl Engine {
     /// Load the policy layers and discover the project's tools.
     pub fn load(
-        _project: &Path,
-        _sources: &Sources,
-        _overrides: Overrides,
-        _options: Options,
+        project: &Path,
+        sources: &Sources,
+        overrides: Overrides,
+        options: Options,
     ) -> Result<Engine, PolicyError> {
-        unimplemented!("issue 3")
+        let mut engine =
+            Engine::with_catalog(project, sources, overrides, options, Catalog::default())?;
+        engine.rediscover();
+        Ok(engine)
+    }
+
+    /// Like [`Engine::load`], with a catalog built by the caller instead of
+    /// discovered (tests, embedders). The tools are sorted by name.
+    pub fn with_catalog(
+        project: &Path,
+        sources: &Sources,
+        overrides: Overrides,
+        options: Options,
+        mut catalog: Catalog,
+    ) -> Result<Engine, PolicyError> {
+        let ctx = Context::detect(project)
+            .map_err(|e| PolicyError::Input(format!("cannot resolve the project: {e}")))?;
+        if !ctx.project.is_dir() {
+            return Err(PolicyError::Input(format!(
+                "project {} is not a directory (check -C/--project)",
+                ctx.project.display()
+            )));
+        }
+        let stack = crate::policy::load(sources, &ctx)?;
+        catalog.tools.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Engine {
+            ctx,
+            stack,
+            overrides,
+            options,
+            catalog,
+        })
+    }
+
+    /// The project root, with symlinks resolved (falls back to the path as given).
+    pub fn project_root(&self) -> PathBuf {
+        self.ctx
+            .project
+            .canonicalize()
+            .unwrap_or_else(|_| self.ctx.project.clone())
     }
 
     /// Discover again (hot reload); the policy layers stay.
     pub fn rediscover(&mut self) {
-        unimplemented!("issue 3")
+        let mut catalog = crate::discover::discover(&self.project_root(), &self.options);
+        catalog.tools.sort_by(|a, b| a.name.cmp(&b.name));
+        self.catalog = catalog;
     }
 
     /// The grant for `tool` (its requests bounded by the operator's policy).
-    pub fn resolve(&self, _tool: &ToolSpec) -> Result<Resolved, PolicyError> {
-        unimplemented!("issue 3")
+    pub fn resolve(&self, tool: &ToolSpec) -> Result<Resolved, PolicyError> {
+        let input = ToolInput {
+            name: &tool.name,
+            requests: &tool.requests,
+            extra_read: tool.needs_read.clone(),
+        };
+        self.stack.resolve(&self.ctx, &self.overrides, Some(&input))
+    }
+
+    /// The tool's MCP definition: `{name, description, inputSchema, annotations}`,
+    /// annotations from its resolved grant.
+    pub fn definition(&self, tool: &ToolSpec) -> Result<serde_json::Value, PolicyError> {
+        let resolved = self.resolve(tool)?;
+        Ok(serde_json::json!({
+            "name": tool.name,
+            "description": tool.description,
+            "inputSchema": tool.input_schema,
+            "annotations": annotations::annotations(&resolved.grant),
+        }))
     }
 
     /// Look up and validate; resolve the grant. Nothing runs.
-    pub fn prepare(
-        &self,
-        _name: &str,
-        _args: serde_json::Value,
-    ) -> Result<PreparedCall, CallError> {
-        unimplemented!("issue 3")
+    pub fn prepare(&self, name: &str, args: serde_json::Value) -> Result<PreparedCall, CallError> {
+        let tool = self
+            .catalog
+            .get(name)
+            .ok_or_else(|| CallError::UnknownTool {
+                name: name.to_string(),
+                known: self.catalog.tools.iter().map(|t| t.name.clone()).collect(),
+            })?;
+        match &tool.runner {
+            Runner::OpencrabsHttp { .. } => {
+                return Err(CallError::Unsupported(encode::unsupported_http(tool)));
+            }
+            Runner::AgentdirScript { .. } | Runner::AgentdirMcp { .. } => {
+                return Err(CallError::Unsupported(encode::unsupported_agentdir(tool)));
+            }
+            Runner::Octomind { .. } | Runner::Clawd { .. } | Runner::OpencrabsShell { .. } => {}
+        }
+        let args =
+            validate::arguments(tool, args).map_err(|message| CallError::InvalidArguments {
+                tool: tool.name.clone(),
+                message,
+            })?;
+        let resolved = self.resolve(tool)?;
+        Ok(PreparedCall {
+            tool: tool.clone(),
+            args,
+            resolved,
+        })
     }
 
     /// Encode the arguments, run under the grant, format the result.
     /// Blocking; cancel kills the call's process tree.
     pub fn run(
         &self,
-        _call: &PreparedCall,
-        _cancel: Option<&CancelToken>,
+        call: &PreparedCall,
+        cancel: Option<&CancelToken>,
     ) -> Result<CallResult, CallError> {
-        unimplemented!("issue 3")
+        let grant = &call.resolved.grant;
+        let encoded = encode::encode(&call.tool, &call.args, grant).map_err(|e| match e {
+            EncodeError::Unsupported(m) => CallError::Unsupported(m),
+            EncodeError::Invalid(message) => CallError::InvalidArguments {
+                tool: call.tool.name.clone(),
+                message,
+            },
+            EncodeError::Internal(m) => CallError::Sandbox(SandboxError::Prepare(m)),
+        })?;
+        // `encoded` (and its parameters file) lives until the run is over.
+        let outcome = crate::sandbox::run(grant, &encoded.command, cancel)?;
+        drop(encoded);
+        let (text, is_error) = result::format(&outcome, grant);
+        Ok(CallResult {
+            text,
+            is_error,
+            outcome,
+        })
+    }
+
+    /// [`Engine::prepare`] then [`Engine::run`], for surfaces without a gate.
+    pub fn call(
+        &self,
+        name: &str,
+        args: serde_json::Value,
+        cancel: Option<&CancelToken>,
+    ) -> Result<CallResult, CallError> {
+        let prepared = self.prepare(name, args)?;
+        self.run(&prepared, cancel)
     }
 }

@@ -5,7 +5,12 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod call;
+mod check;
 mod exec;
+mod list;
+mod policy;
+mod schema;
 mod serve;
 
 /// Exit statuses shared by the subcommands (DESIGN.md section 1).
@@ -35,8 +40,65 @@ pub struct Cli {
     #[arg(long, global = true, default_value = "warn")]
     pub log: String,
 
+    /// An OpenCrabs tools.toml outside the project, discovered with the project's tools.
+    #[arg(long = "tools-toml", global = true, value_name = "FILE")]
+    pub tools_toml: Option<PathBuf>,
+
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// What every tool command needs from the global options.
+#[derive(Debug, Clone)]
+pub struct Global {
+    pub project: PathBuf,
+    pub tools_toml: Option<PathBuf>,
+}
+
+impl Global {
+    /// Discovery options; a relative `--tools-toml` is taken from the cwd.
+    pub fn options(&self) -> crate::discover::Options {
+        let tools_toml = self.tools_toml.as_ref().map(|p| {
+            std::env::current_dir()
+                .map(|cwd| cwd.join(p))
+                .unwrap_or_else(|_| p.clone())
+        });
+        crate::discover::Options { tools_toml }
+    }
+
+    /// Load the policy layers and discover the tools.
+    pub fn engine(
+        &self,
+        policy: &PolicyArgs,
+    ) -> Result<crate::call::Engine, crate::policy::PolicyError> {
+        crate::call::Engine::load(
+            &self.project,
+            &exec::sources(policy),
+            policy.overrides(),
+            self.options(),
+        )
+    }
+
+    /// Load the policy layers only (no discovery).
+    pub fn engine_without_tools(
+        &self,
+        policy: &PolicyArgs,
+    ) -> Result<crate::call::Engine, crate::policy::PolicyError> {
+        crate::call::Engine::with_catalog(
+            &self.project,
+            &exec::sources(policy),
+            policy.overrides(),
+            self.options(),
+            crate::discover::Catalog::default(),
+        )
+    }
+}
+
+/// `path` relative to `root` when it lies beneath it, else as is.
+pub fn relative(root: &std::path::Path, path: &std::path::Path) -> String {
+    path.strip_prefix(root)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| path.display().to_string())
 }
 
 /// Where the policy comes from, shared by every command that runs or shows a grant.
@@ -53,12 +115,32 @@ pub struct PolicyArgs {
     pub allow_degraded: bool,
 }
 
+impl PolicyArgs {
+    /// The CLI layer for the tool commands: only `--allow-degraded`.
+    pub fn overrides(&self) -> crate::policy::Overrides {
+        crate::policy::Overrides {
+            allow_degraded: self.allow_degraded,
+            ..Default::default()
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run any command under the sandbox.
     Exec(exec::ExecArgs),
     /// Serve the project's tools over MCP (stdio, or Streamable HTTP with --http).
     Serve(serve::ServeArgs),
+    /// Every tool discovered: name, format, source file, description.
+    List(list::ListArgs),
+    /// MCP tool definitions (name, description, inputSchema, annotations) as JSON.
+    Schema(schema::SchemaArgs),
+    /// Every tool file examined: loaded or skipped (with the fix); collisions; policy conflicts.
+    Check(check::CheckArgs),
+    /// Validate and run one tool; print its result as an agent would see it.
+    Call(call::CallArgs),
+    /// The resolved grant for a tool (or the defaults), with where each setting came from.
+    Policy(policy::PolicyCmdArgs),
 }
 
 /// Parse the command line and run the subcommand; returns the process exit status.
@@ -72,9 +154,18 @@ pub fn main() -> ExitCode {
         }
     };
     init_logging(&cli.log);
+    let global = Global {
+        project: cli.project.clone(),
+        tools_toml: cli.tools_toml.clone(),
+    };
     let code = match &cli.command {
         Command::Exec(args) => exec::run(&cli.project, args),
-        Command::Serve(args) => serve::run(&cli.project, args),
+        Command::Serve(args) => serve::run(&global, args),
+        Command::List(args) => list::run(&global, args),
+        Command::Schema(args) => schema::run(&global, args),
+        Command::Check(args) => check::run(&global, args),
+        Command::Call(args) => call::run(&global, args),
+        Command::Policy(args) => policy::run(&global, args),
     };
     ExitCode::from(code)
 }
@@ -99,7 +190,7 @@ fn usage_error_status(e: &clap::Error) -> u8 {
 fn subcommand_name(mut args: impl Iterator<Item = String>) -> Option<String> {
     while let Some(a) = args.next() {
         match a.as_str() {
-            "-C" | "--project" | "--log" => {
+            "-C" | "--project" | "--log" | "--tools-toml" => {
                 args.next();
             }
             _ if a.starts_with('-') => {}

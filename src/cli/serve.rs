@@ -1,12 +1,9 @@
 //! `toolcage serve`: the MCP server over stdio (default) or Streamable HTTP.
 
-use super::{PolicyArgs, exec::sources, status};
-use crate::call::Engine;
-use crate::discover::Options;
+use super::{Global, PolicyArgs, status};
 use crate::mcp::{self, EngineHost, McpServer, ServeConfig};
-use crate::policy::{Context, Overrides, parse_size};
+use crate::policy::parse_size;
 use clap::Args;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,16 +24,13 @@ pub struct ServeArgs {
     /// Tools per tools/list page.
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub page_size: usize,
-    /// An OpenCrabs tools.toml outside the project (watched too).
-    #[arg(long, value_name = "FILE")]
-    pub tools_toml: Option<PathBuf>,
     /// Do not watch the tool dirs for changes (no hot reload).
     #[arg(long)]
     pub no_watch: bool,
 }
 
-pub fn run(project: &Path, args: &ServeArgs) -> u8 {
-    match try_run(project, args) {
+pub fn run(global: &Global, args: &ServeArgs) -> u8 {
+    match try_run(global, args) {
         Ok(()) => status::OK,
         Err(e) => {
             eprintln!("toolcage serve: {e:#}");
@@ -45,7 +39,7 @@ pub fn run(project: &Path, args: &ServeArgs) -> u8 {
     }
 }
 
-fn try_run(project: &Path, args: &ServeArgs) -> anyhow::Result<()> {
+fn try_run(global: &Global, args: &ServeArgs) -> anyhow::Result<()> {
     let max_message_bytes = parse_size(&args.max_message_bytes)
         .map_err(anyhow::Error::msg)
         .and_then(|n| usize::try_from(n).map_err(anyhow::Error::from))?;
@@ -62,22 +56,7 @@ fn try_run(project: &Path, args: &ServeArgs) -> anyhow::Result<()> {
         .transpose()
         .map_err(anyhow::Error::msg)?;
 
-    let ctx =
-        Context::detect(project).map_err(|e| anyhow::anyhow!("cannot resolve the project: {e}"))?;
-    if !ctx.project.is_dir() {
-        anyhow::bail!(
-            "project {} is not a directory (check -C/--project)",
-            ctx.project.display()
-        );
-    }
-    let overrides = Overrides {
-        allow_degraded: args.policy.allow_degraded,
-        ..Overrides::default()
-    };
-    let options = Options {
-        tools_toml: args.tools_toml.clone(),
-    };
-    let engine = Engine::load(&ctx.project, &sources(&args.policy), overrides, options)?;
+    let engine = global.engine(&args.policy)?;
     for d in &engine.catalog.diagnostics {
         tracing::warn!("{d}");
     }

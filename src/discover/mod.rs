@@ -8,11 +8,27 @@
 //! - clawd: `.clawd/tools/<id>/tool.json`, exposed as `ct_<id>`
 //! - OpenCrabs: `tools.toml` (and `--tools-toml FILE`)
 //! - A3S AgentDir: `tools/<name>.md` (YAML front matter)
+//!
+//! [`discover`] never panics: unreadable, vanished, half-written, non-UTF-8
+//! files and symlink loops become [`Diagnostic`]s. Results are sorted, so
+//! two runs over the same tree give the same [`Catalog`]. Name collisions
+//! are resolved in [`collide`].
 
 use crate::spec::{Format, Requests};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+pub mod agentdir;
+pub mod clawd;
+pub mod collide;
+mod fsread;
+pub mod octomind;
+pub mod opencrabs;
+pub mod schema;
+pub mod template;
+#[cfg(test)]
+mod tests;
 
 /// One discovered tool, format-neutral.
 #[derive(Debug, Clone, Serialize)]
@@ -77,8 +93,22 @@ pub enum Runner {
         command: Option<String>,
         args: Vec<String>,
         url: Option<String>,
+        /// Values are expanded from the process environment at discovery
+        /// time, so they may hold secrets: serialized with values redacted.
+        #[serde(serialize_with = "redact_env")]
         env: Vec<(String, String)>,
     },
+}
+
+/// Serialize `env` pairs as `[name, "<redacted>"]` so `list --json` and the
+/// like never print expanded secrets.
+fn redact_env<S: serde::Serializer>(env: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = s.serialize_seq(Some(env.len()))?;
+    for (k, _) in env {
+        seq.serialize_element(&(k, "<redacted>"))?;
+    }
+    seq.end()
 }
 
 /// An OpenCrabs `[[tools.params]]` entry, as needed at call time.
@@ -186,7 +216,111 @@ pub struct Options {
     pub tools_toml: Option<PathBuf>,
 }
 
+impl Diagnostic {
+    /// An Error-severity diagnostic (the file or tool was skipped).
+    pub fn error(file: &Path, line: Option<usize>, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            file: file.to_path_buf(),
+            line,
+            severity: Severity::Error,
+            message: message.into(),
+            fix: None,
+        }
+    }
+
+    /// A Warning-severity diagnostic (loaded, but something is off).
+    pub fn warning(file: &Path, line: Option<usize>, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            severity: Severity::Warning,
+            ..Diagnostic::error(file, line, message)
+        }
+    }
+
+    /// Attach the fix.
+    pub fn fix(mut self, fix: impl Into<String>) -> Diagnostic {
+        self.fix = Some(fix.into());
+        self
+    }
+}
+
+/// What one format's scan produced, before collisions are resolved.
+#[derive(Debug, Default)]
+pub(crate) struct Found {
+    pub tools: Vec<ToolSpec>,
+    pub diagnostics: Vec<Diagnostic>,
+    pub examined: Vec<PathBuf>,
+}
+
+impl Found {
+    fn extend(&mut self, other: Found) {
+        self.tools.extend(other.tools);
+        self.diagnostics.extend(other.diagnostics);
+        self.examined.extend(other.examined);
+    }
+}
+
+/// `[A-Za-z0-9_-]+`: the names every format accepts for a tool.
+pub fn valid_tool_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// `[A-Za-z_][A-Za-z0-9_]*`: usable as (part of) an environment variable.
+pub fn valid_env_name(s: &str) -> bool {
+    let mut b = s.bytes();
+    matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
+/// 1-based line of byte `offset` in `text` (clamped to the text).
+pub(crate) fn line_of(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
 /// Discover every tool of `project` (an absolute, existing directory).
-pub fn discover(_project: &Path, _options: &Options) -> Catalog {
-    unimplemented!("discovery: issue 3")
+pub fn discover(project: &Path, options: &Options) -> Catalog {
+    let run = std::panic::AssertUnwindSafe(|| discover_inner(project, options));
+    match std::panic::catch_unwind(run) {
+        Ok(c) => c,
+        // Belt and braces: the scanners do not panic on any input, but a
+        // bug must not take the MCP server down with it.
+        Err(_) => Catalog {
+            diagnostics: vec![
+                Diagnostic::error(project, None, "internal error during discovery")
+                    .fix("report this as a toolcage bug"),
+            ],
+            ..Catalog::default()
+        },
+    }
+}
+
+fn discover_inner(project: &Path, options: &Options) -> Catalog {
+    let mut found = Found::default();
+    found.extend(octomind::scan(project));
+    found.extend(clawd::scan(project));
+    found.extend(opencrabs::scan(project, options.tools_toml.as_deref()));
+    found.extend(agentdir::scan(project));
+
+    let (tools, shadowed, mut diags) = collide::resolve(found.tools);
+    let mut diagnostics = found.diagnostics;
+    diagnostics.append(&mut diags);
+    diagnostics.sort_by(|a, b| {
+        (&a.file, a.line, a.severity, &a.message).cmp(&(&b.file, b.line, b.severity, &b.message))
+    });
+    diagnostics.dedup();
+    let mut examined = found.examined;
+    examined.sort();
+    examined.dedup();
+    Catalog {
+        tools,
+        diagnostics,
+        shadowed,
+        examined,
+    }
 }

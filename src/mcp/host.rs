@@ -3,7 +3,6 @@
 //! over [`Engine`].
 
 use crate::call::{CallError, CallResult, Engine, PreparedCall};
-use crate::policy::{Grant, Network};
 use crate::sandbox::CancelToken;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -122,7 +121,7 @@ fn definitions(engine: &Engine) -> Arc<[ToolDef]> {
         .iter()
         .map(|t| {
             let annotations = match engine.resolve(t) {
-                Ok(r) => annotations(&r.grant),
+                Ok(r) => crate::call::annotations::annotations(&r.grant),
                 Err(e) => {
                     tracing::warn!("{}: cannot resolve its grant: {e}", t.name);
                     json!({})
@@ -141,17 +140,4 @@ fn definitions(engine: &Engine) -> Arc<[ToolDef]> {
             }
         })
         .collect()
-}
-
-/// MCP tool annotations from the grant (DESIGN.md section 6).
-///
-/// MERGE: replace with `crate::call::annotations::annotations` (branch
-/// `callcli`) once merged; this private copy only exists so `mcp` builds.
-fn annotations(grant: &Grant) -> Value {
-    let read_only = grant.is_read_only();
-    json!({
-        "readOnlyHint": read_only,
-        "destructiveHint": !read_only,
-        "openWorldHint": grant.network != Network::Off,
-    })
 }

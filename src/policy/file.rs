@@ -27,7 +27,7 @@
 //! [limits]                     # durations: "30s" "500ms" "5m" "1h" or seconds
 //! timeout = "30s"              # sizes: "64KiB" "4GiB" "1MB" or bytes
 //! kill_grace = "500ms"
-//! address_space = "8GiB"       # rlimits accept "unlimited" (inherit)
+//! address_space = "16GiB"       # rlimits accept "unlimited" (inherit)
 //! cpu = "300s"
 //! processes = 512
 //! file_size = "4GiB"

@@ -140,7 +140,7 @@ fn default_profile_matches_the_design() {
     assert_eq!(g.env_allow, ["PATH", "LANG", "LC_*", "TERM"]);
     assert_eq!(g.timeout, Duration::from_secs(30));
     assert_eq!(g.kill_grace, Duration::from_millis(500));
-    assert_eq!(g.limits.address_space, Some(8 << 30));
+    assert_eq!(g.limits.address_space, Some(16 << 30));
     assert_eq!(g.limits.cpu_seconds, Some(300));
     assert_eq!(g.output, OutputCaps::default());
     assert_eq!(g.enforcement, Enforcement::Standard);

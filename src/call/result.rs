@@ -1,0 +1,136 @@
+//! What the agent sees from one run: stdout (with the truncation marker),
+//! then `[stderr]` and stderr when there is any; a failed run starts with a
+//! line saying how it failed.
+
+use crate::policy::{Grant, format_duration};
+use crate::sandbox::{Exit, Outcome};
+
+/// The first line of a failed run's text; `None` when the run succeeded.
+pub fn failure_line(exit: Exit, grant: &Grant) -> Option<String> {
+    match exit {
+        Exit::Code(0) => None,
+        Exit::Code(c) => Some(format!("tool exited with status {c}")),
+        Exit::Signal(s) => Some(format!("killed by signal {s}")),
+        Exit::Timeout => Some(format!(
+            "timed out after {} (the policy's timeout; raise it in the policy)",
+            format_duration(grant.timeout)
+        )),
+        Exit::Cancelled => Some("cancelled".to_string()),
+    }
+}
+
+/// The text and error flag for `outcome`.
+pub fn format(outcome: &Outcome, grant: &Grant) -> (String, bool) {
+    let mut text = String::new();
+    let failure = failure_line(outcome.exit, grant);
+    if let Some(line) = &failure {
+        text.push_str(line);
+        text.push('\n');
+    }
+    text.push_str(&outcome.stdout.with_marker());
+    let stderr = outcome.stderr.with_marker();
+    if !stderr.is_empty() {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str("[stderr]\n");
+        text.push_str(&stderr);
+    }
+    for p in &outcome.created_protected {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&format!(
+            "[toolcage: the call created or replaced protected path {}]\n",
+            p.display()
+        ));
+    }
+    (text, failure.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::{Captured, EnforcementReport, LandlockReport, LandlockStatus};
+    use std::time::Duration;
+
+    fn cap(text: &str, omitted: u64) -> Captured {
+        Captured {
+            text: text.into(),
+            bytes_kept: text.len() as u64,
+            bytes_omitted: omitted,
+        }
+    }
+
+    fn outcome(exit: Exit, out: Captured, err: Captured) -> Outcome {
+        Outcome {
+            exit,
+            stdout: out,
+            stderr: err,
+            duration: Duration::from_millis(1),
+            enforcement: EnforcementReport {
+                landlock: LandlockReport {
+                    abi: 7,
+                    status: LandlockStatus::FullyEnforced,
+                    missing: vec![],
+                },
+                seccomp: true,
+                capabilities_dropped: true,
+                no_new_privs: true,
+                pid_namespace: true,
+                mount_namespace: true,
+                rlimits: true,
+                degraded: vec![],
+            },
+            created_protected: vec![],
+        }
+    }
+
+    fn grant() -> Grant {
+        Grant::closed("/p".into())
+    }
+
+    #[test]
+    fn success_is_stdout_only() {
+        let o = outcome(Exit::Code(0), cap("hello\n", 0), cap("", 0));
+        assert_eq!(format(&o, &grant()), ("hello\n".to_string(), false));
+    }
+
+    #[test]
+    fn stderr_follows_a_marker() {
+        let o = outcome(Exit::Code(0), cap("out", 0), cap("warn\n", 0));
+        assert_eq!(format(&o, &grant()).0, "out\n[stderr]\nwarn\n");
+        let o = outcome(Exit::Code(0), cap("", 0), cap("warn\n", 0));
+        assert_eq!(format(&o, &grant()).0, "[stderr]\nwarn\n");
+    }
+
+    #[test]
+    fn failures_say_how_first() {
+        let o = outcome(Exit::Code(3), cap("partial\n", 0), cap("boom\n", 0));
+        assert_eq!(
+            format(&o, &grant()),
+            (
+                "tool exited with status 3\npartial\n[stderr]\nboom\n".to_string(),
+                true
+            )
+        );
+        let o = outcome(Exit::Signal(9), cap("", 0), cap("", 0));
+        assert_eq!(format(&o, &grant()).0, "killed by signal 9\n");
+        let o = outcome(Exit::Timeout, cap("", 0), cap("", 0));
+        let (t, e) = format(&o, &grant());
+        assert!(e);
+        assert!(
+            t.starts_with("timed out after 30s (the policy's timeout"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn truncation_markers_on_both_streams() {
+        let o = outcome(Exit::Code(0), cap("aaaa", 10), cap("bb", 5));
+        assert_eq!(
+            format(&o, &grant()).0,
+            "aaaa\n[OUTPUT TRUNCATED: 10 bytes omitted]\n[stderr]\nbb\n[OUTPUT TRUNCATED: 5 bytes omitted]\n"
+        );
+    }
+}

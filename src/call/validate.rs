@@ -1,0 +1,186 @@
+//! Argument checks before a call runs: the arguments must be a JSON object;
+//! OpenCrabs defaults and `coerce_empty_to` / `coerce_null_to` apply; then
+//! the tool's JSON Schema decides.
+
+use crate::discover::{Coerce, CrabParam, Runner, ToolSpec};
+use serde_json::{Map, Value};
+
+/// The validated arguments, or a one-line reason naming the parameter.
+pub fn arguments(tool: &ToolSpec, args: Value) -> Result<Map<String, Value>, String> {
+    let mut map = match args {
+        Value::Null => Map::new(),
+        Value::Object(m) => m,
+        other => {
+            return Err(format!(
+                "arguments must be a JSON object of parameters, got {}",
+                json_kind(&other)
+            ));
+        }
+    };
+    let crab_params = match &tool.runner {
+        Runner::OpencrabsShell { params, .. } | Runner::OpencrabsHttp { params, .. } => {
+            Some(params.as_slice())
+        }
+        _ => None,
+    };
+    if let Some(params) = crab_params {
+        apply_crab(params, &mut map)?;
+    }
+    check_schema(&tool.input_schema, &map, crab_params)?;
+    Ok(map)
+}
+
+/// OpenCrabs: defaults for missing parameters, then the coercions.
+pub fn apply_crab(params: &[CrabParam], map: &mut Map<String, Value>) -> Result<(), String> {
+    for p in params {
+        if !map.contains_key(&p.name)
+            && let Some(d) = &p.default
+        {
+            map.insert(p.name.clone(), d.clone());
+        }
+        let (rule, key, what) = match map.get(&p.name) {
+            Some(Value::Null) => (p.coerce_null_to, "coerce_null_to", "null"),
+            Some(Value::String(s)) if s.is_empty() => {
+                (p.coerce_empty_to, "coerce_empty_to", "empty")
+            }
+            _ => continue,
+        };
+        match rule {
+            Coerce::Keep => {}
+            Coerce::Omit => {
+                map.remove(&p.name);
+            }
+            Coerce::Null => {
+                map.insert(p.name.clone(), Value::Null);
+            }
+            Coerce::Error => {
+                return Err(format!(
+                    "parameter '{}' must not be {what} (the tool sets {key} = \"error\"; pass a value)",
+                    p.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Validate `map` against `schema`; every error on one line.
+///
+/// For OpenCrabs tools a `null` that survived the coercions is intentional
+/// (`keep` / `null`), so optional parameters holding null are not type-checked.
+fn check_schema(
+    schema: &Value,
+    map: &Map<String, Value>,
+    crab: Option<&[CrabParam]>,
+) -> Result<(), String> {
+    let validator = jsonschema::validator_for(schema)
+        .map_err(|e| format!("the tool's input schema is invalid: {e} (fix the tool definition; `toolcage check` shows it)"))?;
+    let mut instance = map.clone();
+    if let Some(params) = crab {
+        for p in params.iter().filter(|p| !p.required) {
+            if instance.get(&p.name) == Some(&Value::Null) {
+                instance.remove(&p.name);
+            }
+        }
+    }
+    let instance = Value::Object(instance);
+    let errors: Vec<String> = validator
+        .iter_errors(&instance)
+        .map(|e| describe(&e, schema))
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+fn describe(e: &jsonschema::ValidationError, schema: &Value) -> String {
+    use jsonschema::error::ValidationErrorKind as K;
+    let path = e.instance_path().as_str();
+    let param = path
+        .strip_prefix('/')
+        .unwrap_or(path)
+        .replace('/', ".")
+        .replace("~1", "/")
+        .replace("~0", "~");
+    match e.kind() {
+        K::Required { property } => {
+            let name = property
+                .as_str()
+                .map_or_else(|| property.to_string(), str::to_string);
+            let ty = schema
+                .pointer(&format!(
+                    "/properties/{}/type",
+                    name.replace('~', "~0").replace('/', "~1")
+                ))
+                .map(|t| format!(" ({})", type_text(t)))
+                .unwrap_or_default();
+            if param.is_empty() {
+                format!("missing required parameter '{name}'{ty}")
+            } else {
+                format!("parameter '{param}': missing required property '{name}'{ty}")
+            }
+        }
+        K::AdditionalProperties { unexpected } if param.is_empty() => {
+            let known: Vec<&str> = schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .map(|m| m.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            let list = if known.is_empty() {
+                "it takes no parameters".to_string()
+            } else {
+                format!("known: {}", known.join(", "))
+            };
+            format!(
+                "unknown parameter{} {} ({list})",
+                if unexpected.len() == 1 { "" } else { "s" },
+                unexpected
+                    .iter()
+                    .map(|u| format!("'{u}'"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+        _ if param.is_empty() => one_line(&e.to_string()),
+        _ => format!("parameter '{param}': {}", one_line(&e.to_string())),
+    }
+}
+
+fn type_text(t: &Value) -> String {
+    match t {
+        Value::String(s) => s.clone(),
+        Value::Array(a) => a
+            .iter()
+            .map(|v| v.as_str().unwrap_or("?").to_string())
+            .collect::<Vec<_>>()
+            .join(" or "),
+        other => other.to_string(),
+    }
+}
+
+/// Keep a message on one line and of reasonable length (values can be big).
+fn one_line(s: &str) -> String {
+    let flat: String = s
+        .chars()
+        .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
+        .collect();
+    if flat.chars().count() > 300 {
+        let cut: String = flat.chars().take(300).collect();
+        format!("{cut}…")
+    } else {
+        flat
+    }
+}
+
+pub fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

@@ -1,0 +1,221 @@
+//! `toolcage call NAME [KEY=VALUE...] [--args JSON] [--yes]`: validate and
+//! run one tool; print the result exactly as an agent would see it.
+//!
+//! Exit: 0 ok, 1 the tool reported an error, 2 invalid arguments or unknown
+//! tool, 3 denied, 124 timeout, 125 toolcage's own failure.
+//!
+//! Approval and rate limits (the gate) belong between `prepare` and `run`;
+//! they arrive with the gate work. `--yes` is accepted now and will mean
+//! "approved by the person running this command".
+
+use super::{Global, PolicyArgs, status};
+use crate::call::CallError;
+use crate::sandbox::Exit;
+use clap::Args;
+use serde_json::{Map, Value};
+
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Arguments as a JSON object; KEY=VALUE pairs win over its keys.
+    #[arg(long = "args", value_name = "JSON")]
+    pub args_json: Option<String>,
+    /// Approve the call (for tools whose policy requires approval).
+    #[arg(long)]
+    pub yes: bool,
+    /// Print {text, is_error, outcome} as JSON instead of the text.
+    #[arg(long)]
+    pub json: bool,
+    /// The tool to call.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Arguments: a value is JSON when it parses as JSON and the parameter is
+    /// not a string (count=3 → 3; name=3 → "3" when name is a string).
+    #[arg(value_name = "KEY=VALUE")]
+    pub pairs: Vec<String>,
+}
+
+/// Whether the schema says `key` is a string (so its value is never parsed).
+fn is_string_param(schema: &Value, key: &str) -> bool {
+    match schema
+        .get("properties")
+        .and_then(|p| p.get(key))
+        .and_then(|p| p.get("type"))
+    {
+        Some(Value::String(t)) => t == "string",
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == "string"),
+        _ => false,
+    }
+}
+
+/// Build the arguments object from `--args` and the KEY=VALUE pairs.
+pub fn build_args(
+    schema: Option<&Value>,
+    args_json: Option<&str>,
+    pairs: &[String],
+) -> Result<Map<String, Value>, String> {
+    let mut map = match args_json {
+        None => Map::new(),
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(m)) => m,
+            Ok(Value::Null) => Map::new(),
+            Ok(other) => {
+                return Err(format!(
+                    "--args must be a JSON object, got {}",
+                    crate::call::validate::json_kind(&other)
+                ));
+            }
+            Err(e) => return Err(format!("--args is not valid JSON: {e}")),
+        },
+    };
+    for pair in pairs {
+        let Some((key, raw)) = pair.split_once('=') else {
+            return Err(format!(
+                "argument '{pair}' is not KEY=VALUE (use e.g. name=value, or --args '{{...}}')"
+            ));
+        };
+        if key.is_empty() {
+            return Err(format!("argument '{pair}' has an empty KEY"));
+        }
+        let as_string = schema.is_some_and(|s| is_string_param(s, key));
+        let value = if as_string {
+            Value::String(raw.to_string())
+        } else {
+            serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()))
+        };
+        map.insert(key.to_string(), value);
+    }
+    Ok(map)
+}
+
+fn fail(args: &CallArgs, message: &str, code: u8) -> u8 {
+    eprintln!("toolcage: {message}");
+    if args.json {
+        let v = serde_json::json!({"error": message, "is_error": true, "exit_status": code});
+        println!("{v}");
+    }
+    code
+}
+
+pub fn run(global: &Global, args: &CallArgs) -> u8 {
+    let engine = match global.engine(&args.policy) {
+        Ok(e) => e,
+        Err(e) => return fail(args, &e.to_string(), status::INTERNAL),
+    };
+    let schema = engine.catalog.get(&args.name).map(|t| &t.input_schema);
+    let map = match build_args(schema, args.args_json.as_deref(), &args.pairs) {
+        Ok(m) => m,
+        Err(message) => {
+            let e = CallError::InvalidArguments {
+                tool: args.name.clone(),
+                message,
+            };
+            return fail(args, &e.to_string(), e.exit_status());
+        }
+    };
+    let prepared = match engine.prepare(&args.name, Value::Object(map)) {
+        Ok(p) => p,
+        Err(e) => return fail(args, &e.to_string(), e.exit_status()),
+    };
+    // Gate hook: approval (prepared.resolved.grant.approval, `args.yes`) and
+    // the rate limit are checked here once the gate lands; a refusal is
+    // CallError::Denied (exit 3).
+    let _approved = args.yes;
+    let result = match engine.run(&prepared, None) {
+        Ok(r) => r,
+        Err(e) => return fail(args, &e.to_string(), e.exit_status()),
+    };
+    let outcome = &result.outcome;
+    if !outcome.enforcement.degraded.is_empty() {
+        eprintln!(
+            "toolcage: warning: ran degraded: {}",
+            outcome.enforcement.degraded.join("; ")
+        );
+    }
+    for p in &outcome.created_protected {
+        eprintln!(
+            "toolcage: warning: the call created or replaced protected path {}",
+            p.display()
+        );
+    }
+    if args.json {
+        match serde_json::to_string(&result) {
+            Ok(s) => println!("{s}"),
+            Err(e) => return fail(args, &e.to_string(), status::INTERNAL),
+        }
+    } else {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(result.text.as_bytes());
+        let _ = out.flush();
+    }
+    match outcome.exit {
+        Exit::Timeout => status::TIMEOUT,
+        _ if result.is_error => status::TOOL_ERROR,
+        _ => status::OK,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pairs(p: &[&str]) -> Vec<String> {
+        p.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn values_are_json_unless_the_parameter_is_a_string() {
+        let schema = json!({"properties": {"name": {"type": "string"}, "count": {"type": "integer"},
+                                           "opt": {"type": ["string", "null"]}}});
+        let m = build_args(
+            Some(&schema),
+            None,
+            &pairs(&[
+                "count=3",
+                "name=3",
+                "opt=true",
+                "other=[1,2]",
+                "word=hello",
+                "eq=a=b",
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            Value::Object(m),
+            json!({"count": 3, "name": "3", "opt": "true", "other": [1, 2], "word": "hello", "eq": "a=b"})
+        );
+    }
+
+    #[test]
+    fn pairs_win_over_args_json() {
+        let m = build_args(None, Some(r#"{"a": 1, "b": 2}"#), &pairs(&["b=3"])).unwrap();
+        assert_eq!(Value::Object(m), json!({"a": 1, "b": 3}));
+    }
+
+    #[test]
+    fn bad_input_is_a_one_line_error() {
+        assert!(
+            build_args(None, Some("[1]"), &[])
+                .unwrap_err()
+                .contains("JSON object")
+        );
+        assert!(
+            build_args(None, Some("{"), &[])
+                .unwrap_err()
+                .contains("not valid JSON")
+        );
+        assert!(
+            build_args(None, None, &pairs(&["novalue"]))
+                .unwrap_err()
+                .contains("KEY=VALUE")
+        );
+        assert!(
+            build_args(None, None, &pairs(&["=x"]))
+                .unwrap_err()
+                .contains("empty KEY")
+        );
+    }
+}

@@ -1,0 +1,104 @@
+//! `toolcage list`: every tool discovered, one per line (or JSON).
+
+use super::{Global, PolicyArgs, relative, status};
+use clap::Args;
+use serde::Serialize;
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Print a JSON array of {name, format, source, line, description}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Row {
+    name: String,
+    format: crate::spec::Format,
+    /// Relative to the project when inside it.
+    source: String,
+    line: Option<usize>,
+    description: String,
+}
+
+/// The first line of a description, at most `max` characters.
+pub fn one_line(text: &str, max: usize) -> String {
+    let first = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    if first.chars().count() > max {
+        let cut: String = first.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    } else {
+        first.to_string()
+    }
+}
+
+pub fn format_name(f: crate::spec::Format) -> String {
+    serde_json::to_value(f)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+pub fn run(global: &Global, args: &ListArgs) -> u8 {
+    let engine = match global.engine(&args.policy) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("toolcage: {e}");
+            return status::INTERNAL;
+        }
+    };
+    let root = engine.project_root();
+    let rows: Vec<Row> = engine
+        .catalog
+        .tools
+        .iter()
+        .map(|t| Row {
+            name: t.name.clone(),
+            format: t.format,
+            source: relative(&root, &t.source),
+            line: t.line,
+            description: one_line(&t.description, 100),
+        })
+        .collect();
+    if args.json {
+        match serde_json::to_string_pretty(&rows) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("toolcage: {e}");
+                return status::INTERNAL;
+            }
+        }
+        return status::OK;
+    }
+    if rows.is_empty() {
+        eprintln!(
+            "toolcage: no tools found in {} (run `toolcage check` to see why)",
+            root.display()
+        );
+        return status::OK;
+    }
+    let nw = rows.iter().map(|r| r.name.len()).max().unwrap_or(0);
+    let fw = rows
+        .iter()
+        .map(|r| format_name(r.format).len())
+        .max()
+        .unwrap_or(0);
+    let sw = rows.iter().map(|r| r.source.len()).max().unwrap_or(0);
+    for r in &rows {
+        let line = format!(
+            "{:<nw$}  {:<fw$}  {:<sw$}  {}",
+            r.name,
+            format_name(r.format),
+            r.source,
+            r.description
+        );
+        println!("{}", line.trim_end());
+    }
+    status::OK
+}

@@ -1,0 +1,590 @@
+//! A3S AgentDir tools: `tools/<name>.md` with YAML front matter between
+//! `---` lines (seed: a3s-agentdir-tools.md). `kind: script` (QuickJS) and
+//! `kind: mcp` (an upstream server) are parsed and validated; neither is
+//! runnable yet.
+//!
+//! Decisions where the seed is silent:
+//! - Only `*.md` files directly in `tools/` are examined; a `.md` file
+//!   without front matter (a README) is a Warning, not an Error, since
+//!   `tools/` is a common directory name.
+//! - The description is the `description` key, else the first paragraph of
+//!   the body (lines joined by single spaces); neither is an Error.
+//! - Limits: `timeoutMs` 1..=600000, `maxToolCalls` 1..=10000,
+//!   `maxOutputBytes` 1..=64 MiB, integers; `timeoutMs` is also requested
+//!   as the tool's timeout.
+//! - `${VAR}` is expanded in `env` values only, from the process
+//!   environment at discovery time; `$` not followed by `{` is literal.
+//! - Script tools take `{"inputs": {...}}`; mcp tools an open object.
+//! - Unknown keys are Warnings.
+
+use super::fsread::{self, io_message};
+use super::{Diagnostic, Found, Runner, ToolSpec, schema, valid_tool_name};
+use crate::spec::{Format, Requests};
+use serde_yaml_ng::{Mapping, Value as Yaml};
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+const READ_CAP: usize = 1024 * 1024;
+
+/// What the front matter declares (validated without the file system).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Doc {
+    pub name: String,
+    pub description: String,
+    pub kind: Kind,
+    /// 1-based line of the opening `---`.
+    pub line: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kind {
+    Script {
+        /// As written, relative to the AgentDir root.
+        path: String,
+        allowed_tools: Vec<String>,
+        timeout_ms: Option<u64>,
+        max_tool_calls: Option<u64>,
+        max_output_bytes: Option<u64>,
+    },
+    Mcp {
+        transport: String,
+        command: Option<String>,
+        args: Vec<String>,
+        url: Option<String>,
+        /// Unexpanded values.
+        env: Vec<(String, String)>,
+    },
+}
+
+/// Split `---\n<yaml>\n---\n<body>`: (yaml, line of the yaml's first line,
+/// body). `None` when the text does not start with front matter.
+pub fn split_front_matter(text: &str) -> Option<Result<(&str, usize, &str), String>> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let first = text.lines().next()?;
+    if first.trim_end() != "---" {
+        return None;
+    }
+    let start = text.find('\n').map(|p| p + 1).unwrap_or(text.len());
+    let mut off = start;
+    for line in text[start..].split_inclusive('\n') {
+        let t = line.trim_end();
+        if t == "---" || t == "..." {
+            return Some(Ok((&text[start..off], 2, &text[off + line.len()..])));
+        }
+        off += line.len();
+    }
+    Some(Err("front matter is never closed by a `---` line".into()))
+}
+
+fn first_paragraph(body: &str) -> String {
+    body.trim()
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+struct Cx<'a> {
+    file: &'a Path,
+    diags: Vec<Diagnostic>,
+    bad: bool,
+}
+
+impl Cx<'_> {
+    fn err(&mut self, msg: impl Into<String>, fix: &str) {
+        let m = format!("{}; tool skipped", msg.into());
+        self.diags
+            .push(Diagnostic::error(self.file, Some(1), m).fix(fix));
+        self.bad = true;
+    }
+    fn string(&mut self, m: &Mapping, key: &str) -> Option<String> {
+        match m.get(key) {
+            None | Some(Yaml::Null) => None,
+            Some(Yaml::String(s)) => Some(s.clone()),
+            Some(Yaml::Number(n)) => Some(n.to_string()),
+            Some(Yaml::Bool(b)) => Some(b.to_string()),
+            Some(_) => {
+                self.err(format!("'{key}' must be a string"), "write a plain string");
+                None
+            }
+        }
+    }
+    fn strings(&mut self, m: &Mapping, key: &str) -> Vec<String> {
+        match m.get(key) {
+            None | Some(Yaml::Null) => Vec::new(),
+            Some(Yaml::Sequence(s)) => s
+                .iter()
+                .filter_map(|v| match v {
+                    Yaml::String(s) => Some(s.clone()),
+                    Yaml::Number(n) => Some(n.to_string()),
+                    Yaml::Bool(b) => Some(b.to_string()),
+                    _ => {
+                        self.err(format!("'{key}' must be a list of strings"), "write [a, b]");
+                        None
+                    }
+                })
+                .collect(),
+            Some(_) => {
+                self.err(format!("'{key}' must be a list of strings"), "write [a, b]");
+                Vec::new()
+            }
+        }
+    }
+}
+
+const COMMON_KEYS: [&str; 3] = ["kind", "name", "description"];
+const SCRIPT_KEYS: [&str; 3] = ["path", "allowed_tools", "limits"];
+const MCP_KEYS: [&str; 5] = ["transport", "command", "args", "url", "env"];
+
+/// Parse and validate a tool `.md` file's text. `Ok(None)`: no front matter
+/// (not a tool). Diagnostics (warnings) come back with the doc.
+pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
+    let mut cx = Cx {
+        file,
+        diags: Vec::new(),
+        bad: false,
+    };
+    let (yaml, yaml_line, body) = match split_front_matter(text) {
+        None => {
+            cx.diags.push(
+                Diagnostic::warning(file, Some(1), "no YAML front matter; not a tool")
+                    .fix("start the file with a `---` line, `kind: ...` and `name: ...`"),
+            );
+            return (None, cx.diags);
+        }
+        Some(Err(e)) => {
+            cx.diags.push(
+                Diagnostic::error(file, Some(1), format!("{e}; tool skipped"))
+                    .fix("close the front matter with `---`"),
+            );
+            return (None, cx.diags);
+        }
+        Some(Ok(parts)) => parts,
+    };
+    let v: Yaml = match serde_yaml_ng::from_str(yaml) {
+        Ok(v) => v,
+        Err(e) => {
+            let line = e
+                .location()
+                .map(|l| l.line() + yaml_line - 1)
+                .unwrap_or(yaml_line);
+            let msg = e.to_string().replace('\n', " ");
+            cx.diags.push(
+                Diagnostic::error(
+                    file,
+                    Some(line),
+                    format!("invalid YAML front matter: {msg}; tool skipped"),
+                )
+                .fix("fix the YAML"),
+            );
+            return (None, cx.diags);
+        }
+    };
+    let Yaml::Mapping(m) = v else {
+        cx.err(
+            "front matter must be a mapping of keys",
+            "write `key: value` lines",
+        );
+        return (None, cx.diags);
+    };
+    let kind = cx.string(&m, "kind").unwrap_or_default();
+    let allowed: &[&str] = match kind.as_str() {
+        "script" => &SCRIPT_KEYS,
+        "mcp" => &MCP_KEYS,
+        _ => &[],
+    };
+    for k in m.keys() {
+        match k.as_str() {
+            Some(k) if COMMON_KEYS.contains(&k) || allowed.contains(&k) || allowed.is_empty() => {}
+            Some(k) => cx.diags.push(Diagnostic::warning(
+                file,
+                Some(1),
+                format!("unknown key '{k}' ignored"),
+            )),
+            None => cx
+                .diags
+                .push(Diagnostic::warning(file, Some(1), "non-string key ignored")),
+        }
+    }
+    let name = match cx.string(&m, "name") {
+        Some(n) if valid_tool_name(&n) && n.len() <= 64 => n,
+        Some(n) => {
+            cx.err(
+                format!("invalid name '{n}'"),
+                "use letters, digits, '_' and '-', at most 64",
+            );
+            String::new()
+        }
+        None => {
+            cx.err("missing 'name'", "add `name: my-tool`");
+            String::new()
+        }
+    };
+    let description = cx
+        .string(&m, "description")
+        .map(|d| d.trim().to_owned())
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| first_paragraph(body));
+    if description.is_empty() {
+        cx.err(
+            "no description",
+            "write a paragraph after the front matter, or a `description` key",
+        );
+    }
+    let kind = match kind.as_str() {
+        "script" => parse_script(&m, &mut cx),
+        "mcp" => parse_mcp(&m, &mut cx),
+        "" => {
+            cx.err("missing 'kind'", "add `kind: script` or `kind: mcp`");
+            None
+        }
+        other => {
+            cx.err(
+                format!("unknown kind '{other}'"),
+                "use `kind: script` or `kind: mcp`",
+            );
+            None
+        }
+    };
+    match kind {
+        Some(kind) if !cx.bad => (
+            Some(Doc {
+                name,
+                description,
+                kind,
+                line: 1,
+            }),
+            cx.diags,
+        ),
+        _ => (None, cx.diags),
+    }
+}
+
+fn limit(limits: &Mapping, key: &str, max: u64, cx: &mut Cx) -> Option<u64> {
+    match limits.get(key) {
+        None | Some(Yaml::Null) => None,
+        Some(Yaml::Number(n)) => match n.as_u64() {
+            Some(v) if (1..=max).contains(&v) => Some(v),
+            _ => {
+                cx.err(
+                    format!("illegal limit {key}: {n}"),
+                    &format!("use an integer from 1 to {max}"),
+                );
+                None
+            }
+        },
+        Some(_) => {
+            cx.err(
+                format!("illegal limit {key}: not a number"),
+                &format!("use an integer from 1 to {max}"),
+            );
+            None
+        }
+    }
+}
+
+fn parse_script(m: &Mapping, cx: &mut Cx) -> Option<Kind> {
+    let path = cx.string(m, "path");
+    let allowed_tools = cx.strings(m, "allowed_tools");
+    let (mut timeout_ms, mut max_tool_calls, mut max_output_bytes) = (None, None, None);
+    match m.get("limits") {
+        None | Some(Yaml::Null) => {}
+        Some(Yaml::Mapping(l)) => {
+            for k in l.keys() {
+                let known = matches!(
+                    k.as_str(),
+                    Some("timeoutMs" | "maxToolCalls" | "maxOutputBytes")
+                );
+                if !known {
+                    let k = k.as_str().unwrap_or("?");
+                    cx.diags.push(Diagnostic::warning(
+                        cx.file,
+                        Some(1),
+                        format!("unknown limit '{k}' ignored"),
+                    ));
+                }
+            }
+            timeout_ms = limit(l, "timeoutMs", 600_000, cx);
+            max_tool_calls = limit(l, "maxToolCalls", 10_000, cx);
+            max_output_bytes = limit(l, "maxOutputBytes", 64 << 20, cx);
+        }
+        Some(_) => cx.err(
+            "'limits' must be a mapping",
+            "write timeoutMs/maxToolCalls/maxOutputBytes under limits",
+        ),
+    }
+    let Some(path) = path.filter(|p| !p.is_empty()) else {
+        cx.err(
+            "script tool without 'path'",
+            "add `path: scripts/<name>.js`",
+        );
+        return None;
+    };
+    if let Err(e) = lexically_inside(&path) {
+        cx.err(
+            format!("path '{path}' {e}"),
+            "use a path inside the AgentDir",
+        );
+        return None;
+    }
+    Some(Kind::Script {
+        path,
+        allowed_tools,
+        timeout_ms,
+        max_tool_calls,
+        max_output_bytes,
+    })
+}
+
+/// A relative path whose `..` never climbs above the root.
+fn lexically_inside(p: &str) -> Result<(), &'static str> {
+    let mut depth: usize = 0;
+    for c in Path::new(p).components() {
+        match c {
+            Component::RootDir | Component::Prefix(_) => return Err("is absolute"),
+            Component::ParentDir => depth = depth.checked_sub(1).ok_or("escapes the AgentDir")?,
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+        }
+    }
+    Ok(())
+}
+
+fn parse_mcp(m: &Mapping, cx: &mut Cx) -> Option<Kind> {
+    let transport = cx.string(m, "transport").unwrap_or_default();
+    let command = cx.string(m, "command");
+    let args = cx.strings(m, "args");
+    let url = cx.string(m, "url");
+    let mut env = Vec::new();
+    match m.get("env") {
+        None | Some(Yaml::Null) => {}
+        Some(Yaml::Mapping(e)) => {
+            for (k, v) in e {
+                let v = match v {
+                    Yaml::String(s) => Some(s.clone()),
+                    Yaml::Number(n) => Some(n.to_string()),
+                    Yaml::Bool(b) => Some(b.to_string()),
+                    _ => None,
+                };
+                match (k.as_str(), v) {
+                    (Some(k), Some(v)) if super::valid_env_name(k) => env.push((k.to_owned(), v)),
+                    (k, _) => cx.err(
+                        format!("env entry {:?} must be NAME: string", k.unwrap_or("?")),
+                        "write `NAME: \"${VAR}\"`",
+                    ),
+                }
+            }
+        }
+        Some(_) => cx.err(
+            "'env' must be a mapping",
+            "write `NAME: \"${VAR}\"` lines under env",
+        ),
+    }
+    match transport.as_str() {
+        "stdio" => {
+            if command.as_deref().is_none_or(str::is_empty) {
+                cx.err(
+                    "stdio mcp tool without 'command'",
+                    "add `command: npx` (and args)",
+                );
+            }
+        }
+        "http" => match url.as_deref() {
+            Some(u) if u.starts_with("http://") || u.starts_with("https://") => {}
+            _ => cx.err(
+                "http mcp tool needs an http(s):// 'url'",
+                "add `url: https://...`",
+            ),
+        },
+        "" => cx.err(
+            "mcp tool without 'transport'",
+            "add `transport: stdio` or `transport: http`",
+        ),
+        t => cx.err(format!("unknown transport '{t}'"), "use stdio or http"),
+    }
+    Some(Kind::Mcp {
+        transport,
+        command,
+        args,
+        url,
+        env,
+    })
+}
+
+/// Expand `${VAR}` with `lookup`; the error names the unset variable.
+pub fn expand_env(s: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(p) = rest.find("${") {
+        out.push_str(&rest[..p]);
+        let after = &rest[p + 2..];
+        let Some(end) = after.find('}') else {
+            return Err("unterminated ${".into());
+        };
+        let var = &after[..end];
+        if !super::valid_env_name(var) {
+            return Err(format!("invalid variable name '{var}' in ${{...}}"));
+        }
+        match lookup(var) {
+            Some(v) => out.push_str(&v),
+            None => return Err(format!("environment variable {var} is not set")),
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// File-system checks (script path) and env expansion; the tool.
+fn finish(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -> Option<ToolSpec> {
+    let mut requests = Requests::default();
+    let mut needs_read = Vec::new();
+    let (runner, input_schema) = match doc.kind {
+        Kind::Script {
+            path,
+            allowed_tools,
+            timeout_ms,
+            max_tool_calls,
+            max_output_bytes,
+        } => {
+            let joined = project.join(&path);
+            let real = match std::fs::canonicalize(&joined) {
+                Ok(r) => r,
+                Err(e) => {
+                    diags.push(
+                        Diagnostic::error(
+                            file,
+                            Some(doc.line),
+                            format!("script path '{path}': {}; tool skipped", io_message(&e)),
+                        )
+                        .fix("create the script or fix `path`"),
+                    );
+                    return None;
+                }
+            };
+            let root = std::fs::canonicalize(project).unwrap_or_else(|_| project.to_path_buf());
+            if !real.starts_with(&root) {
+                diags.push(
+                    Diagnostic::error(
+                        file,
+                        Some(doc.line),
+                        format!("script path '{path}' resolves outside the AgentDir; tool skipped"),
+                    )
+                    .fix("keep scripts inside the project, without symlinks out"),
+                );
+                return None;
+            }
+            let timeout = timeout_ms.map(Duration::from_millis);
+            requests.timeout = timeout;
+            needs_read.push(real.clone());
+            let schema = serde_json::json!({
+                "type": "object",
+                "properties": {"inputs": {"type": "object", "description": "Inputs passed to run(ctx, inputs)"}},
+                "additionalProperties": false
+            });
+            (
+                Runner::AgentdirScript {
+                    path: real,
+                    allowed_tools,
+                    timeout,
+                    max_tool_calls,
+                    max_output_bytes,
+                },
+                schema,
+            )
+        }
+        Kind::Mcp {
+            transport,
+            command,
+            args,
+            url,
+            env,
+        } => {
+            let mut expanded = Vec::new();
+            for (k, v) in env {
+                match expand_env(&v, |n| std::env::var(n).ok()) {
+                    Ok(x) => expanded.push((k, x)),
+                    Err(e) => {
+                        diags.push(
+                            Diagnostic::error(
+                                file,
+                                Some(doc.line),
+                                format!("env {k}: {e}; tool skipped"),
+                            )
+                            .fix("set the variable before starting toolcage"),
+                        );
+                        return None;
+                    }
+                }
+            }
+            if transport == "http" {
+                requests.network = Some(true);
+            }
+            (
+                Runner::AgentdirMcp {
+                    transport,
+                    command,
+                    args,
+                    url,
+                    env: expanded,
+                },
+                schema::open_object(),
+            )
+        }
+    };
+    Some(ToolSpec {
+        name: doc.name,
+        format: Format::Agentdir,
+        source: file.to_path_buf(),
+        line: Some(doc.line),
+        description: doc.description,
+        input_schema,
+        requests,
+        runner,
+        needs_read,
+    })
+}
+
+/// Scan `<project>/tools/*.md`.
+pub(crate) fn scan(project: &Path) -> Found {
+    let dir = project.join("tools");
+    let mut f = Found::default();
+    let entries = match fsread::list_dir(&dir, &mut f.diagnostics) {
+        Ok(Some(e)) => e,
+        Ok(None) => return f,
+        Err(d) => {
+            f.diagnostics.push(d);
+            return f;
+        }
+    };
+    for e in entries {
+        if !e.name.ends_with(".md") || e.name.starts_with('.') {
+            continue;
+        }
+        let path: PathBuf = e.path.clone();
+        if matches!(&e.meta, Ok(m) if m.is_dir()) {
+            continue;
+        }
+        f.examined.push(path.clone());
+        let text = match fsread::read_text(&path, READ_CAP) {
+            Ok(t) => t,
+            Err(d) => {
+                f.diagnostics.push(d);
+                continue;
+            }
+        };
+        let (doc, mut diags) = parse_md(&text, &path);
+        f.diagnostics.append(&mut diags);
+        if let Some(doc) = doc
+            && let Some(spec) = finish(project, &path, doc, &mut f.diagnostics)
+        {
+            f.tools.push(spec);
+        }
+    }
+    f
+}
+
+#[cfg(test)]
+#[path = "tests/agentdir.rs"]
+mod tests;

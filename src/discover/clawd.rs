@@ -1,0 +1,468 @@
+//! clawd custom tools: `.clawd/tools/<id>/tool.json` plus a script,
+//! exposed as `ct_<id>` (seed: clawd-custom-tools.md).
+//!
+//! Decisions where the seed is silent:
+//! - `integer` is accepted as a parameter type besides the documented five;
+//!   a parameter without `type` is a string (with a warning); other schema
+//!   keywords in a parameter (`default`, `items`, `minimum`, ...) pass
+//!   through into the input schema.
+//! - `name` must differ from the directory only in nothing: when it does,
+//!   a warning says the tool is still exposed as `ct_<id>`.
+//! - `timeout` may be fractional; when absent the documented default 30 s
+//!   is requested (`requests.timeout`), since that is clawd's contract.
+//! - Unknown top-level keys are warnings.
+
+use super::fsread::{self, io_message};
+use super::schema::{self, Param};
+use super::{Diagnostic, Found, Runner, ToolSpec, valid_tool_name};
+use crate::spec::{Format, Requests};
+use serde_json::{Map, Value};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+const READ_CAP: usize = 1024 * 1024;
+/// The interpreters clawd knows.
+pub const INTERPRETERS: [&str; 6] = ["bash", "sh", "python3", "python", "bun", "node"];
+const KNOWN_KEYS: [&str; 7] = [
+    "name",
+    "description",
+    "parameters",
+    "required",
+    "entrypoint",
+    "interpreter",
+    "timeout",
+];
+
+/// A validated `tool.json` (everything that needs no file system).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolJson {
+    pub name: String,
+    pub description: String,
+    pub params: Vec<Param>,
+    pub entrypoint: String,
+    /// Explicit or auto-detected; `None` = run the entrypoint directly.
+    pub interpreter: Option<String>,
+    pub timeout: Duration,
+}
+
+/// The interpreter for an entrypoint without an explicit one.
+pub fn detect_interpreter(entrypoint: &str) -> Option<&'static str> {
+    let ext = entrypoint.rsplit_once('.').map(|(_, e)| e)?;
+    match ext {
+        "sh" => Some("bash"),
+        "py" => Some("python3"),
+        "ts" | "js" => Some("bun"),
+        _ => None,
+    }
+}
+
+/// `name`: lowercase alphanumeric, hyphens, underscores, at most 64.
+pub fn valid_clawd_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
+/// Validate a `tool.json`'s bytes. Returns the definition when usable, and
+/// every diagnostic (labelled with `file`).
+pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diagnostic>) {
+    let mut d = Vec::new();
+    let v: Value = match serde_json::from_slice(bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            let msg = format!(
+                "malformed JSON at {}:{}: {e}; tool skipped",
+                e.line(),
+                e.column()
+            );
+            d.push(Diagnostic::error(file, Some(e.line().max(1)), msg).fix("fix the JSON syntax"));
+            return (None, d);
+        }
+    };
+    let Some(obj) = v.as_object() else {
+        d.push(Diagnostic::error(
+            file,
+            Some(1),
+            "tool.json must be a JSON object; tool skipped",
+        ));
+        return (None, d);
+    };
+    let mut bad = false;
+    let mut err = |d: &mut Vec<Diagnostic>, msg: String, fix: &str| {
+        d.push(Diagnostic::error(file, None, format!("{msg}; tool skipped")).fix(fix));
+        bad = true;
+    };
+    for k in obj.keys() {
+        if !KNOWN_KEYS.contains(&k.as_str()) {
+            d.push(Diagnostic::warning(
+                file,
+                None,
+                format!("unknown key '{k}' ignored"),
+            ));
+        }
+    }
+    let name = match obj.get("name").and_then(Value::as_str) {
+        Some(n) if valid_clawd_name(n) => n.to_owned(),
+        Some(n) => {
+            err(
+                &mut d,
+                format!("invalid \"name\" '{n}'"),
+                "use lowercase letters, digits, '-' and '_', at most 64 characters",
+            );
+            String::new()
+        }
+        None => {
+            err(&mut d, "missing \"name\" (string)".into(), "add \"name\"");
+            String::new()
+        }
+    };
+    let description = match obj.get("description").and_then(Value::as_str) {
+        Some(s) if !s.trim().is_empty() => s.trim().to_owned(),
+        _ => {
+            err(
+                &mut d,
+                "missing \"description\" (non-empty string)".into(),
+                "add \"description\": what the tool does",
+            );
+            String::new()
+        }
+    };
+    let mut params = Vec::new();
+    match obj.get("parameters") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(ps)) => {
+            for (pname, pdef) in ps {
+                match parse_param(pname, pdef) {
+                    Ok((p, warn)) => {
+                        if let Some(w) = warn {
+                            d.push(Diagnostic::warning(file, None, w));
+                        }
+                        params.push(p);
+                    }
+                    Err(msg) => err(&mut d, msg, "see the clawd parameter definition format"),
+                }
+            }
+        }
+        Some(_) => err(
+            &mut d,
+            "\"parameters\" must be an object".into(),
+            "map each parameter name to {\"type\": ..., \"description\": ...}",
+        ),
+    }
+    match obj.get("required") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(rs)) => {
+            for r in rs {
+                match r.as_str() {
+                    Some(r) => match params.iter_mut().find(|p| p.name == r) {
+                        Some(p) => p.required = true,
+                        None => err(
+                            &mut d,
+                            format!("\"required\" names '{r}', which is not in \"parameters\""),
+                            "define the parameter or drop it from \"required\"",
+                        ),
+                    },
+                    None => err(
+                        &mut d,
+                        "\"required\" must be an array of strings".into(),
+                        "list parameter names",
+                    ),
+                }
+            }
+        }
+        Some(_) => err(
+            &mut d,
+            "\"required\" must be an array of strings".into(),
+            "list parameter names",
+        ),
+    }
+    let entrypoint = match obj.get("entrypoint").and_then(Value::as_str) {
+        Some(e) if e.is_empty() || e == "." || e == ".." || e.contains(['/', '\\', '\0']) => {
+            err(
+                &mut d,
+                format!("invalid \"entrypoint\" '{e}': must be a file name in the tool directory"),
+                "put the script next to tool.json and name only the file",
+            );
+            String::new()
+        }
+        Some(e) => e.to_owned(),
+        None => {
+            err(
+                &mut d,
+                "missing \"entrypoint\" (string)".into(),
+                "add \"entrypoint\": \"run.sh\"",
+            );
+            String::new()
+        }
+    };
+    let interpreter = match obj.get("interpreter") {
+        None | Some(Value::Null) => detect_interpreter(&entrypoint).map(str::to_owned),
+        Some(Value::String(i)) if INTERPRETERS.contains(&i.as_str()) => Some(i.clone()),
+        Some(other) => {
+            err(
+                &mut d,
+                format!("unsupported \"interpreter\" {other}"),
+                "use bash, sh, python3, python, bun or node, or omit it",
+            );
+            None
+        }
+    };
+    let timeout = match obj.get("timeout") {
+        None | Some(Value::Null) => Duration::from_secs(30),
+        Some(t) => match t.as_f64() {
+            Some(s) if (1.0..=300.0).contains(&s) => Duration::from_secs_f64(s),
+            _ => {
+                err(
+                    &mut d,
+                    format!("\"timeout\" {t} out of range"),
+                    "use a number of seconds from 1 to 300",
+                );
+                Duration::from_secs(30)
+            }
+        },
+    };
+    if bad {
+        return (None, d);
+    }
+    (
+        Some(ToolJson {
+            name,
+            description,
+            params,
+            entrypoint,
+            interpreter,
+            timeout,
+        }),
+        d,
+    )
+}
+
+/// One parameter definition; an optional warning on success.
+fn parse_param(name: &str, def: &Value) -> Result<(Param, Option<String>), String> {
+    let Some(def) = def.as_object() else {
+        return Err(format!("parameter '{name}' must be an object"));
+    };
+    if name.is_empty() {
+        return Err("empty parameter name".into());
+    }
+    let mut warn = None;
+    let kind = match def.get("type") {
+        None => {
+            warn = Some(format!("parameter '{name}' has no \"type\"; using string"));
+            "string"
+        }
+        Some(Value::String(t)) => match t.as_str() {
+            "string" | "number" | "integer" | "boolean" | "array" | "object" => t.as_str(),
+            _ => return Err(format!("parameter '{name}': unsupported type '{t}'")),
+        },
+        Some(t) => {
+            return Err(format!(
+                "parameter '{name}': \"type\" must be a string, got {t}"
+            ));
+        }
+    };
+    let description = match def.get("description") {
+        None | Some(Value::Null) => "",
+        Some(Value::String(s)) => s.as_str(),
+        Some(_) => {
+            return Err(format!(
+                "parameter '{name}': \"description\" must be a string"
+            ));
+        }
+    };
+    if let Some(e) = def.get("enum")
+        && !matches!(e, Value::Array(a) if !a.is_empty())
+    {
+        return Err(format!(
+            "parameter '{name}': \"enum\" must be a non-empty array"
+        ));
+    }
+    let mut p = Param::new(name, kind, description, false);
+    p.extra = def
+        .iter()
+        .filter(|(k, _)| *k != "type" && *k != "description" && *k != "required")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect::<Map<_, _>>();
+    Ok((p, warn))
+}
+
+/// Scan `<project>/.clawd/tools/*/tool.json`.
+pub(crate) fn scan(project: &Path) -> Found {
+    let dir = project.join(".clawd").join("tools");
+    let mut f = Found::default();
+    let entries = match fsread::list_dir(&dir, &mut f.diagnostics) {
+        Ok(Some(e)) => e,
+        Ok(None) => return f,
+        Err(d) => {
+            f.diagnostics.push(d);
+            return f;
+        }
+    };
+    for e in entries {
+        match &e.meta {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => continue, // stray files next to tool dirs
+            Err(err) => {
+                f.examined.push(e.path.clone());
+                f.diagnostics.push(Diagnostic::error(
+                    &e.path,
+                    None,
+                    format!("cannot stat: {}", io_message(err)),
+                ));
+                continue;
+            }
+        }
+        if e.name.starts_with('.') {
+            continue;
+        }
+        let file = e.path.join("tool.json");
+        f.examined.push(file.clone());
+        if !valid_tool_name(&e.name) {
+            f.diagnostics.push(
+                Diagnostic::error(
+                    &file,
+                    None,
+                    "tool directory name must match [A-Za-z0-9_-]+; tool skipped",
+                )
+                .fix("rename the directory"),
+            );
+            continue;
+        }
+        let bytes = match fsread::read_capped(&file, READ_CAP) {
+            Ok(b) if b.truncated => {
+                f.diagnostics.push(Diagnostic::error(
+                    &file,
+                    None,
+                    "tool.json larger than 1 MiB; tool skipped",
+                ));
+                continue;
+            }
+            Ok(b) => b.data,
+            Err(err) => {
+                f.diagnostics.push(
+                    Diagnostic::error(
+                        &file,
+                        None,
+                        format!("cannot read tool.json: {}", io_message(&err)),
+                    )
+                    .fix("add a tool.json next to the script"),
+                );
+                continue;
+            }
+        };
+        let (def, mut diags) = parse_tool_json(&bytes, &file);
+        f.diagnostics.append(&mut diags);
+        let Some(def) = def else { continue };
+        if let Some(spec) = finish(&e.name, &e.path, &file, def, &mut f.diagnostics) {
+            f.tools.push(spec);
+        }
+    }
+    f
+}
+
+/// File-system checks on the entrypoint, then the tool.
+fn finish(
+    id: &str,
+    dir: &Path,
+    file: &Path,
+    def: ToolJson,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<ToolSpec> {
+    let entry = dir.join(&def.entrypoint);
+    let meta = match std::fs::metadata(&entry) {
+        Ok(m) if m.is_file() => m,
+        Ok(_) => {
+            diags.push(Diagnostic::error(
+                file,
+                None,
+                format!(
+                    "entrypoint '{}' is not a regular file; tool skipped",
+                    def.entrypoint
+                ),
+            ));
+            return None;
+        }
+        Err(err) => {
+            diags.push(
+                Diagnostic::error(
+                    file,
+                    None,
+                    format!(
+                        "entrypoint '{}': {}; tool skipped",
+                        def.entrypoint,
+                        io_message(&err)
+                    ),
+                )
+                .fix(format!("create .clawd/tools/{id}/{}", def.entrypoint)),
+            );
+            return None;
+        }
+    };
+    // The entrypoint must stay inside the tool dir even through a symlink.
+    if let (Ok(real), Ok(real_dir)) = (std::fs::canonicalize(&entry), std::fs::canonicalize(dir))
+        && !real.starts_with(&real_dir)
+    {
+        diags.push(
+            Diagnostic::error(
+                file,
+                None,
+                format!(
+                    "entrypoint '{}' resolves outside the tool directory; tool skipped",
+                    def.entrypoint
+                ),
+            )
+            .fix("replace the symlink with the script itself"),
+        );
+        return None;
+    }
+    if def.interpreter.is_none() && meta.permissions().mode() & 0o111 == 0 {
+        diags.push(
+            Diagnostic::error(
+                file,
+                None,
+                format!(
+                    "no interpreter for '{}' and it is not executable; tool skipped",
+                    def.entrypoint
+                ),
+            )
+            .fix(format!(
+                "set \"interpreter\" or chmod +x .clawd/tools/{id}/{}",
+                def.entrypoint
+            )),
+        );
+        return None;
+    }
+    if def.name != id {
+        diags.push(Diagnostic::warning(
+            file,
+            None,
+            format!(
+                "\"name\" '{}' differs from the directory; exposed as ct_{id}",
+                def.name
+            ),
+        ));
+    }
+    Some(ToolSpec {
+        name: format!("ct_{id}"),
+        format: Format::Clawd,
+        source: file.to_path_buf(),
+        line: Some(1),
+        description: def.description,
+        input_schema: schema::object_schema(&def.params),
+        requests: Requests {
+            timeout: Some(def.timeout),
+            ..Requests::default()
+        },
+        runner: Runner::Clawd {
+            interpreter: def.interpreter,
+            entrypoint: entry,
+        },
+        needs_read: vec![dir.to_path_buf()],
+    })
+}
+
+#[cfg(test)]
+#[path = "tests/clawd.rs"]
+mod tests;

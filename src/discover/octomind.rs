@@ -1,0 +1,389 @@
+//! Octomind local tools: `.agents/tools/<name>`, an executable with a
+//! leading comment header (seed: octomind-local-tools.md).
+//!
+//! Header rules: line 1 may be a `#!` shebang (skipped); comment prefixes
+//! `#`, `//`, `--`; parsing stops at the first non-comment, non-blank line
+//! or after 80 lines (the shebang counts). `@description`/`@desc` is
+//! required; `@param [*]NAME TYPE DESC...` declares a parameter (`*` =
+//! required); continuation lines (no leading `@`) append to the previous
+//! tag, joined by single spaces. Unknown tags are ignored (and so are their
+//! continuation lines).
+//!
+//! Decisions where the seed is silent:
+//! - An empty comment line or a blank line ends a tag's continuation, so a
+//!   `# Usage: ...` paragraph after the header does not leak into the
+//!   description; the header itself goes on.
+//! - Tag names are matched case-insensitively (`@Description` works).
+//! - A second `@description` is a warning; the first one wins.
+//! - `@param` without a type: type `string` with a warning. Without a name,
+//!   or a duplicate name: the tool is skipped (Error).
+//! - Hidden files (`.gitkeep`, editor swap files) are reported as Warnings,
+//!   not Errors, so a `.gitkeep` does not make `check` fail.
+
+use super::fsread::{self, io_message};
+use super::schema::{self, Param};
+use super::{Diagnostic, Found, Runner, ToolSpec, valid_env_name, valid_tool_name};
+use crate::spec::{Format, Requests};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+/// Lines examined for the header, shebang included.
+pub const MAX_HEADER_LINES: usize = 80;
+/// Bytes read from each script: 80 lines of header fit easily.
+const READ_CAP: usize = 64 * 1024;
+
+/// A parsed header.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Header {
+    pub description: String,
+    /// 1-based line of `@description`.
+    pub description_line: usize,
+    pub params: Vec<HeaderParam>,
+}
+
+/// One `@param`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeaderParam {
+    pub name: String,
+    /// Normalized JSON Schema type.
+    pub kind: &'static str,
+    pub description: String,
+    pub required: bool,
+    pub line: usize,
+}
+
+/// Normalize a `@param` type: the six JSON types and the aliases `str`,
+/// `int`, `bool`, `list`, `obj`, case-insensitively.
+pub fn normalize_type(t: &str) -> Option<&'static str> {
+    Some(match t.to_ascii_lowercase().as_str() {
+        "string" | "str" => "string",
+        "number" => "number",
+        "integer" | "int" => "integer",
+        "boolean" | "bool" => "boolean",
+        "array" | "list" => "array",
+        "object" | "obj" => "object",
+        _ => return None,
+    })
+}
+
+/// Strip a comment prefix (`#`, `//`, `--`) and the whitespace after it.
+fn comment_body(line: &str) -> Option<&str> {
+    let t = line.trim_start();
+    let rest = t
+        .strip_prefix('#')
+        .or_else(|| t.strip_prefix("//"))
+        .or_else(|| t.strip_prefix("--"))?;
+    Some(rest.trim())
+}
+
+enum Cur {
+    None,
+    Desc,
+    Param(usize),
+    Unknown,
+}
+
+/// Parse the header of a script's text. Returns the header when the tool
+/// is usable, and every diagnostic (warnings alongside a header; at least
+/// one Error without). `file` is only used to label the diagnostics.
+pub fn parse_header(text: &str, file: &Path) -> (Option<Header>, Vec<Diagnostic>) {
+    let mut diags = Vec::new();
+    let mut desc: Option<(String, usize)> = None;
+    let mut params: Vec<HeaderParam> = Vec::new();
+    let mut fatal = false;
+    let mut cur = Cur::None;
+
+    for (i, line) in text.lines().take(MAX_HEADER_LINES).enumerate() {
+        let lno = i + 1;
+        if i == 0 && line.starts_with("#!") {
+            continue;
+        }
+        if line.trim().is_empty() {
+            cur = Cur::None;
+            continue;
+        }
+        let Some(body) = comment_body(line) else {
+            break;
+        };
+        if body.is_empty() {
+            cur = Cur::None;
+            continue;
+        }
+        if let Some(tagged) = body.strip_prefix('@') {
+            let (tag, rest) = match tagged.find(char::is_whitespace) {
+                Some(p) => (&tagged[..p], tagged[p..].trim()),
+                None => (tagged, ""),
+            };
+            match tag.to_ascii_lowercase().as_str() {
+                "description" | "desc" => {
+                    if desc.is_some() {
+                        diags.push(
+                            Diagnostic::warning(file, Some(lno), "second @description ignored")
+                                .fix("merge the descriptions into one tag"),
+                        );
+                        cur = Cur::Unknown;
+                    } else {
+                        desc = Some((rest.split_whitespace().collect::<Vec<_>>().join(" "), lno));
+                        cur = Cur::Desc;
+                    }
+                }
+                "param" => {
+                    cur = Cur::Unknown;
+                    match parse_param(rest, lno, file, &mut diags) {
+                        Some(p) if params.iter().any(|q| q.name == p.name) => {
+                            diags.push(
+                                Diagnostic::error(
+                                    file,
+                                    Some(lno),
+                                    format!("duplicate @param '{}'; tool skipped", p.name),
+                                )
+                                .fix("declare each parameter once"),
+                            );
+                            fatal = true;
+                        }
+                        Some(p) => {
+                            params.push(p);
+                            cur = Cur::Param(params.len() - 1);
+                        }
+                        None => fatal = true,
+                    }
+                }
+                _ => cur = Cur::Unknown,
+            }
+            continue;
+        }
+        // Continuation line.
+        let target = match cur {
+            Cur::Desc => desc.as_mut().map(|d| &mut d.0),
+            Cur::Param(k) => params.get_mut(k).map(|p| &mut p.description),
+            Cur::None | Cur::Unknown => None,
+        };
+        if let Some(t) = target {
+            for w in body.split_whitespace() {
+                if !t.is_empty() {
+                    t.push(' ');
+                }
+                t.push_str(w);
+            }
+        }
+    }
+
+    let Some((description, description_line)) = desc.filter(|d| !d.0.is_empty()) else {
+        diags.push(
+            Diagnostic::error(file, None, "missing @description; tool skipped")
+                .fix("add a comment line `# @description What the tool does` near the top"),
+        );
+        return (None, diags);
+    };
+    if fatal {
+        return (None, diags);
+    }
+    (
+        Some(Header {
+            description,
+            description_line,
+            params,
+        }),
+        diags,
+    )
+}
+
+fn parse_param(
+    rest: &str,
+    lno: usize,
+    file: &Path,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<HeaderParam> {
+    let mut words = rest.split_whitespace();
+    let raw = words.next().unwrap_or("");
+    let (required, name) = match raw.strip_prefix('*') {
+        Some(n) => (true, n),
+        None => (false, raw),
+    };
+    if name.is_empty() {
+        diags.push(
+            Diagnostic::error(file, Some(lno), "@param without a name; tool skipped")
+                .fix("write `@param [*]NAME TYPE DESCRIPTION`"),
+        );
+        return None;
+    }
+    let kind = match words.next() {
+        None => {
+            diags.push(
+                Diagnostic::warning(
+                    file,
+                    Some(lno),
+                    format!("@param '{name}' has no type; using string"),
+                )
+                .fix("write `@param [*]NAME TYPE DESCRIPTION`"),
+            );
+            "string"
+        }
+        Some(t) => normalize_type(t).unwrap_or_else(|| {
+            diags.push(
+                Diagnostic::warning(
+                    file,
+                    Some(lno),
+                    format!("@param '{name}': unknown type '{t}', using string"),
+                )
+                .fix("use string, number, integer, boolean, array or object"),
+            );
+            "string"
+        }),
+    };
+    if !valid_env_name(name) {
+        diags.push(
+            Diagnostic::warning(
+                file,
+                Some(lno),
+                format!(
+                    "@param '{name}' is not a valid environment variable name; passed on stdin only"
+                ),
+            )
+            .fix("use letters, digits and underscores, not starting with a digit"),
+        );
+    }
+    Some(HeaderParam {
+        name: name.to_owned(),
+        kind,
+        description: words.collect::<Vec<_>>().join(" "),
+        required,
+        line: lno,
+    })
+}
+
+/// The tool for a parsed header.
+pub fn to_spec(name: &str, path: &Path, header: Header) -> ToolSpec {
+    let params: Vec<Param> = header
+        .params
+        .iter()
+        .map(|p| Param::new(&p.name, p.kind, &p.description, p.required))
+        .collect();
+    let mut needs_read = vec![path.to_path_buf()];
+    if let Ok(real) = std::fs::canonicalize(path)
+        && real != path
+    {
+        needs_read.push(real);
+    }
+    ToolSpec {
+        name: name.to_owned(),
+        format: Format::Octomind,
+        source: path.to_path_buf(),
+        line: Some(header.description_line),
+        description: header.description,
+        input_schema: schema::object_schema(&params),
+        requests: Requests::default(),
+        runner: Runner::Octomind {
+            program: path.to_path_buf(),
+        },
+        needs_read,
+    }
+}
+
+/// Scan `<project>/.agents/tools`.
+pub(crate) fn scan(project: &Path) -> Found {
+    let dir = project.join(".agents").join("tools");
+    let mut f = Found::default();
+    let entries = match fsread::list_dir(&dir, &mut f.diagnostics) {
+        Ok(Some(e)) => e,
+        Ok(None) => return f,
+        Err(d) => {
+            f.diagnostics.push(d);
+            return f;
+        }
+    };
+    for e in entries {
+        let path = &e.path;
+        let meta = match &e.meta {
+            Ok(m) => m,
+            Err(err) => {
+                f.examined.push(path.clone());
+                f.diagnostics.push(
+                    Diagnostic::error(path, None, format!("cannot stat: {}", io_message(err)))
+                        .fix("remove or repair the file"),
+                );
+                continue;
+            }
+        };
+        if meta.is_dir() {
+            continue;
+        }
+        f.examined.push(path.clone());
+        if e.name.starts_with('.') {
+            f.diagnostics.push(
+                Diagnostic::warning(path, None, "hidden file ignored")
+                    .fix("drop the leading '.' to make it a tool"),
+            );
+            continue;
+        }
+        if let Some((stem, _)) = e.name.split_once('.') {
+            f.diagnostics.push(
+                Diagnostic::error(path, None, "file name has an extension; tool skipped").fix(
+                    format!("drop the extension: rename to .agents/tools/{stem}"),
+                ),
+            );
+            continue;
+        }
+        if !valid_tool_name(&e.name) {
+            f.diagnostics.push(
+                Diagnostic::error(
+                    path,
+                    None,
+                    "file name must match [A-Za-z0-9_-]+; tool skipped",
+                )
+                .fix("rename the file using letters, digits, '_' and '-'"),
+            );
+            continue;
+        }
+        if !meta.is_file() {
+            f.diagnostics.push(
+                Diagnostic::error(path, None, "not a regular file; tool skipped")
+                    .fix("replace it with an executable script"),
+            );
+            continue;
+        }
+        if meta.permissions().mode() & 0o111 == 0 {
+            f.diagnostics.push(
+                Diagnostic::error(path, None, "not executable; tool skipped")
+                    .fix(format!("chmod +x .agents/tools/{}", e.name)),
+            );
+            continue;
+        }
+        let bytes = match fsread::read_capped(path, READ_CAP) {
+            Ok(b) => b,
+            Err(err) => {
+                f.diagnostics.push(
+                    Diagnostic::error(path, None, format!("cannot read: {}", io_message(&err)))
+                        .fix("make the file readable"),
+                );
+                continue;
+            }
+        };
+        let (text, bad_utf8) = match std::str::from_utf8(&bytes.data) {
+            Ok(t) => (t, false),
+            // A cut in the middle of a character at the cap is not an error.
+            Err(u) => (
+                // valid_up_to is always a char boundary.
+                std::str::from_utf8(&bytes.data[..u.valid_up_to()]).unwrap_or(""),
+                u.error_len().is_some(),
+            ),
+        };
+        let (header, mut diags) = parse_header(text, path);
+        if header.is_none() && bad_utf8 {
+            let line = super::line_of(text, text.len());
+            diags.push(
+                Diagnostic::error(path, Some(line), "header is not valid UTF-8")
+                    .fix("save the script as UTF-8"),
+            );
+        }
+        f.diagnostics.append(&mut diags);
+        if let Some(h) = header {
+            f.tools.push(to_spec(&e.name, path, h));
+        }
+    }
+    f
+}
+
+#[cfg(test)]
+#[path = "tests/octomind.rs"]
+mod tests;

@@ -1,0 +1,642 @@
+//! OpenCrabs dynamic tools: `[[tools]]` in `tools.toml` at the project
+//! root and in `--tools-toml FILE` (seed: opencrabs-dynamic-tools.md).
+//!
+//! A TOML syntax error is one Error with its line and loses only that file;
+//! a bad `[[tools]]` entry loses only that tool (the diagnostic names
+//! `tools[N].key`, N from 0, and the line of its `[[tools]]` header).
+//!
+//! Decisions where the seed is silent:
+//! - `requires_approval` defaults to "not set" (OpenCrabs' own default is
+//!   false); it reaches `requests.requires_approval` only when written.
+//! - `enabled = false` tools are validated, not listed, and noted with a
+//!   Warning "disabled".
+//! - `timeout_secs`: an integer 1..=3600 → `requests.timeout`.
+//! - http tools require `method` (GET, POST, PUT, PATCH, DELETE, HEAD,
+//!   OPTIONS) and an `http(s)://` `url`, and request network access.
+//! - param `type` defaults to `string`; `default` may be a TOML string (as
+//!   in the seed: `"50"`, `"null"`) converted by the type, or a native TOML
+//!   value of the right type.
+//! - `{{param}}` must name a declared param; in a shell `command` it must
+//!   not sit inside shell quotes (see [`super::template`]).
+//! - Unknown keys are Warnings.
+
+use super::fsread::{self, io_message};
+use super::schema::{self, Param};
+use super::template;
+use super::{Coerce, CrabParam, Diagnostic, Found, Runner, ToolSpec, line_of, valid_tool_name};
+use crate::policy::RateLimit;
+use crate::spec::{Format, Requests};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use toml::{Table, Value as Toml};
+
+const READ_CAP: usize = 4 * 1024 * 1024;
+const TOOL_KEYS: [&str; 12] = [
+    "name",
+    "description",
+    "executor",
+    "enabled",
+    "requires_approval",
+    "timeout_secs",
+    "command",
+    "method",
+    "url",
+    "headers",
+    "params",
+    "rate_limit",
+];
+const PARAM_KEYS: [&str; 7] = [
+    "name",
+    "type",
+    "description",
+    "required",
+    "default",
+    "coerce_empty_to",
+    "coerce_null_to",
+];
+const METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
+
+/// Parse one tools.toml's text into tools (with `source` = `file`) and
+/// diagnostics. Disabled tools are not returned.
+pub fn parse_tools_toml(text: &str, file: &Path) -> (Vec<ToolSpec>, Vec<Diagnostic>) {
+    let mut diags = Vec::new();
+    let table: Table = match toml::from_str(text) {
+        Ok(t) => t,
+        Err(e) => {
+            let line = e.span().map(|s| line_of(text, s.start));
+            let msg = e.message().replace('\n', " ");
+            diags.push(
+                Diagnostic::error(
+                    file,
+                    line,
+                    format!("TOML syntax error: {msg}; no tools loaded from this file"),
+                )
+                .fix("fix the TOML syntax"),
+            );
+            return (Vec::new(), diags);
+        }
+    };
+    for k in table.keys() {
+        if k != "tools" {
+            diags.push(Diagnostic::warning(
+                file,
+                None,
+                format!("unknown top-level key '{k}' ignored"),
+            ));
+        }
+    }
+    let items = match table.get("tools") {
+        None => return (Vec::new(), diags),
+        Some(Toml::Array(a)) => a,
+        Some(_) => {
+            diags.push(
+                Diagnostic::error(file, None, "'tools' must be an array of tables")
+                    .fix("declare tools with [[tools]]"),
+            );
+            return (Vec::new(), diags);
+        }
+    };
+    // The Nth `[[tools]]` header is the Nth array element (inline arrays
+    // have no header and get no line).
+    let headers: Vec<usize> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            let t = l.trim_start();
+            t.starts_with("[[") && t[2..].trim_start().starts_with("tools") && {
+                let r = t[2..].trim_start()[5..].trim_start();
+                r.starts_with("]]")
+            }
+        })
+        .map(|(i, _)| i + 1)
+        .collect();
+    let mut tools = Vec::new();
+    for (n, item) in items.iter().enumerate() {
+        let line = if headers.len() == items.len() {
+            headers.get(n).copied()
+        } else {
+            None
+        };
+        let mut cx = Cx {
+            file,
+            line,
+            n,
+            name: String::new(),
+            diags: &mut diags,
+            bad: false,
+        };
+        if let Some(spec) = parse_tool(item, &mut cx) {
+            tools.push(spec);
+        }
+    }
+    (tools, diags)
+}
+
+/// Per-tool diagnostic context.
+struct Cx<'a> {
+    file: &'a Path,
+    line: Option<usize>,
+    n: usize,
+    name: String,
+    diags: &'a mut Vec<Diagnostic>,
+    bad: bool,
+}
+
+impl Cx<'_> {
+    fn at(&self, key: &str) -> String {
+        if self.name.is_empty() {
+            format!("tools[{}].{key}", self.n)
+        } else {
+            format!("tools[{}] ('{}').{key}", self.n, self.name)
+        }
+    }
+    fn err(&mut self, key: &str, msg: impl std::fmt::Display, fix: &str) {
+        let m = format!("{}: {msg}; tool skipped", self.at(key));
+        self.diags
+            .push(Diagnostic::error(self.file, self.line, m).fix(fix));
+        self.bad = true;
+    }
+    fn warn(&mut self, key: &str, msg: impl std::fmt::Display) {
+        let m = format!("{}: {msg}", self.at(key));
+        self.diags
+            .push(Diagnostic::warning(self.file, self.line, m));
+    }
+    fn string(&mut self, t: &Table, key: &str, required: bool) -> Option<String> {
+        match t.get(key) {
+            Some(Toml::String(s)) => Some(s.clone()),
+            Some(v) => {
+                self.err(
+                    key,
+                    format!("must be a string, got {}", v.type_str()),
+                    "quote the value",
+                );
+                None
+            }
+            None if required => {
+                self.err(key, "missing", &format!("add `{key} = \"...\"`"));
+                None
+            }
+            None => None,
+        }
+    }
+    fn boolean(&mut self, t: &Table, key: &str) -> Option<bool> {
+        match t.get(key) {
+            Some(Toml::Boolean(b)) => Some(*b),
+            Some(v) => {
+                self.err(
+                    key,
+                    format!("must be true or false, got {}", v.type_str()),
+                    "write true or false",
+                );
+                None
+            }
+            None => None,
+        }
+    }
+}
+
+fn parse_tool(item: &Toml, cx: &mut Cx) -> Option<ToolSpec> {
+    let Some(t) = item.as_table() else {
+        cx.err("", "must be a table", "declare tools with [[tools]]");
+        return None;
+    };
+    let name = cx.string(t, "name", true).unwrap_or_default();
+    if !(name.is_empty() || valid_tool_name(&name) && name.len() <= 64) {
+        cx.err(
+            "name",
+            format!("'{name}' must match [A-Za-z0-9_-]{{1,64}}"),
+            "rename the tool",
+        );
+    }
+    cx.name = name.clone();
+    for k in t.keys() {
+        if !TOOL_KEYS.contains(&k.as_str()) {
+            cx.warn(k, "unknown key ignored");
+        }
+    }
+    let description = cx.string(t, "description", true).unwrap_or_default();
+    if description.trim().is_empty() && t.contains_key("description") {
+        cx.err("description", "is empty", "describe what the tool does");
+    }
+    let executor = cx.string(t, "executor", true).unwrap_or_default();
+    let enabled = cx.boolean(t, "enabled").unwrap_or(true);
+    let requires_approval = cx.boolean(t, "requires_approval");
+    let timeout = match t.get("timeout_secs") {
+        None => None,
+        Some(Toml::Integer(s)) if (1..=3600).contains(s) => {
+            u64::try_from(*s).ok().map(Duration::from_secs)
+        }
+        Some(v) => {
+            cx.err(
+                "timeout_secs",
+                format!("{v} out of range"),
+                "use an integer number of seconds from 1 to 3600",
+            );
+            None
+        }
+    };
+    let rate_limit = t.get("rate_limit").and_then(|r| parse_rate(r, cx));
+    let params = parse_params(t.get("params"), cx);
+    let declared: Vec<&str> = params.iter().map(|(p, _)| p.name.as_str()).collect();
+    let mut requests = Requests {
+        timeout,
+        requires_approval,
+        rate_limit,
+        ..Requests::default()
+    };
+    let crab: Vec<CrabParam> = params.iter().map(|(_, c)| c.clone()).collect();
+    let runner = match executor.as_str() {
+        "shell" => {
+            let command = cx.string(t, "command", true).unwrap_or_default();
+            if let Err(e) = template::check_declared(&command, &declared, true) {
+                cx.err("command", e, "declare the param, or fix the template");
+            }
+            for k in ["method", "url", "headers"] {
+                if t.contains_key(k) {
+                    cx.warn(k, "ignored by the shell executor");
+                }
+            }
+            Runner::OpencrabsShell {
+                command,
+                params: crab,
+            }
+        }
+        "http" => {
+            let method = cx
+                .string(t, "method", true)
+                .unwrap_or_default()
+                .to_ascii_uppercase();
+            if !method.is_empty() && !METHODS.contains(&method.as_str()) {
+                cx.err(
+                    "method",
+                    format!("unsupported method '{method}'"),
+                    "use GET, POST, PUT, PATCH, DELETE, HEAD or OPTIONS",
+                );
+            }
+            let url = cx.string(t, "url", true).unwrap_or_default();
+            if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
+                cx.err(
+                    "url",
+                    "must start with http:// or https://",
+                    "write the full URL",
+                );
+            }
+            if let Err(e) = template::check_declared(&url, &declared, false) {
+                cx.err("url", e, "declare the param, or fix the template");
+            }
+            let mut headers = Vec::new();
+            match t.get("headers") {
+                None => {}
+                Some(Toml::Table(h)) => {
+                    for (k, v) in h {
+                        match v.as_str() {
+                            Some(v) => {
+                                if let Err(e) = template::check_declared(v, &declared, false) {
+                                    cx.err(
+                                        &format!("headers.{k}"),
+                                        e,
+                                        "declare the param, or fix the template",
+                                    );
+                                }
+                                headers.push((k.clone(), v.to_owned()));
+                            }
+                            None => cx.err(
+                                &format!("headers.{k}"),
+                                "must be a string",
+                                "quote the value",
+                            ),
+                        }
+                    }
+                }
+                Some(_) => cx.err("headers", "must be a table", "use [tools.headers]"),
+            }
+            if t.contains_key("command") {
+                cx.warn("command", "ignored by the http executor");
+            }
+            requests.network = Some(true);
+            Runner::OpencrabsHttp {
+                method,
+                url,
+                headers,
+                params: crab,
+            }
+        }
+        "" => return None, // already reported (missing or not a string)
+        other => {
+            cx.err(
+                "executor",
+                format!("unknown executor '{other}'"),
+                "use \"shell\" or \"http\"",
+            );
+            return None;
+        }
+    };
+    if cx.bad {
+        return None;
+    }
+    if !enabled {
+        cx.diags.push(
+            Diagnostic::warning(
+                cx.file,
+                cx.line,
+                format!("tool '{name}' is disabled; not listed"),
+            )
+            .fix("set `enabled = true` to list it"),
+        );
+        return None;
+    }
+    let schema_params: Vec<Param> = params.into_iter().map(|(p, _)| p).collect();
+    Some(ToolSpec {
+        name,
+        format: Format::Opencrabs,
+        source: cx.file.to_path_buf(),
+        line: cx.line,
+        description: description.trim().to_owned(),
+        input_schema: schema::object_schema(&schema_params),
+        requests,
+        runner,
+        needs_read: Vec::new(),
+    })
+}
+
+fn parse_rate(r: &Toml, cx: &mut Cx) -> Option<RateLimit> {
+    let Some(r) = r.as_table() else {
+        cx.err("rate_limit", "must be a table", "use [tools.rate_limit]");
+        return None;
+    };
+    for k in r.keys() {
+        if k != "requests" && k != "window" {
+            cx.warn(&format!("rate_limit.{k}"), "unknown key ignored");
+        }
+    }
+    let requests = match r.get("requests") {
+        Some(Toml::String(s)) => s.trim().parse::<u32>().ok(),
+        Some(Toml::Integer(i)) => u32::try_from(*i).ok(),
+        _ => None,
+    }
+    .filter(|n| *n > 0);
+    let window = match r.get("window") {
+        Some(Toml::String(s)) => crate::policy::parse_duration(s).ok(),
+        Some(Toml::Integer(i)) => u64::try_from(*i).ok().map(Duration::from_secs),
+        _ => None,
+    }
+    .filter(|d| !d.is_zero());
+    match (requests, window) {
+        (Some(requests), Some(window)) => Some(RateLimit { requests, window }),
+        (None, _) => {
+            cx.err(
+                "rate_limit.requests",
+                "missing or not a positive integer",
+                "e.g. requests = \"10\"",
+            );
+            None
+        }
+        (_, None) => {
+            cx.err(
+                "rate_limit.window",
+                "missing or not a positive duration",
+                "e.g. window = \"1m\", \"30s\", \"1h\"",
+            );
+            None
+        }
+    }
+}
+
+fn parse_params(v: Option<&Toml>, cx: &mut Cx) -> Vec<(Param, CrabParam)> {
+    let items = match v {
+        None => return Vec::new(),
+        Some(Toml::Array(a)) => a,
+        Some(_) => {
+            cx.err(
+                "params",
+                "must be an array of tables",
+                "use [[tools.params]]",
+            );
+            return Vec::new();
+        }
+    };
+    let mut out: Vec<(Param, CrabParam)> = Vec::new();
+    for (m, item) in items.iter().enumerate() {
+        let key = |k: &str| format!("params[{m}].{k}");
+        let Some(t) = item.as_table() else {
+            cx.err(&key(""), "must be a table", "use [[tools.params]]");
+            continue;
+        };
+        for k in t.keys() {
+            if !PARAM_KEYS.contains(&k.as_str()) {
+                cx.warn(&key(k), "unknown key ignored");
+            }
+        }
+        let name = match t.get("name") {
+            Some(Toml::String(s)) if template::valid_param_name(s) => s.clone(),
+            Some(v) => {
+                cx.err(
+                    &key("name"),
+                    format!("{v} must match [A-Za-z_][A-Za-z0-9_-]*"),
+                    "rename the param",
+                );
+                continue;
+            }
+            None => {
+                cx.err(&key("name"), "missing", "add `name = \"...\"`");
+                continue;
+            }
+        };
+        if out.iter().any(|(p, _)| p.name == name) {
+            cx.err(
+                &key("name"),
+                format!("duplicate param '{name}'"),
+                "declare each param once",
+            );
+            continue;
+        }
+        let kind = match t.get("type") {
+            None => "string".to_owned(),
+            Some(Toml::String(s)) if schema::TYPES.contains(&s.as_str()) => s.clone(),
+            Some(v) => {
+                cx.err(
+                    &key("type"),
+                    format!("unsupported type {v}"),
+                    "use string, number, integer, boolean, array or object",
+                );
+                continue;
+            }
+        };
+        let description = match t.get("description") {
+            None => String::new(),
+            Some(Toml::String(s)) => s.clone(),
+            Some(_) => {
+                cx.err(&key("description"), "must be a string", "quote the value");
+                continue;
+            }
+        };
+        let required = match t.get("required") {
+            None => false,
+            Some(Toml::Boolean(b)) => *b,
+            Some(_) => {
+                cx.err(
+                    &key("required"),
+                    "must be true or false",
+                    "write true or false",
+                );
+                continue;
+            }
+        };
+        let default = match t.get("default").map(|d| convert_default(&kind, d)) {
+            None => None,
+            Some(Ok(v)) => Some(v),
+            Some(Err(e)) => {
+                cx.err(
+                    &key("default"),
+                    e,
+                    "write a default matching the param's type",
+                );
+                continue;
+            }
+        };
+        let mut coerce = [Coerce::Keep; 2];
+        let mut ok = true;
+        for (i, k) in ["coerce_empty_to", "coerce_null_to"].iter().enumerate() {
+            match t.get(*k).map(|v| v.as_str().and_then(parse_coerce)) {
+                None => {}
+                Some(Some(c)) => coerce[i] = c,
+                Some(None) => {
+                    cx.err(
+                        &key(k),
+                        "must be \"keep\", \"omit\", \"null\" or \"error\"",
+                        "pick one of the four",
+                    );
+                    ok = false;
+                }
+            }
+        }
+        if !ok {
+            continue;
+        }
+        let mut p = Param::new(&name, &kind, &description, required);
+        if let Some(d) = &default {
+            p.extra.insert("default".into(), d.clone());
+        }
+        let c = CrabParam {
+            name,
+            kind,
+            required,
+            default,
+            coerce_empty_to: coerce[0],
+            coerce_null_to: coerce[1],
+        };
+        out.push((p, c));
+    }
+    out
+}
+
+/// `keep` / `omit` / `null` / `error`.
+pub fn parse_coerce(s: &str) -> Option<Coerce> {
+    Some(match s {
+        "keep" => Coerce::Keep,
+        "omit" => Coerce::Omit,
+        "null" => Coerce::Null,
+        "error" => Coerce::Error,
+        _ => return None,
+    })
+}
+
+/// A param default as JSON. TOML strings are converted by `kind`
+/// (`"50"` → 50 for integer, `"true"` → true for boolean, JSON text for
+/// array/object); `"null"` is JSON null for any type. Native TOML values
+/// must already have the right type.
+pub fn convert_default(kind: &str, v: &Toml) -> Result<Value, String> {
+    if let Toml::String(s) = v {
+        if s == "null" {
+            return Ok(Value::Null);
+        }
+        let bad = || format!("\"{s}\" is not a valid {kind}");
+        return match kind {
+            "string" => Ok(Value::String(s.clone())),
+            "integer" => s.trim().parse::<i64>().map(Value::from).map_err(|_| bad()),
+            "number" => s
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .and_then(serde_json::Number::from_f64)
+                .map(Value::Number)
+                .ok_or_else(bad),
+            "boolean" => match s.trim() {
+                "true" => Ok(Value::Bool(true)),
+                "false" => Ok(Value::Bool(false)),
+                _ => Err(bad()),
+            },
+            _ => match serde_json::from_str::<Value>(s) {
+                Ok(j @ Value::Array(_)) if kind == "array" => Ok(j),
+                Ok(j @ Value::Object(_)) if kind == "object" => Ok(j),
+                _ => Err(bad()),
+            },
+        };
+    }
+    let j = match v {
+        Toml::Datetime(_) => return Err("a datetime is not a valid default".into()),
+        other => serde_json::to_value(other).map_err(|e| e.to_string())?,
+    };
+    let fits = match kind {
+        "integer" => j.is_i64() || j.is_u64(),
+        "number" => j.is_number(),
+        "boolean" => j.is_boolean(),
+        "array" => j.is_array(),
+        "object" => j.is_object(),
+        _ => false,
+    };
+    if fits {
+        Ok(j)
+    } else {
+        Err(format!("{j} is not a valid {kind}"))
+    }
+}
+
+fn scan_file(path: &Path, required: bool, f: &mut Found) {
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return,
+        _ => {}
+    }
+    f.examined.push(path.to_path_buf());
+    let text = match fsread::read_text(path, READ_CAP) {
+        Ok(t) => t,
+        Err(d) => {
+            f.diagnostics.push(d);
+            return;
+        }
+    };
+    let (mut tools, mut diags) = parse_tools_toml(&text, path);
+    f.tools.append(&mut tools);
+    f.diagnostics.append(&mut diags);
+}
+
+/// Scan `<project>/tools.toml` and the `--tools-toml` file.
+pub(crate) fn scan(project: &Path, extra: Option<&Path>) -> Found {
+    let mut f = Found::default();
+    let own = project.join("tools.toml");
+    scan_file(&own, false, &mut f);
+    if let Some(extra) = extra {
+        let extra: PathBuf = std::path::absolute(extra).unwrap_or_else(|_| extra.to_path_buf());
+        let same = match (std::fs::canonicalize(&extra), std::fs::canonicalize(&own)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        if !same {
+            if let Err(e) = std::fs::metadata(&extra) {
+                f.examined.push(extra.clone());
+                f.diagnostics.push(
+                    Diagnostic::error(&extra, None, format!("--tools-toml: {}", io_message(&e)))
+                        .fix("pass an existing tools.toml"),
+                );
+            } else {
+                scan_file(&extra, true, &mut f);
+            }
+        }
+    }
+    f
+}
+
+#[cfg(test)]
+#[path = "tests/opencrabs.rs"]
+mod tests;
