@@ -9,6 +9,22 @@ here="$(cd "$(dirname "$0")" && pwd)"
 deps="$here/.deps"
 mkdir -p "$deps"
 
+# A fresh Debian machine may lack venv support and npm.
+missing=()
+python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv python3-pip)
+command -v npm >/dev/null || missing+=(nodejs npm)
+if [ ${#missing[@]} -gt 0 ]; then
+  if command -v apt-get >/dev/null; then
+    echo "-- apt: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq python3 "${missing[@]}" >/dev/null
+  else
+    echo "install.sh: need ${missing[*]} (no apt-get here)" >&2
+    exit 1
+  fi
+fi
+
 echo "-- python: mcp SDK + pytest into $deps/venv"
 if [ ! -x "$deps/venv/bin/python" ]; then
   python3 -m venv "$deps/venv"

@@ -3,6 +3,8 @@
 //! watched directory whose files become tools on reload.
 #![allow(dead_code)]
 
+pub mod wire;
+
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -61,10 +63,26 @@ impl FakeHost {
             def("echo", "echo the text", obj(json!({"text": s}), &["text"])),
             def("fail", "exit 1 with a message", obj(json!({}), &[])),
             def("denied", "refused by the sandbox", obj(json!({}), &[])),
-            def("sleep", "sleep SECS seconds (cancellable)", obj(json!({"secs": {"type": "number"}}), &["secs"])),
-            def("test_simple_text", "returns simple text", obj(json!({}), &[])),
-            def("test_error_handling", "returns an error result", obj(json!({}), &[])),
-            def("test_tool_with_progress", "runs for 3.5 s (progress from the server)", obj(json!({}), &[])),
+            def(
+                "sleep",
+                "sleep SECS seconds (cancellable)",
+                obj(json!({"secs": {"type": "number"}}), &["secs"]),
+            ),
+            def(
+                "test_simple_text",
+                "returns simple text",
+                obj(json!({}), &[]),
+            ),
+            def(
+                "test_error_handling",
+                "returns an error result",
+                obj(json!({}), &[]),
+            ),
+            def(
+                "test_tool_with_progress",
+                "runs for 3.5 s (progress from the server)",
+                obj(json!({}), &[]),
+            ),
         ]
     }
 
@@ -159,7 +177,11 @@ impl ToolHost for FakeHost {
         })
     }
 
-    fn run(&self, call: &PreparedCall, cancel: Option<&CancelToken>) -> Result<CallResult, CallError> {
+    fn run(
+        &self,
+        call: &PreparedCall,
+        cancel: Option<&CancelToken>,
+    ) -> Result<CallResult, CallError> {
         let n = self.running.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_running.fetch_max(n, Ordering::SeqCst);
         let _g = Dec(&self.running);
@@ -177,9 +199,19 @@ impl ToolHost for FakeHost {
         };
         let name = call.tool.name.as_str();
         Ok(match name {
-            "echo" => result(Exit::Code(0), call.args["text"].as_str().unwrap_or(""), started),
-            "fail" | "test_error_handling" => result(Exit::Code(1), "boom: the tool failed", started),
-            "denied" => return Err(CallError::Denied("network is off for this tool (grant it with --allow-net)".into())),
+            "echo" => result(
+                Exit::Code(0),
+                call.args["text"].as_str().unwrap_or(""),
+                started,
+            ),
+            "fail" | "test_error_handling" => {
+                result(Exit::Code(1), "boom: the tool failed", started)
+            }
+            "denied" => {
+                return Err(CallError::Denied(
+                    "network is off for this tool (grant it with --allow-net)".into(),
+                ));
+            }
             "sleep" => {
                 let secs = call.args["secs"].as_f64().unwrap_or(0.0);
                 if sleep(secs) {
