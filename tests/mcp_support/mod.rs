@@ -3,6 +3,7 @@
 //! watched directory whose files become tools on reload.
 #![allow(dead_code)]
 
+pub mod http;
 pub mod wire;
 
 use serde_json::{Value, json};
