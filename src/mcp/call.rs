@@ -6,7 +6,8 @@
 //!   → wait for a permit (--max-concurrent)
 //!   → host.run on a blocking thread, with a CancelToken
 //!       (notifications/cancelled or a dropped request kills the process tree;
-//!        progress notifications every second when the client sent a token)
+//!        progress notifications at the start and every second after when the
+//!        client sent a token)
 //!   → CallToolResult (isError, text, _meta with the enforcement report)
 //! ```
 //!
@@ -62,7 +63,7 @@ pub async fn call_tool(
     server
         .log(
             &context.peer,
-            LoggingLevel::Debug,
+            LoggingLevel::Info,
             json!({"event": "call", "tool": name}),
         )
         .await;
@@ -80,7 +81,8 @@ pub async fn call_tool(
     let started = Instant::now();
     let progress = context.meta.get_progress_token();
     let every = server.shared.config.progress_interval;
-    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    // The first tick is immediate: progress 0 says the call has started.
+    let mut ticks = tokio::time::interval(every);
     let mut cancelled = false;
     let joined = loop {
         tokio::select! {
@@ -141,6 +143,19 @@ impl Drop for KillOnDrop {
 }
 
 async fn log_outcome(server: &McpServer, peer: &Peer<RoleServer>, name: &str, r: &CallResult) {
+    let enforcement = r.outcome.enforcement.summary();
+    let level = if r.outcome.enforcement.degraded.is_empty() {
+        LoggingLevel::Info
+    } else {
+        LoggingLevel::Warning
+    };
+    server
+        .log(
+            peer,
+            level,
+            json!({"event": "sandbox", "tool": name, "enforcement": enforcement}),
+        )
+        .await;
     let level = if r.is_error {
         LoggingLevel::Notice
     } else {

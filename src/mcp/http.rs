@@ -133,7 +133,14 @@ async fn route(service: &Service, req: Request<Incoming>) -> Response<BoxBody<By
         *resp.status_mut() = StatusCode::NOT_FOUND;
         return resp;
     }
-    service.handle(req).await
+    let delete = req.method() == hyper::Method::DELETE;
+    let mut resp = service.handle(req).await;
+    // rmcp answers a session DELETE with 202; clients (the Python SDK) expect
+    // 200 for a terminated session and warn otherwise.
+    if delete && resp.status() == StatusCode::ACCEPTED {
+        *resp.status_mut() = StatusCode::OK;
+    }
+    resp
 }
 
 #[cfg(test)]
