@@ -373,3 +373,50 @@ async fn stdin_eof_ends_the_server() {
     let r = tokio::time::timeout(wire::WAIT, t).await;
     assert!(matches!(r, Ok(Ok(Ok(())))), "{r:?}");
 }
+
+struct RefuseNet;
+
+impl toolcage::mcp::Gate for RefuseNet {
+    fn check<'a>(
+        &'a self,
+        call: &'a toolcage::call::PreparedCall,
+        _peer: &'a rmcp::Peer<rmcp::RoleServer>,
+    ) -> futures::future::BoxFuture<'a, Result<(), toolcage::call::CallError>> {
+        let name = call.tool.name.clone();
+        Box::pin(async move {
+            if name == "sleep" {
+                Err(toolcage::call::CallError::Denied(format!(
+                    "{name}: approval refused by the operator"
+                )))
+            } else {
+                Ok(())
+            }
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_refusal_is_an_error_result_and_nothing_runs() {
+    let d = dir("gate");
+    let host = FakeHost::new(&d);
+    let server = toolcage::mcp::McpServer::new(host.clone(), config())
+        .with_gate(std::sync::Arc::new(RefuseNet));
+    let (mut c, _s, _t) = wire::serve(server);
+    c.initialize().await;
+    let r = c
+        .request(
+            "tools/call",
+            json!({"name": "sleep", "arguments": {"secs": 5}}),
+        )
+        .await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(text(&r["result"]).contains("approval refused"), "{r}");
+    assert_eq!(host.max_running.load(Ordering::SeqCst), 0, "the tool ran");
+    let ok = c
+        .request(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "through"}}),
+        )
+        .await;
+    assert_eq!(text(&ok["result"]), "through", "{ok}");
+}

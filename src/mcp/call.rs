@@ -44,9 +44,9 @@ pub async fn call_tool(
         Err(e) => return Ok(refused(server, &name, &e)),
     };
 
-    // GATE (issue 5): the single place where approval (MCP elicitation to
-    // `context.peer`), rate limits and the audit record plug in. Nothing has
-    // run yet; a refusal becomes an `isError` result.
+    // GATE (issue 5, `super::gate::Gate`): approval (MCP elicitation to
+    // `context.peer`), rate limits and the audit record plug in here. Nothing
+    // has run yet; a refusal becomes an `isError` result.
     if let Err(refusal) = gate(server, &prepared, &context.peer).await {
         return Ok(refused(server, &name, &refusal));
     }
@@ -120,14 +120,16 @@ pub async fn call_tool(
     Ok(success(&name, &result))
 }
 
-/// Issue 5 inserts approval, rate limiting and audit here. `peer` is this
-/// client, for elicitation (`peer.create_elicitation`) when it declared it.
+/// The gate (issue 5: approval, rate limit, audit), when one is installed.
 async fn gate(
-    _server: &McpServer,
-    _call: &PreparedCall,
-    _peer: &Peer<RoleServer>,
+    server: &McpServer,
+    call: &PreparedCall,
+    peer: &Peer<RoleServer>,
 ) -> Result<(), CallError> {
-    Ok(())
+    match &server.shared.gate {
+        Some(g) => g.check(call, peer).await,
+        None => Ok(()),
+    }
 }
 
 /// Cancels the run if the request future is dropped before it finishes

@@ -8,16 +8,19 @@
 //!   pagination, logging/setLevel, the peer registry for list_changed).
 //! - [`call`]: one `tools/call`, end to end (prepare → gate → run →
 //!   result), with cancellation and progress.
+//! - [`gate`]: the seam where approval, rate limits and audit plug in.
 //! - [`stdio`], [`http`]: the two transports.
 //! - [`reload`]: watch the tool dirs, debounce, rediscover, notify.
 
 pub mod call;
+pub mod gate;
 pub mod host;
 pub mod http;
 pub mod reload;
 pub mod server;
 pub mod stdio;
 
+pub use gate::Gate;
 pub use host::{EngineHost, ToolDef, ToolHost};
 pub use server::McpServer;
 

@@ -5,7 +5,7 @@
 // target 2025-11-25, where it is current.
 #![allow(deprecated)]
 
-use super::{ServeConfig, ToolDef, ToolHost};
+use super::{Gate, ServeConfig, ToolDef, ToolHost};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ListToolsResult, LoggingLevel,
     LoggingMessageNotificationParam, PaginatedRequestParams, ProtocolVersion, ServerConfig,
@@ -27,6 +27,8 @@ pub struct Shared {
     pub permits: Arc<Semaphore>,
     clients: Mutex<Vec<Client>>,
     info: ServerConfig,
+    /// Approval / rate limit / audit between prepare and run (issue 5).
+    pub gate: Option<Arc<dyn Gate>>,
 }
 
 struct Client {
@@ -68,8 +70,26 @@ impl McpServer {
                 permits,
                 clients: Mutex::new(Vec::new()),
                 info: server_info(),
+                gate: None,
             }),
             session: Arc::new(Session::default()),
+        }
+    }
+
+    /// Install the gate every call passes between prepare and run. Call it
+    /// before serving (it replaces the shared state).
+    pub fn with_gate(self, gate: Arc<dyn Gate>) -> McpServer {
+        let shared = Shared {
+            host: self.shared.host.clone(),
+            config: self.shared.config.clone(),
+            permits: self.shared.permits.clone(),
+            clients: Mutex::new(Vec::new()),
+            info: self.shared.info.clone(),
+            gate: Some(gate),
+        };
+        McpServer {
+            shared: Arc::new(shared),
+            session: self.session,
         }
     }
 

@@ -29,7 +29,17 @@ pub fn start(
     McpServer,
     tokio::task::JoinHandle<anyhow::Result<()>>,
 ) {
-    let server = McpServer::new(host, config);
+    serve(McpServer::new(host, config))
+}
+
+/// Like [`start`], for a server built by the caller (e.g. with a gate).
+pub fn serve(
+    server: McpServer,
+) -> (
+    LineClient,
+    McpServer,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
     let (ours, theirs) = tokio::io::duplex(1 << 20);
     let (sr, sw) = tokio::io::split(theirs);
     let task = tokio::spawn(toolcage::mcp::stdio::serve_io(server.clone(), sr, sw));
