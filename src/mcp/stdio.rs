@@ -7,6 +7,10 @@
 //! id to answer); well-formed JSON of the wrong shape gets an Invalid
 //! Request error; an unknown method gets Method not found. The server keeps
 //! serving after each.
+//!
+//! Deviation from JSON-RPC 2.0 (section 5.1), kept from rmcp on purpose:
+//! unparsable input gets no -32700 Parse error reply (rmcp avoids error
+//! storms with a peer that echoes), and an oversized line gets no reply.
 
 use super::McpServer;
 use rmcp::ServiceExt;
