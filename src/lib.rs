@@ -6,6 +6,7 @@ pub mod call;
 pub mod cli;
 pub mod discover;
 pub mod gate;
+pub mod mcp;
 pub mod policy;
 pub mod sandbox;
 pub mod spec;

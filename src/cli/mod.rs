@@ -12,6 +12,7 @@ mod exec;
 mod list;
 mod policy;
 mod schema;
+mod serve;
 
 /// Exit statuses shared by the subcommands (DESIGN.md section 1).
 pub mod status {
@@ -129,6 +130,8 @@ impl PolicyArgs {
 pub enum Command {
     /// Run any command under the sandbox.
     Exec(exec::ExecArgs),
+    /// Serve the project's tools over MCP (stdio, or Streamable HTTP with --http).
+    Serve(serve::ServeArgs),
     /// Every tool discovered: name, format, source file, description.
     List(list::ListArgs),
     /// MCP tool definitions (name, description, inputSchema, annotations) as JSON.
@@ -160,6 +163,7 @@ pub fn main() -> ExitCode {
     };
     let code = match &cli.command {
         Command::Exec(args) => exec::run(&cli.project, args),
+        Command::Serve(args) => serve::run(&global, args),
         Command::List(args) => list::run(&global, args),
         Command::Schema(args) => schema::run(&global, args),
         Command::Check(args) => check::run(&global, args),

@@ -1,0 +1,279 @@
+//! The MCP server's cost, measured in one run (issue 4 targets):
+//!
+//! 1. added latency: the same trivial sandboxed call through the engine
+//!    directly (`toolcage call`'s runner path) and through the MCP layer
+//!    (stdio transport, in process), interleaved; medians and the difference;
+//! 2. throughput: `toolcage serve --http` as a separate process with 4
+//!    concurrent clients (one session each) calling the trivial tool;
+//! 3. the server's RSS when idle and after 10,000 calls.
+//!
+//! Run with `cargo bench --bench mcp`. Prints numbers; asserts nothing.
+
+#[allow(dead_code)]
+#[path = "../tests/mcp_support/http.rs"]
+mod http;
+#[allow(dead_code)]
+#[path = "../tests/mcp_support/wire.rs"]
+mod wire;
+
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use toolcage::call::Engine;
+use toolcage::discover::Options;
+use toolcage::mcp::{EngineHost, ServeConfig};
+use toolcage::policy::{Overrides, Sources};
+
+const LATENCY_ROUNDS: usize = 300;
+const CLIENTS: usize = 4;
+const THROUGHPUT_SECS: u64 = 5;
+const MANY_CALLS: usize = 10_000;
+
+fn project() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tc-bench-mcp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let tools = dir.join(".agents/tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    let noop = tools.join("noop");
+    std::fs::write(&noop, "#!/bin/sh\n# @description Print ok.\necho ok\n").unwrap();
+    std::fs::set_permissions(&noop, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir.canonicalize().unwrap()
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+async fn latency(dir: &Path) {
+    let engine = Engine::load(
+        dir,
+        &Sources::default(),
+        Overrides::default(),
+        Options::default(),
+    )
+    .expect("engine");
+    let direct = Arc::new(engine.clone());
+    let (mut c, _s, _t) = wire::start(Arc::new(EngineHost::new(engine)), ServeConfig::default());
+    c.initialize().await;
+    let call = json!({"name": "noop", "arguments": {}});
+    let run_direct = || {
+        let e = direct.clone();
+        async move {
+            let t = Instant::now();
+            tokio::task::spawn_blocking(move || e.call("noop", json!({}), None).unwrap())
+                .await
+                .unwrap();
+            t.elapsed()
+        }
+    };
+    for _ in 0..20 {
+        run_direct().await;
+        c.request("tools/call", call.clone()).await;
+    }
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..LATENCY_ROUNDS {
+        a.push(run_direct().await);
+        let t = Instant::now();
+        let r = c.request("tools/call", call.clone()).await;
+        b.push(t.elapsed());
+        assert_eq!(r["result"]["isError"], false, "{r}");
+    }
+    let (a, b) = (median(a), median(b));
+    println!("latency, median of {LATENCY_ROUNDS} interleaved calls of a trivial sandboxed tool:");
+    println!("  engine (toolcage call's runner path): {:8.3} ms", ms(a));
+    println!("  through MCP (stdio transport)       : {:8.3} ms", ms(b));
+    println!(
+        "  MCP layer added                     : {:8.3} ms",
+        ms(b) - ms(a)
+    );
+}
+
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn_server(dir: &Path) -> Server {
+    let log = dir.with_extension("log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolcage"))
+        .arg("-C")
+        .arg(dir)
+        .args(["--log", "info", "serve", "--http", "127.0.0.1:0"])
+        .args(["--max-concurrent", &CLIENTS.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    loop {
+        let s = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(i) = s.find("http://127.0.0.1:") {
+            let rest = &s[i + "http://".len()..];
+            let end = rest.find('/').unwrap();
+            let addr = rest[..end].parse().unwrap();
+            return Server { child, addr };
+        }
+        if t.elapsed() > Duration::from_secs(30) || child.try_wait().unwrap().is_some() {
+            panic!("the server did not start: {s}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
+const JSON: (&str, &str) = ("Content-Type", "application/json");
+
+async fn open_session(addr: SocketAddr) -> String {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "0"}}});
+    let r = http::post(addr, &[ACCEPT, JSON], init.to_string().as_bytes()).await;
+    let sid = r.header("mcp-session-id").expect("session").to_string();
+    http::post(
+        addr,
+        &[ACCEPT, JSON, ("Mcp-Session-Id", &sid)],
+        br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    )
+    .await;
+    sid
+}
+
+async fn call(addr: SocketAddr, sid: &str, id: usize) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "noop", "arguments": {}}});
+    let r = http::post(
+        addr,
+        &[
+            ACCEPT,
+            JSON,
+            ("Mcp-Session-Id", sid),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+        body.to_string().as_bytes(),
+    )
+    .await;
+    r.messages()
+        .into_iter()
+        .find(|m| m["id"] == id)
+        .unwrap_or_else(|| panic!("no response: {} {}", r.status, r.body))
+}
+
+/// 4 clients calling until `stop` (a deadline) or `budget` calls in total.
+async fn hammer(addr: SocketAddr, deadline: Option<Instant>, budget: usize) -> (usize, Duration) {
+    let done = Arc::new(AtomicUsize::new(0));
+    let errors = Arc::new(AtomicUsize::new(0));
+    let t = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..CLIENTS {
+        let (done, errors) = (done.clone(), errors.clone());
+        tasks.push(tokio::spawn(async move {
+            let sid = open_session(addr).await;
+            let mut id = 10;
+            loop {
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    break;
+                }
+                if done.fetch_add(1, Ordering::SeqCst) >= budget {
+                    break;
+                }
+                id += 1;
+                let r = call(addr, &sid, id).await;
+                if r["result"]["isError"] != false {
+                    errors.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let n = done.load(Ordering::SeqCst).min(budget);
+    let e = errors.load(Ordering::SeqCst);
+    if e > 0 {
+        println!("  ({e} calls returned isError)");
+    }
+    (n, t.elapsed())
+}
+
+async fn throughput_and_memory(dir: &Path) {
+    let server = spawn_server(dir);
+    let pid = server.child.id();
+    let sid = open_session(server.addr).await;
+    call(server.addr, &sid, 2).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let idle = rss_kib(pid);
+
+    let deadline = Instant::now() + Duration::from_secs(THROUGHPUT_SECS);
+    let (n, took) = hammer(server.addr, Some(deadline), usize::MAX).await;
+    println!(
+        "throughput, {CLIENTS} concurrent HTTP clients, {THROUGHPUT_SECS} s: {n} calls, {:.0} calls/s",
+        n as f64 / took.as_secs_f64()
+    );
+    let after_first = rss_kib(pid);
+    let (m, took) = hammer(server.addr, None, MANY_CALLS).await;
+    let after_many = rss_kib(pid);
+    println!(
+        "  then {m} more calls in {:.1} s ({:.0} calls/s)",
+        took.as_secs_f64(),
+        m as f64 / took.as_secs_f64()
+    );
+    println!("server RSS (toolcage serve --http, separate process):");
+    println!(
+        "  idle (after initialize + 1 call): {:6.1} MiB",
+        idle as f64 / 1024.0
+    );
+    println!(
+        "  after {n} calls                 : {:6.1} MiB",
+        after_first as f64 / 1024.0
+    );
+    println!(
+        "  after {} calls in total       : {:6.1} MiB",
+        n + m + 1,
+        after_many as f64 / 1024.0
+    );
+}
+
+fn main() {
+    let dir = project();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        latency(&dir).await;
+        throughput_and_memory(&dir).await;
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(dir.with_extension("log"));
+}

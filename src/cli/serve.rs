@@ -1,0 +1,113 @@
+//! `toolcage serve`: the MCP server over stdio (default) or Streamable HTTP.
+
+use super::{Global, PolicyArgs, status};
+use crate::mcp::{self, EngineHost, McpServer, ServeConfig};
+use crate::policy::parse_size;
+use clap::Args;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Serve Streamable HTTP at ADDR (PORT or :PORT binds 127.0.0.1; or IP:PORT)
+    /// on the path /mcp, instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+    /// Calls running at the same time, across all clients; more wait.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub max_concurrent: usize,
+    /// Largest accepted JSON-RPC message (stdio line or HTTP body), e.g. 4MiB.
+    #[arg(long, value_name = "SIZE", default_value = "4MiB")]
+    pub max_message_bytes: String,
+    /// Tools per tools/list page.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub page_size: usize,
+    /// Do not watch the tool dirs for changes (no hot reload).
+    #[arg(long)]
+    pub no_watch: bool,
+}
+
+pub fn run(global: &Global, args: &ServeArgs) -> u8 {
+    match try_run(global, args) {
+        Ok(()) => status::OK,
+        Err(e) => {
+            eprintln!("toolcage serve: {e:#}");
+            status::INTERNAL
+        }
+    }
+}
+
+fn try_run(global: &Global, args: &ServeArgs) -> anyhow::Result<()> {
+    let max_message_bytes = parse_size(&args.max_message_bytes)
+        .map_err(anyhow::Error::msg)
+        .and_then(|n| usize::try_from(n).map_err(anyhow::Error::from))?;
+    let config = ServeConfig {
+        max_concurrent: args.max_concurrent.max(1),
+        max_message_bytes,
+        page_size: args.page_size.max(1),
+        ..ServeConfig::default()
+    };
+    let addr = args
+        .http
+        .as_deref()
+        .map(mcp::http::parse_addr)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+
+    let engine = global.engine(&args.policy)?;
+    for d in &engine.catalog.diagnostics {
+        tracing::warn!("{d}");
+    }
+    tracing::info!("{} tool(s) discovered", engine.catalog.tools.len());
+    let server = McpServer::new(Arc::new(EngineHost::new(engine)), config);
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("toolcage-mcp")
+        .build()?;
+    let result = rt.block_on(async {
+        let _reloader = if args.no_watch {
+            None
+        } else {
+            Some(mcp::reload::start(server.clone())?)
+        };
+        match addr {
+            None => mcp::stdio::serve_stdio(server).await,
+            Some(addr) => {
+                let listener = mcp::http::bind(addr)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+                let local = listener.local_addr()?;
+                eprintln!(
+                    "toolcage: MCP over HTTP at http://{local}{}",
+                    mcp::http::PATH
+                );
+                let shutdown = tokio_util::sync::CancellationToken::new();
+                let stop = shutdown.clone();
+                tokio::spawn(async move {
+                    shutdown_signal().await;
+                    stop.cancel();
+                });
+                mcp::http::serve_http(server, listener, shutdown).await
+            }
+        }
+    });
+    // Running calls were cancelled with their requests; don't wait on a
+    // blocking stdin reader or a straggler.
+    rt.shutdown_timeout(Duration::from_secs(2));
+    result
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

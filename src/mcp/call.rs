@@ -1,0 +1,263 @@
+//! One `tools/call`, end to end:
+//!
+//! ```text
+//! host.prepare (validate, resolve the grant)
+//!   → gate (issue 5: approval via elicitation, rate limit, audit)
+//!   → wait for a permit (--max-concurrent)
+//!   → host.run on a blocking thread, with a CancelToken
+//!       (notifications/cancelled or a dropped request kills the process tree;
+//!        progress notifications at the start and every second after when the
+//!        client sent a token)
+//!   → CallToolResult (isError, text, _meta with the enforcement report)
+//! ```
+//!
+//! Tool failures are results with `isError: true`; only an unknown tool is a
+//! JSON-RPC error (-32602, as in the spec's examples).
+#![allow(deprecated)] // LoggingLevel: see server.rs
+
+use super::McpServer;
+use crate::call::{CallError, CallResult, PreparedCall};
+use crate::sandbox::{CancelToken, Exit};
+use rmcp::model::{CallToolRequestParams, CallToolResult, LoggingLevel, ProgressNotificationParam};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, Peer, RoleServer};
+use serde_json::{Value, json};
+use std::time::Instant;
+
+pub async fn call_tool(
+    server: &McpServer,
+    request: CallToolRequestParams,
+    context: RequestContext<RoleServer>,
+) -> Result<CallToolResult, McpError> {
+    let name = request.name.to_string();
+    let args = Value::Object(request.arguments.unwrap_or_default());
+    let host = server.shared.host.clone();
+
+    let prepared = match host.prepare(&name, args) {
+        Ok(p) => p,
+        Err(e @ CallError::UnknownTool { .. }) => {
+            return Err(McpError::invalid_params(
+                e.to_string(),
+                Some(json!({"tool": name})),
+            ));
+        }
+        Err(e) => return Ok(refused(server, &name, &e)),
+    };
+
+    // GATE (issue 5, `super::gate::Gate`): approval (MCP elicitation to
+    // `context.peer`), rate limits and the audit record plug in here. Nothing
+    // has run yet; a refusal becomes an `isError` result.
+    if let Err(refusal) = gate(server, &prepared, &context.peer).await {
+        return Ok(refused(server, &name, &refusal));
+    }
+
+    let permit = tokio::select! {
+        p = server.shared.permits.clone().acquire_owned() => {
+            p.map_err(|_| McpError::internal_error("the server is shutting down", None))?
+        }
+        _ = context.ct.cancelled() => {
+            return Ok(error_result(format!("{name}: cancelled before it started"), json!({})));
+        }
+    };
+
+    server
+        .log(
+            &context.peer,
+            LoggingLevel::Info,
+            json!({"event": "call", "tool": name}),
+        )
+        .await;
+
+    let cancel = CancelToken::new().map_err(|e| {
+        McpError::internal_error(format!("cannot create a cancel token: {e}"), None)
+    })?;
+    let _kill_if_dropped = KillOnDrop(Some(cancel.clone()));
+    let run_cancel = cancel.clone();
+    let mut task = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        host.run(&prepared, Some(&run_cancel))
+    });
+
+    let started = Instant::now();
+    let progress = context.meta.get_progress_token();
+    let every = server.shared.config.progress_interval;
+    // The first tick is immediate: progress 0 says the call has started.
+    let mut ticks = tokio::time::interval(every);
+    let mut cancelled = false;
+    let joined = loop {
+        tokio::select! {
+            r = &mut task => break r,
+            _ = context.ct.cancelled(), if !cancelled => {
+                tracing::info!("{name}: cancelled by the client; killing its process tree");
+                cancel.cancel();
+                cancelled = true;
+            }
+            _ = ticks.tick(), if progress.is_some() && !cancelled => {
+                let secs = started.elapsed().as_secs_f64().floor();
+                if let Some(token) = progress.clone() {
+                    let p = ProgressNotificationParam::new(token, secs)
+                        .with_message(format!("{name}: running for {secs:.0}s"));
+                    if let Err(e) = context.peer.notify_progress(p).await {
+                        tracing::debug!("cannot send progress: {e}");
+                    }
+                }
+            }
+        }
+    };
+
+    let result = match joined {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return Ok(refused(server, &name, &e)),
+        Err(e) => {
+            tracing::error!("{name}: the call failed internally: {e}");
+            return Err(McpError::internal_error(
+                format!("{name}: the call failed inside toolcage (see the server log)"),
+                None,
+            ));
+        }
+    };
+    log_outcome(server, &context.peer, &name, &result).await;
+    Ok(success(&name, &result))
+}
+
+/// The gate (issue 5: approval, rate limit, audit), when one is installed.
+async fn gate(
+    server: &McpServer,
+    call: &PreparedCall,
+    peer: &Peer<RoleServer>,
+) -> Result<(), CallError> {
+    match &server.shared.gate {
+        Some(g) => g.check(call, peer).await,
+        None => Ok(()),
+    }
+}
+
+/// Cancels the run if the request future is dropped before it finishes
+/// (client disconnected, session closed): nothing it started outlives it.
+struct KillOnDrop(Option<CancelToken>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            c.cancel();
+        }
+    }
+}
+
+async fn log_outcome(server: &McpServer, peer: &Peer<RoleServer>, name: &str, r: &CallResult) {
+    let enforcement = r.outcome.enforcement.summary();
+    let level = if r.outcome.enforcement.degraded.is_empty() {
+        LoggingLevel::Info
+    } else {
+        LoggingLevel::Warning
+    };
+    server
+        .log(
+            peer,
+            level,
+            json!({"event": "sandbox", "tool": name, "enforcement": enforcement}),
+        )
+        .await;
+    let level = if r.is_error {
+        LoggingLevel::Notice
+    } else {
+        LoggingLevel::Info
+    };
+    let data = json!({
+        "event": "result",
+        "tool": name,
+        "isError": r.is_error,
+        "exit": r.outcome.exit,
+        "duration": r.outcome.duration.as_secs_f64(),
+    });
+    tracing::info!("{name}: {data}");
+    server.log(peer, level, data).await;
+}
+
+/// The result of a call that ran (successfully or not).
+pub fn success(name: &str, r: &CallResult) -> CallToolResult {
+    let mut text = r.text.clone();
+    if let Some(note) = exit_note(name, r) {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&note);
+    }
+    let meta = json!({
+        "toolcage/enforcement": r.outcome.enforcement,
+        "toolcage/exit": r.outcome.exit,
+        "toolcage/duration": r.outcome.duration.as_secs_f64(),
+    });
+    build(text, r.is_error, meta)
+}
+
+/// What to tell the agent about an exit that the tool's own output may not
+/// explain (timeout, cancellation), unless the text already says it.
+fn exit_note(name: &str, r: &CallResult) -> Option<String> {
+    let lower = r.text.to_lowercase();
+    match r.outcome.exit {
+        Exit::Timeout if !lower.contains("timed out") => Some(format!(
+            "[toolcage: {name} timed out after {:.1}s and was killed; \
+             raise the tool's timeout in the operator policy if it needs longer]",
+            r.outcome.duration.as_secs_f64()
+        )),
+        Exit::Cancelled if !lower.contains("cancel") => {
+            Some(format!("[toolcage: {name} was cancelled and killed]"))
+        }
+        _ => None,
+    }
+}
+
+/// A call that did not run: invalid arguments, denied, unsupported, policy
+/// or sandbox failure. `isError: true` with what to do about it.
+fn refused(server: &McpServer, name: &str, e: &CallError) -> CallToolResult {
+    let (kind, hint) = match e {
+        CallError::UnknownTool { .. } => ("unknown_tool", None),
+        CallError::InvalidArguments { .. } => {
+            let schema = server
+                .shared
+                .host
+                .tools()
+                .iter()
+                .find(|t| t.name == name)
+                .map(|t| t.input_schema.to_string());
+            (
+                "invalid_arguments",
+                schema.map(|s| format!("Fix the arguments to match the input schema: {s}")),
+            )
+        }
+        CallError::Denied(_) => ("denied", None),
+        CallError::Unsupported(_) => ("unsupported", None),
+        CallError::Policy(_) => (
+            "policy",
+            Some("The operator's policy could not be applied; run `toolcage check` and `toolcage policy NAME`.".to_string()),
+        ),
+        CallError::Sandbox(_) => ("sandbox", None),
+    };
+    let mut text = format!("toolcage: {e}");
+    if let Some(h) = hint {
+        text.push('\n');
+        text.push_str(&h);
+    }
+    tracing::info!("{name}: refused ({kind}): {e}");
+    error_result(text, json!({"toolcage/error": kind}))
+}
+
+fn error_result(text: String, meta: Value) -> CallToolResult {
+    build(text, true, meta)
+}
+
+fn build(text: String, is_error: bool, meta: Value) -> CallToolResult {
+    let v = json!({
+        "content": [{"type": "text", "text": text}],
+        "isError": is_error,
+        "_meta": meta,
+    });
+    match serde_json::from_value::<CallToolResult>(v) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!("building a tool result: {e}");
+            CallToolResult::error(vec![rmcp::model::ContentBlock::text(text)])
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! What the MCP server needs from the rest of toolcage, as a small trait so
+//! the protocol layer can be tested with a fake host, and its implementation
+//! over [`Engine`].
+
+use crate::call::{CallError, CallResult, Engine, PreparedCall};
+use crate::sandbox::CancelToken;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+/// One tool as `tools/list` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDef {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema, `type: object`.
+    pub input_schema: Value,
+    /// MCP `ToolAnnotations` as JSON (readOnlyHint, destructiveHint, ...).
+    pub annotations: Value,
+}
+
+/// The tools a server exposes and how a call runs. `prepare` and `run` are
+/// separate so the gate (approval, rate limit) sits between them.
+pub trait ToolHost: Send + Sync + 'static {
+    /// The current definitions, sorted by name.
+    fn tools(&self) -> Arc<[ToolDef]>;
+    /// Look up and validate; resolve the grant. Nothing runs.
+    fn prepare(&self, name: &str, args: Value) -> Result<PreparedCall, CallError>;
+    /// Run a prepared call. Blocking: the server calls it on a blocking thread.
+    fn run(
+        &self,
+        call: &PreparedCall,
+        cancel: Option<&CancelToken>,
+    ) -> Result<CallResult, CallError>;
+    /// Discover again. True when the tool definitions changed.
+    fn reload(&self) -> bool;
+    /// Files and directories whose changes should trigger [`ToolHost::reload`].
+    fn watch_paths(&self) -> Vec<PathBuf>;
+}
+
+/// An [`Engine`] behind a swappable snapshot: a reload builds a new engine
+/// and swaps it in; calls already running keep the snapshot they started on.
+pub struct EngineHost {
+    current: RwLock<Arc<Snapshot>>,
+}
+
+struct Snapshot {
+    engine: Engine,
+    defs: Arc<[ToolDef]>,
+}
+
+impl EngineHost {
+    pub fn new(engine: Engine) -> EngineHost {
+        let defs = definitions(&engine);
+        EngineHost {
+            current: RwLock::new(Arc::new(Snapshot { engine, defs })),
+        }
+    }
+
+    fn snapshot(&self) -> Arc<Snapshot> {
+        match self.current.read() {
+            Ok(g) => g.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+}
+
+impl ToolHost for EngineHost {
+    fn tools(&self) -> Arc<[ToolDef]> {
+        self.snapshot().defs.clone()
+    }
+
+    fn prepare(&self, name: &str, args: Value) -> Result<PreparedCall, CallError> {
+        self.snapshot().engine.prepare(name, args)
+    }
+
+    fn run(
+        &self,
+        call: &PreparedCall,
+        cancel: Option<&CancelToken>,
+    ) -> Result<CallResult, CallError> {
+        self.snapshot().engine.run(call, cancel)
+    }
+
+    fn reload(&self) -> bool {
+        let old = self.snapshot();
+        let mut engine = old.engine.clone();
+        engine.rediscover();
+        for d in &engine.catalog.diagnostics {
+            tracing::warn!("{d}");
+        }
+        let defs = definitions(&engine);
+        let changed = defs != old.defs;
+        let new = Arc::new(Snapshot { engine, defs });
+        match self.current.write() {
+            Ok(mut g) => *g = new,
+            Err(poisoned) => *poisoned.into_inner() = new,
+        }
+        changed
+    }
+
+    fn watch_paths(&self) -> Vec<PathBuf> {
+        let snap = self.snapshot();
+        let project = &snap.engine.ctx.project;
+        let mut paths: Vec<PathBuf> = [".agents/tools", ".clawd/tools", "tools.toml", "tools"]
+            .iter()
+            .map(|p| project.join(p))
+            .collect();
+        if let Some(t) = &snap.engine.options.tools_toml {
+            paths.push(t.clone());
+        }
+        paths
+    }
+}
+
+/// The `tools/list` entries for every discovered tool.
+fn definitions(engine: &Engine) -> Arc<[ToolDef]> {
+    engine
+        .catalog
+        .tools
+        .iter()
+        .map(|t| {
+            let annotations = match engine.resolve(t) {
+                Ok(r) => crate::call::annotations::annotations(&r.grant),
+                Err(e) => {
+                    tracing::warn!("{}: cannot resolve its grant: {e}", t.name);
+                    json!({})
+                }
+            };
+            let input_schema = if t.input_schema.is_object() {
+                t.input_schema.clone()
+            } else {
+                json!({"type": "object"})
+            };
+            ToolDef {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                input_schema,
+                annotations,
+            }
+        })
+        .collect()
+}

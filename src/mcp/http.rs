@@ -1,0 +1,163 @@
+//! MCP over Streamable HTTP at `/mcp`, with sessions (rmcp's
+//! `StreamableHttpService` + `LocalSessionManager`) served by hyper.
+//!
+//! Defaults that matter for a local tool runner: bind 127.0.0.1 when only a
+//! port is given; `Host` must be a loopback name (DNS rebinding); a present
+//! `Origin` must be a loopback origin, anything else gets 403; bodies over
+//! `max_message_bytes` get 413. Every other path is 404.
+
+use super::McpServer;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use hyper::{Request, Response, StatusCode, body::Incoming};
+use hyper_util::rt::TokioIo;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use std::convert::Infallible;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// The MCP endpoint path.
+pub const PATH: &str = "/mcp";
+
+/// `8080` and `:8080` mean 127.0.0.1:8080; otherwise `IP:PORT` or
+/// `HOST:PORT`.
+pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+    let port_only = s.strip_prefix(':').unwrap_or(s);
+    if let Ok(port) = port_only.parse::<u16>() {
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
+    }
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    s.to_socket_addrs()
+        .ok()
+        .and_then(|mut it| it.next())
+        .ok_or_else(|| format!("invalid --http address {s:?} (use PORT, :PORT or IP:PORT)"))
+}
+
+/// A bound listener, so the caller can learn the port before serving.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr).await
+}
+
+fn config(
+    server: &McpServer,
+    local: SocketAddr,
+    shutdown: &CancellationToken,
+) -> StreamableHttpServerConfig {
+    let mut hosts = vec!["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
+    let ip = local.ip();
+    if !ip.is_loopback() && !ip.is_unspecified() {
+        hosts.push(ip.to_string());
+    }
+    if ip.is_unspecified() {
+        tracing::warn!("listening on {ip}: only requests with a loopback Host header are accepted");
+    }
+    let origins = [
+        "http://localhost:*",
+        "http://127.0.0.1:*",
+        "http://[::1]:*",
+        "https://localhost:*",
+        "https://127.0.0.1:*",
+        "https://[::1]:*",
+    ];
+    StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(server.shared.config.max_message_bytes)
+        .with_cancellation_token(shutdown.child_token())
+}
+
+/// Serve until `shutdown` is cancelled.
+pub async fn serve_http(
+    server: McpServer,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let local = listener.local_addr()?;
+    let factory = server.clone();
+    let service = Arc::new(StreamableHttpService::new(
+        move || Ok(factory.session()),
+        Arc::new(LocalSessionManager::default()),
+        config(&server, local, &shutdown),
+    ));
+    tracing::info!("MCP over HTTP at http://{local}{PATH}");
+    loop {
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.cancelled() => break,
+        };
+        let service = service.clone();
+        let conn_shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let service = service.clone();
+                async move { Ok::<_, Infallible>(route(&service, req).await) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc);
+            tokio::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::debug!("connection from {peer}: {e}");
+                    }
+                }
+                _ = conn_shutdown.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.as_mut().await;
+                }
+            }
+        });
+    }
+    Ok(())
+}
+
+type Service = StreamableHttpService<McpServer, LocalSessionManager>;
+
+async fn route(service: &Service, req: Request<Incoming>) -> Response<BoxBody<Bytes, Infallible>> {
+    if req.uri().path() != PATH {
+        let body = Full::new(Bytes::from_static(b"not found: the MCP endpoint is /mcp\n"));
+        let mut resp = Response::new(body.boxed());
+        *resp.status_mut() = StatusCode::NOT_FOUND;
+        return resp;
+    }
+    let delete = req.method() == hyper::Method::DELETE;
+    let mut resp = service.handle(req).await;
+    // rmcp answers a session DELETE with 202; clients (the Python SDK) expect
+    // 200 for a terminated session and warn otherwise.
+    if delete && resp.status() == StatusCode::ACCEPTED {
+        *resp.status_mut() = StatusCode::OK;
+    }
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bare_port_binds_loopback() {
+        assert_eq!(
+            parse_addr("8080").unwrap(),
+            "127.0.0.1:8080".parse().unwrap()
+        );
+        assert_eq!(parse_addr(":9").unwrap(), "127.0.0.1:9".parse().unwrap());
+        assert_eq!(
+            parse_addr("0.0.0.0:1").unwrap(),
+            "0.0.0.0:1".parse().unwrap()
+        );
+        assert!(parse_addr("nonsense").is_err());
+    }
+}

@@ -1,0 +1,52 @@
+//! The MCP server surface (DESIGN.md section 6): tools over stdio and
+//! Streamable HTTP, hot reload, cancellation, progress and logging.
+//!
+//! Layout:
+//! - [`host`]: the [`ToolHost`] trait the server is written against, and its
+//!   implementation over [`crate::call::Engine`] (with hot-reload snapshots).
+//! - [`server`]: the rmcp `ServerHandler` (initialize, tools/list with
+//!   pagination, logging/setLevel, the peer registry for list_changed).
+//! - [`call`]: one `tools/call`, end to end (prepare → gate → run →
+//!   result), with cancellation and progress.
+//! - [`gate`]: the seam where approval, rate limits and audit plug in.
+//! - [`stdio`], [`http`]: the two transports.
+//! - [`reload`]: watch the tool dirs, debounce, rediscover, notify.
+
+pub mod call;
+pub mod gate;
+pub mod host;
+pub mod http;
+pub mod reload;
+pub mod server;
+pub mod stdio;
+
+pub use gate::Gate;
+pub use host::{EngineHost, ToolDef, ToolHost};
+pub use server::McpServer;
+
+/// Limits and knobs shared by both transports.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Calls running at the same time, across all clients; more wait.
+    pub max_concurrent: usize,
+    /// Largest accepted JSON-RPC message (a stdio line, an HTTP body).
+    pub max_message_bytes: usize,
+    /// Tools per `tools/list` page.
+    pub page_size: usize,
+    /// Interval between progress notifications while a call runs.
+    pub progress_interval: std::time::Duration,
+    /// Quiet period after the last file change before rediscovery.
+    pub reload_debounce: std::time::Duration,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            max_concurrent: 8,
+            max_message_bytes: 4 * 1024 * 1024,
+            page_size: 100,
+            progress_interval: std::time::Duration::from_secs(1),
+            reload_debounce: std::time::Duration::from_millis(200),
+        }
+    }
+}

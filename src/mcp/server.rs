@@ -1,0 +1,323 @@
+//! The rmcp `ServerHandler`: initialize, `tools/list` (paginated),
+//! `logging/setLevel`, and the registry of connected clients that hot reload
+//! notifies. `tools/call` lives in [`super::call`].
+// Logging is deprecated by SEP-2577 in rmcp (for protocol 2026-07-28); we
+// target 2025-11-25, where it is current.
+#![allow(deprecated)]
+
+use super::{Gate, ServeConfig, ToolDef, ToolHost};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProtocolVersion, ServerConfig,
+    SetLevelRequestParams, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::Semaphore;
+
+/// State shared by every client of one server.
+pub struct Shared {
+    pub host: Arc<dyn ToolHost>,
+    pub config: ServeConfig,
+    /// Bounds the calls running at once (`--max-concurrent`).
+    pub permits: Arc<Semaphore>,
+    clients: Mutex<Vec<Client>>,
+    info: ServerConfig,
+    /// Approval / rate limit / audit between prepare and run (issue 5).
+    pub gate: Option<Arc<dyn Gate>>,
+}
+
+struct Client {
+    peer: Peer<RoleServer>,
+    session: Arc<Session>,
+}
+
+/// Per-client state (one per stdio connection or HTTP session).
+#[derive(Debug)]
+pub struct Session {
+    /// Minimum level of `notifications/message` this client wants
+    /// ([`level_rank`]); `warning` until it sends `logging/setLevel`.
+    log_level: AtomicU8,
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Session {
+            log_level: AtomicU8::new(level_rank(LoggingLevel::Warning)),
+        }
+    }
+}
+
+/// The handler rmcp drives. Cheap to clone; [`McpServer::session`] makes
+/// the handler for a new HTTP session (same tools, own log level).
+#[derive(Clone)]
+pub struct McpServer {
+    pub shared: Arc<Shared>,
+    pub session: Arc<Session>,
+}
+
+impl McpServer {
+    pub fn new(host: Arc<dyn ToolHost>, config: ServeConfig) -> McpServer {
+        let permits = Arc::new(Semaphore::new(config.max_concurrent.max(1)));
+        McpServer {
+            shared: Arc::new(Shared {
+                host,
+                config,
+                permits,
+                clients: Mutex::new(Vec::new()),
+                info: server_info(),
+                gate: None,
+            }),
+            session: Arc::new(Session::default()),
+        }
+    }
+
+    /// Install the gate every call passes between prepare and run. Call it
+    /// before serving (it replaces the shared state).
+    pub fn with_gate(self, gate: Arc<dyn Gate>) -> McpServer {
+        let shared = Shared {
+            host: self.shared.host.clone(),
+            config: self.shared.config.clone(),
+            permits: self.shared.permits.clone(),
+            clients: Mutex::new(Vec::new()),
+            info: self.shared.info.clone(),
+            gate: Some(gate),
+        };
+        McpServer {
+            shared: Arc::new(shared),
+            session: self.session,
+        }
+    }
+
+    /// A handler for a new client: shares tools and limits, owns its session.
+    pub fn session(&self) -> McpServer {
+        McpServer {
+            shared: self.shared.clone(),
+            session: Arc::new(Session::default()),
+        }
+    }
+
+    /// Connected, initialized clients (closed ones are pruned).
+    pub fn client_count(&self) -> usize {
+        let mut clients = lock(&self.shared.clients);
+        clients.retain(|c| !c.peer.is_transport_closed());
+        clients.len()
+    }
+
+    /// Send `notifications/tools/list_changed` to every connected client.
+    pub async fn notify_tools_changed(&self) {
+        let peers: Vec<Peer<RoleServer>> = {
+            let mut clients = lock(&self.shared.clients);
+            clients.retain(|c| !c.peer.is_transport_closed());
+            clients.iter().map(|c| c.peer.clone()).collect()
+        };
+        tracing::info!("tool list changed; notifying {} client(s)", peers.len());
+        for peer in peers {
+            if let Err(e) = peer.notify_tool_list_changed().await {
+                tracing::debug!("cannot notify a client of list_changed: {e}");
+            }
+        }
+    }
+
+    /// Send a `notifications/message` to this client if it asked for `level`.
+    pub async fn log(&self, peer: &Peer<RoleServer>, level: LoggingLevel, data: Value) {
+        if level_rank(level) < self.session.log_level.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut param = LoggingMessageNotificationParam::new(level, data);
+        param.logger = Some("toolcage".into());
+        if let Err(e) = peer.notify_logging_message(param).await {
+            tracing::debug!("cannot send a log notification: {e}");
+        }
+    }
+
+    fn register(&self, peer: Peer<RoleServer>) {
+        let mut clients = lock(&self.shared.clients);
+        clients.retain(|c| !c.peer.is_transport_closed());
+        if !clients
+            .iter()
+            .any(|c| Arc::ptr_eq(&c.session, &self.session))
+        {
+            clients.push(Client {
+                peer,
+                session: self.session.clone(),
+            });
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// RFC 5424 order, as MCP uses it.
+pub fn level_rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
+
+fn server_info() -> ServerConfig {
+    let v = json!({
+        "protocolVersion": ProtocolVersion::V_2025_11_25.as_str(),
+        "capabilities": {"tools": {"listChanged": true}, "logging": {}},
+        "serverInfo": {"name": "toolcage", "version": env!("CARGO_PKG_VERSION")},
+        "instructions": "Every tool runs in a kernel-enforced sandbox (toolcage). \
+            A failed run is a result with isError: true and says what to change; \
+            _meta[\"toolcage/enforcement\"] reports what the kernel enforced.",
+    });
+    serde_json::from_value(v).unwrap_or_else(|e| {
+        tracing::error!("building the server info: {e}");
+        ServerConfig::default()
+    })
+}
+
+/// A `tools/list` cursor: `n:<name of the last tool served>`, so pages stay
+/// consistent across a reload.
+fn page(
+    tools: &[ToolDef],
+    cursor: Option<&str>,
+    size: usize,
+) -> Result<(Vec<Tool>, Option<String>), McpError> {
+    let start = match cursor {
+        None => 0,
+        Some(c) => {
+            let last = c
+                .strip_prefix("n:")
+                .ok_or_else(|| McpError::invalid_params(format!("invalid cursor {c:?}"), None))?;
+            tools.partition_point(|t| t.name.as_str() <= last)
+        }
+    };
+    let size = size.max(1);
+    let end = (start + size).min(tools.len());
+    let slice = &tools[start..end];
+    let next = (end < tools.len())
+        .then(|| slice.last().map(|t| format!("n:{}", t.name)))
+        .flatten();
+    let tools = slice.iter().filter_map(to_tool).collect();
+    Ok((tools, next))
+}
+
+fn to_tool(def: &ToolDef) -> Option<Tool> {
+    let mut v = json!({
+        "name": def.name,
+        "description": def.description,
+        "inputSchema": def.input_schema,
+    });
+    if def.annotations.as_object().is_some_and(|o| !o.is_empty()) {
+        v["annotations"] = def.annotations.clone();
+    }
+    match serde_json::from_value(v) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            tracing::warn!("{}: cannot list the tool: {e}", def.name);
+            None
+        }
+    }
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        self.shared.info.clone()
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        tracing::info!("client initialized");
+        self.register(context.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let tools = self.shared.host.tools();
+        let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
+        let (tools, next) = page(&tools, cursor, self.shared.config.page_size)?;
+        let mut result = ListToolsResult::with_all_items(tools);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        super::call::call_tool(self, request, context)
+            .await
+            .map(CallToolResponse::from)
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.session
+            .log_level
+            .store(level_rank(request.level), Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn defs(n: usize) -> Vec<ToolDef> {
+        (0..n)
+            .map(|i| ToolDef {
+                name: format!("t{i:03}"),
+                description: String::new(),
+                input_schema: json!({"type": "object"}),
+                annotations: json!({}),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pages_cover_every_tool_once() {
+        let all = defs(7);
+        let mut cursor = None;
+        let mut seen = Vec::new();
+        loop {
+            let (tools, next) = page(&all, cursor.as_deref(), 3).unwrap();
+            seen.extend(tools.into_iter().map(|t| t.name.to_string()));
+            match next {
+                Some(c) => cursor = Some(c),
+                None => break,
+            }
+        }
+        let want: Vec<String> = all.iter().map(|t| t.name.clone()).collect();
+        assert_eq!(seen, want);
+    }
+
+    #[test]
+    fn bad_cursor_is_invalid_params() {
+        let err = page(&defs(2), Some("garbage"), 3).unwrap_err();
+        assert_eq!(err.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+    }
+
+    #[test]
+    fn exact_page_has_no_next() {
+        let (tools, next) = page(&defs(3), None, 3).unwrap();
+        assert_eq!(tools.len(), 3);
+        assert!(next.is_none());
+    }
+}

@@ -1,0 +1,90 @@
+//! `toolcage serve` as a process: stdout carries only MCP (every line is a
+//! JSON-RPC message), logs go to stderr, and the server exits 0 when stdin
+//! closes; a bad `--http` address is a usage failure.
+
+mod common;
+
+use common::Project;
+use serde_json::Value;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[test]
+fn stdio_serve_writes_only_mcp_to_stdout_and_exits_on_eof() {
+    let p = Project::new("mcp-cli");
+    let tool = p.write(
+        ".agents/tools/hi",
+        "#!/bin/sh\n# @description Say hi.\necho hi\n",
+    );
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolcage"))
+        .arg("-C")
+        .arg(&p.dir)
+        .args(["--log", "debug", "serve"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = concat!(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+        "\n",
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        "\n",
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hi","arguments":{}}}"#,
+        "\n",
+        "this is not json\n",
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#,
+        "\n",
+    );
+    stdin.write_all(input.as_bytes()).unwrap();
+    // Give the call time to answer before EOF (EOF ends the session).
+    let t = Instant::now();
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(stdin);
+    let out = loop {
+        if child.try_wait().unwrap().is_some() {
+            break child.wait_with_output().unwrap();
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "serve did not exit on EOF"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let msgs: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("non-MCP on stdout ({e}): {l}")))
+        .collect();
+    assert!(msgs.iter().any(|m| m["id"] == 1 && m["result"].is_object()));
+    let call = msgs.iter().find(|m| m["id"] == 2).expect("call answered");
+    assert_eq!(call["result"]["content"][0]["text"], "hi\n", "{call}");
+    assert!(
+        msgs.iter()
+            .any(|m| m["id"] == 3 && m["result"]["tools"].is_array())
+    );
+    // Logs went to stderr.
+    assert!(!String::from_utf8_lossy(&out.stderr).is_empty());
+}
+
+#[test]
+fn a_bad_http_address_is_refused() {
+    let p = Project::new("mcp-cli-addr");
+    let out = Command::new(env!("CARGO_BIN_EXE_toolcage"))
+        .arg("-C")
+        .arg(&p.dir)
+        .args(["serve", "--http", "not an address"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--http"),
+        "{out:?}"
+    );
+}
