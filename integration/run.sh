@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Integration tests with real MCP peers against `toolcage serve`:
-#   - the Python `mcp` SDK client over stdio and Streamable HTTP
+#   - the Python `mcp` SDK client over stdio and Streamable HTTP, including
+#     approval through elicitation (accept, decline, cancel, no capability)
 #   - the MCP Inspector CLI (tools/list, tools/call) over stdio and HTTP
 #   - the conformance suite (@modelcontextprotocol/conformance, server mode)
 #     against `serve --http`, with conformance-expected-failures.yml
@@ -75,6 +76,16 @@ python_http() {
   timeout 180 "$py" "$here/python_client.py" http "$url" "$dir"
 }
 
+approval_stdio() {
+  local dir; dir="$(fixture approval-stdio)"
+  timeout 180 "$py" "$here/python_approval.py" stdio "$bin" "$dir"
+}
+
+approval_http() {
+  serve_http approval-http || return 1
+  timeout 180 "$py" "$here/python_approval.py" http "$url" "$dir" "$bin"
+}
+
 # $1: what the output must contain; the rest: inspector arguments.
 inspect() {
   local want="$1"; shift
@@ -110,6 +121,8 @@ conformance_suite() {
 
 step "python SDK over stdio" python_stdio
 step "python SDK over HTTP" python_http
+step "approval over elicitation, python SDK, stdio" approval_stdio
+step "approval over elicitation, python SDK, HTTP" approval_http
 step "MCP Inspector CLI over stdio" inspector_stdio
 step "MCP Inspector CLI over HTTP" inspector_http
 step "conformance suite (server, HTTP)" conformance_suite

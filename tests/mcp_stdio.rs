@@ -374,24 +374,51 @@ async fn stdin_eof_ends_the_server() {
     assert!(matches!(r, Ok(Ok(Ok(())))), "{r:?}");
 }
 
-struct RefuseNet;
+/// Refuses `sleep`, allows the rest, and counts what it was asked to record.
+#[derive(Default)]
+struct RefuseSleep {
+    finished: std::sync::Mutex<Vec<(String, bool)>>,
+}
 
-impl toolcage::mcp::Gate for RefuseNet {
+impl toolcage::mcp::Gate for RefuseSleep {
     fn check<'a>(
         &'a self,
         call: &'a toolcage::call::PreparedCall,
+        _session: &'a toolcage::gate::SessionId,
         _peer: &'a rmcp::Peer<rmcp::RoleServer>,
-    ) -> futures::future::BoxFuture<'a, Result<(), toolcage::call::CallError>> {
+        _timeout: Duration,
+    ) -> toolcage::gate::BoxFuture<'a, toolcage::gate::Decision> {
+        use toolcage::gate::{Approval, Decision, Denial, DenyReason, Permit, Refusal};
         let name = call.tool.name.clone();
         Box::pin(async move {
             if name == "sleep" {
-                Err(toolcage::call::CallError::Denied(format!(
-                    "{name}: approval refused by the operator"
-                )))
+                Decision::Denied(Denial::new(
+                    DenyReason::Approval(Refusal::Declined),
+                    format!("{name}: approval refused by the operator"),
+                ))
             } else {
-                Ok(())
+                Decision::Allowed(Permit::without_slot(Approval::NotNeeded))
             }
         })
+    }
+
+    fn finish(
+        &self,
+        call: &toolcage::call::PreparedCall,
+        _session: &toolcage::gate::SessionId,
+        decision: toolcage::gate::Decision,
+        ran: toolcage::gate::Ran<'_>,
+    ) -> Result<(), String> {
+        let ran = matches!(ran, toolcage::gate::Ran::Finished(_));
+        assert_eq!(
+            ran,
+            matches!(decision, toolcage::gate::Decision::Allowed(_))
+        );
+        self.finished
+            .lock()
+            .unwrap()
+            .push((call.tool.name.clone(), ran));
+        Ok(())
     }
 }
 
@@ -399,8 +426,8 @@ impl toolcage::mcp::Gate for RefuseNet {
 async fn a_gate_refusal_is_an_error_result_and_nothing_runs() {
     let d = dir("gate");
     let host = FakeHost::new(&d);
-    let server = toolcage::mcp::McpServer::new(host.clone(), config())
-        .with_gate(std::sync::Arc::new(RefuseNet));
+    let gate = std::sync::Arc::new(RefuseSleep::default());
+    let server = toolcage::mcp::McpServer::new(host.clone(), config()).with_gate(gate.clone());
     let (mut c, _s, _t) = wire::serve(server);
     c.initialize().await;
     let r = c
@@ -419,4 +446,9 @@ async fn a_gate_refusal_is_an_error_result_and_nothing_runs() {
         )
         .await;
     assert_eq!(text(&ok["result"]), "through", "{ok}");
+    // Both calls reached the gate's record before their results came back.
+    assert_eq!(
+        *gate.finished.lock().unwrap(),
+        vec![("sleep".to_string(), false), ("echo".to_string(), true)]
+    );
 }

@@ -2,7 +2,7 @@
 
 use super::{Global, PolicyArgs, status};
 use crate::mcp::{self, EngineHost, McpServer, ServeConfig};
-use crate::policy::parse_size;
+use crate::policy::{parse_duration, parse_size};
 use clap::Args;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +27,10 @@ pub struct ServeArgs {
     /// Do not watch the tool dirs for changes (no hot reload).
     #[arg(long)]
     pub no_watch: bool,
+    /// How long an approval request (MCP elicitation) waits for an answer;
+    /// no answer denies the call.
+    #[arg(long, value_name = "DUR", default_value = "2m")]
+    pub approval_timeout: String,
 }
 
 pub fn run(global: &Global, args: &ServeArgs) -> u8 {
@@ -43,7 +47,10 @@ fn try_run(global: &Global, args: &ServeArgs) -> anyhow::Result<()> {
     let max_message_bytes = parse_size(&args.max_message_bytes)
         .map_err(anyhow::Error::msg)
         .and_then(|n| usize::try_from(n).map_err(anyhow::Error::from))?;
+    let approval_timeout = parse_duration(&args.approval_timeout)
+        .map_err(|e| anyhow::anyhow!("--approval-timeout: {e}"))?;
     let config = ServeConfig {
+        approval_timeout,
         max_concurrent: args.max_concurrent.max(1),
         max_message_bytes,
         page_size: args.page_size.max(1),
@@ -61,7 +68,12 @@ fn try_run(global: &Global, args: &ServeArgs) -> anyhow::Result<()> {
         tracing::warn!("{d}");
     }
     tracing::info!("{} tool(s) discovered", engine.catalog.tools.len());
-    let server = McpServer::new(Arc::new(EngineHost::new(engine)), config);
+    // Approval, rate limits and the audit log; counters live in memory for
+    // the life of the server, sessions are per client connection.
+    let gate = crate::gate::Gate::in_memory(&engine)?;
+    tracing::info!("audit log: {}", gate.audit_path().display());
+    let server =
+        McpServer::new(Arc::new(EngineHost::new(engine)), config).with_gate(Arc::new(gate));
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

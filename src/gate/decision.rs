@@ -40,6 +40,12 @@ impl Permit {
             _slot: slot,
         }
     }
+
+    /// A permit that holds no concurrency slot, for gates other than
+    /// [`Gate`] (tests, surfaces with their own limits).
+    pub fn without_slot(approval: Approval) -> Permit {
+        Permit::new(approval, Slot::Unlimited)
+    }
 }
 
 /// Why a call was denied.

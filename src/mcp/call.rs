@@ -2,12 +2,14 @@
 //!
 //! ```text
 //! host.prepare (validate, resolve the grant)
-//!   → gate (issue 5: approval via elicitation, rate limit, audit)
+//!   → gate (concurrency cap, rate limits, approval via elicitation; a
+//!     denial is audited and returned as an isError result)
 //!   → wait for a permit (--max-concurrent)
 //!   → host.run on a blocking thread, with a CancelToken
 //!       (notifications/cancelled or a dropped request kills the process tree;
 //!        progress notifications at the start and every second after when the
 //!        client sent a token)
+//!   → audit record (before the result; a failed write withholds it)
 //!   → CallToolResult (isError, text, _meta with the enforcement report)
 //! ```
 //!
@@ -16,7 +18,8 @@
 #![allow(deprecated)] // LoggingLevel: see server.rs
 
 use super::McpServer;
-use crate::call::{CallError, CallResult, PreparedCall};
+use crate::call::{CallError, CallResult};
+use crate::gate::{Decision, Denial, Ran};
 use crate::sandbox::{CancelToken, Exit};
 use rmcp::model::{CallToolRequestParams, CallToolResult, LoggingLevel, ProgressNotificationParam};
 use rmcp::service::RequestContext;
@@ -44,12 +47,26 @@ pub async fn call_tool(
         Err(e) => return Ok(refused(server, &name, &e)),
     };
 
-    // GATE (issue 5, `super::gate::Gate`): approval (MCP elicitation to
-    // `context.peer`), rate limits and the audit record plug in here. Nothing
-    // has run yet; a refusal becomes an `isError` result.
-    if let Err(refusal) = gate(server, &prepared, &context.peer).await {
-        return Ok(refused(server, &name, &refusal));
-    }
+    // Approval (elicitation), rate limits, concurrency cap: nothing has run
+    // yet. A denial is audited and becomes an `isError` result.
+    let session = server.session.id.clone();
+    let gate = server.shared.gate.clone();
+    let decision = match &gate {
+        Some(g) => {
+            let timeout = server.shared.config.approval_timeout;
+            match g.check(&prepared, &session, &context.peer, timeout).await {
+                Decision::Denied(d) => {
+                    let result = denied(&name, &d);
+                    return match g.finish(&prepared, &session, Decision::Denied(d), Ran::NotRun) {
+                        Ok(()) => Ok(result),
+                        Err(e) => Ok(audit_failed(&name, &e)),
+                    };
+                }
+                allowed => Some(allowed),
+            }
+        }
+        None => None,
+    };
 
     let permit = tokio::select! {
         p = server.shared.permits.clone().acquire_owned() => {
@@ -75,7 +92,8 @@ pub async fn call_tool(
     let run_cancel = cancel.clone();
     let mut task = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        host.run(&prepared, Some(&run_cancel))
+        let result = host.run(&prepared, Some(&run_cancel));
+        (prepared, result)
     });
 
     let started = Instant::now();
@@ -105,9 +123,8 @@ pub async fn call_tool(
         }
     };
 
-    let result = match joined {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => return Ok(refused(server, &name, &e)),
+    let (prepared, result) = match joined {
+        Ok(x) => x,
         Err(e) => {
             tracing::error!("{name}: the call failed internally: {e}");
             return Err(McpError::internal_error(
@@ -116,20 +133,42 @@ pub async fn call_tool(
             ));
         }
     };
+    // The audit record is written before the result is returned; a failed
+    // write withholds it (unless the policy says `fail_closed = false`).
+    if let (Some(g), Some(decision)) = (&gate, decision) {
+        let ran = match &result {
+            Ok(r) => Ran::Finished(r),
+            Err(e) => Ran::Failed(e, started.elapsed()),
+        };
+        if let Err(e) = g.finish(&prepared, &session, decision, ran) {
+            return Ok(audit_failed(&name, &e));
+        }
+    }
+    let result = match result {
+        Ok(r) => r,
+        Err(e) => return Ok(refused(server, &name, &e)),
+    };
     log_outcome(server, &context.peer, &name, &result).await;
     Ok(success(&name, &result))
 }
 
-/// The gate (issue 5: approval, rate limit, audit), when one is installed.
-async fn gate(
-    server: &McpServer,
-    call: &PreparedCall,
-    peer: &Peer<RoleServer>,
-) -> Result<(), CallError> {
-    match &server.shared.gate {
-        Some(g) => g.check(call, peer).await,
-        None => Ok(()),
+/// A call the gate refused (approval, rate limit, concurrency cap).
+fn denied(name: &str, d: &Denial) -> CallToolResult {
+    tracing::info!("{name}: denied ({}): {}", d.reason.code(), d.message);
+    let mut meta = json!({"toolcage/error": "denied", "toolcage/denial": d.reason.code()});
+    if let Some(wait) = d.retry_after {
+        meta["toolcage/retryAfterSeconds"] = json!(wait.as_secs_f64().ceil());
     }
+    error_result(format!("toolcage: {}", d.message), meta)
+}
+
+/// The audit record could not be written: the result is withheld.
+fn audit_failed(name: &str, e: &str) -> CallToolResult {
+    tracing::error!("{name}: audit log: {e}");
+    error_result(
+        format!("toolcage: {name}: cannot write the audit log: {e}"),
+        json!({"toolcage/error": "audit"}),
+    )
 }
 
 /// Cancels the run if the request future is dropped before it finishes

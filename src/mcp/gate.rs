@@ -1,21 +1,123 @@
-//! The seam for approval, rate limits and audit (issue 5): a [`Gate`] sees
-//! every prepared call after validation and before anything runs, with the
-//! client's peer (for elicitation when the client declared it). A refusal
-//! becomes a `tools/call` result with `isError: true` and the refusal's text.
+//! Approval, rate limits and audit for `tools/call`: every prepared call
+//! passes a [`Gate`] after validation and before anything runs.
 //!
-//! The server runs without a gate (every prepared call proceeds) until one
-//! is installed with [`super::McpServer::with_gate`].
+//! [`crate::gate::Gate`] is the real one: it asks a person through MCP
+//! elicitation ([`Elicitation`]) when the client declared the capability,
+//! and denies the call otherwise (never fails open). A denial becomes a
+//! `tools/call` result with `isError: true` and the gate's text; every call
+//! that reached the gate gets an audit record through [`Gate::finish`]
+//! before its result is returned.
 
-use crate::call::{CallError, PreparedCall};
-use futures::future::BoxFuture;
+use crate::call::PreparedCall;
+use crate::gate::{
+    ApprovalAnswer, ApprovalRequest, AsyncApprovalChannel, BoxFuture, Decision, Ran, SessionId,
+};
+use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
 use rmcp::{Peer, RoleServer};
+use std::time::Duration;
 
+/// What the server needs from a gate. Object-safe, so tests can install a
+/// fake one with [`super::McpServer::with_gate`].
 pub trait Gate: Send + Sync + 'static {
-    /// Allow (`Ok`) or refuse (`Err`, e.g. `CallError::Denied`) one call.
-    /// May await the client (elicitation); the call's cancellation drops it.
+    /// Decide whether `call` may run; may await the client (elicitation).
+    /// The call's cancellation drops the future.
     fn check<'a>(
         &'a self,
         call: &'a PreparedCall,
+        session: &'a SessionId,
         peer: &'a Peer<RoleServer>,
-    ) -> BoxFuture<'a, Result<(), CallError>>;
+        approval_timeout: Duration,
+    ) -> BoxFuture<'a, Decision>;
+
+    /// Record the call's end (denied calls too) and release what the
+    /// decision holds. `Err`: the audit write failed and the result must be
+    /// withheld.
+    fn finish(
+        &self,
+        call: &PreparedCall,
+        session: &SessionId,
+        decision: Decision,
+        ran: Ran<'_>,
+    ) -> Result<(), String>;
+}
+
+impl Gate for crate::gate::Gate {
+    fn check<'a>(
+        &'a self,
+        call: &'a PreparedCall,
+        session: &'a SessionId,
+        peer: &'a Peer<RoleServer>,
+        approval_timeout: Duration,
+    ) -> BoxFuture<'a, Decision> {
+        Box::pin(async move {
+            let channel = Elicitation {
+                peer,
+                timeout: approval_timeout,
+            };
+            self.check_async(call, session, &channel).await
+        })
+    }
+
+    fn finish(
+        &self,
+        call: &PreparedCall,
+        session: &SessionId,
+        decision: Decision,
+        ran: Ran<'_>,
+    ) -> Result<(), String> {
+        crate::gate::Gate::finish(self, call, session, decision, ran)
+    }
+}
+
+/// Asks the person behind the MCP client: a form elicitation with nothing
+/// to fill in, whose accept / decline / cancel is the answer.
+pub struct Elicitation<'a> {
+    pub peer: &'a Peer<RoleServer>,
+    pub timeout: Duration,
+}
+
+impl AsyncApprovalChannel for Elicitation<'_> {
+    fn name(&self) -> &str {
+        "elicitation"
+    }
+
+    fn ask<'b>(&'b self, request: &'b ApprovalRequest) -> BoxFuture<'b, ApprovalAnswer> {
+        Box::pin(async move {
+            if self.peer.supported_elicitation_modes().is_empty() {
+                return ApprovalAnswer::NoChannel;
+            }
+            let message = format!(
+                "{}\nAccept to run this call, decline to refuse it.",
+                crate::gate::terminal::describe(request)
+            );
+            let schema: ElicitationSchema = match serde_json::from_value(
+                serde_json::json!({"type": "object", "properties": {}}),
+            ) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!("building the elicitation schema: {e}");
+                    return ApprovalAnswer::NoChannel;
+                }
+            };
+            let params = ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message,
+                requested_schema: schema,
+            };
+            match tokio::time::timeout(self.timeout, self.peer.create_elicitation(params)).await {
+                Err(_) => ApprovalAnswer::TimedOut,
+                Ok(Err(e)) => {
+                    tracing::warn!("elicitation failed: {e}");
+                    ApprovalAnswer::NoChannel
+                }
+                Ok(Ok(r)) => match r.action {
+                    ElicitationAction::Accept => ApprovalAnswer::Approved {
+                        by: "elicitation".into(),
+                    },
+                    ElicitationAction::Decline => ApprovalAnswer::Declined,
+                    _ => ApprovalAnswer::Cancelled,
+                },
+            }
+        })
+    }
 }

@@ -37,6 +37,9 @@ pub struct ServeConfig {
     pub progress_interval: std::time::Duration,
     /// Quiet period after the last file change before rediscovery.
     pub reload_debounce: std::time::Duration,
+    /// How long an approval request (elicitation) waits for the person;
+    /// no answer is a refusal.
+    pub approval_timeout: std::time::Duration,
 }
 
 impl Default for ServeConfig {
@@ -47,6 +50,7 @@ impl Default for ServeConfig {
             page_size: 100,
             progress_interval: std::time::Duration::from_secs(1),
             reload_debounce: std::time::Duration::from_millis(200),
+            approval_timeout: std::time::Duration::from_secs(120),
         }
     }
 }

@@ -39,6 +39,9 @@ struct Client {
 /// Per-client state (one per stdio connection or HTTP session).
 #[derive(Debug)]
 pub struct Session {
+    /// Approvals for `once` / `once-per-args` are remembered per session,
+    /// and the audit log names it.
+    pub id: crate::gate::SessionId,
     /// Minimum level of `notifications/message` this client wants
     /// ([`level_rank`]); `warning` until it sends `logging/setLevel`.
     log_level: AtomicU8,
@@ -47,6 +50,7 @@ pub struct Session {
 impl Default for Session {
     fn default() -> Self {
         Session {
+            id: crate::gate::SessionId::fresh("mcp"),
             log_level: AtomicU8::new(level_rank(LoggingLevel::Warning)),
         }
     }
