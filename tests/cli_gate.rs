@@ -332,3 +332,29 @@ fn an_audit_path_inside_the_project_is_refused_before_anything_runs() {
     assert_eq!(out(&o), "");
     assert!(!e.p.path("audit.jsonl").exists());
 }
+
+#[test]
+fn calls_refused_before_the_gate_are_audited_too() {
+    let e = env("gate-audit-rejected");
+    // Control: a call that runs is recorded with its grant.
+    assert_eq!(code(&e.run(&["call", "free"])), 0);
+    assert_eq!(code(&e.run(&["call", "no_such_tool"])), 2);
+    assert_eq!(code(&e.run(&["call", "deploy", "bogus=1"])), 2);
+    let r = e.records();
+    assert_eq!(r.len(), 3, "{r:?}");
+    assert!(r[0]["grant"].is_object(), "{}", r[0]);
+    assert_eq!(r[1]["tool"], "no_such_tool");
+    assert_eq!(r[1]["decision"]["kind"], "denied");
+    assert_eq!(r[1]["decision"]["reason"], "unknown_tool");
+    assert_eq!(r[1]["source"], "");
+    assert_eq!(r[2]["tool"], "deploy");
+    assert_eq!(r[2]["decision"]["reason"], "invalid_arguments");
+    assert_eq!(r[2]["args"]["bogus"], 1);
+    assert!(
+        r[2]["source"].as_str().unwrap().ends_with("tools.toml"),
+        "{}",
+        r[2]
+    );
+    assert!(r[2].get("grant").is_none(), "{}", r[2]);
+    assert!(r[2].get("exit_status").is_none(), "nothing ran: {}", r[2]);
+}

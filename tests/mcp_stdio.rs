@@ -402,6 +402,21 @@ impl toolcage::mcp::Gate for RefuseSleep {
         })
     }
 
+    fn reject(
+        &self,
+        _tool: Option<&toolcage::discover::ToolSpec>,
+        name: &str,
+        _args: &Value,
+        _session: &toolcage::gate::SessionId,
+        _error: &toolcage::call::CallError,
+    ) -> Result<(), String> {
+        self.finished
+            .lock()
+            .unwrap()
+            .push((format!("rejected {name}"), false));
+        Ok(())
+    }
+
     fn finish(
         &self,
         call: &toolcage::call::PreparedCall,
@@ -446,9 +461,17 @@ async fn a_gate_refusal_is_an_error_result_and_nothing_runs() {
         )
         .await;
     assert_eq!(text(&ok["result"]), "through", "{ok}");
-    // Both calls reached the gate's record before their results came back.
+    let unknown = c
+        .request("tools/call", json!({"name": "nope", "arguments": {}}))
+        .await;
+    assert!(unknown["error"].is_object(), "{unknown}");
+    // Every call reached the gate's record before its result came back.
     assert_eq!(
         *gate.finished.lock().unwrap(),
-        vec![("sleep".to_string(), false), ("echo".to_string(), true)]
+        vec![
+            ("sleep".to_string(), false),
+            ("echo".to_string(), true),
+            ("rejected nope".to_string(), false)
+        ]
     );
 }

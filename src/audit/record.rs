@@ -40,9 +40,14 @@ pub struct AuditRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<serde_json::Value>,
     pub decision: Decision,
-    /// `never`, `always`, `once`, `once-per-args`.
-    pub approval_mode: String,
-    pub grant: GrantSummary,
+    /// `never`, `always`, `once`, `once-per-args`; absent when the call was
+    /// rejected before its grant was resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_mode: Option<String>,
+    /// Absent when the call was rejected before its grant was resolved
+    /// (unknown tool, invalid arguments).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<GrantSummary>,
     /// The sandbox's enforcement report (absent when the call did not run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enforcement: Option<serde_json::Value>,

@@ -14,13 +14,13 @@ fn rec(tool: &str) -> AuditRecord {
         args_sha256: "0".repeat(64),
         args: Some(serde_json::json!({"a": "line\nbreak"})),
         decision: Decision::Allowed,
-        approval_mode: "never".into(),
-        grant: GrantSummary {
+        approval_mode: Some("never".into()),
+        grant: Some(GrantSummary {
             read: vec!["/usr".into()],
             write: vec![],
             network: "off".into(),
             timeout_secs: 30.0,
-        },
+        }),
         enforcement: None,
         exit: None,
         exit_status: Some(0),

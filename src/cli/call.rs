@@ -119,15 +119,23 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
             return fail(args, &e.to_string(), e.exit_status());
         }
     };
-    let prepared = match engine.prepare(&args.name, Value::Object(map)) {
-        Ok(p) => p,
-        Err(e) => return fail(args, &e.to_string(), e.exit_status()),
-    };
     let gate = match Gate::shared(&engine) {
         Ok(g) => g,
         Err(e) => return fail(args, &e.to_string(), status::INTERNAL),
     };
     let session = SessionId::fresh("cli");
+    let map = Value::Object(map);
+    let prepared = match engine.prepare(&args.name, map.clone()) {
+        Ok(p) => p,
+        Err(e) => {
+            // Refused before the gate: audited too, nothing ran.
+            let tool = engine.catalog.get(&args.name);
+            if let Err(audit) = gate.reject(tool, &args.name, &map, &session, &e) {
+                return fail(args, &format!("{e}; {audit}"), status::INTERNAL);
+            }
+            return fail(args, &e.to_string(), e.exit_status());
+        }
+    };
     let channel: Box<dyn ApprovalChannel> = if args.yes {
         Box::new(PreApproved)
     } else {

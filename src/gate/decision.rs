@@ -148,8 +148,8 @@ pub(super) fn record(
         args_sha256: args_digest(&args),
         args: (!gate.session.audit.redact).then_some(args),
         decision,
-        approval_mode: mode_name(call.resolved.grant.approval).into(),
-        grant: GrantSummary::of(&call.resolved.grant),
+        approval_mode: Some(mode_name(call.resolved.grant.approval).into()),
+        grant: Some(GrantSummary::of(&call.resolved.grant)),
         enforcement: None,
         exit: None,
         exit_status: None,
@@ -184,4 +184,52 @@ pub(super) fn record(
         }
     }
     r
+}
+
+/// The record of a call refused before the gate (nothing ran): `tool` when
+/// the name is known, `error` says why.
+pub(super) fn rejected(
+    gate: &Gate,
+    tool: Option<&crate::discover::ToolSpec>,
+    name: &str,
+    args: &serde_json::Value,
+    session: &SessionId,
+    error: &CallError,
+) -> AuditRecord {
+    let reason = match error {
+        CallError::UnknownTool { .. } => "unknown_tool",
+        CallError::InvalidArguments { .. } => "invalid_arguments",
+        CallError::Unsupported(_) => "unsupported",
+        CallError::Denied(_) => "denied",
+        CallError::Policy(_) => "policy",
+        CallError::Sandbox(_) => "sandbox",
+    };
+    AuditRecord {
+        time: rfc3339(SystemTime::now()),
+        session: session.0.clone(),
+        tool: name.to_string(),
+        format: tool
+            .and_then(|t| serde_json::to_value(t.format).ok())
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        source: tool
+            .map(|t| t.source.display().to_string())
+            .unwrap_or_default(),
+        args_sha256: args_digest(args),
+        args: (!gate.session.audit.redact).then(|| args.clone()),
+        decision: Recorded::Denied {
+            reason: reason.into(),
+            message: error.to_string(),
+        },
+        approval_mode: None,
+        grant: None,
+        enforcement: None,
+        exit: None,
+        exit_status: None,
+        is_error: Some(true),
+        error: None,
+        duration_ms: None,
+        stdout: None,
+        stderr: None,
+    }
 }

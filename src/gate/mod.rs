@@ -424,6 +424,24 @@ impl Gate {
         decision::record(self, call, session, decision, ran)
     }
 
+    /// Audit a call refused before it reached the gate (unknown tool,
+    /// invalid arguments, unsupported runner, a grant that does not
+    /// resolve): every call leaves a record. `Err` when the write failed.
+    pub fn reject(
+        &self,
+        tool: Option<&crate::discover::ToolSpec>,
+        name: &str,
+        args: &serde_json::Value,
+        session: &SessionId,
+        error: &crate::call::CallError,
+    ) -> Result<(), String> {
+        let record = decision::rejected(self, tool, name, args, session, error);
+        match &self.audit {
+            Some(log) => log.append(&record),
+            None => Ok(()),
+        }
+    }
+
     /// Write the call's audit record and release its slot. `Err` when the
     /// write failed and the policy's `[audit] fail_closed` (default) says
     /// the call must fail: do not return the result.

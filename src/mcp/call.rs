@@ -36,21 +36,30 @@ pub async fn call_tool(
     let args = Value::Object(request.arguments.unwrap_or_default());
     let host = server.shared.host.clone();
 
-    let prepared = match host.prepare(&name, args) {
+    let session = server.session.id.clone();
+    let gate = server.shared.gate.clone();
+    let prepared = match host.prepare(&name, args.clone()) {
         Ok(p) => p,
-        Err(e @ CallError::UnknownTool { .. }) => {
-            return Err(McpError::invalid_params(
-                e.to_string(),
-                Some(json!({"tool": name})),
-            ));
+        Err(e) => {
+            // Refused before the gate: audited too, nothing ran.
+            if let Some(g) = &gate {
+                let tool = host.spec(&name);
+                if let Err(audit) = g.reject(tool.as_ref(), &name, &args, &session, &e) {
+                    return Ok(audit_failed(&name, &audit));
+                }
+            }
+            if let CallError::UnknownTool { .. } = e {
+                return Err(McpError::invalid_params(
+                    e.to_string(),
+                    Some(json!({"tool": name})),
+                ));
+            }
+            return Ok(refused(server, &name, &e));
         }
-        Err(e) => return Ok(refused(server, &name, &e)),
     };
 
     // Approval (elicitation), rate limits, concurrency cap: nothing has run
     // yet. A denial is audited and becomes an `isError` result.
-    let session = server.session.id.clone();
-    let gate = server.shared.gate.clone();
     let decision = match &gate {
         Some(g) => {
             let timeout = server.shared.config.approval_timeout;

@@ -8,7 +8,8 @@
 //! that reached the gate gets an audit record through [`Gate::finish`]
 //! before its result is returned.
 
-use crate::call::PreparedCall;
+use crate::call::{CallError, PreparedCall};
+use crate::discover::ToolSpec;
 use crate::gate::{
     ApprovalAnswer, ApprovalRequest, AsyncApprovalChannel, BoxFuture, Decision, Ran, SessionId,
 };
@@ -28,6 +29,17 @@ pub trait Gate: Send + Sync + 'static {
         peer: &'a Peer<RoleServer>,
         approval_timeout: Duration,
     ) -> BoxFuture<'a, Decision>;
+
+    /// Record a call refused before the gate (unknown tool, invalid
+    /// arguments, ...). `Err`: the audit write failed.
+    fn reject(
+        &self,
+        tool: Option<&ToolSpec>,
+        name: &str,
+        args: &serde_json::Value,
+        session: &SessionId,
+        error: &CallError,
+    ) -> Result<(), String>;
 
     /// Record the call's end (denied calls too) and release what the
     /// decision holds. `Err`: the audit write failed and the result must be
@@ -56,6 +68,17 @@ impl Gate for crate::gate::Gate {
             };
             self.check_async(call, session, &channel).await
         })
+    }
+
+    fn reject(
+        &self,
+        tool: Option<&ToolSpec>,
+        name: &str,
+        args: &serde_json::Value,
+        session: &SessionId,
+        error: &CallError,
+    ) -> Result<(), String> {
+        crate::gate::Gate::reject(self, tool, name, args, session, error)
     }
 
     fn finish(

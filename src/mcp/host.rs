@@ -32,6 +32,11 @@ pub trait ToolHost: Send + Sync + 'static {
         call: &PreparedCall,
         cancel: Option<&CancelToken>,
     ) -> Result<CallResult, CallError>;
+    /// The discovered tool behind `name`, for the audit record of a call
+    /// refused before it ran.
+    fn spec(&self, _name: &str) -> Option<crate::discover::ToolSpec> {
+        None
+    }
     /// Discover again. True when the tool definitions changed.
     fn reload(&self) -> bool;
     /// Files and directories whose changes should trigger [`ToolHost::reload`].
@@ -72,6 +77,10 @@ impl ToolHost for EngineHost {
 
     fn prepare(&self, name: &str, args: Value) -> Result<PreparedCall, CallError> {
         self.snapshot().engine.prepare(name, args)
+    }
+
+    fn spec(&self, name: &str) -> Option<crate::discover::ToolSpec> {
+        self.snapshot().engine.catalog.get(name).cloned()
     }
 
     fn run(
