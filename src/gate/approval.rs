@@ -349,8 +349,9 @@ pub fn refusal_message(r: Refusal, tool: &str, mode: ApprovalMode, mode_source: 
         Refusal::TimedOut => format!("{why}: no answer in time; declined"),
         Refusal::NoChannel => format!(
             "{why} and no one could be asked (no terminal, or a client without elicitation); \
-             denied. To approve: run `toolcage call` from a terminal and answer y, or pass --yes \
-             where the operator's policy permits pre-approval ([tools.{tool}.approval] allow_yes = true)"
+             denied. To approve: use an MCP client that supports elicitation, run `toolcage call` \
+             from a terminal and answer y, or pass --yes where the operator's policy permits \
+             pre-approval ([tools.{tool}.approval] allow_yes = true)"
         ),
         Refusal::PreApprovalNotAllowed => format!(
             "{why}; --yes is not permitted for it (approval.allow_yes = false). \
