@@ -157,7 +157,18 @@ pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diag
         }
     };
     let mut params = Vec::new();
-    match obj.get("parameters") {
+    let (parameters, schema_required) = unwrap_json_schema(obj.get("parameters"));
+    if schema_required.is_some() || parameters != obj.get("parameters") {
+        d.push(
+            Diagnostic::warning(
+                file,
+                line("parameters"),
+                "\"parameters\" is written as a JSON Schema ({\"type\": \"object\", \"properties\": ...}); read as such",
+            )
+            .fix("clawd documents \"parameters\" as the map of name -> definition, with \"required\" at the top level"),
+        );
+    }
+    match parameters {
         None | Some(Value::Null) => {}
         Some(Value::Object(ps)) => {
             for (pname, pdef) in ps {
@@ -187,10 +198,19 @@ pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diag
             "map each parameter name to {\"type\": ..., \"description\": ...}",
         ),
     }
-    match obj.get("required") {
+    let top_required = match obj.get("required") {
+        Some(Value::Array(rs)) => Some(rs.as_slice()),
+        _ => None,
+    };
+    let required = match (top_required, schema_required) {
+        (Some(a), Some(b)) => Some(Value::Array(a.iter().chain(b).cloned().collect())),
+        (None, Some(b)) => Some(Value::Array(b.to_vec())),
+        _ => obj.get("required").cloned(),
+    };
+    match required {
         None | Some(Value::Null) => {}
         Some(Value::Array(rs)) => {
-            for r in rs {
+            for r in &rs {
                 match r.as_str() {
                     Some(r) => match params.iter_mut().find(|p| p.name == r) {
                         Some(p) => p.required = true,
@@ -283,6 +303,27 @@ pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diag
 }
 
 /// One parameter definition; an optional warning on success.
+/// clawd's `parameters` is a map of name -> definition, but authors used
+/// to JSON Schema write `{"type": "object", "properties": {...},
+/// "required": [...]}` there. That shape is unambiguous (a parameter
+/// definition is an object, never the string "object"), so it is read as
+/// the properties and their required list.
+fn unwrap_json_schema(parameters: Option<&Value>) -> (Option<&Value>, Option<&[Value]>) {
+    let Some(Value::Object(map)) = parameters else {
+        return (parameters, None);
+    };
+    match (map.get("type"), map.get("properties")) {
+        (Some(Value::String(t)), Some(props @ Value::Object(_))) if t == "object" => {
+            let required = map
+                .get("required")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice);
+            (Some(props), Some(required.unwrap_or(&[])))
+        }
+        _ => (parameters, None),
+    }
+}
+
 fn parse_param(name: &str, def: &Value) -> Result<(Param, Option<String>), String> {
     let Some(def) = def.as_object() else {
         return Err(format!("parameter '{name}' must be an object"));

@@ -9,6 +9,7 @@ mod env;
 mod landlock;
 mod mounts;
 pub mod output;
+mod program;
 pub mod report;
 mod runtime_dir;
 pub mod seccomp;

@@ -5,54 +5,17 @@ use super::child::{ChildPlan, ProcWrite, Stage, init_main};
 use super::landlock::{self as ll};
 use super::report::{EnforcementReport, LandlockStatus};
 use super::supervise::{CancelToken, Running, supervise};
-use super::{Command, Outcome, SandboxError, build_env, mounts, runtime_dir, seccomp};
+use super::{Command, Outcome, SandboxError, build_env, mounts, program, runtime_dir, seccomp};
 use crate::policy::{Enforcement, Grant};
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 fn cstring(s: &OsStr) -> Result<CString, SandboxError> {
     CString::new(s.as_bytes())
         .map_err(|_| SandboxError::Prepare(format!("{}: contains a NUL byte", s.display())))
-}
-
-fn is_executable_file(p: &Path) -> bool {
-    p.metadata()
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
-}
-
-/// Resolve the program: `/` in the name means a path (relative to the
-/// project); otherwise search the sandbox's PATH.
-fn resolve_program(argv0: &OsStr, project: &Path, path_var: &str) -> Result<PathBuf, SandboxError> {
-    let name = argv0.to_string_lossy().into_owned();
-    if name.is_empty() {
-        return Err(SandboxError::NotFound(name));
-    }
-    if argv0.as_bytes().contains(&b'/') {
-        let p = project.join(argv0);
-        return match p.metadata() {
-            Err(_) => Err(SandboxError::NotFound(name)),
-            Ok(m) if m.is_dir() => Err(SandboxError::CannotExecute {
-                program: name,
-                reason: "is a directory".into(),
-            }),
-            Ok(_) if !is_executable_file(&p) => Err(SandboxError::CannotExecute {
-                program: name,
-                reason: "permission denied (not executable: chmod +x)".into(),
-            }),
-            Ok(_) => Ok(p),
-        };
-    }
-    path_var
-        .split(':')
-        .filter(|d| !d.is_empty())
-        .map(|d| project.join(d).join(argv0))
-        .find(|p| is_executable_file(p))
-        .ok_or(SandboxError::NotFound(name))
 }
 
 fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
@@ -182,7 +145,12 @@ pub fn run(
     let runtime = runtime_dir::get()?;
     let private_tmp = grant.private_tmp.then_some(runtime.tmp.as_path());
     let env = build_env(grant, std::env::vars(), &cmd.env, private_tmp);
-    let program = resolve_program(argv0, &grant.project, env.get("PATH").map_or("", |s| s))?;
+    let program = program::resolve(
+        argv0,
+        &grant.project,
+        env.get("PATH").map_or("", |s| s),
+        |p| program::grant_can_read(grant, &cmd.extra_read, p),
+    )?;
 
     let use_mount_ns = mounts::needed(grant);
     let mut extra_write: Vec<&Path> = Vec::new();

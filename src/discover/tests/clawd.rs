@@ -292,3 +292,39 @@ fn bad_tool_json_never_hides_the_others() {
     );
     assert_one_line_with_fix(&c);
 }
+
+#[test]
+fn parameters_written_as_a_json_schema_are_read_with_a_warning() {
+    let (t, d) = parse(with(
+        "parameters",
+        json!({"type": "object",
+               "properties": {"who": {"type": "string"}, "n": {"type": "integer"}},
+               "required": ["who"]}),
+    ));
+    let t = t.expect("loaded");
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert!(d[0].contains("written as a JSON Schema"), "{}", d[0]);
+    assert!(d[0].contains("fix:"), "{}", d[0]);
+    let mut got: Vec<_> = t
+        .params
+        .iter()
+        .map(|p| (p.name.as_str(), p.required))
+        .collect();
+    got.sort();
+    assert_eq!(got, [("n", false), ("who", true)]);
+
+    // A top-level "required" still counts, and must name a property.
+    let mut v = with(
+        "parameters",
+        json!({"type": "object", "properties": {"a": {"type": "string"}}}),
+    );
+    v["required"] = json!(["a"]);
+    assert!(parse(v.clone()).0.unwrap().params[0].required);
+    v["required"] = json!(["b"]);
+    assert!(parse(v).0.is_none());
+
+    // A parameter that happens to be called "type" is not mistaken for a schema.
+    let (t, d) = parse(with("parameters", json!({"type": {"type": "string"}})));
+    assert!(d.is_empty(), "{d:?}");
+    assert_eq!(t.unwrap().params[0].name, "type");
+}
