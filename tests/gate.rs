@@ -346,6 +346,52 @@ fn a_tool_asking_for_approval_is_asked_and_yes_needs_allow_yes() {
     );
 }
 
+/// A channel that knows up front that no one can answer (no terminal).
+struct Unreachable;
+
+impl ApprovalChannel for Unreachable {
+    fn name(&self) -> &str {
+        "terminal"
+    }
+    fn can_ask(&self) -> bool {
+        false
+    }
+    fn ask(&self, _: &ApprovalRequest) -> ApprovalAnswer {
+        panic!("asked a channel that cannot ask")
+    }
+}
+
+#[test]
+fn approval_no_one_can_give_uses_up_no_rate_limit() {
+    let env = Env::new("gate-unanswerable");
+    let asks = Requests {
+        requires_approval: Some(true),
+        ..Requests::default()
+    };
+    let t = env.tool("deploy", ECHO, asks);
+    let e = env.engine("[rate_limit]\nrequests = 1\nwindow = \"1h\"\n", vec![t]);
+    let gate = env.gate(&e, Arc::new(FakeClock::default()));
+    let s = SessionId::new("s");
+    for _ in 0..3 {
+        let d = call(&e, &gate, &s, &Unreachable, "deploy", json!({})).unwrap();
+        assert_eq!(d.reason, DenyReason::Approval(Refusal::NoChannel));
+        let d = call(&e, &gate, &s, &PreApproved, "deploy", json!({})).unwrap();
+        assert_eq!(
+            d.reason,
+            DenyReason::Approval(Refusal::PreApprovalNotAllowed)
+        );
+    }
+    // The one call the limit allows is still there for a person to approve,
+    // and a refusal by that person does count.
+    let ch = Scripted::new(vec![ApprovalAnswer::Declined, yes()]);
+    let d = call(&e, &gate, &s, &ch, "deploy", json!({})).unwrap();
+    assert_eq!(d.reason, DenyReason::Approval(Refusal::Declined));
+    let d = call(&e, &gate, &s, &ch, "deploy", json!({})).unwrap();
+    assert_eq!(d.reason, DenyReason::RateLimited);
+    assert_eq!(ch.asked(), 1);
+    assert!(d.message.contains("(policy"), "{}", d.message);
+}
+
 struct AsyncScripted(ApprovalAnswer, Mutex<u32>);
 
 impl AsyncApprovalChannel for AsyncScripted {

@@ -104,6 +104,11 @@ pub trait ApprovalChannel: Send + Sync {
     fn is_pre_approval(&self) -> bool {
         false
     }
+    /// False when asking is known to be impossible (no terminal): the call
+    /// is refused before it counts against any rate limit.
+    fn can_ask(&self) -> bool {
+        true
+    }
 }
 
 /// A boxed, `Send` future (what `futures::future::BoxFuture` is).
@@ -154,6 +159,22 @@ pub trait AsyncApprovalChannel: Send + Sync {
     fn ask<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer>;
     fn is_pre_approval(&self) -> bool {
         false
+    }
+    /// See [`ApprovalChannel::can_ask`].
+    fn can_ask(&self) -> bool {
+        true
+    }
+}
+
+/// The refusal due before anyone is asked: `--yes` where pre-approval is
+/// not permitted, or a channel that cannot reach a person.
+pub fn unanswerable(pre_approval: bool, allow_yes: bool, can_ask: bool) -> Option<Refusal> {
+    if pre_approval && !allow_yes {
+        Some(Refusal::PreApprovalNotAllowed)
+    } else if !can_ask {
+        Some(Refusal::NoChannel)
+    } else {
+        None
     }
 }
 

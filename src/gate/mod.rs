@@ -39,7 +39,9 @@
 //! - Order: concurrency cap, then rate limits, then approval, so nobody is
 //!   asked about a call that could not run anyway. A call refused by a
 //!   person still counts against the rate limits: prompts are rate-limited
-//!   too.
+//!   too. A call that needs approval no one can give (no terminal, a client
+//!   without elicitation, `--yes` where it is not permitted) is refused
+//!   before the rate limits, so it uses up nothing.
 
 pub mod approval;
 mod decision;
@@ -222,7 +224,13 @@ impl Gate {
         let mut out = Vec::new();
         let granted = call.resolved.grant.rate_limit;
         if let Some(l) = granted {
-            out.push((format!("tool:{name}"), l, format!("tool '{name}' (policy)")));
+            let source = self.provenance(call, "rate_limit", "policy");
+            let source = source.split(';').next().unwrap_or("policy");
+            out.push((
+                format!("tool:{name}"),
+                l,
+                format!("tool '{name}' ({source})"),
+            ));
         }
         // The tool's own limit when the policy kept a different one: both apply.
         if let Some(own) = call.tool.requests.rate_limit
@@ -248,6 +256,7 @@ impl Gate {
         &self,
         call: &PreparedCall,
         session: &SessionId,
+        unanswerable: Option<Refusal>,
     ) -> Result<(Slot, Need, String), Denial> {
         let grant = &call.resolved.grant;
         let name = &call.tool.name;
@@ -267,6 +276,11 @@ impl Gate {
             }
             Err(e) => return Err(Denial::new(DenyReason::Unavailable, e.0)),
         };
+        let digest = approval::args_digest(&serde_json::Value::Object(call.args.clone()));
+        let need = approval::need(grant.approval, &self.memory, &session.0, name, &digest);
+        if let (Need::Ask { .. }, Some(r)) = (&need, unanswerable) {
+            return Err(self.refusal(call, r));
+        }
         let limits = self.limits(call);
         let keyed: Vec<(String, RateLimit)> =
             limits.iter().map(|(k, l, _)| (k.clone(), *l)).collect();
@@ -290,8 +304,6 @@ impl Gate {
                 return Err(Denial::new(DenyReason::Unavailable, e.0));
             }
         }
-        let digest = approval::args_digest(&serde_json::Value::Object(call.args.clone()));
-        let need = approval::need(grant.approval, &self.memory, &session.0, name, &digest);
         Ok((slot, need, digest))
     }
 
@@ -311,11 +323,16 @@ impl Gate {
     }
 
     fn mode_source(&self, call: &PreparedCall) -> String {
+        self.provenance(call, "approval", "built-in")
+    }
+
+    /// Where the grant's `key` came from, as `toolcage policy` shows it.
+    fn provenance(&self, call: &PreparedCall, key: &str, fallback: &str) -> String {
         call.resolved
             .provenance
             .iter()
-            .find(|p| p.key == "approval")
-            .map_or_else(|| "built-in".to_string(), |p| p.source.clone())
+            .find(|p| p.key == key)
+            .map_or_else(|| fallback.to_string(), |p| p.source.clone())
     }
 
     fn conclude(
@@ -332,16 +349,20 @@ impl Gate {
                 },
                 slot,
             )),
-            Err(r) => Decision::Denied(Denial::new(
-                DenyReason::Approval(r),
-                approval::refusal_message(
-                    r,
-                    &call.tool.name,
-                    call.resolved.grant.approval,
-                    &self.mode_source(call),
-                ),
-            )),
+            Err(r) => Decision::Denied(self.refusal(call, r)),
         }
+    }
+
+    fn refusal(&self, call: &PreparedCall, r: Refusal) -> Denial {
+        Denial::new(
+            DenyReason::Approval(r),
+            approval::refusal_message(
+                r,
+                &call.tool.name,
+                call.resolved.grant.approval,
+                &self.mode_source(call),
+            ),
+        )
     }
 
     /// Decide whether `call` may run, asking `channel` when approval is
@@ -352,7 +373,12 @@ impl Gate {
         session: &SessionId,
         channel: &dyn ApprovalChannel,
     ) -> Decision {
-        let (slot, need, _) = match self.admit(call, session) {
+        let early = approval::unanswerable(
+            channel.is_pre_approval(),
+            call.resolved.grant.allow_yes,
+            channel.can_ask(),
+        );
+        let (slot, need, _) = match self.admit(call, session, early) {
             Ok(x) => x,
             Err(d) => return Decision::Denied(d),
         };
@@ -386,7 +412,12 @@ impl Gate {
         session: &SessionId,
         channel: &dyn AsyncApprovalChannel,
     ) -> Decision {
-        let (slot, need, _) = match self.admit(call, session) {
+        let early = approval::unanswerable(
+            channel.is_pre_approval(),
+            call.resolved.grant.allow_yes,
+            channel.can_ask(),
+        );
+        let (slot, need, _) = match self.admit(call, session, early) {
             Ok(x) => x,
             Err(d) => return Decision::Denied(d),
         };

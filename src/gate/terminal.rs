@@ -189,6 +189,15 @@ impl ApprovalChannel for Terminal {
         "terminal"
     }
 
+    fn can_ask(&self) -> bool {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NOCTTY | libc::O_CLOEXEC)
+            .open(&self.path)
+            .is_ok()
+    }
+
     fn ask(&self, request: &ApprovalRequest) -> ApprovalAnswer {
         let Ok(mut tty) = OpenOptions::new()
             .read(true)

@@ -104,6 +104,10 @@ impl AsyncApprovalChannel for Elicitation<'_> {
         "elicitation"
     }
 
+    fn can_ask(&self) -> bool {
+        !self.peer.supported_elicitation_modes().is_empty()
+    }
+
     fn ask<'b>(&'b self, request: &'b ApprovalRequest) -> BoxFuture<'b, ApprovalAnswer> {
         Box::pin(async move {
             if self.peer.supported_elicitation_modes().is_empty() {
