@@ -188,17 +188,24 @@ async fn call(addr: SocketAddr, sid: &str, id: usize) -> Value {
         .unwrap_or_else(|| panic!("no response: {} {}", r.status, r.body))
 }
 
-/// 4 clients calling until `stop` (a deadline) or `budget` calls in total.
-async fn hammer(addr: SocketAddr, deadline: Option<Instant>, budget: usize) -> (usize, Duration) {
+/// Request ids, unique across rounds (a session remembers finished ones).
+static NEXT_ID: AtomicUsize = AtomicUsize::new(10);
+
+/// 4 clients (one session each, kept across rounds) calling until
+/// `deadline` or `budget` calls in total.
+async fn hammer(
+    addr: SocketAddr,
+    sessions: &[String],
+    deadline: Option<Instant>,
+    budget: usize,
+) -> (usize, Duration) {
     let done = Arc::new(AtomicUsize::new(0));
     let errors = Arc::new(AtomicUsize::new(0));
     let t = Instant::now();
     let mut tasks = Vec::new();
-    for _ in 0..CLIENTS {
-        let (done, errors) = (done.clone(), errors.clone());
+    for sid in sessions {
+        let (done, errors, sid) = (done.clone(), errors.clone(), sid.clone());
         tasks.push(tokio::spawn(async move {
-            let sid = open_session(addr).await;
-            let mut id = 10;
             loop {
                 if deadline.is_some_and(|d| Instant::now() >= d) {
                     break;
@@ -206,7 +213,7 @@ async fn hammer(addr: SocketAddr, deadline: Option<Instant>, budget: usize) -> (
                 if done.fetch_add(1, Ordering::SeqCst) >= budget {
                     break;
                 }
-                id += 1;
+                let id = NEXT_ID.fetch_add(1, Ordering::SeqCst);
                 let r = call(addr, &sid, id).await;
                 if r["result"]["isError"] != false {
                     errors.fetch_add(1, Ordering::SeqCst);
@@ -234,13 +241,17 @@ async fn throughput_and_memory(dir: &Path) {
     let idle = rss_kib(pid);
 
     let deadline = Instant::now() + Duration::from_secs(THROUGHPUT_SECS);
-    let (n, took) = hammer(server.addr, Some(deadline), usize::MAX).await;
+    let mut sessions = Vec::new();
+    for _ in 0..CLIENTS {
+        sessions.push(open_session(server.addr).await);
+    }
+    let (n, took) = hammer(server.addr, &sessions, Some(deadline), usize::MAX).await;
     println!(
         "throughput, {CLIENTS} concurrent HTTP clients, {THROUGHPUT_SECS} s: {n} calls, {:.0} calls/s",
         n as f64 / took.as_secs_f64()
     );
     let after_first = rss_kib(pid);
-    let (m, took) = hammer(server.addr, None, MANY_CALLS).await;
+    let (m, took) = hammer(server.addr, &sessions, None, MANY_CALLS).await;
     let after_many = rss_kib(pid);
     println!(
         "  then {m} more calls in {:.1} s ({:.0} calls/s)",
@@ -260,6 +271,19 @@ async fn throughput_and_memory(dir: &Path) {
         "  after {} calls in total       : {:6.1} MiB",
         n + m + 1,
         after_many as f64 / 1024.0
+    );
+    // rmcp keeps each finished request's channel cache for 60 s (its
+    // completed_cache_ttl, for clients resuming with Last-Event-ID), so the
+    // rounds above grow while that window fills. After it has passed, the
+    // freed memory is reused: a leak would still grow here.
+    tokio::time::sleep(Duration::from_secs(65)).await;
+    let (k, _) = hammer(server.addr, &sessions, None, MANY_CALLS).await;
+    let after_more = rss_kib(pid);
+    println!(
+        "  after {} calls in total       : {:6.1} MiB  ({:+.1} MiB over the last {k} calls)",
+        n + m + k + 1,
+        after_more as f64 / 1024.0,
+        (after_more as f64 - after_many as f64) / 1024.0
     );
 }
 
