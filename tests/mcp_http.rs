@@ -196,6 +196,18 @@ async fn bad_bodies_are_refused_and_other_sessions_keep_working() {
     let r = send(s.addr, &victim, &huge).await;
     assert_eq!(r.status, 413, "{}", r.body);
 
+    // Not JSON, invalid UTF-8: 400 with a Parse error.
+    for body in [
+        &b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"meth"[..],
+        &b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\",\"params\":{\"a\":\"\xff\"}}"[..],
+    ] {
+        let r = send(s.addr, &victim, body).await;
+        assert_eq!(r.status, 400, "{}", r.body);
+        let e: Value = serde_json::from_str(&r.body).unwrap();
+        assert_eq!(e["error"]["code"], -32700, "{e}");
+        assert!(e["id"].is_null(), "{e}");
+    }
+
     // Not JSON, invalid UTF-8, wrong shapes: an error status or a JSON-RPC error.
     for body in [
         &b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"meth"[..],

@@ -268,7 +268,7 @@ async fn a_hung_call_blocks_neither_list_nor_other_calls_and_the_limit_holds() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_input_gets_an_error_or_is_dropped_and_the_server_keeps_serving() {
+async fn bad_input_gets_a_json_rpc_error_and_the_server_keeps_serving() {
     let d = dir("bad");
     let cfg = ServeConfig {
         max_message_bytes: 64 * 1024,
@@ -281,7 +281,8 @@ async fn bad_input_gets_an_error_or_is_dropped_and_the_server_keeps_serving() {
     let r = c.request("tools/frobnicate", json!({})).await;
     assert_eq!(r["error"]["code"], -32601, "{r}");
 
-    // Malformed JSON, invalid UTF-8, a huge line: no id to answer, dropped.
+    // Malformed JSON, invalid UTF-8: a Parse error with a null id. A huge
+    // line: dropped unread and answered with Invalid Request.
     c.send_raw(b"{\"jsonrpc\": \"2.0\", \"id\": 5, \"method\n")
         .await;
     c.send_raw(
@@ -299,6 +300,14 @@ async fn bad_input_gets_an_error_or_is_dropped_and_the_server_keeps_serving() {
         !c.notes.iter().any(|m| m["id"] == 7),
         "oversized message was served"
     );
+    let null_id_errors: Vec<i64> = c
+        .notes
+        .iter()
+        .filter(|m| m["id"].is_null() && m.get("error").is_some())
+        .map(|m| m["error"]["code"].as_i64().unwrap())
+        .collect();
+    assert_eq!(null_id_errors, [-32700, -32700, -32600], "{:?}", c.notes);
+    c.notes.clear();
 
     // Valid JSON of the wrong shape: an Invalid Request error.
     for bad in [

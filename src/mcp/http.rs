@@ -134,13 +134,49 @@ async fn route(service: &Service, req: Request<Incoming>) -> Response<BoxBody<By
         return resp;
     }
     let delete = req.method() == hyper::Method::DELETE;
+    let json_post = req.method() == hyper::Method::POST
+        && req
+            .headers()
+            .get(hyper::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
     let mut resp = service.handle(req).await;
+    if json_post && resp.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return parse_error(resp).await;
+    }
     // rmcp answers a session DELETE with 202; clients (the Python SDK) expect
     // 200 for a terminated session and warn otherwise.
     if delete && resp.status() == StatusCode::ACCEPTED {
         *resp.status_mut() = StatusCode::OK;
     }
     resp
+}
+
+/// rmcp answers a JSON body it cannot decode with 415 and a text line. The
+/// media type was right, the JSON was not: 400 with a JSON-RPC Parse error
+/// (`id` null), as JSON-RPC 2.0 and the MCP transport spec expect.
+async fn parse_error(
+    resp: Response<BoxBody<Bytes, Infallible>>,
+) -> Response<BoxBody<Bytes, Infallible>> {
+    let (parts, body) = resp.into_parts();
+    let text = match body.collect().await {
+        Ok(b) => String::from_utf8_lossy(&b.to_bytes()).into_owned(),
+        Err(never) => match never {},
+    };
+    let Some(why) = text.strip_prefix("fail to deserialize request body") else {
+        return Response::from_parts(parts, Full::new(Bytes::from(text)).boxed());
+    };
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
+        "code": -32700,
+        "message": format!("Parse error:{} (the body must be one JSON-RPC message in UTF-8 JSON)", why.trim_end()),
+    }});
+    let mut out = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+    *out.status_mut() = StatusCode::BAD_REQUEST;
+    out.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    out
 }
 
 #[cfg(test)]

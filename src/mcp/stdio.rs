@@ -1,21 +1,24 @@
 //! MCP over stdio: one client, newline-delimited JSON-RPC on stdin/stdout.
 //! Nothing but MCP goes to stdout (logs go to stderr).
 //!
-//! Bad input (what rmcp's `AsyncRwTransport` does, verified in
-//! `tests/mcp_stdio.rs`): a line over `max_message_bytes` is dropped without
-//! buffering it; unparsable JSON and invalid UTF-8 are ignored (there is no
-//! id to answer); well-formed JSON of the wrong shape gets an Invalid
-//! Request error; an unknown method gets Method not found. The server keeps
-//! serving after each.
-//!
-//! Deviation from JSON-RPC 2.0 (section 5.1), kept from rmcp on purpose:
-//! unparsable input gets no -32700 Parse error reply (rmcp avoids error
-//! storms with a peer that echoes), and an oversized line gets no reply.
+//! rmcp's line transport silently ignores a line it cannot parse, which
+//! leaves a client waiting for an answer that never comes. So every line
+//! from the client passes through [`frame_input`] first: a line that is not
+//! UTF-8 or not JSON gets a `-32700` Parse error, a line over
+//! `max_message_bytes` is skipped without being buffered and gets a
+//! `-32600` Invalid Request (both with `"id": null`, as JSON-RPC 2.0
+//! section 5.1 says when the id cannot be read), and only well-formed JSON
+//! reaches rmcp, which answers wrong shapes with Invalid Request and
+//! unknown methods with Method not found. The server keeps serving after
+//! each. Our error lines and rmcp's responses share one writer that only
+//! ever writes whole lines, so they never interleave.
 
 use super::McpServer;
 use rmcp::ServiceExt;
 use rmcp::transport::async_rw::AsyncRwTransport;
-use tokio::io::{AsyncRead, AsyncWrite};
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
 
 /// Serve one client on this process's stdin/stdout until stdin closes.
 pub async fn serve_stdio(server: McpServer) -> anyhow::Result<()> {
@@ -30,12 +33,259 @@ where
     W: AsyncWrite + Send + Unpin + 'static,
 {
     let max = server.shared.config.max_message_bytes;
-    let transport = AsyncRwTransport::new_server(read, write).with_max_line_length(max);
-    let running = server
-        .serve(transport)
-        .await
-        .map_err(|e| anyhow::anyhow!("MCP initialization failed: {e}"))?;
-    let reason = running.waiting().await?;
-    tracing::info!("stdio client gone: {reason:?}");
-    Ok(())
+    let (to_rmcp, rmcp_in) = tokio::io::duplex(64 * 1024);
+    let (rmcp_out, from_rmcp) = tokio::io::duplex(64 * 1024);
+    let (lines, outgoing) = mpsc::channel::<Vec<u8>>(64);
+    let input = tokio::spawn(frame_input(read, to_rmcp, lines.clone(), max));
+    let output = tokio::spawn(forward_lines(from_rmcp, lines));
+    let writer = tokio::spawn(write_lines(outgoing, write));
+
+    let transport = AsyncRwTransport::new_server(rmcp_in, rmcp_out).with_max_line_length(max);
+    let served = match server.serve(transport).await {
+        Ok(running) => running
+            .waiting()
+            .await
+            .map(|reason| tracing::info!("stdio client gone: {reason:?}"))
+            .map_err(anyhow::Error::from),
+        Err(e) => Err(anyhow::anyhow!("MCP initialization failed: {e}")),
+    };
+    // rmcp is done: stop reading, let the last lines out, then return.
+    input.abort();
+    let _ = output.await;
+    let _ = writer.await;
+    served
+}
+
+/// How one line from the client ended.
+enum Line {
+    /// A complete line is in the buffer (without its newline).
+    Complete,
+    /// The line was longer than the limit; it was read and discarded.
+    TooLong,
+    Eof,
+}
+
+/// Read one `\n`-terminated line into `buf`, never holding more than
+/// `max` bytes of it. A final line without a newline counts as a line.
+async fn read_line_capped<R: AsyncRead + Unpin>(
+    r: &mut BufReader<R>,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Line> {
+    buf.clear();
+    let mut too_long = false;
+    loop {
+        let chunk = r.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(match (too_long, buf.is_empty()) {
+                (true, _) => Line::TooLong,
+                (false, true) => Line::Eof,
+                (false, false) => Line::Complete,
+            });
+        }
+        let (part, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (&chunk[..i], Some(i + 1)),
+            None => (chunk, None),
+        };
+        if !too_long && buf.len() + part.len() > max {
+            too_long = true;
+            buf.clear();
+        }
+        if !too_long {
+            buf.extend_from_slice(part);
+        }
+        let used = done.unwrap_or(chunk.len());
+        r.consume(used);
+        if done.is_some() {
+            return Ok(if too_long {
+                Line::TooLong
+            } else {
+                Line::Complete
+            });
+        }
+    }
+}
+
+/// The error for a line that cannot be handed to rmcp, if any.
+fn reject(line: &[u8]) -> Option<serde_json::Value> {
+    let text = match std::str::from_utf8(line) {
+        Ok(t) => t,
+        Err(e) => {
+            let msg = format!(
+                "Parse error: invalid UTF-8 at byte {} (messages must be UTF-8 JSON)",
+                e.valid_up_to()
+            );
+            return Some(error(-32700, msg));
+        }
+    };
+    match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+        Ok(_) => None,
+        Err(e) => Some(error(
+            -32700,
+            format!("Parse error: {e} (each message must be one line of JSON)"),
+        )),
+    }
+}
+
+fn error(code: i64, message: String) -> serde_json::Value {
+    json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}})
+}
+
+fn encode(v: &serde_json::Value) -> Vec<u8> {
+    let mut out = v.to_string().into_bytes();
+    out.push(b'\n');
+    out
+}
+
+/// Client → rmcp: pass well-formed JSON lines on, answer the rest.
+async fn frame_input<R, W>(read: R, mut to_rmcp: W, errors: mpsc::Sender<Vec<u8>>, max: usize)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut r = BufReader::with_capacity(64 * 1024, read);
+    let mut buf = Vec::new();
+    loop {
+        let line = match read_line_capped(&mut r, &mut buf, max).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::info!("stdin: {e}");
+                return;
+            }
+        };
+        match line {
+            Line::Eof => return,
+            Line::TooLong => {
+                tracing::warn!("dropped a message over {max} bytes");
+                let msg = format!(
+                    "Invalid Request: message over {max} bytes dropped (raise --max-message-bytes)"
+                );
+                if errors.send(encode(&error(-32600, msg))).await.is_err() {
+                    return;
+                }
+            }
+            Line::Complete => {
+                let line = buf.strip_suffix(b"\r").unwrap_or(&buf);
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                if let Some(e) = reject(line) {
+                    tracing::warn!("stdin: {}", e["error"]["message"]);
+                    if errors.send(encode(&e)).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                let sent = async {
+                    to_rmcp.write_all(line).await?;
+                    to_rmcp.write_all(b"\n").await?;
+                    to_rmcp.flush().await
+                };
+                if sent.await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// rmcp → writer, a whole line at a time.
+async fn forward_lines<R: AsyncRead + Unpin>(from_rmcp: R, lines: mpsc::Sender<Vec<u8>>) {
+    let mut r = BufReader::new(from_rmcp);
+    loop {
+        let mut line = Vec::new();
+        match r.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                if lines.send(line).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn write_lines<W: AsyncWrite + Unpin>(mut lines: mpsc::Receiver<Vec<u8>>, mut out: W) {
+    while let Some(line) = lines.recv().await {
+        if out.write_all(&line).await.is_err() || out.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Fuzz entry (`fuzz/fuzz_targets/jsonrpc_input.rs`): bytes from a client,
+/// framed and checked as [`frame_input`] does, and every line that passes
+/// decoded as rmcp decodes a client message. Must never panic.
+pub fn fuzz_input(data: &[u8]) {
+    for line in data.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        match reject(line) {
+            Some(e) => assert!(e["id"].is_null()),
+            None => {
+                let text = std::str::from_utf8(line).expect("passed lines are UTF-8");
+                let _ = serde_json::from_str::<rmcp::model::ClientJsonRpcMessage>(text);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn lines(input: &[u8], max: usize) -> Vec<String> {
+        let mut r = BufReader::with_capacity(8, input);
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        loop {
+            match read_line_capped(&mut r, &mut buf, max).await.unwrap() {
+                Line::Eof => return out,
+                Line::TooLong => out.push("<too long>".into()),
+                Line::Complete => out.push(String::from_utf8_lossy(&buf).into_owned()),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn lines_are_capped_without_buffering_and_the_next_line_survives() {
+        let got = lines(b"short\n0123456789abcdef\nok\nlast", 10).await;
+        assert_eq!(got, ["short", "<too long>", "ok", "last"]);
+        assert_eq!(lines(b"exactly10!\n", 10).await, ["exactly10!"]);
+        assert_eq!(lines(b"", 10).await, Vec::<String>::new());
+    }
+
+    #[test]
+    fn only_utf8_json_passes() {
+        assert!(reject(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).is_none());
+        assert!(
+            reject(b"[1,2]").is_none(),
+            "shape errors are rmcp's to answer"
+        );
+        let e = reject(b"{\"a\": \"\xff\"}").unwrap();
+        assert_eq!(e["error"]["code"], -32700);
+        assert!(e["id"].is_null());
+        let e = reject(b"{\"jsonrpc\": \"2.0\", \"method").unwrap();
+        assert_eq!(e["error"]["code"], -32700);
+        assert!(
+            e["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("one line of JSON")
+        );
+    }
+
+    #[test]
+    fn nasty_client_input_never_panics() {
+        let deep = "[".repeat(100_000);
+        for input in [
+            &b"\xff\xfe\n\r\n\0"[..],
+            deep.as_bytes(),
+            br#"{"jsonrpc":"2.0","id":{"x":1},"method":"tools/call","params":{"name":1}}"#,
+            br#"{"jsonrpc":"2.0","id":1e400,"method":"ping"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":"no"}}"#,
+            b"\"\\ud800\"",
+        ] {
+            fuzz_input(input);
+        }
+    }
 }
