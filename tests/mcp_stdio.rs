@@ -484,3 +484,87 @@ async fn a_gate_refusal_is_an_error_result_and_nothing_runs() {
         ]
     );
 }
+
+/// Allows everything but leaves `sleep`'s approval pending forever (a person
+/// who never answers), and records what it is asked to record.
+#[derive(Default)]
+struct NeverAnswers(RefuseSleep);
+
+impl toolcage::mcp::Gate for NeverAnswers {
+    fn check<'a>(
+        &'a self,
+        call: &'a toolcage::call::PreparedCall,
+        session: &'a toolcage::gate::SessionId,
+        peer: &'a rmcp::Peer<rmcp::RoleServer>,
+        timeout: Duration,
+    ) -> toolcage::gate::BoxFuture<'a, toolcage::gate::Decision> {
+        if call.tool.name == "sleep" {
+            return Box::pin(std::future::pending());
+        }
+        self.0.check(call, session, peer, timeout)
+    }
+
+    fn reject(
+        &self,
+        tool: Option<&toolcage::discover::ToolSpec>,
+        name: &str,
+        args: &Value,
+        session: &toolcage::gate::SessionId,
+        error: &toolcage::call::CallError,
+    ) -> Result<(), String> {
+        assert!(error.to_string().contains("went away"), "{error}");
+        self.0.reject(tool, name, args, session, error)
+    }
+
+    fn finish(
+        &self,
+        call: &toolcage::call::PreparedCall,
+        session: &toolcage::gate::SessionId,
+        decision: toolcage::gate::Decision,
+        ran: toolcage::gate::Ran<'_>,
+    ) -> Result<(), String> {
+        self.0.finish(call, session, decision, ran)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_client_goes_away_before_it_runs_is_still_recorded() {
+    let d = dir("gone");
+    let host = FakeHost::new(&d);
+    let gate = std::sync::Arc::new(NeverAnswers::default());
+    let server = toolcage::mcp::McpServer::new(host.clone(), config()).with_gate(gate.clone());
+    let (mut c, _s, t) = wire::serve(server);
+    c.initialize().await;
+    // Control: a call that runs is recorded once, as having run.
+    let ok = c
+        .request(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "ran"}}),
+        )
+        .await;
+    assert_eq!(text(&ok["result"]), "ran", "{ok}");
+    // The pending call: the client disconnects while approval is pending.
+    c.send(json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call",
+                  "params": {"name": "sleep", "arguments": {"secs": 5}}}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    c.close_input().await;
+    let r = tokio::time::timeout(wire::WAIT, t).await;
+    assert!(matches!(r, Ok(Ok(_))), "{r:?}");
+    let deadline = std::time::Instant::now() + wire::WAIT;
+    while gate.0.finished.lock().unwrap().len() < 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        *gate.0.finished.lock().unwrap(),
+        vec![
+            ("echo".to_string(), true),
+            ("rejected sleep".to_string(), false)
+        ]
+    );
+    assert_eq!(
+        host.max_running.load(Ordering::SeqCst),
+        1,
+        "sleep never ran"
+    );
+}

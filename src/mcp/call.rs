@@ -58,13 +58,35 @@ pub async fn call_tool(
         }
     };
 
+    // From here until the call is handed to its blocking thread, a dropped
+    // request (client gone, session closed) still leaves an audit record.
+    let mut gone = AuditIfGone {
+        gate: gate.clone(),
+        host: host.clone(),
+        name: name.clone(),
+        args,
+        session: session.clone(),
+    };
+
     // Approval (elicitation), rate limits, concurrency cap: nothing has run
     // yet. A denial is audited and becomes an `isError` result.
     let decision = match &gate {
         Some(g) => {
             let timeout = server.shared.config.approval_timeout;
-            match g.check(&prepared, &session, &context.peer, timeout).await {
+            let checked = tokio::select! {
+                d = g.check(&prepared, &session, &context.peer, timeout) => d,
+                // Cancelled, or the connection closed, while a person was
+                // being asked: `gone` records it; the question is withdrawn.
+                _ = context.ct.cancelled() => {
+                    return Ok(error_result(
+                        format!("{name}: cancelled before it ran (approval was pending)"),
+                        json!({}),
+                    ));
+                }
+            };
+            match checked {
                 Decision::Denied(d) => {
+                    gone.disarm();
                     let result = denied(&name, &d);
                     return match g.finish(&prepared, &session, Decision::Denied(d), Ran::NotRun) {
                         Ok(()) => Ok(result),
@@ -82,7 +104,15 @@ pub async fn call_tool(
             p.map_err(|_| McpError::internal_error("the server is shutting down", None))?
         }
         _ = context.ct.cancelled() => {
-            return Ok(error_result(format!("{name}: cancelled before it started"), json!({})));
+            gone.disarm();
+            let text = format!("{name}: cancelled by the client before it started");
+            if let (Some(g), Some(decision)) = (&gate, decision) {
+                let why = CallError::Denied(text.clone());
+                if let Err(e) = g.finish(&prepared, &session, decision, Ran::Failed(&why, Default::default())) {
+                    return Ok(audit_failed(&name, &e));
+                }
+            }
+            return Ok(error_result(text, json!({})));
         }
     };
 
@@ -99,13 +129,29 @@ pub async fn call_tool(
     })?;
     let _kill_if_dropped = KillOnDrop(Some(cancel.clone()));
     let run_cancel = cancel.clone();
+    let started = Instant::now();
+    // The audit record is written on the blocking thread, right after the
+    // run, so it is written even if this request is dropped meanwhile. It is
+    // written before the result is returned; a failed write withholds it
+    // (unless the policy says `fail_closed = false`).
+    let (run_gate, run_session) = (gate.clone(), session.clone());
+    gone.disarm();
     let mut task = tokio::task::spawn_blocking(move || {
         let _permit = permit;
         let result = host.run(&prepared, Some(&run_cancel));
-        (prepared, result)
+        let audit = match (&run_gate, decision) {
+            (Some(g), Some(decision)) => {
+                let ran = match &result {
+                    Ok(r) => Ran::Finished(r),
+                    Err(e) => Ran::Failed(e, started.elapsed()),
+                };
+                g.finish(&prepared, &run_session, decision, ran)
+            }
+            _ => Ok(()),
+        };
+        (result, audit)
     });
 
-    let started = Instant::now();
     let progress = context.meta.get_progress_token();
     let every = server.shared.config.progress_interval;
     // The first tick is immediate: progress 0 says the call has started.
@@ -132,7 +178,7 @@ pub async fn call_tool(
         }
     };
 
-    let (prepared, result) = match joined {
+    let (result, audit) = match joined {
         Ok(x) => x,
         Err(e) => {
             tracing::error!("{name}: the call failed internally: {e}");
@@ -142,16 +188,8 @@ pub async fn call_tool(
             ));
         }
     };
-    // The audit record is written before the result is returned; a failed
-    // write withholds it (unless the policy says `fail_closed = false`).
-    if let (Some(g), Some(decision)) = (&gate, decision) {
-        let ran = match &result {
-            Ok(r) => Ran::Finished(r),
-            Err(e) => Ran::Failed(e, started.elapsed()),
-        };
-        if let Err(e) = g.finish(&prepared, &session, decision, ran) {
-            return Ok(audit_failed(&name, &e));
-        }
+    if let Err(e) = audit {
+        return Ok(audit_failed(&name, &e));
     }
     let result = match result {
         Ok(r) => r,
@@ -178,6 +216,39 @@ fn audit_failed(name: &str, e: &str) -> CallToolResult {
         format!("toolcage: {name}: cannot write the audit log: {e}"),
         json!({"toolcage/error": "audit"}),
     )
+}
+
+/// Records a call whose request was dropped before it reached the sandbox
+/// (client disconnected while approval was pending or while waiting for a
+/// permit), so every call leaves an audit record.
+struct AuditIfGone {
+    gate: Option<std::sync::Arc<dyn super::Gate>>,
+    host: std::sync::Arc<dyn super::ToolHost>,
+    name: String,
+    args: Value,
+    session: crate::gate::SessionId,
+}
+
+impl AuditIfGone {
+    /// Someone else writes this call's record.
+    fn disarm(&mut self) {
+        self.gate = None;
+    }
+}
+
+impl Drop for AuditIfGone {
+    fn drop(&mut self) {
+        if let Some(g) = self.gate.take() {
+            let why = CallError::Denied(format!(
+                "{}: the client went away before the call ran (request cancelled or connection closed)",
+                self.name
+            ));
+            let tool = self.host.spec(&self.name);
+            if let Err(e) = g.reject(tool.as_ref(), &self.name, &self.args, &self.session, &why) {
+                tracing::error!("{}: audit log: {e}", self.name);
+            }
+        }
+    }
 }
 
 /// Cancels the run if the request future is dropped before it finishes
