@@ -36,6 +36,35 @@ pub struct Doc {
     pub kind: Kind,
     /// 1-based line of the opening `---`.
     pub line: usize,
+    /// 1-based line of each key's first occurrence in the front matter
+    /// (nested keys too), so a diagnostic can point at it.
+    pub key_lines: Vec<(String, usize)>,
+}
+
+fn line_of(lines: &[(String, usize)], key: &str) -> Option<usize> {
+    lines.iter().find(|(k, _)| k == key).map(|&(_, l)| l)
+}
+
+/// `key:` at the start of each YAML line (after indentation and `- `),
+/// first occurrence only. A heuristic for diagnostics, not a parser.
+pub(crate) fn scan_key_lines(yaml: &str, first_line: usize) -> Vec<(String, usize)> {
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for (i, raw) in yaml.lines().enumerate() {
+        let t = raw.trim_start();
+        let t = t.strip_prefix("- ").unwrap_or(t);
+        let Some(colon) = t.find(':') else { continue };
+        if !t[colon + 1..].is_empty() && !t[colon + 1..].starts_with([' ', '\t']) {
+            continue;
+        }
+        let key = t[..colon].trim().trim_matches(['"', '\'']);
+        if key.is_empty() || key.starts_with('#') || key.contains(char::is_whitespace) {
+            continue;
+        }
+        if line_of(&out, key).is_none() {
+            out.push((key.to_owned(), first_line + i));
+        }
+    }
+    out
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -62,14 +91,23 @@ struct Cx<'a> {
     file: &'a Path,
     diags: Vec<Diagnostic>,
     bad: bool,
+    key_lines: Vec<(String, usize)>,
 }
 
 impl Cx<'_> {
     fn err(&mut self, msg: impl Into<String>, fix: &str) {
+        self.err_at("", msg, fix);
+    }
+    /// An error on the line where `key` is written (line 1 if it is not).
+    fn err_at(&mut self, key: &str, msg: impl Into<String>, fix: &str) {
         let m = format!("{}; tool skipped", msg.into());
+        let line = self.line(key);
         self.diags
-            .push(Diagnostic::error(self.file, Some(1), m).fix(fix));
+            .push(Diagnostic::error(self.file, Some(line), m).fix(fix));
         self.bad = true;
+    }
+    fn line(&self, key: &str) -> usize {
+        line_of(&self.key_lines, key).unwrap_or(1)
     }
     fn string(&mut self, m: &Mapping, key: &str) -> Option<String> {
         match m.get(key) {
@@ -78,7 +116,11 @@ impl Cx<'_> {
             Some(Yaml::Number(n)) => Some(n.to_string()),
             Some(Yaml::Bool(b)) => Some(b.to_string()),
             Some(_) => {
-                self.err(format!("'{key}' must be a string"), "write a plain string");
+                self.err_at(
+                    key,
+                    format!("'{key}' must be a string"),
+                    "write a plain string",
+                );
                 None
             }
         }
@@ -93,13 +135,21 @@ impl Cx<'_> {
                     Yaml::Number(n) => Some(n.to_string()),
                     Yaml::Bool(b) => Some(b.to_string()),
                     _ => {
-                        self.err(format!("'{key}' must be a list of strings"), "write [a, b]");
+                        self.err_at(
+                            key,
+                            format!("'{key}' must be a list of strings"),
+                            "write [a, b]",
+                        );
                         None
                     }
                 })
                 .collect(),
             Some(_) => {
-                self.err(format!("'{key}' must be a list of strings"), "write [a, b]");
+                self.err_at(
+                    key,
+                    format!("'{key}' must be a list of strings"),
+                    "write [a, b]",
+                );
                 Vec::new()
             }
         }
@@ -117,6 +167,7 @@ pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
         file,
         diags: Vec::new(),
         bad: false,
+        key_lines: Vec::new(),
     };
     let (yaml, yaml_line, body) = match split_front_matter(text) {
         None => {
@@ -149,6 +200,7 @@ pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
         );
         return (None, cx.diags);
     }
+    cx.key_lines = scan_key_lines(yaml, yaml_line);
     let v: Yaml = match serde_yaml_ng::from_str(yaml) {
         Ok(v) => v,
         Err(e) => {
@@ -185,7 +237,7 @@ pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
         match k.as_str() {
             Some(k) if COMMON_KEYS.contains(&k) || allowed.contains(&k) || allowed.is_empty() => {}
             Some(k) => cx.diags.push(
-                Diagnostic::warning(file, Some(1), format!("unknown key '{k}' ignored"))
+                Diagnostic::warning(file, Some(cx.line(k)), format!("unknown key '{k}' ignored"))
                     .fix("remove it, or check its spelling"),
             ),
             None => cx.diags.push(
@@ -196,7 +248,8 @@ pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
     let name = match cx.string(&m, "name") {
         Some(n) if valid_tool_name(&n) && n.len() <= 64 => n,
         Some(n) => {
-            cx.err(
+            cx.err_at(
+                "name",
                 format!("invalid name '{n}'"),
                 "use letters, digits, '_' and '-', at most 64",
             );
@@ -226,7 +279,8 @@ pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
             None
         }
         other => {
-            cx.err(
+            cx.err_at(
+                "kind",
                 format!("unknown kind '{other}'"),
                 "use `kind: script` or `kind: mcp`",
             );
@@ -240,6 +294,7 @@ pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
                 description,
                 kind,
                 line: 1,
+                key_lines: cx.key_lines,
             }),
             cx.diags,
         ),
@@ -253,7 +308,8 @@ fn limit(limits: &Mapping, key: &str, max: u64, cx: &mut Cx) -> Option<u64> {
         Some(Yaml::Number(n)) => match n.as_u64() {
             Some(v) if (1..=max).contains(&v) => Some(v),
             _ => {
-                cx.err(
+                cx.err_at(
+                    key,
                     format!("illegal limit {key}: {n}"),
                     &format!("use an integer from 1 to {max}"),
                 );
@@ -261,7 +317,8 @@ fn limit(limits: &Mapping, key: &str, max: u64, cx: &mut Cx) -> Option<u64> {
             }
         },
         Some(_) => {
-            cx.err(
+            cx.err_at(
+                key,
                 format!("illegal limit {key}: not a number"),
                 &format!("use an integer from 1 to {max}"),
             );
@@ -298,7 +355,8 @@ fn parse_script(m: &Mapping, cx: &mut Cx) -> Option<Kind> {
             max_tool_calls = limit(l, "maxToolCalls", 10_000, cx);
             max_output_bytes = limit(l, "maxOutputBytes", 64 << 20, cx);
         }
-        Some(_) => cx.err(
+        Some(_) => cx.err_at(
+            "limits",
             "'limits' must be a mapping",
             "write timeoutMs/maxToolCalls/maxOutputBytes under limits",
         ),
@@ -311,7 +369,8 @@ fn parse_script(m: &Mapping, cx: &mut Cx) -> Option<Kind> {
         return None;
     };
     if let Err(e) = lexically_inside(&path) {
-        cx.err(
+        cx.err_at(
+            "path",
             format!("path '{path}' {e}"),
             "use a path inside the AgentDir",
         );
@@ -358,14 +417,16 @@ fn parse_mcp(m: &Mapping, cx: &mut Cx) -> Option<Kind> {
                 };
                 match (k.as_str(), v) {
                     (Some(k), Some(v)) if super::valid_env_name(k) => env.push((k.to_owned(), v)),
-                    (k, _) => cx.err(
+                    (k, _) => cx.err_at(
+                        k.unwrap_or("env"),
                         format!("env entry {:?} must be NAME: string", k.unwrap_or("?")),
                         "write `NAME: \"${VAR}\"`",
                     ),
                 }
             }
         }
-        Some(_) => cx.err(
+        Some(_) => cx.err_at(
+            "env",
             "'env' must be a mapping",
             "write `NAME: \"${VAR}\"` lines under env",
         ),
@@ -381,7 +442,8 @@ fn parse_mcp(m: &Mapping, cx: &mut Cx) -> Option<Kind> {
         }
         "http" => match url.as_deref() {
             Some(u) if u.starts_with("http://") || u.starts_with("https://") => {}
-            _ => cx.err(
+            _ => cx.err_at(
+                "url",
                 "http mcp tool needs an http(s):// 'url'",
                 "add `url: https://...`",
             ),
@@ -390,7 +452,11 @@ fn parse_mcp(m: &Mapping, cx: &mut Cx) -> Option<Kind> {
             "mcp tool without 'transport'",
             "add `transport: stdio` or `transport: http`",
         ),
-        t => cx.err(format!("unknown transport '{t}'"), "use stdio or http"),
+        t => cx.err_at(
+            "transport",
+            format!("unknown transport '{t}'"),
+            "use stdio or http",
+        ),
     }
     Some(Kind::Mcp {
         transport,
@@ -420,7 +486,7 @@ fn finish(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) ->
                     diags.push(
                         Diagnostic::error(
                             file,
-                            Some(doc.line),
+                            Some(line_of(&doc.key_lines, "path").unwrap_or(doc.line)),
                             format!("script path '{path}': {}; tool skipped", io_message(&e)),
                         )
                         .fix("create the script or fix `path`"),
@@ -433,7 +499,7 @@ fn finish(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) ->
                 diags.push(
                     Diagnostic::error(
                         file,
-                        Some(doc.line),
+                        Some(line_of(&doc.key_lines, "path").unwrap_or(doc.line)),
                         format!("script path '{path}' resolves outside the AgentDir; tool skipped"),
                     )
                     .fix("keep scripts inside the project, without symlinks out"),
@@ -474,7 +540,7 @@ fn finish(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) ->
                         diags.push(
                             Diagnostic::error(
                                 file,
-                                Some(doc.line),
+                                Some(line_of(&doc.key_lines, &k).unwrap_or(doc.line)),
                                 format!("env {k}: {e}; tool skipped"),
                             )
                             .fix("set the variable before starting toolcage"),

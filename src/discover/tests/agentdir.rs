@@ -1,7 +1,9 @@
 //! A3S AgentDir `tools/<name>.md` (seed: a3s-agentdir-tools.md).
 
 use super::{Proj, assert_one_line_with_fix, names, rendered};
-use crate::discover::agentdir::{Doc, Kind, expand_env, parse_md, split_front_matter};
+use crate::discover::agentdir::{
+    Doc, Kind, expand_env, parse_md, scan_key_lines, split_front_matter,
+};
 use crate::discover::{Diagnostic, Runner, Severity};
 use serde_json::json;
 use std::path::Path;
@@ -92,7 +94,7 @@ fn front_matter_splitting() {
 fn load_time_errors_unknown_kind_and_bad_yaml() {
     assert_eq!(
         one_error("---\nkind: plugin\nname: x\n---\nD\n"),
-        "t.md:1: unknown kind 'plugin'; tool skipped (fix: use `kind: script` or `kind: mcp`)"
+        "t.md:2: unknown kind 'plugin'; tool skipped (fix: use `kind: script` or `kind: mcp`)"
     );
     assert!(one_error("---\nname: x\n---\nD\n").contains("missing 'kind'"));
     let m = one_error("---\nkind: mcp\nname: x: y\n---\nD\n");
@@ -183,7 +185,7 @@ fn mcp_transport_rules() {
     assert!(d.is_some());
     assert_eq!(
         g,
-        vec!["t.md:1: unknown key 'path' ignored (fix: remove it, or check its spelling)"]
+        vec!["t.md:6: unknown key 'path' ignored (fix: remove it, or check its spelling)"]
     );
 }
 
@@ -238,11 +240,11 @@ fn scan_loads_both_kinds_and_reports_each_file() {
         rendered(&c, p.root()),
         vec![
             "warning tools/README.md:1: no YAML front matter; not a tool (fix: start the file with a `---` line, `kind: ...` and `name: ...`)",
-            "error tools/link.md:1: script path 'out.js' resolves outside the AgentDir; tool skipped (fix: keep scripts inside the project, without symlinks out)",
-            "error tools/missing.md:1: script path 's.js': file vanished or is a dangling symlink; tool skipped (fix: create the script or fix `path`)",
+            "error tools/link.md:4: script path 'out.js' resolves outside the AgentDir; tool skipped (fix: keep scripts inside the project, without symlinks out)",
+            "error tools/missing.md:4: script path 's.js': file vanished or is a dangling symlink; tool skipped (fix: create the script or fix `path`)",
             "warning tools/path-tool.md:1: tool 'path-tool': kind: mcp is parsed and listed, but calls are refused: not supported yet (fix: use an Octomind, clawd or OpenCrabs shell tool until it is supported)",
             "warning tools/search-auth.md:1: tool 'search-auth': kind: script is parsed and listed, but calls are refused: not supported yet (fix: use an Octomind, clawd or OpenCrabs shell tool until it is supported)",
-            "error tools/secret.md:1: env T: environment variable TOOLCAGE_TEST_SURELY_UNSET is not set; tool skipped (fix: set the variable before starting toolcage)",
+            "error tools/secret.md:7: env T: environment variable TOOLCAGE_TEST_SURELY_UNSET is not set; tool skipped (fix: set the variable before starting toolcage)",
         ]
     );
     assert_one_line_with_fix(&c);
@@ -288,4 +290,21 @@ fn duplicate_names_fail_at_load_time_and_the_first_wins() {
         ]
     );
     assert_eq!(c.shadowed.len(), 1);
+}
+
+#[test]
+fn key_lines_point_diagnostics_at_the_key() {
+    let yaml = "kind: mcp\n# name: commented\nname: gh\nurl: https://x:1/mcp\nenv:\n  \"TOKEN\": \"${T}\"\nargs:\n  - name: inner\n";
+    let got = scan_key_lines(yaml, 2);
+    let at = |k: &str| got.iter().find(|(key, _)| key == k).map(|&(_, l)| l);
+    assert_eq!(at("kind"), Some(2));
+    assert_eq!(
+        at("name"),
+        Some(4),
+        "comments are skipped, first occurrence wins"
+    );
+    assert_eq!(at("url"), Some(5));
+    assert_eq!(at("https"), None, "a colon inside a value is not a key");
+    assert_eq!(at("TOKEN"), Some(7), "nested and quoted keys");
+    assert_eq!(at("args"), Some(8));
 }
