@@ -26,16 +26,18 @@ impl Drop for Running {
 }
 
 async fn start(tag: &str, max_message_bytes: usize) -> Running {
+    let config = ServeConfig {
+        max_message_bytes,
+        ..ServeConfig::default()
+    };
+    start_with(tag, config).await
+}
+
+async fn start_with(tag: &str, config: ServeConfig) -> Running {
     let d = std::env::temp_dir().join(format!("tc-mcp-http-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    let server = McpServer::new(
-        FakeHost::new(&d),
-        ServeConfig {
-            max_message_bytes,
-            ..ServeConfig::default()
-        },
-    );
+    let server = McpServer::new(FakeHost::new(&d), config);
     let listener = toolcage::mcp::http::bind("127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
@@ -241,4 +243,44 @@ async fn bad_bodies_are_refused_and_other_sessions_keep_working() {
     )
     .await;
     assert_eq!(c["result"]["content"][0]["text"], "still here", "{c}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_beyond_the_cap_are_refused_until_one_ends() {
+    let config = ServeConfig {
+        max_sessions: 2,
+        ..ServeConfig::default()
+    };
+    let s = start_with("cap", config).await;
+    let a = session(s.addr).await;
+    let b = session(s.addr).await;
+    let r = post(s.addr, &[ACCEPT, JSON], &init_body()).await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    let e: Value = serde_json::from_str(&r.body).unwrap();
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--max-sessions"),
+        "{e}"
+    );
+    // The open sessions keep working.
+    let p = rpc(s.addr, &b, 2, "ping", json!({})).await;
+    assert_eq!(p["result"], json!({}), "{p}");
+    // Control: once one ends, a new session opens.
+    let d = request(s.addr, "DELETE", &[("Mcp-Session-Id", &a)], b"").await;
+    assert!(d.status < 300, "DELETE: {} {}", d.status, d.body);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let r = post(s.addr, &[ACCEPT, JSON], &init_body()).await;
+        if r.status == 200 {
+            break;
+        }
+        assert_eq!(r.status, 503, "{}", r.body);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no session after DELETE"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }

@@ -31,6 +31,9 @@ pub struct ServeArgs {
     /// no answer denies the call.
     #[arg(long, value_name = "DUR", default_value = "2m")]
     pub approval_timeout: String,
+    /// HTTP sessions open at once; more get 503 until one ends.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_sessions: usize,
 }
 
 pub fn run(global: &Global, args: &ServeArgs) -> u8 {
@@ -54,6 +57,7 @@ fn try_run(global: &Global, args: &ServeArgs) -> anyhow::Result<()> {
         max_concurrent: args.max_concurrent.max(1),
         max_message_bytes,
         page_size: args.page_size.max(1),
+        max_sessions: args.max_sessions.max(1),
         ..ServeConfig::default()
     };
     let addr = args

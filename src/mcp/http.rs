@@ -80,9 +80,11 @@ pub async fn serve_http(
 ) -> anyhow::Result<()> {
     let local = listener.local_addr()?;
     let factory = server.clone();
+    let sessions = Arc::new(LocalSessionManager::default());
+    let max_sessions = server.shared.config.max_sessions;
     let service = Arc::new(StreamableHttpService::new(
         move || Ok(factory.session()),
-        Arc::new(LocalSessionManager::default()),
+        sessions.clone(),
         config(&server, local, &shutdown),
     ));
     tracing::info!("MCP over HTTP at http://{local}{PATH}");
@@ -99,11 +101,17 @@ pub async fn serve_http(
             _ = shutdown.cancelled() => break,
         };
         let service = service.clone();
+        let sessions = sessions.clone();
         let conn_shutdown = shutdown.clone();
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let service = service.clone();
-                async move { Ok::<_, Infallible>(route(&service, req).await) }
+                let (service, sessions) = (service.clone(), sessions.clone());
+                async move {
+                    if opens_session(&req) && sessions.sessions.read().await.len() >= max_sessions {
+                        return Ok::<_, Infallible>(too_many_sessions(max_sessions));
+                    }
+                    Ok::<_, Infallible>(route(&service, req).await)
+                }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), svc);
@@ -150,6 +158,29 @@ async fn route(service: &Service, req: Request<Incoming>) -> Response<BoxBody<By
         *resp.status_mut() = StatusCode::OK;
     }
     resp
+}
+
+/// A POST to the endpoint without a session id: an `initialize` that would
+/// open a session.
+fn opens_session(req: &Request<Incoming>) -> bool {
+    req.method() == hyper::Method::POST
+        && req.uri().path() == PATH
+        && !req.headers().contains_key("mcp-session-id")
+}
+
+fn too_many_sessions(max: usize) -> Response<BoxBody<Bytes, Infallible>> {
+    tracing::warn!("refused a new session: {max} are open (--max-sessions)");
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
+        "code": -32000,
+        "message": format!("too many open sessions ({max}); end one with DELETE /mcp, wait for an idle one to expire, or raise --max-sessions"),
+    }});
+    let mut out = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+    *out.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    out.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    out
 }
 
 /// rmcp answers a JSON body it cannot decode with 415 and a text line. The

@@ -40,6 +40,9 @@ pub struct ServeConfig {
     /// How long an approval request (elicitation) waits for the person;
     /// no answer is a refusal.
     pub approval_timeout: std::time::Duration,
+    /// HTTP sessions open at once; a new one beyond this gets 503 until a
+    /// client ends its session (DELETE) or one idles out.
+    pub max_sessions: usize,
 }
 
 impl Default for ServeConfig {
@@ -51,6 +54,7 @@ impl Default for ServeConfig {
             progress_interval: std::time::Duration::from_secs(1),
             reload_debounce: std::time::Duration::from_millis(200),
             approval_timeout: std::time::Duration::from_secs(120),
+            max_sessions: 256,
         }
     }
 }
