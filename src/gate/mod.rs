@@ -365,6 +365,30 @@ impl Gate {
         )
     }
 
+    /// Everything up to the question: a final decision (denied, or allowed
+    /// without asking), or the slot and memory key to ask with.
+    fn before_asking(
+        &self,
+        call: &PreparedCall,
+        session: &SessionId,
+        pre_approval: bool,
+        can_ask: bool,
+    ) -> Result<(Slot, Option<approval::MemKey>), Decision> {
+        let early = approval::unanswerable(pre_approval, call.resolved.grant.allow_yes, can_ask);
+        let (slot, need, _) = self.admit(call, session, early).map_err(Decision::Denied)?;
+        match need {
+            Need::Nothing => Err(Decision::Allowed(Permit::new(Approval::NotNeeded, slot))),
+            Need::Remembered { by } => Err(Decision::Allowed(Permit::new(
+                Approval::Approved {
+                    by,
+                    remembered: true,
+                },
+                slot,
+            ))),
+            Need::Ask { key } => Ok((slot, key)),
+        }
+    }
+
     /// Decide whether `call` may run, asking `channel` when approval is
     /// needed. Blocking (the terminal waits for a person).
     pub fn check(
@@ -373,36 +397,15 @@ impl Gate {
         session: &SessionId,
         channel: &dyn ApprovalChannel,
     ) -> Decision {
-        let early = approval::unanswerable(
-            channel.is_pre_approval(),
-            call.resolved.grant.allow_yes,
-            channel.can_ask(),
-        );
-        let (slot, need, _) = match self.admit(call, session, early) {
-            Ok(x) => x,
-            Err(d) => return Decision::Denied(d),
+        let pre = channel.is_pre_approval();
+        let (slot, key) = match self.before_asking(call, session, pre, channel.can_ask()) {
+            Ok(ask) => ask,
+            Err(decided) => return decided,
         };
-        match need {
-            Need::Nothing => Decision::Allowed(Permit::new(Approval::NotNeeded, slot)),
-            Need::Remembered { by } => Decision::Allowed(Permit::new(
-                Approval::Approved {
-                    by,
-                    remembered: true,
-                },
-                slot,
-            )),
-            Need::Ask { key } => {
-                let request = self.request(call);
-                let settled = approval::settle(
-                    || channel.ask(&request),
-                    channel.is_pre_approval(),
-                    call.resolved.grant.allow_yes,
-                    &self.memory,
-                    key,
-                );
-                self.conclude(call, slot, settled)
-            }
-        }
+        let request = self.request(call);
+        let allow_yes = call.resolved.grant.allow_yes;
+        let settled = approval::settle(|| channel.ask(&request), pre, allow_yes, &self.memory, key);
+        self.conclude(call, slot, settled)
     }
 
     /// [`Gate::check`] for an asynchronous channel (MCP elicitation).
@@ -412,36 +415,16 @@ impl Gate {
         session: &SessionId,
         channel: &dyn AsyncApprovalChannel,
     ) -> Decision {
-        let early = approval::unanswerable(
-            channel.is_pre_approval(),
-            call.resolved.grant.allow_yes,
-            channel.can_ask(),
-        );
-        let (slot, need, _) = match self.admit(call, session, early) {
-            Ok(x) => x,
-            Err(d) => return Decision::Denied(d),
+        let pre = channel.is_pre_approval();
+        let (slot, key) = match self.before_asking(call, session, pre, channel.can_ask()) {
+            Ok(ask) => ask,
+            Err(decided) => return decided,
         };
-        match need {
-            Need::Nothing => Decision::Allowed(Permit::new(Approval::NotNeeded, slot)),
-            Need::Remembered { by } => Decision::Allowed(Permit::new(
-                Approval::Approved {
-                    by,
-                    remembered: true,
-                },
-                slot,
-            )),
-            Need::Ask { key } => {
-                let pre = channel.is_pre_approval();
-                let allow_yes = call.resolved.grant.allow_yes;
-                let answer = if pre && !allow_yes {
-                    ApprovalAnswer::NoChannel // not asked: settle refuses first
-                } else {
-                    channel.ask(&self.request(call)).await
-                };
-                let settled = approval::settle(|| answer, pre, allow_yes, &self.memory, key);
-                self.conclude(call, slot, settled)
-            }
-        }
+        // `before_asking` already refused `--yes` where it is not allowed.
+        let answer = channel.ask(&self.request(call)).await;
+        let allow_yes = call.resolved.grant.allow_yes;
+        let settled = approval::settle(|| answer, pre, allow_yes, &self.memory, key);
+        self.conclude(call, slot, settled)
     }
 
     /// The audit record of a call (pure; [`Gate::finish`] writes it).
