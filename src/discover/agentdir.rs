@@ -596,13 +596,8 @@ fn finish(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) ->
 pub(crate) fn scan(project: &Path) -> Found {
     let dir = project.join("tools");
     let mut f = Found::default();
-    let entries = match fsread::list_dir(&dir, &mut f.diagnostics) {
-        Ok(Some(e)) => e,
-        Ok(None) => return f,
-        Err(d) => {
-            f.diagnostics.push(d);
-            return f;
-        }
+    let Some(entries) = fsread::list_dir(&dir, &mut f.diagnostics) else {
+        return f;
     };
     for e in entries {
         if !e.name.ends_with(".md") || e.name.starts_with('.') {

@@ -376,13 +376,8 @@ fn parse_param(name: &str, def: &Value) -> Result<(Param, Option<String>), Strin
 pub(crate) fn scan(project: &Path) -> Found {
     let dir = project.join(".clawd").join("tools");
     let mut f = Found::default();
-    let entries = match fsread::list_dir(&dir, &mut f.diagnostics) {
-        Ok(Some(e)) => e,
-        Ok(None) => return f,
-        Err(d) => {
-            f.diagnostics.push(d);
-            return f;
-        }
+    let Some(entries) = fsread::list_dir(&dir, &mut f.diagnostics) else {
+        return f;
     };
     for e in entries {
         match &e.meta {

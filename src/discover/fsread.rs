@@ -71,27 +71,31 @@ pub(crate) struct Entry {
     pub meta: io::Result<Metadata>,
 }
 
-/// The entries of `dir`, sorted by name. `Ok(None)` when `dir` does not
-/// exist (the format is simply not used); entries whose names are not
-/// UTF-8 are reported and dropped.
-pub(crate) fn list_dir(
-    dir: &Path,
-    diags: &mut Vec<Diagnostic>,
-) -> Result<Option<Vec<Entry>>, Diagnostic> {
+/// The entries of `dir`, sorted by name. `None` when `dir` does not exist
+/// (the format is simply not used) or cannot be listed (reported in
+/// `diags`); entries whose names are not UTF-8 are reported and dropped.
+pub(crate) fn list_dir(dir: &Path, diags: &mut Vec<Diagnostic>) -> Option<Vec<Entry>> {
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return None;
+        }
         Err(e) => {
-            // A file where a dir is expected, a loop, no permission.
-            if e.kind() == io::ErrorKind::NotADirectory {
-                return Ok(None);
-            }
-            return Err(Diagnostic::error(
-                dir,
-                None,
-                format!("cannot list directory: {}", io_message(&e)),
-            )
-            .fix("make the directory readable"));
+            // A loop, no permission.
+            diags.push(
+                Diagnostic::error(
+                    dir,
+                    None,
+                    format!("cannot list directory: {}", io_message(&e)),
+                )
+                .fix("make the directory readable"),
+            );
+            return None;
         }
     };
     let mut out = Vec::new();
@@ -122,5 +126,5 @@ pub(crate) fn list_dir(
         out.push(Entry { name, path, meta });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(Some(out))
+    Some(out)
 }

@@ -378,13 +378,8 @@ pub fn to_spec(name: &str, path: &Path, header: Header) -> ToolSpec {
 pub(crate) fn scan(project: &Path) -> Found {
     let dir = project.join(".agents").join("tools");
     let mut f = Found::default();
-    let entries = match fsread::list_dir(&dir, &mut f.diagnostics) {
-        Ok(Some(e)) => e,
-        Ok(None) => return f,
-        Err(d) => {
-            f.diagnostics.push(d);
-            return f;
-        }
+    let Some(entries) = fsread::list_dir(&dir, &mut f.diagnostics) else {
+        return f;
     };
     for e in entries {
         let path = &e.path;
