@@ -12,22 +12,12 @@ import os
 import stat
 import sys
 import time
-import traceback
 
 import anyio
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-results = []
-
-
-def check(name, ok, detail=""):
-    results.append((name, ok))
-    print(f"{'PASS' if ok else 'FAIL'} {name}{': ' + detail if detail and not ok else ''}", flush=True)
-
-
-def text_of(result):
-    return "".join(getattr(c, "text", "") for c in result.content)
+from harness import check, run, text_of
 
 
 def mtime(path):
@@ -145,11 +135,4 @@ async def main():
             await scenarios(session, project, changed)
 
 
-try:
-    anyio.run(main)
-except Exception:
-    traceback.print_exc()
-    check("session", False, "the client crashed")
-failed = [n for n, ok in results if not ok]
-print(f"python {sys.argv[1]}: {len(results) - len(failed)} passed, {len(failed)} failed")
-sys.exit(1 if failed else 0)
+run(main, f"python {sys.argv[1]}")
