@@ -74,7 +74,7 @@ pub fn key_line(text: &str, key: &str) -> Option<usize> {
         let at = from + p;
         let after = text[at + needle.len()..].trim_start();
         if after.starts_with(':') {
-            return Some(super::line_of(text, at));
+            return Some(crate::policy::line_at(text, at));
         }
         from = at + needle.len();
     }

@@ -279,16 +279,6 @@ pub fn valid_env_name(s: &str) -> bool {
         && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
 }
 
-/// 1-based line of byte `offset` in `text` (clamped to the text).
-pub(crate) fn line_of(text: &str, offset: usize) -> usize {
-    let end = offset.min(text.len());
-    text.as_bytes()[..end]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
-}
-
 /// Discover every tool of `project` (an absolute, existing directory).
 pub fn discover(project: &Path, options: &Options) -> Catalog {
     let run = std::panic::AssertUnwindSafe(|| discover_inner(project, options));

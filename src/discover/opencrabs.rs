@@ -27,8 +27,9 @@ pub use super::crabparams::{convert_default, parse_coerce};
 use super::fsread::{self, io_message};
 use super::schema::{self, Param};
 use super::template;
-use super::{Coerce, CrabParam, Diagnostic, Found, Runner, ToolSpec, line_of, valid_tool_name};
+use super::{Coerce, CrabParam, Diagnostic, Found, Runner, ToolSpec, valid_tool_name};
 use crate::policy::RateLimit;
+use crate::policy::line_at;
 use crate::spec::{Format, Requests};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -67,7 +68,7 @@ pub fn parse_tools_toml(text: &str, file: &Path) -> (Vec<ToolSpec>, Vec<Diagnost
     let table: Table = match toml::from_str(text) {
         Ok(t) => t,
         Err(e) => {
-            let line = e.span().map(|s| line_of(text, s.start));
+            let line = e.span().map(|s| line_at(text, s.start));
             let msg = e.message().replace('\n', " ");
             diags.push(
                 Diagnostic::error(

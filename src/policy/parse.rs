@@ -75,7 +75,8 @@ fn find_key(table: &toml::de::DeTable, pos: usize, path: &mut Vec<String>) -> bo
     false
 }
 
-/// 1-based line number of byte `offset` in `text`.
+/// 1-based line number of byte `offset` in `text` (clamped to the text);
+/// shared by the policy and tool-file parsers.
 pub fn line_at(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
     text.as_bytes()[..end]
