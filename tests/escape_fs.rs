@@ -21,11 +21,12 @@ fn secret_in_home_is_unreadable() {
     let deny = default_grant(&p.dir);
     let allow = with_read(&deny, &home.dir);
     let code = format!("t(lambda: open({}).read())", q(&secret));
-    let (ok, _) = attack(&allow, &deny, &code, &["DENIED:EACCES"], "read ~/.ssh");
+    // Outside the grant the path does not exist (the constructed root).
+    let (ok, _) = attack(&allow, &deny, &code, &["DENIED:ENOENT"], "read ~/.ssh");
     assert_eq!(ok.stdout.text.trim(), "OK:SECRET-KEY-1");
     // Not even the directory listing leaks names.
     let list = format!("t(lambda: os.listdir({}))", q(&home.dir));
-    attack(&allow, &deny, &list, &["DENIED:EACCES"], "list home");
+    attack(&allow, &deny, &list, &["DENIED:ENOENT"], "list home");
 }
 
 #[test]
@@ -36,7 +37,7 @@ fn write_outside_roots_is_denied() {
     let deny = default_grant(&p.dir);
     let allow = with_write(&deny, &out.dir);
     let code = format!("t(lambda: open({}, 'w').write('x') and None)", q(&target));
-    attack(&allow, &deny, &code, &["DENIED:EACCES"], "create outside");
+    attack(&allow, &deny, &code, &["DENIED:ENOENT"], "create outside");
     std::fs::remove_file(&target).unwrap();
     // The denied run created nothing.
     py(&deny, &code);
@@ -57,7 +58,7 @@ fn truncate_in_read_only_root_is_denied() {
         &allow,
         &deny,
         &code,
-        &["DENIED:EACCES"],
+        &["DENIED:EROFS"],
         "truncate read-only",
     );
     std::fs::write(&f, "precious").unwrap();
@@ -77,7 +78,7 @@ fn symlink_escape_read_is_denied() {
         &allow,
         &deny,
         "t(lambda: open('innocent.txt').read())",
-        &["DENIED:EACCES"],
+        &["DENIED:ENOENT"],
         "read through symlink",
     );
     assert_eq!(ok.stdout.text.trim(), "OK:TOP-SECRET");
@@ -97,7 +98,7 @@ fn symlink_escape_write_is_denied() {
         &allow,
         &deny,
         code,
-        &["DENIED:EACCES"],
+        &["DENIED:ENOENT"],
         "write through symlink",
     );
     std::fs::write(&victim, "original").unwrap();
@@ -110,7 +111,7 @@ fn symlink_escape_write_is_denied() {
         &allow,
         &deny,
         &dir_link,
-        &["DENIED:EACCES"],
+        &["DENIED:ENOENT"],
         "own dir symlink",
     );
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "original");
@@ -118,11 +119,16 @@ fn symlink_escape_write_is_denied() {
 
 #[test]
 fn hard_link_of_outside_file_is_denied() {
-    let p = Project::new("fs-hardlink");
-    let out = outside_dir("fs-hardlink");
-    let secret = out.write("shadow", "HASHES");
-    let deny = default_grant(&p.dir);
-    let allow = with_write(&deny, &out.dir);
+    // base/proj is the project, base/out holds a secret. The control grants
+    // all of base (one mount: the link works); the attack grants the
+    // project only (the secret is not even there).
+    let base = Project::new("fs-hardlink");
+    let proj = base.path("proj");
+    std::fs::create_dir(&proj).unwrap();
+    let secret = base.write("out/shadow", "HASHES");
+    let deny = default_grant(&proj);
+    let mut allow = with_write(&deny, &base.dir);
+    allow.write.retain(|w| w != &proj);
     let code = format!(
         "def f():\n    if os.path.lexists('stolen'): os.unlink('stolen')\n    os.link({}, 'stolen')\n    with open('stolen', 'r+') as h:\n        d = h.read(); h.write('!')\n    return d\nt(f)",
         q(&secret)
@@ -131,13 +137,18 @@ fn hard_link_of_outside_file_is_denied() {
         &allow,
         &deny,
         &code,
-        &["DENIED:EXDEV", "DENIED:EACCES", "DENIED:EPERM"],
+        &[
+            "DENIED:ENOENT",
+            "DENIED:EXDEV",
+            "DENIED:EACCES",
+            "DENIED:EPERM",
+        ],
         "hard link outside file",
     );
     assert_eq!(ok.stdout.text.trim(), "OK:HASHES");
     std::fs::write(&secret, "HASHES").unwrap();
     py(&deny, &code);
-    assert!(!p.path("stolen").exists());
+    assert!(!proj.join("stolen").exists());
     assert_eq!(std::fs::read_to_string(&secret).unwrap(), "HASHES");
 }
 
@@ -307,7 +318,7 @@ fn protected_file_cannot_be_hard_linked_out() {
 fn protected_file_mode_cannot_change() {
     protected_attack(
         "prot-chmod",
-        "t(lambda: os.chmod('.agents/tools/x', 0o6777))",
+        "t(lambda: os.chmod('.agents/tools/x', 0o777))",
         &["DENIED:EROFS"],
         "chmod .agents/tools/x",
     );
@@ -388,14 +399,51 @@ fn denied_dir_inside_project_is_unreadable() {
 
 #[test]
 fn proc_sys_is_read_only() {
-    // Root without capabilities still passes the sysctl owner check; only
-    // Landlock stands between the tool and the host's kernel settings. The
-    // control writes back the value that is already there.
+    // Root without capabilities still passes the sysctl owner check, so the
+    // call's /proc/sys is a read-only mount even where /proc is granted for
+    // writing, and Landlock gives /proc read-only by default.
     let p = Project::new("fs-procsys");
     let deny = default_grant(&p.dir);
     let allow = with_write(&deny, Path::new("/proc"));
+    // Control: a write grant on /proc lets the tool write its own entries.
+    let comm =
+        "def f():\n    with open('/proc/self/comm', 'w') as h:\n        h.write('renamed')\nt(f)";
+    attack(
+        &allow,
+        &deny,
+        comm,
+        &["DENIED:EACCES"],
+        "write /proc/self/comm",
+    );
     let code = "def f():\n    v = open('/proc/sys/kernel/hostname').read()\n    with open('/proc/sys/kernel/hostname', 'w') as h:\n        h.write(v)\nt(f)";
-    attack(&allow, &deny, code, &["DENIED:EACCES"], "write /proc/sys");
+    assert_denied(
+        &py(&allow, code),
+        &["DENIED:EROFS"],
+        "write /proc/sys (granted /proc)",
+    );
+    assert_denied(
+        &py(&deny, code),
+        &["DENIED:EACCES", "DENIED:EROFS"],
+        "write /proc/sys",
+    );
+    for path in ["/proc/sysrq-trigger", "/proc/irq", "/proc/bus"] {
+        let o = py(
+            &allow,
+            &format!(
+                "t(lambda: open('{path}/x' if '{path}' != '/proc/sysrq-trigger' else '{path}', 'w'))"
+            ),
+        );
+        assert_denied(
+            &o,
+            &[
+                "DENIED:EROFS",
+                "DENIED:EACCES",
+                "DENIED:ENOENT",
+                "DENIED:EISDIR",
+            ],
+            path,
+        );
+    }
 }
 
 #[test]

@@ -200,6 +200,10 @@ fn host_unix_socket() {
         "def f():\n    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n    c.connect({:?})\nt(f)",
         path.display().to_string()
     );
+    // The socket must be inside the grant to exist at all; the control has
+    // the network on, the attack the same read grant and the network off.
+    let allow = with_read(&allow, &out.dir);
+    let deny = with_read(&deny, &out.dir);
     assert_ok(&py(&allow, &code), "host unix socket");
     assert!(l.accept().is_ok());
     assert_denied(&py(&deny, &code), &["DENIED:EPERM"], "host unix socket");

@@ -9,11 +9,15 @@
 //!   seccomp, and execs the command.
 //!
 //! Everything they need is prepared by the parent in a [`ChildPlan`] (C
-//! strings, pointer arrays, the Landlock descriptor, the BPF programs, two
-//! stacks). Both run in the parent's address space (`CLONE_VM`, like
-//! `posix_spawn`), so until execve they may only make raw syscalls: no
-//! allocation, no locks, no writes to the parent's memory.
+//! strings, pointer arrays, the Landlock descriptor, the BPF programs, the
+//! steps that build the root, two stacks). The init is created like a
+//! `fork` (its own copy of toolcage's memory, so a panic or a free in the
+//! parent cannot reach it, and its errno and TLS are its own); the tool
+//! shares the init's copy until it execs (`CLONE_VM | CLONE_VFORK`). Toolcage
+//! is multi-threaded, so both make only raw syscalls: no allocation, no
+//! locks.
 
+use super::steps::{self, Step};
 use std::ffi::CString;
 use std::os::fd::RawFd;
 use std::ptr;
@@ -35,6 +39,7 @@ pub enum Stage {
     Seccomp = 11,
     Exec = 12,
     Spawn = 13,
+    Network = 14,
 }
 
 impl Stage {
@@ -54,6 +59,7 @@ impl Stage {
             Seccomp,
             Exec,
             Spawn,
+            Network,
         ]
         .into_iter()
         .find(|s| *s as u32 == v)
@@ -63,7 +69,7 @@ impl Stage {
         match self {
             Stage::UserNamespace => "user namespace mapping",
             Stage::Session => "new session",
-            Stage::Mount => "mount namespace setup",
+            Stage::Mount => "building the sandbox's root",
             Stage::Rlimit => "resource limits",
             Stage::Capabilities => "dropping capabilities",
             Stage::NoNewPrivs => "no_new_privs",
@@ -74,19 +80,9 @@ impl Stage {
             Stage::Seccomp => "seccomp filter",
             Stage::Exec => "execve",
             Stage::Spawn => "starting the tool inside the namespace",
+            Stage::Network => "bringing up loopback in the network namespace",
         }
     }
-}
-
-/// One `mount(2)` call.
-pub struct MountCall {
-    pub source: Option<CString>,
-    pub target: CString,
-    pub fstype: Option<CString>,
-    pub flags: libc::c_ulong,
-    pub data: Option<CString>,
-    /// A failure here is not fatal (e.g. a path that vanished since planning).
-    pub optional: bool,
 }
 
 /// A file written in the child before anything else (user namespace maps).
@@ -95,7 +91,15 @@ pub struct ProcWrite {
     pub content: Vec<u8>,
 }
 
-/// Everything the child needs, prepared before clone.
+/// A Landlock rule the tool adds for a filesystem mounted inside the call.
+pub struct FreshRule {
+    pub path: CString,
+    pub access: u64,
+}
+
+/// Everything the child needs, prepared before clone. The init runs in its
+/// own copy of toolcage's memory (no `CLONE_VM`), so nothing here can be
+/// freed under it; the tool shares the init's copy until it execs.
 pub struct ChildPlan {
     pub program: CString,
     pub argv: Vec<*const libc::c_char>,
@@ -107,30 +111,39 @@ pub struct ChildPlan {
     pub report_fd: RawFd,
     /// Write end of the pipe on which the init reports the tool's wait status.
     pub status_fd: RawFd,
+    /// Descriptors the init keeps (sorted); every other one is closed first.
+    pub keep_fds: Vec<RawFd>,
     /// Top of the tool's stack (the init runs on another one).
     pub tool_stack_top: *mut libc::c_void,
     pub landlock_fd: RawFd,
-    /// Landlock rights for the child's own (freshly mounted) `/proc`; 0: none.
-    pub proc_access: u64,
+    /// Landlock rules for the fresh `/tmp`, `/dev/shm` and `/proc`.
+    pub fresh_rules: Vec<FreshRule>,
     pub seccomp: Vec<libc::sock_fprog>,
     pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
     pub proc_writes: Vec<ProcWrite>,
-    pub mounts: Vec<MountCall>,
+    /// Building the constructed root.
+    pub steps: Vec<Step>,
+    /// Bring up `lo` (the call has its own network namespace).
+    pub loopback: Option<libc::ifreq>,
     pub cap_last: libc::c_int,
+    pub sigrtmax: libc::c_int,
     /// Owners of the memory `argv`/`envp`/`seccomp` point into.
     pub _storage: (Vec<CString>, Vec<CString>, Vec<Vec<libc::sock_filter>>),
 }
 
 fn errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+    // SAFETY: reads this thread's errno (the init's own copy of the TLS).
+    unsafe { *libc::__errno_location() }
 }
 
-/// Report `stage` and the current errno to the parent, then exit.
-unsafe fn fail(plan: &ChildPlan, stage: Stage) -> ! {
+/// Report `stage`, the current errno and the failing step to the parent,
+/// then exit.
+unsafe fn fail_at(plan: &ChildPlan, stage: Stage, step: u32) -> ! {
     let err = errno();
-    let mut msg = [0u8; 8];
+    let mut msg = [0u8; 12];
     msg[..4].copy_from_slice(&(stage as u32).to_ne_bytes());
-    msg[4..].copy_from_slice(&err.to_ne_bytes());
+    msg[4..8].copy_from_slice(&err.to_ne_bytes());
+    msg[8..].copy_from_slice(&step.to_ne_bytes());
     // SAFETY: write(2) and _exit(2) are async-signal-safe; `msg` is on our stack.
     unsafe {
         libc::write(plan.report_fd, msg.as_ptr().cast(), msg.len());
@@ -138,8 +151,24 @@ unsafe fn fail(plan: &ChildPlan, stage: Stage) -> ! {
     }
 }
 
-fn opt_ptr(s: &Option<CString>) -> *const libc::c_char {
-    s.as_ref().map_or(ptr::null(), |c| c.as_ptr())
+unsafe fn fail(plan: &ChildPlan, stage: Stage) -> ! {
+    // SAFETY: as for `fail_at`.
+    unsafe { fail_at(plan, stage, u32::MAX) }
+}
+
+/// Close every descriptor except the sorted `keep` list.
+unsafe fn close_all_but(keep: &[RawFd]) {
+    let mut from: u32 = 0;
+    for &fd in keep {
+        let fd = fd as u32;
+        if fd > from {
+            // SAFETY: close_range takes plain integers.
+            unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0u32) };
+        }
+        from = fd + 1;
+    }
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_close_range, from, u32::MAX, 0u32) };
 }
 
 /// Forward a termination signal to every other process in the namespace.
@@ -151,15 +180,52 @@ extern "C" fn forward_signal(sig: libc::c_int) {
     }
 }
 
+/// Default dispositions for every signal but SIGKILL and SIGSTOP.
+unsafe fn default_signals(sigrtmax: libc::c_int) {
+    // SAFETY: sigaction with a stack-allocated argument.
+    unsafe {
+        let mut dfl: libc::sigaction = std::mem::zeroed();
+        dfl.sa_sigaction = libc::SIG_DFL;
+        for sig in 1..=sigrtmax {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            libc::sigaction(sig, &dfl, ptr::null_mut());
+        }
+    }
+}
+
+/// Bring up `lo` in the call's fresh network namespace.
+unsafe fn loopback_up(req: &libc::ifreq) -> bool {
+    // SAFETY: socket/ioctl/close on our own descriptor and a stack copy.
+    unsafe {
+        let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if s < 0 {
+            return false;
+        }
+        let mut r: libc::ifreq = *req;
+        let mut ok = libc::ioctl(s, libc::SIOCGIFFLAGS, &mut r) == 0;
+        if ok {
+            r.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+            ok = libc::ioctl(s, libc::SIOCSIFFLAGS, &r) == 0;
+        }
+        libc::close(s);
+        ok
+    }
+}
+
 /// The init's entry point, called by `clone(2)` on its own stack.
 pub extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: the parent passes a pointer to a ChildPlan it keeps alive until
-    // this process has been reaped, and never writes to it meanwhile.
+    // SAFETY: the parent passes a pointer to a ChildPlan; we run in a copy
+    // of its memory, so the plan stays valid for our whole life.
     let plan = unsafe { &*(arg as *const ChildPlan) };
     // SAFETY: every call below is a raw syscall (or a libc wrapper of one)
-    // that is async-signal-safe; all pointers come from `plan` and stay valid.
+    // that is async-signal-safe; all pointers come from `plan`.
     unsafe {
-        // Die with the thread that spawned us.
+        // Die with the thread that spawned us, and close the race where it
+        // died before this prctl: the parent holds the read end of the
+        // status pipe, so once our own copy is closed, POLLERR on the write
+        // end means nobody is left to read it.
         libc::prctl(
             libc::PR_SET_PDEATHSIG,
             libc::SIGKILL as libc::c_ulong,
@@ -167,6 +233,16 @@ pub extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
             0,
             0,
         );
+        close_all_but(&plan.keep_fds);
+        let mut pfd = libc::pollfd {
+            fd: plan.status_fd,
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        if libc::poll(&mut pfd, 1, 0) == 1 && pfd.revents & libc::POLLERR != 0 {
+            libc::_exit(125);
+        }
+        default_signals(plan.sigrtmax);
         for w in &plan.proc_writes {
             let fd = libc::open(w.path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
             if fd < 0 || libc::write(fd, w.content.as_ptr().cast(), w.content.len()) < 0 {
@@ -174,17 +250,19 @@ pub extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
             }
             libc::close(fd);
         }
-        for m in &plan.mounts {
-            let rc = libc::mount(
-                opt_ptr(&m.source),
-                m.target.as_ptr(),
-                opt_ptr(&m.fstype),
-                m.flags,
-                opt_ptr(&m.data).cast(),
-            );
-            if rc != 0 && !m.optional {
-                fail(plan, Stage::Mount);
+        // Not before the maps are written: a non-dumpable process's
+        // /proc/self files belong to root. From here on nobody can ptrace us
+        // or read our memory through /proc (which matters without Landlock).
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        for (i, step) in plan.steps.iter().enumerate() {
+            if steps::execute(step).is_err() {
+                fail_at(plan, Stage::Mount, i as u32);
             }
+        }
+        if let Some(req) = &plan.loopback
+            && !loopback_up(req)
+        {
+            fail(plan, Stage::Network);
         }
         let mut forward: libc::sigaction = std::mem::zeroed();
         forward.sa_sigaction = forward_signal as *const () as libc::sighandler_t;
@@ -202,13 +280,8 @@ pub extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
             fail(plan, Stage::Spawn);
         }
         // The tool has exec'd or failed. Keep only the status pipe: the
-        // parent's EOF on the report pipe must not wait for us, and copies of
-        // other calls' descriptors (we never exec) must not linger here.
-        let keep = plan.status_fd as u32;
-        if keep > 0 {
-            libc::syscall(libc::SYS_close_range, 0u32, keep - 1, 0u32);
-        }
-        libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32);
+        // parent's EOF on the report pipe must not wait for us.
+        close_all_but(&[plan.status_fd]);
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
         libc::sigprocmask(libc::SIG_SETMASK, &empty, ptr::null_mut());
@@ -255,13 +328,13 @@ extern "C" fn tool_main(arg: *mut libc::c_void) -> libc::c_int {
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
             fail(plan, Stage::NoNewPrivs);
         }
-        if plan.landlock_fd >= 0 && plan.proc_access != 0 {
-            add_proc_rule(plan);
-        }
-        if plan.landlock_fd >= 0
-            && libc::syscall(libc::SYS_landlock_restrict_self, plan.landlock_fd, 0u32) != 0
-        {
-            fail(plan, Stage::Landlock);
+        if plan.landlock_fd >= 0 {
+            for rule in &plan.fresh_rules {
+                add_fresh_rule(plan, rule);
+            }
+            if libc::syscall(libc::SYS_landlock_restrict_self, plan.landlock_fd, 0u32) != 0 {
+                fail(plan, Stage::Landlock);
+            }
         }
         // Nothing toolcage inherited may leak into the tool.
         if libc::syscall(
@@ -304,26 +377,26 @@ extern "C" fn tool_main(arg: *mut libc::c_void) -> libc::c_int {
     }
 }
 
-/// Grant `plan.proc_access` beneath the `/proc` this child sees (the fresh
-/// instance mounted above, whose root inode no parent-side rule names).
-unsafe fn add_proc_rule(plan: &ChildPlan) {
+/// Grant `rule.access` beneath a filesystem mounted inside the call (a
+/// fresh tmpfs or procfs), whose root inode no parent-side rule can name.
+unsafe fn add_fresh_rule(plan: &ChildPlan, rule: &FreshRule) {
     #[repr(C, packed)]
     struct PathBeneathAttr {
         allowed_access: u64,
         parent_fd: i32,
     }
     const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
-    // SAFETY: open/syscall/close with a literal path and a stack struct.
+    // SAFETY: open/syscall/close with a C string from the plan and a stack struct.
     unsafe {
         let fd = libc::open(
-            c"/proc".as_ptr(),
+            rule.path.as_ptr(),
             libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
         );
         if fd < 0 {
             fail(plan, Stage::Landlock);
         }
         let attr = PathBeneathAttr {
-            allowed_access: plan.proc_access,
+            allowed_access: rule.access,
             parent_fd: fd,
         };
         if libc::syscall(
@@ -342,12 +415,12 @@ unsafe fn add_proc_rule(plan: &ChildPlan) {
 
 /// Lock root out of its privileges and empty every capability set.
 unsafe fn drop_capabilities(plan: &ChildPlan) {
-    const SECBITS: libc::c_ulong = 0x2f; // NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED ...
+    // NOROOT|NOROOT_LOCKED|NO_SETUID_FIXUP|NO_SETUID_FIXUP_LOCKED|KEEP_CAPS_LOCKED
+    // plus NO_CAP_AMBIENT_RAISE and its lock (0x40 | 0x80).
+    const SECBITS: libc::c_ulong = 0x2f | 0xc0;
     // SAFETY: prctl/capset take plain integers or pointers to our stack.
     unsafe {
-        // NOROOT|NOROOT_LOCKED|NO_SETUID_FIXUP|NO_SETUID_FIXUP_LOCKED|KEEP_CAPS_LOCKED
-        // plus NO_CAP_AMBIENT_RAISE and its lock (0x40 | 0x80).
-        if libc::prctl(libc::PR_SET_SECUREBITS, SECBITS | 0xc0, 0, 0, 0) != 0 {
+        if libc::prctl(libc::PR_SET_SECUREBITS, SECBITS, 0, 0, 0) != 0 {
             fail(plan, Stage::Capabilities);
         }
         if libc::prctl(
@@ -398,19 +471,12 @@ unsafe fn drop_capabilities(plan: &ChildPlan) {
     }
 }
 
-/// Default dispositions and an empty mask: the tool must not inherit
-/// toolcage's handlers or its ignored SIGPIPE.
+/// Default dispositions and an empty mask: the tool must not inherit the
+/// init's handlers or toolcage's ignored SIGPIPE.
 unsafe fn reset_signals(plan: &ChildPlan) {
     // SAFETY: sigaction/sigprocmask with stack-allocated arguments.
     unsafe {
-        let mut dfl: libc::sigaction = std::mem::zeroed();
-        dfl.sa_sigaction = libc::SIG_DFL;
-        for sig in 1..libc::SIGRTMAX() {
-            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-                continue;
-            }
-            libc::sigaction(sig, &dfl, ptr::null_mut());
-        }
+        default_signals(plan.sigrtmax);
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
         if libc::sigprocmask(libc::SIG_SETMASK, &empty, ptr::null_mut()) != 0 {

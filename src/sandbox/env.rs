@@ -1,11 +1,13 @@
 //! The child's environment: cleared, then the grant's allowlist, the grant's
-//! explicit values, the call's own variables, and the private TMPDIR.
+//! explicit values, the call's own variables, and the private `/tmp` as
+//! `TMPDIR` (and `HOME`, unless the policy passes or sets one).
 
 use crate::policy::Grant;
 use std::collections::BTreeMap;
-use std::path::Path;
 
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// The call's private tmpfs, inside its constructed root.
+pub const PRIVATE_TMP: &str = "/tmp";
 
 fn allowed(name: &str, patterns: &[String]) -> bool {
     patterns.iter().any(|p| match p.strip_suffix('*') {
@@ -19,7 +21,6 @@ pub fn build_env(
     grant: &Grant,
     host: impl IntoIterator<Item = (String, String)>,
     call_env: &BTreeMap<String, String>,
-    tmp: Option<&Path>,
 ) -> BTreeMap<String, String> {
     let mut env: BTreeMap<String, String> = host
         .into_iter()
@@ -29,8 +30,8 @@ pub fn build_env(
     env.extend(call_env.iter().map(|(k, v)| (k.clone(), v.clone())));
     env.entry("PATH".into())
         .or_insert_with(|| DEFAULT_PATH.into());
-    if let Some(tmp) = tmp {
-        let tmp = tmp.display().to_string();
+    if grant.private_tmp {
+        let tmp = PRIVATE_TMP.to_string();
         for key in ["TMPDIR", "TMP", "TEMP"] {
             env.insert(key.into(), tmp.clone());
         }
@@ -55,19 +56,19 @@ mod tests {
             ("AWS_SECRET".to_string(), "x".to_string()),
             ("HOME".to_string(), "/root".to_string()),
         ];
-        let env = build_env(&g, host, &BTreeMap::new(), Some(Path::new("/tmp/t")));
+        let env = build_env(&g, host, &BTreeMap::new());
         assert_eq!(env["PATH"], "/bin");
         assert_eq!(env["LC_ALL"], "C");
         assert_eq!(env["FOO"], "bar");
-        assert_eq!(env["TMPDIR"], "/tmp/t");
-        assert_eq!(env["HOME"], "/tmp/t");
+        assert_eq!(env["TMPDIR"], "/tmp");
+        assert_eq!(env["HOME"], "/tmp");
         assert!(!env.contains_key("AWS_SECRET"));
     }
 
     #[test]
     fn path_has_a_default() {
         let g = Grant::closed("/p".into());
-        let env = build_env(&g, vec![], &BTreeMap::new(), None);
+        let env = build_env(&g, vec![], &BTreeMap::new());
         assert_eq!(env["PATH"], DEFAULT_PATH);
     }
 }

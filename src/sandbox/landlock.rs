@@ -2,13 +2,14 @@
 //! `landlock_restrict_self` on the prepared descriptor.
 
 use super::report::{Degradation, LandlockReport, LandlockStatus};
+use super::rootfs::STANDARD_DEVICES;
 use crate::policy::{Grant, Network};
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
     Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
 };
 use std::os::fd::OwnedFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 /// The Landlock ABI version this kernel supports (0 = none).
@@ -33,11 +34,11 @@ pub fn kernel_abi() -> i32 {
 pub struct Prepared {
     pub fd: Option<OwnedFd>,
     pub report: LandlockReport,
-    /// Rights for the fresh `/proc` the child mounts (0: none). A rule on
-    /// the host's `/proc` does not reach the new procfs instance mounted over
-    /// it (Landlock skips overmounted mount points), so the child adds this
-    /// rule itself, after mounting, with a descriptor of its own `/proc`.
-    pub proc_access: u64,
+    /// Rights the tool grants itself beneath the filesystems mounted inside
+    /// the call (`/tmp`, `/dev/shm`: everything; `/proc`: read). Rules on
+    /// host inodes cannot name them: they exist only in the call.
+    pub read_access: u64,
+    pub all_access: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -116,16 +117,15 @@ fn is_dir(path: &Path) -> bool {
     path.metadata().map(|m| m.is_dir()).unwrap_or(false)
 }
 
-/// Build the ruleset for `grant`. `extra_write` are toolcage's own additions
-/// (the private tmp dir). With no Landlock support, `fd` is `None` and the
-/// report says so; the caller decides whether that is acceptable.
-pub fn prepare(
-    grant: &Grant,
-    extra_write: &[&Path],
-    pid_ns: bool,
-) -> Result<Prepared, LandlockError> {
+/// Build the ruleset for `grant`. `extra_read` are files readable for this
+/// call only (a parameters file, `resolv.conf`'s target). The standard
+/// device nodes of the constructed root (`/dev/null`, `zero`, `full`,
+/// `random`, `urandom`) are readable and writable in every call. With no
+/// Landlock support, `fd` is `None` and the report says so; the caller
+/// decides whether that is acceptable.
+pub fn prepare(grant: &Grant, extra_read: &[PathBuf]) -> Result<Prepared, LandlockError> {
     let version = kernel_abi();
-    let missing = missing_features(version, &grant.network, pid_ns);
+    let missing = missing_features(version, &grant.network, true);
     if version == 0 {
         return Ok(Prepared {
             fd: None,
@@ -134,7 +134,8 @@ pub fn prepare(
                 status: LandlockStatus::NotEnforced,
                 missing,
             },
-            proc_access: 0,
+            read_access: 0,
+            all_access: 0,
         });
     }
     let abi = ABI::from(version);
@@ -178,17 +179,25 @@ pub fn prepare(
                 source,
             })
     };
-    let mut fs_rules = Vec::with_capacity(grant.read.len() + grant.write.len() + 1);
-    for root in &grant.read {
+    let mut fs_rules = Vec::with_capacity(grant.read.len() + grant.write.len() + 8);
+    for root in grant.read.iter().chain(extra_read) {
+        if root.starts_with("/proc") {
+            continue; // the call's /proc is its own; see `read_access`
+        }
         fs_rules.push(rule(root, AccessFs::from_read(abi))?);
     }
-    for root in grant
-        .write
-        .iter()
-        .map(|p| p.as_path())
-        .chain(extra_write.iter().copied())
-    {
+    for root in &grant.write {
         fs_rules.push(rule(root, AccessFs::from_all(abi))?);
+    }
+    for dev in STANDARD_DEVICES {
+        let p = Path::new(dev);
+        if p.exists() {
+            fs_rules.push(rule(
+                p,
+                (AccessFs::from_read(abi) | AccessFs::WriteFile | AccessFs::Truncate)
+                    & AccessFs::from_all(abi),
+            )?);
+        }
     }
     let created = ruleset
         .create()?
@@ -199,14 +208,6 @@ pub fn prepare(
     } else {
         LandlockStatus::FullyEnforced
     };
-    let proc = Path::new("/proc");
-    let mut proc_access = 0u64;
-    if grant.read.iter().any(|p| p == proc) {
-        proc_access |= AccessFs::from_read(abi).bits();
-    }
-    if grant.write.iter().any(|p| p == proc) {
-        proc_access |= AccessFs::from_all(abi).bits();
-    }
     Ok(Prepared {
         fd: created.into(),
         report: LandlockReport {
@@ -214,7 +215,8 @@ pub fn prepare(
             status,
             missing,
         },
-        proc_access,
+        read_access: AccessFs::from_read(abi).bits(),
+        all_access: AccessFs::from_all(abi).bits(),
     })
 }
 

@@ -7,13 +7,14 @@
 mod child;
 mod env;
 mod landlock;
-mod mounts;
 pub mod output;
 mod program;
 pub mod report;
+mod rootfs;
 mod runtime_dir;
 pub mod seccomp;
 mod spawn;
+mod steps;
 mod supervise;
 
 pub use env::build_env;

@@ -40,7 +40,15 @@ pub struct EnforcementReport {
     pub pid_namespace: bool,
     /// Protected and denied paths are enforced with a private mount namespace.
     pub mount_namespace: bool,
+    /// The call sees a root built from its grant, not the host's.
+    pub constructed_root: bool,
+    /// Its own SysV IPC and POSIX message queues.
+    pub ipc_namespace: bool,
+    /// Its own network namespace (loopback only): network off.
+    pub network_namespace: bool,
     pub rlimits: bool,
+    /// Limits lowered to the hard limit toolcage inherited.
+    pub rlimits_clamped: Vec<String>,
     /// Human-readable list of everything degraded and not compensated.
     pub degraded: Vec<String>,
 }
@@ -55,12 +63,19 @@ impl EnforcementReport {
         };
         let on = |b: bool| if b { "on" } else { "off" };
         let mut s = format!(
-            "landlock={ll}(abi {}) seccomp={} caps=dropped:{} pidns={} mountns={}",
+            "landlock={ll}(abi {}) seccomp={} caps=dropped:{} pidns={} mountns={} root={} ipcns={} netns={}",
             self.landlock.abi,
             on(self.seccomp),
             self.capabilities_dropped,
             on(self.pid_namespace),
             on(self.mount_namespace),
+            if self.constructed_root {
+                "constructed"
+            } else {
+                "host"
+            },
+            on(self.ipc_namespace),
+            on(self.network_namespace),
         );
         if !self.degraded.is_empty() {
             s.push_str(&format!(" degraded=[{}]", self.degraded.join("; ")));

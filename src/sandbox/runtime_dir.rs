@@ -1,21 +1,21 @@
 //! toolcage's per-user runtime directory, created once and reused:
-//! `<tmp>/.toolcage-<uid>/tmp` is the mount point of every call's private
-//! tmpfs, and `<tmp>/.toolcage-<uid>/mask` is an empty mode-000 file bind
-//! mounted over denied files. Reusing it keeps file creation off the per-call
-//! path (a private tmp dir on disk cost ~0.4 ms per call here).
+//! `<tmp>/.toolcage-<uid>/root` is the mount point of every call's staging
+//! tmpfs, in which the call's constructed root is built (see `rootfs`).
+//! Only the call's own mount namespace ever mounts there; the host sees an
+//! empty directory. Reusing it keeps file creation off the per-call path.
 
 use super::SandboxError;
 use std::fs::DirBuilder;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 #[derive(Debug)]
 pub struct RuntimeDir {
-    /// An empty directory; each call mounts a fresh tmpfs over it.
-    pub tmp: PathBuf,
-    /// An empty, unreadable file.
-    pub mask: PathBuf,
+    /// `<tmp>/.toolcage-<uid>`: hidden from every call.
+    pub base: PathBuf,
+    /// An empty directory; each call mounts its staging tmpfs over it.
+    pub root: PathBuf,
 }
 
 fn euid() -> u32 {
@@ -43,35 +43,22 @@ fn setup(base: &Path) -> std::io::Result<RuntimeDir> {
             euid()
         )));
     }
-    let tmp = base.join("tmp");
-    match DirBuilder::new().mode(0o700).create(&tmp) {
+    let root = base.join("root");
+    match DirBuilder::new().mode(0o700).create(&root) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(e),
     }
-    let mask = base.join("mask");
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o000)
-        .open(&mask)
-    {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e),
-    }
-    let ok_tmp = tmp.symlink_metadata().map(|m| m.is_dir()).unwrap_or(false);
-    let ok_mask = mask
-        .symlink_metadata()
-        .map(|m| m.is_file() && m.len() == 0 && m.mode() & 0o777 == 0)
-        .unwrap_or(false);
-    if !ok_tmp || !ok_mask {
+    if !root.symlink_metadata().map(|m| m.is_dir()).unwrap_or(false) {
         return Err(std::io::Error::other(format!(
             "{} has unexpected contents; remove it",
             base.display()
         )));
     }
-    Ok(RuntimeDir { tmp, mask })
+    Ok(RuntimeDir {
+        base: base.to_path_buf(),
+        root,
+    })
 }
 
 /// The runtime directory, created on first use.

@@ -2,9 +2,10 @@
 //!
 //! Two programs are installed: the main deny list (seccompiler, which also
 //! kills any process of a foreign architecture), and a small hand-written one
-//! that makes `clone3` return ENOSYS (so libc falls back to `clone`, whose
-//! flags we can inspect) and refuses the x32 syscall ABI, which would
-//! otherwise bypass a filter keyed on x86_64 syscall numbers.
+//! that makes `clone3` and `openat2` return ENOSYS (so libc falls back to
+//! `clone` and `openat`, whose arguments we can inspect) and refuses the x32
+//! syscall ABI, which would otherwise bypass a filter keyed on x86_64
+//! syscall numbers.
 
 use crate::policy::Network;
 use seccompiler::{
@@ -61,6 +62,30 @@ const ALWAYS_DENIED: &[(i64, &str)] = &[
     (libc::SYS_ioperm, "ioperm"),
 ];
 
+/// Syscalls that take a file mode, with the index of the mode argument.
+const MODE_SYSCALLS: &[(i64, u8)] = &[
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_chmod, 1),
+    (libc::SYS_fchmod, 1),
+    (libc::SYS_fchmodat, 2),
+    (libc::SYS_fchmodat2, 2),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_creat, 1),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_mkdir, 1),
+    (libc::SYS_mkdirat, 2),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_mknod, 1),
+    (libc::SYS_mknodat, 2),
+];
+
+/// Opening syscalls: (number, flags argument, mode argument).
+const OPEN_SYSCALLS: &[(i64, u8, u8)] = &[
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_open, 1, 2),
+    (libc::SYS_openat, 2, 3),
+];
+
 /// Namespace-creating clone flags (all fit in the low 32 bits).
 const NAMESPACE_FLAGS: &[u64] = &[
     libc::CLONE_NEWNS as u64,
@@ -115,6 +140,38 @@ pub fn rules(network: &Network) -> BTreeMap<i64, Vec<SeccompRule>> {
             .map(|f| rule(vec![cond(0, Len::Dword, Op::MaskedEq(*f), *f)]))
             .collect(),
     );
+    // No setuid or setgid bits, ever: in a mode given to chmod, or in the
+    // mode of a file or directory being created (a setuid shell planted in
+    // a project would run as its owner for any local user). `openat2`'s mode
+    // is inside a struct the filter cannot read: it gets ENOSYS (guard
+    // program) so libc falls back to `openat`.
+    let mode_has_setid = |arg: u8| -> Vec<SeccompRule> {
+        [libc::S_ISUID as u64, libc::S_ISGID as u64]
+            .iter()
+            .map(|bit| rule(vec![cond(arg, Len::Dword, Op::MaskedEq(*bit), *bit)]))
+            .collect()
+    };
+    for (nr, mode_arg) in MODE_SYSCALLS {
+        rules.insert(*nr, mode_has_setid(*mode_arg));
+    }
+    // open/openat: the mode counts only with O_CREAT or O_TMPFILE (otherwise
+    // the register holds whatever the caller left there).
+    let creating = [
+        libc::O_CREAT as u64,
+        libc::O_TMPFILE as u64 & !(libc::O_DIRECTORY as u64),
+    ];
+    for (nr, flags_arg, mode_arg) in OPEN_SYSCALLS {
+        let mut r = Vec::new();
+        for create in creating {
+            for bit in [libc::S_ISUID as u64, libc::S_ISGID as u64] {
+                r.push(rule(vec![
+                    cond(*flags_arg, Len::Dword, Op::MaskedEq(create), create),
+                    cond(*mode_arg, Len::Dword, Op::MaskedEq(bit), bit),
+                ]));
+            }
+        }
+        rules.insert(*nr, r);
+    }
     let stream = libc::SOCK_STREAM as u64;
     let seqpacket = libc::SOCK_SEQPACKET as u64;
     let unix = libc::AF_UNIX as u64;
@@ -132,7 +189,7 @@ pub fn rules(network: &Network) -> BTreeMap<i64, Vec<SeccompRule>> {
             rules.insert(libc::SYS_socketpair, pair);
             rules.insert(libc::SYS_connect, vec![]);
         }
-        Network::Tcp { .. } => {
+        Network::Tcp { bind, .. } => {
             // TCP over IPv4/IPv6 only (ports are Landlock's job); no UDP, no
             // raw, no MPTCP, and no AF_UNIX sockets except connected pairs.
             let inet = libc::AF_INET as u64;
@@ -165,6 +222,12 @@ pub fn rules(network: &Network) -> BTreeMap<i64, Vec<SeccompRule>> {
             rules.insert(libc::SYS_sendto, tfo(3));
             rules.insert(libc::SYS_sendmsg, tfo(2));
             rules.insert(libc::SYS_sendmmsg, tfo(3));
+            // listen() on an unbound socket binds an ephemeral port itself,
+            // which Landlock's bind rules never see: with no port to bind,
+            // no listening at all.
+            if bind.is_empty() {
+                rules.insert(libc::SYS_listen, vec![]);
+            }
         }
     }
     rules
@@ -207,7 +270,8 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
 }
 
-/// `clone3` -> ENOSYS; x32 syscall numbers -> EPERM; everything else allowed.
+/// `clone3` and `openat2` -> ENOSYS; x32 syscall numbers -> EPERM;
+/// everything else allowed.
 fn guard_program() -> Vec<libc::sock_filter> {
     const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
     const JEQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
@@ -221,7 +285,8 @@ fn guard_program() -> Vec<libc::sock_filter> {
     };
     vec![
         stmt(LD_W_ABS, 0), // seccomp_data.nr
-        jump(JEQ, libc::SYS_clone3 as u32, 0, 1),
+        jump(JEQ, libc::SYS_clone3 as u32, 1, 0),
+        jump(JEQ, libc::SYS_openat2 as u32, 0, 1),
         stmt(RET, errno(libc::ENOSYS)),
         jump(JGE, x32_bit, 0, 1),
         stmt(RET, errno(libc::EPERM)),
@@ -250,7 +315,7 @@ mod tests {
         ] {
             let f = compile(&net).unwrap();
             assert!(f.main.len() > 10);
-            assert_eq!(f.guard.len(), 6);
+            assert_eq!(f.guard.len(), 7);
         }
     }
 

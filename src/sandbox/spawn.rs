@@ -1,14 +1,15 @@
 //! Preparing and starting a sandboxed child: everything that allocates
 //! happens here, before `clone(2)`.
 
-use super::child::{ChildPlan, ProcWrite, Stage, init_main};
+use super::child::{ChildPlan, FreshRule, ProcWrite, Stage, init_main};
 use super::landlock::{self as ll};
 use super::report::{EnforcementReport, LandlockStatus};
+use super::rootfs::{self, FreshAccess};
 use super::supervise::{CancelToken, Running, supervise};
-use super::{Command, Outcome, SandboxError, build_env, mounts, program, runtime_dir, seccomp};
-use crate::policy::{Enforcement, Grant};
+use super::{Command, Outcome, SandboxError, build_env, program, runtime_dir, seccomp};
+use crate::policy::{Enforcement, Grant, Network};
 use std::ffi::{CString, OsStr, OsString};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -30,7 +31,11 @@ fn cap_last() -> libc::c_int {
         .unwrap_or(40)
 }
 
-fn rlimits(grant: &Grant) -> Vec<(libc::__rlimit_resource_t, libc::rlimit)> {
+/// The grant's rlimits, each clamped to the current hard limit (a lower
+/// limit set by the operator, say `ulimit -n 512` in a CI container, is
+/// kept rather than failing the call or, with CAP_SYS_RESOURCE, raised).
+/// Returns the limits and a note for each clamp.
+fn rlimits(grant: &Grant) -> (Vec<(libc::__rlimit_resource_t, libc::rlimit)>, Vec<String>) {
     let l = &grant.limits;
     let mut out = vec![(
         libc::RLIMIT_CORE,
@@ -39,24 +44,39 @@ fn rlimits(grant: &Grant) -> Vec<(libc::__rlimit_resource_t, libc::rlimit)> {
             rlim_max: 0,
         },
     )];
-    for (res, val) in [
-        (libc::RLIMIT_AS, l.address_space),
-        (libc::RLIMIT_CPU, l.cpu_seconds),
-        (libc::RLIMIT_NPROC, l.processes),
-        (libc::RLIMIT_FSIZE, l.file_size),
-        (libc::RLIMIT_NOFILE, l.open_files),
+    let mut notes = Vec::new();
+    for (res, name, val) in [
+        (libc::RLIMIT_AS, "address_space", l.address_space),
+        (libc::RLIMIT_CPU, "cpu", l.cpu_seconds),
+        (libc::RLIMIT_NPROC, "processes", l.processes),
+        (libc::RLIMIT_FSIZE, "file_size", l.file_size),
+        (libc::RLIMIT_NOFILE, "open_files", l.open_files),
     ] {
-        if let Some(v) = val {
-            out.push((
-                res,
-                libc::rlimit {
-                    rlim_cur: v,
-                    rlim_max: v,
-                },
+        let Some(want) = val else { continue };
+        let mut cur = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: libc::RLIM_INFINITY,
+        };
+        // SAFETY: getrlimit writes into our stack struct.
+        unsafe { libc::getrlimit(res, &mut cur) };
+        let v = if cur.rlim_max != libc::RLIM_INFINITY && want > cur.rlim_max {
+            notes.push(format!(
+                "limits.{name}: {want} lowered to the inherited hard limit {}",
+                cur.rlim_max
             ));
-        }
+            cur.rlim_max
+        } else {
+            want
+        };
+        out.push((
+            res,
+            libc::rlimit {
+                rlim_cur: v,
+                rlim_max: v,
+            },
+        ));
     }
-    out
+    (out, notes)
 }
 
 /// Decide whether the enforcement we can get is enough for the grant.
@@ -91,20 +111,19 @@ fn check_enforcement(grant: &Grant, report: &EnforcementReport) -> Result<(), Sa
     }
 }
 
-struct Spawned {
-    pid: libc::pid_t,
-    pidfd: OwnedFd,
-}
-
 const STACK_SIZE: usize = 256 * 1024;
 
-/// clone(2) the namespace init with `flags`. It shares our memory, so `plan`
-/// and `stacks` must stay alive and untouched until it has been reaped.
-fn clone_init(plan: &ChildPlan, stack: &mut [u8], flags: libc::c_int) -> std::io::Result<Spawned> {
+/// clone(2) the namespace init with `flags`, like fork: it runs in its own
+/// copy of our memory, so nothing the parent frees or unwinds can reach it.
+fn clone_init(
+    plan: &ChildPlan,
+    stack: &mut [u8],
+    flags: libc::c_int,
+) -> std::io::Result<InitGuard> {
     let mut pidfd: libc::c_int = -1;
-    // SAFETY: the stack and the plan outlive the init (the caller keeps them
-    // until it is reaped). Blocking all signals keeps our handlers from
-    // running on the child's stack before it resets them.
+    // SAFETY: the child gets a copy of the plan and the stack (no CLONE_VM).
+    // Blocking all signals keeps our handlers from running in the child
+    // before it resets them.
     let pid = unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();
@@ -114,7 +133,7 @@ fn clone_init(plan: &ChildPlan, stack: &mut [u8], flags: libc::c_int) -> std::io
         let pid = libc::clone(
             init_main,
             top,
-            flags | libc::CLONE_VM | libc::CLONE_PIDFD | libc::SIGCHLD,
+            flags | libc::CLONE_PIDFD | libc::SIGCHLD,
             plan as *const ChildPlan as *mut libc::c_void,
             &mut pidfd as *mut libc::c_int,
         );
@@ -127,7 +146,102 @@ fn clone_init(plan: &ChildPlan, stack: &mut [u8], flags: libc::c_int) -> std::io
     };
     // SAFETY: CLONE_PIDFD stored a new descriptor that we now own.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-    Ok(Spawned { pid, pidfd })
+    Ok(InitGuard {
+        pid,
+        pidfd,
+        reaped: false,
+    })
+}
+
+/// The init of a running call, from `clone` until it is reaped. Dropping it
+/// unreaped (an error or a panic on the way) kills the call's whole process
+/// tree through the pidfd and reaps the init, so no tool outlives its call.
+pub struct InitGuard {
+    pub pid: libc::pid_t,
+    pub pidfd: OwnedFd,
+    pub reaped: bool,
+}
+
+impl Drop for InitGuard {
+    fn drop(&mut self) {
+        if self.reaped {
+            return;
+        }
+        // SAFETY: pidfd_send_signal on our own pidfd, then reaping our own child.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.pidfd.as_raw_fd(),
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0u32,
+            );
+            let mut status = 0;
+            libc::waitpid(self.pid, &mut status, 0);
+        }
+        self.reaped = true;
+    }
+}
+
+/// toolcage's own directories that no call may see, wherever a root would
+/// show them: the runtime directory (the staging mount point).
+fn hidden_dirs(runtime: &runtime_dir::RuntimeDir) -> Vec<PathBuf> {
+    vec![runtime.base.clone()]
+}
+
+/// Files a call with network needs that may live outside the grant:
+/// `/etc/resolv.conf` is often a link into `/run`.
+fn network_files(grant: &Grant) -> Vec<PathBuf> {
+    if grant.network == Network::Off {
+        return Vec::new();
+    }
+    match Path::new("/etc/resolv.conf").canonicalize() {
+        Ok(real) if !real.starts_with("/etc") => vec![real],
+        _ => Vec::new(),
+    }
+}
+
+fn loopback_request() -> libc::ifreq {
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    req
+}
+
+/// Name the step that failed in the constructed root.
+fn setup_error(
+    stage: Stage,
+    errno: i32,
+    step: u32,
+    what: &[String],
+    argv0: &OsStr,
+) -> SandboxError {
+    let source = std::io::Error::from_raw_os_error(errno);
+    let name = argv0.to_string_lossy().into_owned();
+    match (stage, errno) {
+        (Stage::Exec, libc::ENOENT) => SandboxError::NotFound(name),
+        (Stage::Exec, libc::EACCES) => SandboxError::CannotExecute {
+            program: name,
+            reason: "permission denied (is the program inside a read root of the policy?)".into(),
+        },
+        (Stage::Exec, _) => SandboxError::CannotExecute {
+            program: name,
+            reason: source.to_string(),
+        },
+        (Stage::Mount, _) if (step as usize) < what.len() => SandboxError::Setup {
+            stage: stage.describe(),
+            source: std::io::Error::new(
+                source.kind(),
+                format!("{}: {source}", what[step as usize]),
+            ),
+        },
+        (stage, _) => SandboxError::Setup {
+            stage: stage.describe(),
+            source,
+        },
+    }
 }
 
 /// Run `cmd` under `grant`. Blocks until the call is over; use
@@ -143,8 +257,7 @@ pub fn run(
         .first()
         .ok_or_else(|| SandboxError::Prepare("no command given".into()))?;
     let runtime = runtime_dir::get()?;
-    let private_tmp = grant.private_tmp.then_some(runtime.tmp.as_path());
-    let env = build_env(grant, std::env::vars(), &cmd.env, private_tmp);
+    let env = build_env(grant, std::env::vars(), &cmd.env);
     let program = program::resolve(
         argv0,
         &grant.project,
@@ -152,29 +265,24 @@ pub fn run(
         |p| program::grant_can_read(grant, &cmd.extra_read, p),
     )?;
 
-    let use_mount_ns = mounts::needed(grant);
-    let mut extra_write: Vec<&Path> = Vec::new();
-    if let Some(t) = private_tmp {
-        extra_write.push(t);
-    }
-    let mut read_grant;
-    let grant_for_rules = if cmd.extra_read.is_empty() {
-        grant
-    } else {
-        read_grant = grant.clone();
-        read_grant.read.extend(cmd.extra_read.iter().cloned());
-        &read_grant
-    };
-    let prepared = ll::prepare(grant_for_rules, &extra_write, true)
-        .map_err(|e| SandboxError::Prepare(e.to_string()))?;
+    let mut extra_read = cmd.extra_read.clone();
+    extra_read.extend(network_files(grant));
+    let prepared =
+        ll::prepare(grant, &extra_read).map_err(|e| SandboxError::Prepare(e.to_string()))?;
+    let (rlimits, rlimit_notes) = rlimits(grant);
+    let new_netns = grant.network == Network::Off;
     let mut report = EnforcementReport {
         landlock: prepared.report.clone(),
         seccomp: true,
         capabilities_dropped: true,
         no_new_privs: true,
         pid_namespace: true,
-        mount_namespace: use_mount_ns,
+        mount_namespace: true,
+        constructed_root: true,
+        ipc_namespace: true,
+        network_namespace: new_netns,
         rlimits: true,
+        rlimits_clamped: rlimit_notes,
         degraded: prepared
             .report
             .missing
@@ -212,12 +320,18 @@ pub fn run(
         })
         .collect();
 
-    let (mount_calls, missing_protected, protected_links) = if use_mount_ns {
-        let plan = mounts::plan(grant, &runtime.mask, private_tmp);
-        (plan.calls, plan.missing_protected, plan.protected_links)
-    } else {
-        (Vec::new(), Vec::new(), Vec::new())
-    };
+    let root = rootfs::plan(grant, &extra_read, &runtime.root, &hidden_dirs(runtime))?;
+    let fresh_rules = root
+        .fresh_rules
+        .iter()
+        .map(|(path, access)| FreshRule {
+            path: path.clone(),
+            access: match access {
+                FreshAccess::Read => prepared.read_access,
+                FreshAccess::All => prepared.all_access,
+            },
+        })
+        .collect();
 
     let argv_store: Vec<CString> = cmd
         .argv
@@ -252,10 +366,16 @@ pub fn run(
     };
     let (report_r, report_w) = pipe()?;
     let (status_r, status_w) = pipe()?;
+    let landlock_fd = prepared.fd.as_ref().map_or(-1, |f| f.as_raw_fd());
+    let mut keep_fds: Vec<RawFd> = stdio.to_vec();
+    keep_fds.extend([report_w.as_raw_fd(), status_w.as_raw_fd(), landlock_fd]);
+    keep_fds.retain(|fd| *fd >= 0);
+    keep_fds.sort_unstable();
+    keep_fds.dedup();
     // Two stacks in one allocation: the init's (lower half) and the tool's.
     let mut stacks = vec![0u8; 2 * STACK_SIZE];
-    // SAFETY: STACK_SIZE is within the allocation; the pointer is only used
-    // by the tool process as the top of its stack.
+    // SAFETY: 2 * STACK_SIZE is the end of the allocation; the pointer is
+    // only used (in the init's copy of it) as the top of the tool's stack.
     let tool_stack_top = unsafe { stacks.as_mut_ptr().add(2 * STACK_SIZE) }.cast();
 
     // SAFETY: geteuid/getegid cannot fail.
@@ -264,15 +384,15 @@ pub fn run(
     let proc_writes = if rootless {
         vec![
             ProcWrite {
-                path: CString::new("/proc/self/setgroups").unwrap(),
+                path: c"/proc/self/setgroups".into(),
                 content: b"deny".to_vec(),
             },
             ProcWrite {
-                path: CString::new("/proc/self/uid_map").unwrap(),
+                path: c"/proc/self/uid_map".into(),
                 content: format!("{uid} {uid} 1").into_bytes(),
             },
             ProcWrite {
-                path: CString::new("/proc/self/gid_map").unwrap(),
+                path: c"/proc/self/gid_map".into(),
                 content: format!("{gid} {gid} 1").into_bytes(),
             },
         ]
@@ -288,76 +408,66 @@ pub fn run(
         stdio,
         report_fd: report_w.as_raw_fd(),
         status_fd: status_w.as_raw_fd(),
+        keep_fds,
         tool_stack_top,
-        landlock_fd: prepared.fd.as_ref().map_or(-1, |f| f.as_raw_fd()),
-        proc_access: if use_mount_ns && mounts::fresh_proc(grant) {
-            prepared.proc_access
-        } else {
-            0
-        },
+        landlock_fd,
+        fresh_rules,
         seccomp: fprogs,
-        rlimits: rlimits(grant),
+        rlimits,
         proc_writes,
-        mounts: mount_calls,
+        steps: root.steps,
+        loopback: new_netns.then(loopback_request),
         cap_last: cap_last(),
+        sigrtmax: libc::SIGRTMAX(),
         _storage: (argv_store, env_store, programs),
     };
-    let mut ns_flags = libc::CLONE_NEWPID;
-    if use_mount_ns {
-        ns_flags |= libc::CLONE_NEWNS;
+    // UTS too: a root tool without capabilities still passes the owner
+    // check of /proc/sys/kernel/hostname.
+    let mut ns_flags =
+        libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+    if new_netns {
+        ns_flags |= libc::CLONE_NEWNET;
     }
     if rootless {
         ns_flags |= libc::CLONE_NEWUSER;
     }
-    let spawned = clone_init(&plan, &mut stacks[..STACK_SIZE], ns_flags).map_err(|source| {
+    let mut init = clone_init(&plan, &mut stacks[..STACK_SIZE], ns_flags).map_err(|source| {
         SandboxError::Setup {
             stage: "clone (namespaces)",
             source,
         }
     })?;
-    drop((report_w, status_w));
+    // The init has its own copy of all of this.
+    drop((plan, stacks, report_w, status_w));
     let parent_ends = pipes.map(|(child_ends, parent_ends)| {
         drop(child_ends);
         parent_ends
     });
 
     // The tool has exec'd (the report pipe closed on exec) or setup failed.
-    let mut msg = [0u8; 8];
-    let n = nix::unistd::read(&report_r, &mut msg).unwrap_or(0);
-    if n == 8 {
+    let mut msg = [0u8; 12];
+    let n = read_full(&report_r, &mut msg);
+    if n >= 8 {
         let stage = u32::from_ne_bytes(msg[..4].try_into().unwrap());
-        let errno = i32::from_ne_bytes(msg[4..].try_into().unwrap());
+        let errno = i32::from_ne_bytes(msg[4..8].try_into().unwrap());
+        let step = if n == 12 {
+            u32::from_ne_bytes(msg[8..].try_into().unwrap())
+        } else {
+            u32::MAX
+        };
         let mut status = 0;
         // SAFETY: reaping our own child, which has exited.
-        unsafe { libc::waitpid(spawned.pid, &mut status, 0) };
-        let source = std::io::Error::from_raw_os_error(errno);
+        unsafe { libc::waitpid(init.pid, &mut status, 0) };
+        init.reaped = true;
         let stage = Stage::from_u32(stage).unwrap_or(Stage::Exec);
-        let name = argv0.to_string_lossy().into_owned();
-        return Err(match (stage, errno) {
-            (Stage::Exec, libc::ENOENT) => SandboxError::NotFound(name),
-            (Stage::Exec, libc::EACCES) => SandboxError::CannotExecute {
-                program: name,
-                reason: "permission denied (is the program inside a read root of the policy?)"
-                    .into(),
-            },
-            (Stage::Exec, _) => SandboxError::CannotExecute {
-                program: name,
-                reason: source.to_string(),
-            },
-            (stage, _) => SandboxError::Setup {
-                stage: stage.describe(),
-                source,
-            },
-        });
+        return Err(setup_error(stage, errno, step, &root.what, argv0));
     }
 
     let finished = supervise(
         Running {
-            pid: spawned.pid,
-            pidfd: spawned.pidfd,
+            init: &mut init,
             stdio: parent_ends,
             status: status_r,
-            pid_namespace: true,
         },
         &cmd.stdin,
         grant.output,
@@ -365,18 +475,18 @@ pub fn run(
         grant.kill_grace,
         cancel,
     );
-    // The init has been reaped: nothing uses the plan or the stacks now.
-    drop((plan, stacks));
-    let mut created_protected: Vec<PathBuf> = missing_protected
+    let mut created_protected: Vec<PathBuf> = root
+        .missing_protected
         .into_iter()
         .filter(|p| p.symlink_metadata().is_ok())
         .collect();
     created_protected.extend(
-        protected_links
+        root.protected_links
             .into_iter()
             .filter(|(p, link)| std::fs::read_link(p).ok().as_ref() != Some(link))
             .map(|(p, _)| p),
     );
+    created_protected.extend(rootfs::replaced(&root.watched));
     Ok(Outcome {
         exit: finished.exit,
         stdout: finished.stdout,
@@ -385,4 +495,18 @@ pub fn run(
         enforcement: report,
         created_protected,
     })
+}
+
+/// Read until `buf` is full or EOF; the number of bytes read.
+fn read_full(fd: &OwnedFd, buf: &mut [u8]) -> usize {
+    let mut n = 0;
+    while n < buf.len() {
+        match nix::unistd::read(fd, &mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => break,
+        }
+    }
+    n
 }

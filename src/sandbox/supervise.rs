@@ -3,6 +3,7 @@
 
 use super::Exit;
 use super::output::{CappedBuffer, Captured};
+use super::spawn::InitGuard;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,17 +45,15 @@ impl CancelToken {
     }
 }
 
-pub struct Running {
-    pub pid: libc::pid_t,
-    pub pidfd: OwnedFd,
+pub struct Running<'a> {
+    /// The call's init (PID 1 of its namespace): killing it kills
+    /// everything the call started.
+    pub init: &'a mut InitGuard,
     /// Our ends of the stdin, stdout and stderr pipes; `None` when the
     /// child inherited toolcage's own descriptors.
     pub stdio: Option<[OwnedFd; 3]>,
     /// Read end of the pipe where the init writes the tool's wait status.
     pub status: OwnedFd,
-    /// The child is the init of its own PID namespace: killing it kills
-    /// everything it started.
-    pub pid_namespace: bool,
 }
 
 pub struct Finished {
@@ -71,24 +70,34 @@ fn set_nonblocking(fd: RawFd) {
     }
 }
 
-/// Signal the namespace init: SIGTERM is forwarded to every process in the
-/// namespace, SIGKILL makes the kernel kill them all.
-fn kill_tree(pid: libc::pid_t, sig: libc::c_int) {
-    // SAFETY: kill(2) on our own, not yet reaped, child.
+/// Signal the namespace init through its pidfd: SIGTERM is forwarded to
+/// every process in the namespace, SIGKILL makes the kernel kill them all.
+fn kill_tree(init: &InitGuard, sig: libc::c_int) {
+    if init.reaped {
+        return;
+    }
+    // SAFETY: pidfd_send_signal on a pidfd we own.
     unsafe {
-        libc::kill(pid, sig);
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            init.pidfd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0u32,
+        );
     }
 }
 
 /// Reap the init; the tool's status is what the init reported, if it got
 /// that far (it is killed, not exited, on timeout and cancellation).
-fn wait_status(pid: libc::pid_t, flags: libc::c_int, status_pipe: &OwnedFd) -> Option<Exit> {
+fn wait_status(init: &mut InitGuard, flags: libc::c_int, status_pipe: &OwnedFd) -> Option<Exit> {
     let mut status = 0;
     // SAFETY: waitpid on our own child with a valid status pointer.
-    let rc = unsafe { libc::waitpid(pid, &mut status, flags) };
-    if rc != pid {
+    let rc = unsafe { libc::waitpid(init.pid, &mut status, flags) };
+    if rc != init.pid {
         return None;
     }
+    init.reaped = true;
     let mut reported = [0u8; 4];
     if nix::unistd::read(status_pipe, &mut reported) == Ok(4) {
         status = i32::from_ne_bytes(reported);
@@ -102,11 +111,12 @@ fn wait_status(pid: libc::pid_t, flags: libc::c_int, status_pipe: &OwnedFd) -> O
     }
 }
 
-/// How long to keep draining pipes after the child exited, when descendants
-/// could still hold them (no PID namespace).
+/// How long to keep draining pipes after the tool's tree is gone: only a
+/// process outside the sandbox that was handed the pipe can still hold it.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
 
-/// Supervise `child` until it and its output are done.
+/// Supervise `child` until it and its output are done. The deadline and
+/// the cancel token hold until this returns, also after the init exited.
 pub fn supervise(
     child: Running,
     stdin_data: &[u8],
@@ -116,7 +126,8 @@ pub fn supervise(
     cancel: Option<&CancelToken>,
 ) -> Finished {
     let start = Instant::now();
-    let deadline = start + timeout;
+    // A timeout too large to add is no timeout at all.
+    let deadline = start.checked_add(timeout);
     let mut out = CappedBuffer::new(caps.stdout);
     let mut err = CappedBuffer::new(caps.stderr);
     let (mut stdin, mut stdout, mut stderr) = match child.stdio {
@@ -129,6 +140,7 @@ pub fn supervise(
     if stdin_data.is_empty() {
         stdin = None;
     }
+    let init = child.init;
     let mut written = 0usize;
     let mut exit: Option<Exit> = None;
     let mut killed: Option<Exit> = None; // why we killed it
@@ -142,21 +154,20 @@ pub fn supervise(
         }
         let now = Instant::now();
         if exit.is_some() && drain_until.is_some_and(|t| now >= t) {
-            // Descendants outside a PID namespace still hold the pipes.
-            kill_tree(child.pid, libc::SIGKILL);
-            break;
+            break; // someone outside holds the pipes: stop waiting for EOF
         }
-        if exit.is_none() {
-            if killed.is_none() && now >= deadline {
-                killed = Some(Exit::Timeout);
-                // The init forwards it to every process in the namespace.
-                kill_tree(child.pid, libc::SIGTERM);
-                kill_at = Some(now + grace);
+        if killed.is_none() && deadline.is_some_and(|d| now >= d) {
+            if exit.is_some() {
+                break; // the tool ended in time; stop waiting for its output
             }
-            if kill_at.is_some_and(|t| now >= t) {
-                kill_tree(child.pid, libc::SIGKILL);
-                kill_at = None;
-            }
+            killed = Some(Exit::Timeout);
+            // The init forwards it to every process in the namespace.
+            kill_tree(init, libc::SIGTERM);
+            kill_at = now.checked_add(grace);
+        }
+        if exit.is_none() && kill_at.is_some_and(|t| now >= t) {
+            kill_tree(init, libc::SIGKILL);
+            kill_at = None;
         }
         let mut fds: Vec<libc::pollfd> = Vec::with_capacity(5);
         let mut slots = [usize::MAX; 5];
@@ -178,19 +189,15 @@ pub fn supervise(
             push(2, fd.as_raw_fd(), libc::POLLOUT);
         }
         if exit.is_none() {
-            push(3, child.pidfd.as_raw_fd(), libc::POLLIN);
-            if let Some(c) = cancel.filter(|_| killed.is_none()) {
-                push(4, c.raw(), libc::POLLIN);
-            }
+            push(3, init.pidfd.as_raw_fd(), libc::POLLIN);
         }
-        let wake = [
-            (killed.is_none() && exit.is_none()).then_some(deadline),
-            kill_at,
-            drain_until,
-        ]
-        .into_iter()
-        .flatten()
-        .min();
+        if let Some(c) = cancel.filter(|_| killed.is_none()) {
+            push(4, c.raw(), libc::POLLIN);
+        }
+        let wake = [deadline.filter(|_| killed.is_none()), kill_at, drain_until]
+            .into_iter()
+            .flatten()
+            .min();
         let timeout_ms = wake.map_or(-1, |t| {
             t.saturating_duration_since(now).as_millis().min(60_000) as i32 + 1
         });
@@ -221,24 +228,30 @@ pub fn supervise(
             }
         }
         if ready(4) && killed.is_none() {
+            if exit.is_some() {
+                break;
+            }
             killed = Some(Exit::Cancelled);
-            kill_tree(child.pid, libc::SIGKILL);
+            kill_tree(init, libc::SIGKILL);
         }
-        if (ready(3) || (exit.is_none() && kill_at.is_none() && killed.is_some()))
-            && let Some(status) = wait_status(child.pid, libc::WNOHANG, &child.status)
+        if exit.is_none()
+            && (ready(3) || (kill_at.is_none() && killed.is_some()))
+            && let Some(status) = wait_status(init, libc::WNOHANG, &child.status)
         {
             exit = Some(killed.unwrap_or(status));
             stdin = None;
-            if !child.pid_namespace {
-                drain_until = Some(Instant::now() + DRAIN_AFTER_EXIT);
-            }
+            // The namespace is gone; whatever still holds the pipes lives
+            // outside it. Drain a little longer, never past the deadline.
+            let bound = Instant::now() + DRAIN_AFTER_EXIT;
+            drain_until = Some(deadline.map_or(bound, |d| d.min(bound)));
         }
     }
     if exit.is_none() {
-        exit = wait_status(child.pid, 0, &child.status);
+        kill_tree(init, libc::SIGKILL);
+        exit = wait_status(init, 0, &child.status);
     }
     Finished {
-        exit: exit.unwrap_or(Exit::Signal(libc::SIGKILL)),
+        exit: exit.or(killed).unwrap_or(Exit::Signal(libc::SIGKILL)),
         stdout: out.finish(),
         stderr: err.finish(),
     }
