@@ -156,6 +156,12 @@ pub fn marker(n: u32) -> String {
     format!("{}.{:03}", 300 + n, std::process::id() % 1000)
 }
 
+/// The suite runs as root and as an ordinary user (`tests/unprivileged.sh`);
+/// a few controls differ.
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
 pub fn paths(ps: &[&str]) -> Vec<PathBuf> {
     ps.iter().map(PathBuf::from).collect()
 }

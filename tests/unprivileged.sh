@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs the escape suite as an ordinary user (created here if missing), after
+# `cargo test` has built it as root. The sandbox must hold for both: as root
+# there is no user namespace and RLIMIT_NPROC does not apply; as a user every
+# call gets a user namespace. Usage: bash tests/unprivileged.sh [USER]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+user="${1:-toolcage-test}"
+if ! id "$user" >/dev/null 2>&1; then
+  useradd --no-create-home --shell /bin/sh "$user"
+fi
+cargo test --no-run --locked --test 'escape_*' 2>/dev/null
+status=0
+for name in escape_fs escape_net escape_proc escape_root escape_tree; do
+  bin=$(ls -t target/debug/deps/"$name"-* | grep -v '\.d$' | head -1)
+  echo "== $name as $user"
+  # A fresh TMPDIR the user owns; CARGO_* stand in for what cargo sets.
+  tmp=$(mktemp -d)
+  chown "$user" "$tmp"
+  if ! runuser -u "$user" -- env TMPDIR="$tmp" HOME="$tmp" \
+      CARGO_PKG_NAME=toolcage CARGO_MANIFEST_DIR="$PWD" "$bin" --test-threads=2; then
+    status=1
+  fi
+  rm -rf "$tmp"
+done
+exit $status
