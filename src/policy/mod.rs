@@ -31,7 +31,7 @@ mod units;
 pub use error::PolicyError;
 pub use grant::{ApprovalMode, Enforcement, Grant, Limits, Network, OutputCaps, RateLimit};
 pub use parse::line_at;
-pub use paths::canonical_lenient;
+pub use paths::{canonical_lenient, state_base};
 pub use profiles::profile_names;
 pub use render::render_text;
 pub use requests::{Decision, RequestOutcome};

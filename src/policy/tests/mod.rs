@@ -36,6 +36,7 @@ impl Env {
             home: root.join("home"),
             tmp: root.join("tmp"),
             cwd: root.join("cwd"),
+            xdg_state_home: None,
         };
         Env {
             _dir: dir,
