@@ -12,6 +12,7 @@
 //!
 //! The file format is documented in `file.rs` and in `policies/default.toml`.
 
+mod entries;
 mod error;
 mod file;
 mod finish;

@@ -4,6 +4,7 @@
 use super::*;
 
 mod errors;
+mod floor;
 mod gate_keys;
 mod props;
 use crate::spec::Requests;
