@@ -16,6 +16,7 @@ mod entries;
 mod error;
 mod file;
 mod finish;
+mod floor;
 mod grant;
 mod parse;
 mod paths;

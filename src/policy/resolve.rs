@@ -54,7 +54,7 @@ impl Context {
     }
 
     /// The base of toolcage's own state (audit logs, rate limits, slots):
-    /// where the gate keeps each project's state.
+    /// denied in every grant, and where the gate keeps each project's state.
     pub fn state_base(&self) -> PathBuf {
         state_base(self.xdg_state_home.as_deref(), &self.home)
     }
@@ -123,6 +123,8 @@ pub(super) struct FileLayer {
     pub(super) source: String,
     pub(super) file: Arc<FileText>,
     shipped: bool,
+    /// The operator's `--policy FILE` (absolute); `None` for a shipped profile.
+    path: Option<PathBuf>,
     body: Body,
     tools: BTreeMap<String, Body>,
     /// `[global_rate_limit]` and `[audit]`: top level only.
@@ -151,6 +153,7 @@ fn shipped(name: &str) -> Result<FileLayer, PolicyError> {
         source: format!("profile {name}"),
         file,
         shipped: true,
+        path: None,
         body,
         tools,
         session,
@@ -181,6 +184,7 @@ pub fn load(sources: &Sources, ctx: &Context) -> Result<PolicyStack, PolicyError
             source: format!("policy {}", path.display()),
             file,
             shipped: false,
+            path: Some(path.clone()),
             body,
             tools,
             session,
@@ -261,6 +265,8 @@ impl PolicyStack {
             st.add_tool_dirs(t.name, &t.extra_read, &ctx.cwd, seq)?;
             requested = requests::apply(&mut st, t.name, t.requests, seq);
         }
+        let policy_file = self.layers.iter().find_map(|l| l.path.as_deref());
+        st.add_floor(&ctx.state_base(), policy_file)?;
         let (grant, mut provenance) = st.finish(project.clone())?;
         provenance.insert(
             0,

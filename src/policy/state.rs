@@ -25,6 +25,9 @@ pub enum At {
     Flag(String),
     /// Passed in by the caller (a tool's source directory, a tool request).
     Input,
+    /// Added by toolcage to every grant, whatever the layers say (the
+    /// safety floor in `floor.rs`); no layer can remove it.
+    Floor,
 }
 
 /// Where a value came from: a label for people, a place for errors, and the
@@ -53,6 +56,15 @@ impl Origin {
         }
     }
 
+    /// An entry of the safety floor: always applies, before every layer.
+    pub fn floor(source: &str) -> Origin {
+        Origin {
+            source: source.to_string(),
+            at: At::Floor,
+            seq: 0,
+        }
+    }
+
     pub fn is_cli(&self) -> bool {
         matches!(self.at, At::Flag(_))
     }
@@ -70,7 +82,7 @@ impl Origin {
                 flag: flag.clone(),
                 message,
             },
-            At::Input => PolicyError::Input(format!("{}: {message}", self.source)),
+            At::Input | At::Floor => PolicyError::Input(format!("{}: {message}", self.source)),
         }
     }
 }
