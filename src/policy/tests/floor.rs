@@ -289,6 +289,36 @@ fn a_symlinked_policy_file_is_protected_under_each_name_inside_a_write_root() {
 }
 
 #[test]
+fn the_protected_list_covers_tools_and_config_that_run_commands_later() {
+    let e = Env::new();
+    let r = e.resolve(None, None, &Overrides::default()).unwrap();
+    for name in [
+        ".agents",
+        ".clawd",
+        "tools",
+        "tools.toml",
+        ".mcp.json",
+        ".git",
+        ".tools",
+        ".claude",
+        ".codex",
+        ".gemini",
+        ".cursor",
+        ".vscode",
+        ".idea",
+        ".zed",
+        ".devcontainer",
+        ".envrc",
+        ".pre-commit-config.yaml",
+        ".husky",
+    ] {
+        let p = e.p("project").join(name);
+        assert!(r.grant.protected.contains(&p), "{name}");
+        assert_eq!(sources_of(&r, "protected", &p), ["profile default"]);
+    }
+}
+
+#[test]
 fn the_default_profile_documents_every_built_in_secret() {
     let text = crate::policy::profiles::profile_text("default").unwrap();
     for (raw, why) in SECRETS {
