@@ -1,6 +1,9 @@
 //! Policy: pure functions from (tool requests, policy files, CLI flags) to a
 //! [`Grant`]. No syscalls here beyond reading policy files and resolving
-//! paths (existence, symlinks).
+//! paths (existence, symlinks, listing a directory for a `*` wildcard).
+//! Every grant also holds a safety floor (`floor.rs`): secrets in `/etc`
+//! and toolcage's own state denied, a `--policy` file in a write root
+//! protected.
 //!
 //! ```no_run
 //! use toolcage::policy::{self, Context, Overrides, Sources};

@@ -1,6 +1,8 @@
 //! Path handling for policies: variable expansion, absolutising, and
-//! canonicalization (symlinks resolved). The only filesystem access in the
-//! policy layer besides reading policy files.
+//! canonicalization (symlinks resolved), and where toolcage keeps its own
+//! state. With `entries.rs` (which lists a directory to expand a wildcard),
+//! the only filesystem access in the policy layer besides reading policy
+//! files.
 
 use std::io;
 use std::path::{Component, Path, PathBuf};
