@@ -7,7 +7,7 @@
 //! of the canonical project path. It holds `audit.jsonl` (unless
 //! `[audit] path` says otherwise), `ratelimit.json` and `slots/`.
 
-use crate::policy::{AuditPolicy, Grant, canonical_lenient};
+use crate::policy::{AuditPolicy, Context, Grant, canonical_lenient};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -18,19 +18,11 @@ pub fn project_hash(project: &Path) -> String {
     d.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
-/// The base of every project's state: `$XDG_STATE_HOME/toolcage` or
-/// `<home>/.local/state/toolcage`.
-pub fn state_base(xdg_state_home: Option<&Path>, home: &Path) -> PathBuf {
-    match xdg_state_home {
-        Some(x) if x.is_absolute() => x.join("toolcage"),
-        _ => home.join(".local/state/toolcage"),
-    }
-}
-
-/// The state directory of `project`, from this process's environment.
-pub fn state_dir(project: &Path, home: &Path) -> PathBuf {
-    let xdg = std::env::var_os("XDG_STATE_HOME").map(PathBuf::from);
-    state_base(xdg.as_deref(), home).join(project_hash(project))
+/// The state directory of `project`: beneath [`Context::state_base`], the
+/// base that every grant denies (the rule itself lives in the policy layer,
+/// `crate::policy::state_base`).
+pub fn state_dir(project: &Path, ctx: &Context) -> PathBuf {
+    ctx.state_base().join(project_hash(project))
 }
 
 /// The audit log: `[audit] path`, else `<state dir>/audit.jsonl`.
@@ -68,19 +60,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn state_dir_follows_xdg_then_home() {
-        let home = Path::new("/home/u");
+    fn state_dir_is_beneath_the_base_by_project_hash() {
+        let ctx = Context {
+            project: "/p".into(),
+            home: "/home/u".into(),
+            tmp: "/tmp".into(),
+            cwd: "/".into(),
+            xdg_state_home: Some("/x/state".into()),
+        };
+        let p = Path::new("/nonexistent/a");
         assert_eq!(
-            state_base(Some(Path::new("/x/state")), home),
-            PathBuf::from("/x/state/toolcage")
-        );
-        assert_eq!(
-            state_base(Some(Path::new("rel")), home),
-            PathBuf::from("/home/u/.local/state/toolcage")
-        );
-        assert_eq!(
-            state_base(None, home),
-            PathBuf::from("/home/u/.local/state/toolcage")
+            state_dir(p, &ctx),
+            PathBuf::from("/x/state/toolcage").join(project_hash(p))
         );
         let a = project_hash(Path::new("/nonexistent/a"));
         assert_eq!(a.len(), 16);

@@ -71,7 +71,7 @@ pub fn run(global: &Global, args: &AuditArgs) -> u8 {
             return status::INTERNAL;
         }
     };
-    let dir = location::state_dir(&engine.project_root(), &engine.ctx.home);
+    let dir = location::state_dir(&engine.project_root(), &engine.ctx);
     let path = location::audit_path(&session.audit, &dir);
     let parsed = match crate::audit::read::read(&path) {
         Ok(Some(p)) => p,

@@ -119,7 +119,7 @@ impl Gate {
     /// Rate limits and slots in memory (one long-lived process: the MCP
     /// server); the audit log is opened now.
     pub fn in_memory(engine: &Engine) -> Result<Gate, GateError> {
-        let dir = location::state_dir(&engine.project_root(), &engine.ctx.home);
+        let dir = location::state_dir(&engine.project_root(), &engine.ctx);
         Gate::build(
             engine,
             dir,
@@ -132,7 +132,7 @@ impl Gate {
     /// Rate limits and slots in the project's state directory, shared by
     /// every process (`toolcage call`).
     pub fn shared(engine: &Engine) -> Result<Gate, GateError> {
-        let dir = location::state_dir(&engine.project_root(), &engine.ctx.home);
+        let dir = location::state_dir(&engine.project_root(), &engine.ctx);
         Gate::build(
             engine,
             dir.clone(),

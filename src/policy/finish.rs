@@ -5,7 +5,7 @@ use super::error::PolicyError;
 use super::file::NetMode;
 use super::grant::{ApprovalMode, Grant, Limits, Network, OutputCaps, RateLimit};
 use super::resolve::Provenance;
-use super::state::{Entry, Origin, State, dedup, dedup_by, enum_name, mode_name};
+use super::state::{At, Entry, Origin, State, dedup, dedup_by, enum_name, mode_name};
 use super::units::{format_duration, format_size};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -101,7 +101,15 @@ impl State {
                     }
                     let how = if r.v == g.v { "is also" } else { "is inside" };
                     // Report at whichever was written last: that is the edit to undo.
-                    let msg = if r.o.seq >= g.o.seq {
+                    let msg = if matches!(g.o.at, At::Floor) {
+                        format!(
+                            "{} {how} {guard_name} ({}, {}), which no policy can lift; \
+                             remove the {root_name}",
+                            r.v.display(),
+                            g.v.display(),
+                            g.o.source
+                        )
+                    } else if r.o.seq >= g.o.seq {
                         format!(
                             "{} {how} {guard_name} ({}, {}); remove one of them",
                             r.v.display(),

@@ -1,6 +1,9 @@
 //! Policy: pure functions from (tool requests, policy files, CLI flags) to a
 //! [`Grant`]. No syscalls here beyond reading policy files and resolving
-//! paths (existence, symlinks).
+//! paths (existence, symlinks, listing a directory for a `*` wildcard).
+//! Every grant also holds a safety floor (`floor.rs`): secrets in `/etc`
+//! and toolcage's own state denied, a `--policy` file in a write root
+//! protected.
 //!
 //! ```no_run
 //! use toolcage::policy::{self, Context, Overrides, Sources};
@@ -12,9 +15,11 @@
 //!
 //! The file format is documented in `file.rs` and in `policies/default.toml`.
 
+mod entries;
 mod error;
 mod file;
 mod finish;
+mod floor;
 mod grant;
 mod parse;
 mod paths;
@@ -31,7 +36,7 @@ mod units;
 pub use error::PolicyError;
 pub use grant::{ApprovalMode, Enforcement, Grant, Limits, Network, OutputCaps, RateLimit};
 pub use parse::line_at;
-pub use paths::canonical_lenient;
+pub use paths::{canonical_lenient, state_base};
 pub use profiles::profile_names;
 pub use render::render_text;
 pub use requests::{Decision, RequestOutcome};

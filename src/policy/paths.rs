@@ -1,6 +1,8 @@
 //! Path handling for policies: variable expansion, absolutising, and
-//! canonicalization (symlinks resolved). The only filesystem access in the
-//! policy layer besides reading policy files.
+//! canonicalization (symlinks resolved), and where toolcage keeps its own
+//! state. With `entries.rs` (which lists a directory to expand a wildcard),
+//! the only filesystem access in the policy layer besides reading policy
+//! files.
 
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -100,6 +102,17 @@ pub fn canonical_lenient(p: &Path) -> PathBuf {
     p
 }
 
+/// The base of toolcage's own state (every project's audit log, rate
+/// limits and slots): `$XDG_STATE_HOME/toolcage`, or
+/// `<home>/.local/state/toolcage` when `XDG_STATE_HOME` is unset or
+/// relative (as the XDG spec says to ignore relative values).
+pub fn state_base(xdg_state_home: Option<&Path>, home: &Path) -> PathBuf {
+    match xdg_state_home {
+        Some(x) if x.is_absolute() => x.join("toolcage"),
+        _ => home.join(".local/state/toolcage"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +171,23 @@ mod tests {
         );
         assert!(expand("~/x", &v, base).unwrap_err().contains("use {home}"));
         assert!(expand("  ", &v, base).is_err());
+    }
+
+    #[test]
+    fn state_base_follows_xdg_then_home() {
+        let home = Path::new("/home/u");
+        assert_eq!(
+            state_base(Some(Path::new("/x/state")), home),
+            PathBuf::from("/x/state/toolcage")
+        );
+        assert_eq!(
+            state_base(Some(Path::new("rel")), home),
+            PathBuf::from("/home/u/.local/state/toolcage")
+        );
+        assert_eq!(
+            state_base(None, home),
+            PathBuf::from("/home/u/.local/state/toolcage")
+        );
     }
 
     #[test]

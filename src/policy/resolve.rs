@@ -11,7 +11,7 @@ use super::error::PolicyError;
 use super::file::{AuditSection, Body, RateLimitSection};
 use super::grant::Grant;
 use super::parse::{self, FileText};
-use super::paths::{Vars, canonical_lenient, normalize};
+use super::paths::{Vars, canonical_lenient, normalize, state_base};
 use super::profiles::{profile_names, profile_text};
 use super::requests::{self, RequestOutcome};
 use super::state::{Layer, State};
@@ -32,11 +32,14 @@ pub struct Context {
     pub tmp: PathBuf,
     /// Base of relative CLI paths (`--read`, `--write`, `--policy`).
     pub cwd: PathBuf,
+    /// `$XDG_STATE_HOME` as found (`None` when unset): with `home`, where
+    /// toolcage keeps its own state ([`Context::state_base`]).
+    pub xdg_state_home: Option<PathBuf>,
 }
 
 impl Context {
     /// The context of this process: `project` relative to the current
-    /// directory, `$HOME`, and the system temp directory.
+    /// directory, `$HOME`, `$XDG_STATE_HOME` and the system temp directory.
     pub fn detect(project: &Path) -> std::io::Result<Context> {
         let cwd = std::env::current_dir()?;
         let home =
@@ -46,7 +49,14 @@ impl Context {
             home,
             tmp: std::env::temp_dir(),
             cwd,
+            xdg_state_home: std::env::var_os("XDG_STATE_HOME").map(PathBuf::from),
         })
+    }
+
+    /// The base of toolcage's own state (audit logs, rate limits, slots):
+    /// denied in every grant, and where the gate keeps each project's state.
+    pub fn state_base(&self) -> PathBuf {
+        state_base(self.xdg_state_home.as_deref(), &self.home)
     }
 }
 
@@ -113,6 +123,8 @@ pub(super) struct FileLayer {
     pub(super) source: String,
     pub(super) file: Arc<FileText>,
     shipped: bool,
+    /// The operator's `--policy FILE` (absolute); `None` for a shipped profile.
+    path: Option<PathBuf>,
     body: Body,
     tools: BTreeMap<String, Body>,
     /// `[global_rate_limit]` and `[audit]`: top level only.
@@ -141,6 +153,7 @@ fn shipped(name: &str) -> Result<FileLayer, PolicyError> {
         source: format!("profile {name}"),
         file,
         shipped: true,
+        path: None,
         body,
         tools,
         session,
@@ -171,6 +184,7 @@ pub fn load(sources: &Sources, ctx: &Context) -> Result<PolicyStack, PolicyError
             source: format!("policy {}", path.display()),
             file,
             shipped: false,
+            path: Some(path.clone()),
             body,
             tools,
             session,
@@ -251,6 +265,8 @@ impl PolicyStack {
             st.add_tool_dirs(t.name, &t.extra_read, &ctx.cwd, seq)?;
             requested = requests::apply(&mut st, t.name, t.requests, seq);
         }
+        let policy_file = self.layers.iter().find_map(|l| l.path.as_deref());
+        st.add_floor(&ctx.state_base(), policy_file)?;
         let (grant, mut provenance) = st.finish(project.clone())?;
         provenance.insert(
             0,

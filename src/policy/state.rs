@@ -1,11 +1,12 @@
 //! The merge engine: policy layers applied one after another onto a
 //! [`State`] in which every value remembers where it came from.
 
+use super::entries::{Kind, from_list, resolve_path};
 use super::error::PolicyError;
 use super::file::{Body, Limit, NetMode};
 use super::grant::{ApprovalMode, Enforcement, Grant};
 use super::parse::FileText;
-use super::paths::{Vars, canonical, canonical_lenient, expand};
+use super::paths::{Vars, expand};
 use super::resolve::Overrides;
 use super::units::parse_duration;
 use std::collections::BTreeMap;
@@ -24,6 +25,9 @@ pub enum At {
     Flag(String),
     /// Passed in by the caller (a tool's source directory, a tool request).
     Input,
+    /// Added by toolcage to every grant, whatever the layers say (the
+    /// safety floor in `floor.rs`); no layer can remove it.
+    Floor,
 }
 
 /// Where a value came from: a label for people, a place for errors, and the
@@ -52,6 +56,15 @@ impl Origin {
         }
     }
 
+    /// An entry of the safety floor: always applies, before every layer.
+    pub fn floor(source: &str) -> Origin {
+        Origin {
+            source: source.to_string(),
+            at: At::Floor,
+            seq: 0,
+        }
+    }
+
     pub fn is_cli(&self) -> bool {
         matches!(self.at, At::Flag(_))
     }
@@ -69,7 +82,7 @@ impl Origin {
                 flag: flag.clone(),
                 message,
             },
-            At::Input => PolicyError::Input(format!("{}: {message}", self.source)),
+            At::Input | At::Floor => PolicyError::Input(format!("{}: {message}", self.source)),
         }
     }
 }
@@ -86,7 +99,7 @@ pub struct Layer<'a> {
 }
 
 impl Layer<'_> {
-    fn origin(&self, section: &str, key: &str, index: Option<usize>) -> Origin {
+    pub fn origin(&self, section: &str, key: &str, index: Option<usize>) -> Origin {
         let mut path = self.prefix.clone();
         path.push(section.to_string());
         path.push(key.to_string());
@@ -112,14 +125,6 @@ pub struct Val<T> {
 pub struct Entry<T> {
     pub v: T,
     pub o: Origin,
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum Kind {
-    /// A read or write root: must exist, canonicalized.
-    Root,
-    /// A protected or denied path: may be missing.
-    Guard,
 }
 
 /// Everything a grant holds, each value with its origin.
@@ -260,22 +265,6 @@ impl State {
         }
     }
 
-    fn paths(
-        l: &Layer,
-        key: &str,
-        list: &[String],
-        kind: Kind,
-        vars: &Vars,
-    ) -> Result<Vec<Entry<PathBuf>>, PolicyError> {
-        let mut out = Vec::new();
-        for (i, raw) in list.iter().enumerate() {
-            let o = l.origin("fs", key, Some(i));
-            let p = expand(raw, vars, vars.project).map_err(|m| o.error(m))?;
-            resolve_path(&p, kind, l.shipped, &o, &format!("fs.{key}"), &mut out)?;
-        }
-        Ok(out)
-    }
-
     /// Apply one file layer.
     pub fn apply(&mut self, l: &Layer, b: &Body, vars: &Vars) -> Result<(), PolicyError> {
         let fs = &b.fs;
@@ -305,10 +294,10 @@ impl State {
                 _ => &mut self.denied,
             };
             if let Some(list) = set {
-                *target = Self::paths(l, set_key, list, kind, vars)?;
+                *target = from_list(l, set_key, list, kind, vars)?;
             }
             if let Some(list) = add {
-                target.extend(Self::paths(l, add_key, list, kind, vars)?);
+                target.extend(from_list(l, add_key, list, kind, vars)?);
             }
         }
         if let Some(v) = fs.private_tmp {
@@ -529,45 +518,6 @@ impl State {
         }
         Ok(())
     }
-}
-
-/// Expand one path into entries: roots are canonicalized and must exist
-/// (missing ones in shipped profiles are skipped); guards are canonicalized
-/// leniently, and a guard that is itself a symlink is kept under both names.
-fn resolve_path(
-    p: &Path,
-    kind: Kind,
-    shipped: bool,
-    o: &Origin,
-    what: &str,
-    out: &mut Vec<Entry<PathBuf>>,
-) -> Result<(), PolicyError> {
-    let mut push = |v: PathBuf| out.push(Entry { v, o: o.clone() });
-    match kind {
-        Kind::Root => match canonical(p) {
-            Ok(c) => push(c),
-            Err(e) if shipped && e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(o.error(format!(
-                    "{} does not exist (create it or remove it from {what})",
-                    p.display()
-                )));
-            }
-            Err(e) => return Err(o.error(format!("{}: {e}", p.display()))),
-        },
-        Kind::Guard => {
-            let c = canonical_lenient(p);
-            let is_link = std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink());
-            if is_link && c != p {
-                push(
-                    canonical_lenient(p.parent().unwrap_or(p))
-                        .join(p.file_name().unwrap_or_default()),
-                );
-            }
-            push(c);
-        }
-    }
-    Ok(())
 }
 
 /// Remove duplicates and paths beneath another path of the same list

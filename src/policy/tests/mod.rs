@@ -4,6 +4,7 @@
 use super::*;
 
 mod errors;
+mod floor;
 mod gate_keys;
 mod props;
 use crate::spec::Requests;
@@ -36,6 +37,7 @@ impl Env {
             home: root.join("home"),
             tmp: root.join("tmp"),
             cwd: root.join("cwd"),
+            xdg_state_home: None,
         };
         Env {
             _dir: dir,
@@ -130,7 +132,9 @@ fn default_profile_matches_the_design() {
         g.protected.contains(&e.p("project/.agents")),
         "missing protected paths are kept"
     );
-    assert!(g.denied.is_empty());
+    // The safety floor (tests/floor.rs): secrets and toolcage's own state.
+    assert!(g.denied.contains(&PathBuf::from("/etc/shadow")));
+    assert!(g.denied.contains(&e.p("home/.local/state/toolcage")));
     assert!(
         !g.read
             .iter()
@@ -260,7 +264,12 @@ fn path_variables_and_relative_paths() {
     assert!(g.read.contains(&e.p("home/.ssh")));
     assert!(g.read.contains(&e.p("tmp")));
     assert!(g.read.contains(&e.p("project/src")));
-    assert_eq!(g.denied, [e.p("home/.ssh/id_rsa")]);
+    assert!(g.denied.contains(&e.p("home/.ssh/id_rsa")));
+    assert!(
+        !g.denied
+            .iter()
+            .any(|p| p.starts_with(e.p("home/.ssh")) && *p != e.p("home/.ssh/id_rsa"))
+    );
     // CLI paths are relative to the cwd.
     let cli = Overrides {
         read: vec!["rel".into()],

@@ -1,0 +1,68 @@
+//! `toolcage policy` shows the safety floor with its origins: a `--policy`
+//! file inside a write root is protected, toolcage's state and the `/etc`
+//! secrets are denied.
+
+mod common;
+
+use common::Project;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn policy(project: &Project, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_toolcage"))
+        .arg("-C")
+        .arg(&project.dir)
+        .arg("policy")
+        .args(args)
+        .current_dir(&project.dir)
+        .env("XDG_STATE_HOME", project.state_dir())
+        .output()
+        .unwrap()
+}
+
+/// The line of `out` for `key` and `value`, if any.
+fn line<'a>(out: &'a str, key: &str, value: &Path) -> Option<&'a str> {
+    let value = value.display().to_string();
+    out.lines().find(|l| {
+        let mut words = l.split_whitespace();
+        words.next() == Some(key) && words.next() == Some(value.as_str())
+    })
+}
+
+#[test]
+fn a_policy_file_inside_the_project_is_shown_protected_with_its_origin() {
+    let p = Project::new("policy-floor");
+    let file = p.write("build.toml", "[limits]\ntimeout = \"1m\"\n");
+    let o = policy(&p, &["--policy", "build.toml"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let l = line(&out, "protected", &file).unwrap_or_else(|| panic!("{out}"));
+    assert!(l.ends_with("(--policy file inside a write root)"), "{l}");
+
+    let state = p.state_dir().join("toolcage");
+    let l = line(&out, "denied", &state).unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        l.ends_with("(toolcage state (audit log, rate limits))"),
+        "{l}"
+    );
+    if Path::new("/etc/shadow").exists() {
+        let l = line(&out, "denied", Path::new("/etc/shadow")).unwrap();
+        assert!(l.ends_with("(built-in secret (always denied))"), "{l}");
+    }
+
+    // Control: the same file outside every write root is not added.
+    let outside = p.state_dir().with_extension("policy.toml");
+    std::fs::write(&outside, "[limits]\ntimeout = \"1m\"\n").unwrap();
+    let o = policy(&p, &["--policy", outside.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&outside);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(line(&out, "protected", &outside).is_none(), "{out}");
+    assert!(!out.contains("--policy file inside a write root"), "{out}");
+
+    // The JSON grant holds it too.
+    let o = policy(&p, &["--json", "--policy", "build.toml"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let protected = v["grant"]["protected"].as_array().unwrap();
+    assert!(protected.iter().any(|x| x == file.to_str().unwrap()));
+}
