@@ -142,20 +142,28 @@ fn build(root: &Path, catalog: &Catalog, policy: Vec<PolicyProblem>) -> Report {
     }
 }
 
+/// The report as text. File names, tool names and messages come from the
+/// project (a message may quote a line of a tool file), so every line is
+/// neutralised ([`crate::text::one_line`]) before it is printed.
 fn print_text(r: &Report) {
-    println!(
+    let show = |line: String| println!("{}", crate::text::one_line(&line));
+    show(format!(
         "{}: {} files examined, {} tools loaded, {} errors, {} warnings",
         r.project,
         r.files.len(),
         r.tools,
         r.errors,
         r.warnings
-    );
+    ));
     for f in &r.files {
         if !f.loaded.is_empty() {
-            println!("ok       {}: loaded {}", f.file, f.loaded.join(", "));
+            show(format!(
+                "ok       {}: loaded {}",
+                f.file,
+                f.loaded.join(", ")
+            ));
         } else if f.diagnostics.is_empty() {
-            println!("ok       {}: no tools defined", f.file);
+            show(format!("ok       {}: no tools defined", f.file));
         }
         for d in &f.diagnostics {
             let sev = match d.severity {
@@ -168,19 +176,19 @@ fn print_text(r: &Report) {
                 .as_ref()
                 .map(|f| format!(" (fix: {f})"))
                 .unwrap_or_default();
-            println!("{sev}  {}{line}: {}{fix}", d.file, d.message);
+            show(format!("{sev}  {}{line}: {}{fix}", d.file, d.message));
         }
     }
     for s in &r.shadowed {
-        println!(
+        show(format!(
             "warning  tool {} from {} is hidden by {} (fix: rename one of them)",
             s.name, s.loser, s.winner
-        );
+        ));
     }
     for p in &r.policy {
         match &p.tool {
-            Some(t) => println!("error    policy for tool {t}: {}", p.message),
-            None => println!("error    {}", p.message),
+            Some(t) => show(format!("error    policy for tool {t}: {}", p.message)),
+            None => show(format!("error    {}", p.message)),
         }
     }
 }
@@ -225,7 +233,7 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
         match serde_json::to_string_pretty(&report) {
             Ok(s) => println!("{s}"),
             Err(e) => {
-                eprintln!("toolcage: {e}");
+                super::say(&e);
                 return status::INTERNAL;
             }
         }

@@ -95,6 +95,15 @@ impl Global {
     }
 }
 
+/// Print `toolcage: <message>` on stderr, neutralised ([`crate::text`]):
+/// errors quote tool names, arguments and paths from the project or client.
+pub fn say(message: &dyn std::fmt::Display) {
+    eprintln!(
+        "toolcage: {}",
+        crate::text::multi_line(&message.to_string())
+    );
+}
+
 /// `path` relative to `root` when it lies beneath it, else as is.
 pub fn relative(root: &std::path::Path, path: &std::path::Path) -> String {
     path.strip_prefix(root)

@@ -1,0 +1,237 @@
+//! toolcage's own process against a hostile project and a hostile MCP
+//! client, through the binary: text output cannot drive the operator's
+//! terminal, discovery does not follow links out of the tool directories,
+//! audit records stay small, every CLI call and every server share one
+//! rate-limit state, and `check` / `--yes` do not set traps.
+//! (Approval on a real terminal is in `cli_gate.rs`.)
+
+mod common;
+
+use common::Project;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+fn toolcage(p: &Project, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_toolcage"))
+        .arg("-C")
+        .arg(&p.dir)
+        .args(args)
+        .current_dir(&p.dir)
+        .env("XDG_STATE_HOME", p.state_dir())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+fn out(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn exe(p: &Project, rel: &str, body: &str) -> PathBuf {
+    let path = p.write(rel, body);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// No raw control character (but newlines): JSON output, where bidi
+/// controls are ordinary string content.
+fn assert_no_controls(text: &str) {
+    let bad = text.chars().find(|&c| c.is_control() && c != '\n');
+    assert_eq!(bad, None, "raw control character in {text:?}");
+}
+
+/// No raw control character (but newlines) and no bidi control.
+fn assert_inert(text: &str) {
+    let bad = text.chars().find(|&c| {
+        (c.is_control() && c != '\n')
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    });
+    assert_eq!(bad, None, "raw control character in {text:?}");
+}
+
+/// Run `toolcage serve` over stdio, send `calls` (tools/call params) with
+/// ids 10, 11, ..., and return the results in order.
+fn serve_calls(p: &Project, extra: &[&str], calls: &[Value]) -> Vec<Value> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolcage"))
+        .arg("-C")
+        .arg(&p.dir)
+        .arg("serve")
+        .arg("--no-watch")
+        .args(extra)
+        .current_dir(&p.dir)
+        .env("XDG_STATE_HOME", p.state_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Ok(v) = serde_json::from_str(&line)
+                && tx.send(v).is_err()
+            {
+                break;
+            }
+        }
+    });
+    let mut stdin = child.stdin.take().unwrap();
+    let mut send = |v: Value| {
+        let mut line = serde_json::to_string(&v).unwrap();
+        line.push('\n');
+        stdin.write_all(line.as_bytes()).unwrap();
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}}),
+    );
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let mut results = Vec::new();
+    // One call at a time, in order.
+    for (i, params) in calls.iter().enumerate() {
+        let id = 10 + i;
+        send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}));
+        let answer = loop {
+            let m = rx
+                .recv_timeout(Duration::from_secs(60))
+                .expect("the server answers");
+            if m["id"] == id {
+                break m;
+            }
+        };
+        results.push(answer);
+    }
+    drop(stdin);
+    let _ = child.wait();
+    results
+}
+
+fn text_of(answer: &Value) -> String {
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+// ---------------------------------------------------------------- terminal
+
+const FORGED: &str = "\r\u{1b}[2K2026-01-01T00:00:00Z  deploy  approved by terminal  exit 0";
+
+#[test]
+fn a_client_cannot_forge_an_audit_line_with_a_tool_name() {
+    let p = Project::new("ph-audit-forge");
+    exe(
+        &p,
+        ".agents/tools/hi",
+        "#!/bin/sh\n# @description Hi.\necho hi\n",
+    );
+    let r = serve_calls(
+        &p,
+        &[],
+        &[
+            json!({"name": FORGED, "arguments": {"note": "\u{1b}[8m\u{202e}"}}),
+            json!({"name": "hi", "arguments": {}}),
+        ],
+    );
+    assert_eq!(text_of(&r[1]), "hi\n", "{}", r[1]);
+    let o = toolcage(&p, &["audit"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let text = out(&o);
+    assert_inert(&text);
+    // Two records, two lines: the forged name stays inside its own line.
+    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(
+        text.lines().next().unwrap().contains(
+            "\\u{d}\\u{1b}[2K2026-01-01T00:00:00Z  deploy  approved by terminal  exit 0  denied (unknown_tool)"
+        ),
+        "{text}"
+    );
+    // Control: --json keeps the exact name (JSON escapes it).
+    let o = toolcage(&p, &["audit", "--json"]);
+    let first: Value = serde_json::from_str(out(&o).lines().next().unwrap()).unwrap();
+    assert_eq!(first["tool"], FORGED);
+    assert_no_controls(&out(&o));
+}
+
+#[test]
+fn list_and_check_show_project_text_escaped() {
+    let p = Project::new("ph-list-check");
+    exe(
+        &p,
+        ".agents/tools/hidden",
+        "#!/bin/sh\n# @description Vanishes \u{1b}[2K\u{1b}[1A\necho x\n",
+    );
+    exe(
+        &p,
+        ".agents/tools/plain",
+        "#!/bin/sh\n# @description Plain.\n",
+    );
+    // A file name with ESC and a right-to-left override: skipped, reported.
+    exe(
+        &p,
+        ".agents/tools/evil\u{1b}[31m\u{202e}txt",
+        "#!/bin/sh\n# @description E\n",
+    );
+    let o = toolcage(&p, &["list"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let text = out(&o);
+    assert_inert(&text);
+    let hidden = text.lines().find(|l| l.starts_with("hidden")).unwrap();
+    assert!(hidden.ends_with("Vanishes \\u{1b}[2K\\u{1b}[1A"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("plain")), "{text}");
+    // Control: --json keeps the description exact.
+    let o = toolcage(&p, &["list", "--json"]);
+    let v: Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(v[0]["description"], "Vanishes \u{1b}[2K\u{1b}[1A");
+    assert_no_controls(&out(&o));
+
+    let o = toolcage(&p, &["check"]);
+    let text = out(&o);
+    assert_inert(&text);
+    assert!(
+        text.contains(".agents/tools/evil\\u{1b}[31m\\u{202e}txt"),
+        "{text}"
+    );
+    let o = toolcage(&p, &["check", "--json"]);
+    assert_no_controls(&out(&o));
+    let v: Value = serde_json::from_str(&out(&o)).unwrap();
+    assert!(
+        v["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["file"] == ".agents/tools/evil\u{1b}[31m\u{202e}txt"),
+        "{v}"
+    );
+}
+
+#[test]
+fn tool_output_into_a_pipe_stays_byte_exact() {
+    // Output on a terminal is escaped (cli_gate.rs); into a pipe or a file
+    // it is exactly what the agent would see.
+    let p = Project::new("ph-output-pipe");
+    exe(
+        &p,
+        ".agents/tools/colour",
+        "#!/bin/sh\n# @description C\nprintf 'a\\033[31mred\\r\\n\\tb'\n",
+    );
+    let o = toolcage(&p, &["call", "colour"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert_eq!(o.stdout, b"a\x1b[31mred\r\n\tb");
+}
