@@ -10,7 +10,7 @@ mod common;
 use common::Project;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
@@ -234,4 +234,65 @@ fn tool_output_into_a_pipe_stays_byte_exact() {
     let o = toolcage(&p, &["call", "colour"]);
     assert_eq!(code(&o), 0, "{}", err(&o));
     assert_eq!(o.stdout, b"a\x1b[31mred\r\n\tb");
+}
+
+// --------------------------------------------------------------- symlinks
+
+#[test]
+fn tool_links_out_of_their_directory_are_refused_and_links_inside_work() {
+    let p = Project::new("ph-links");
+    exe(
+        &p,
+        "scripts/helper",
+        "#!/bin/sh\n# @description H\necho helper\n",
+    );
+    std::fs::create_dir_all(p.path(".agents/tools")).unwrap();
+    symlink("../../scripts/helper", p.path(".agents/tools/helper")).unwrap();
+    // Control: a link inside the tool dir.
+    exe(
+        &p,
+        ".agents/tools/impl/real",
+        "#!/bin/sh\n# @description R\necho inside\n",
+    );
+    symlink("impl/real", p.path(".agents/tools/linked")).unwrap();
+    // tools.toml and an A3S page linked to a file the operator can read.
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret");
+    std::fs::write(&secret, "[[tools]]\nname = \"TOPSECRET-LINE\n").unwrap();
+    symlink(&secret, p.path("tools.toml")).unwrap();
+    std::fs::create_dir_all(p.path("tools")).unwrap();
+    symlink(&secret, p.path("tools/leak.md")).unwrap();
+
+    let o = toolcage(&p, &["check"]);
+    assert_eq!(code(&o), 1, "{}", out(&o));
+    let text = out(&o);
+    assert!(!text.contains("TOPSECRET"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "error    .agents/tools/helper: symlink to ../../scripts/helper leads outside .agents/tools (to {}); not read, tool skipped",
+            p.path("scripts/helper").display()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "tools.toml: symlink to {} leads outside the project",
+            secret.display()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "tools/leak.md: symlink to {} leads outside tools/",
+            secret.display()
+        )),
+        "{text}"
+    );
+    let o = toolcage(&p, &["check", "--json"]);
+    assert!(!out(&o).contains("TOPSECRET"), "{}", out(&o));
+    let o = toolcage(&p, &["call", "helper"]);
+    assert_eq!(code(&o), 2, "{}", err(&o));
+    let o = toolcage(&p, &["call", "linked"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert_eq!(out(&o), "inside\n");
 }
