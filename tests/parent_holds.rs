@@ -296,3 +296,58 @@ fn tool_links_out_of_their_directory_are_refused_and_links_inside_work() {
     assert_eq!(code(&o), 0, "{}", err(&o));
     assert_eq!(out(&o), "inside\n");
 }
+
+// ------------------------------------------------------------------ audit
+
+/// The project's state directory (rate limits, audit log).
+fn state_dir(p: &Project) -> PathBuf {
+    let base = p.state_dir().join("toolcage");
+    std::fs::read_dir(&base)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+}
+
+#[test]
+fn huge_names_and_arguments_do_not_bloat_the_audit_log() {
+    let p = Project::new("ph-audit-cap");
+    exe(
+        &p,
+        ".agents/tools/hi",
+        "#!/bin/sh\n# @description Hi.\n# @param x string X\necho hi\n",
+    );
+    let name = "N".repeat(2 << 20);
+    let mut calls: Vec<Value> = (0..5)
+        .map(|_| json!({"name": name, "arguments": {}}))
+        .collect();
+    calls.push(json!({"name": "hi", "arguments": {"x": "v".repeat(1 << 20)}}));
+    // Control: a short call is stored whole.
+    calls.push(json!({"name": "hi", "arguments": {"x": "short"}}));
+    let r = serve_calls(&p, &[], &calls);
+    assert_eq!(text_of(&r[6]), "hi\n", "{}", r[6]);
+    let log = state_dir(&p).join("audit.jsonl");
+    let size = std::fs::metadata(&log).unwrap().len();
+    assert!(size < 64 * 1024, "audit log is {size} bytes");
+    let o = toolcage(&p, &["audit", "--json"]);
+    let recs: Vec<Value> = out(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(recs.len(), 7);
+    let tool = recs[0]["tool"].as_str().unwrap();
+    assert!(tool.starts_with(&"N".repeat(64)), "{tool}");
+    assert!(
+        tool.contains(&format!("[{} bytes, sha256 ", 2 << 20)),
+        "{tool}"
+    );
+    assert!(recs[5].get("args").is_none(), "{}", recs[5]);
+    assert_eq!(
+        recs[5]["args_cut"]["bytes"],
+        (1 << 20) + r#"{"x":""}"#.len()
+    );
+    assert_eq!(recs[5]["args_sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(recs[6]["tool"], "hi");
+    assert_eq!(recs[6]["args"], json!({"x": "short"}));
+}
