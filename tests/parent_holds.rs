@@ -351,3 +351,66 @@ fn huge_names_and_arguments_do_not_bloat_the_audit_log() {
     assert_eq!(recs[6]["tool"], "hi");
     assert_eq!(recs[6]["args"], json!({"x": "short"}));
 }
+
+// ------------------------------------------------------------ rate limits
+
+const FREE: &str = "[[tools]]\nname = \"free\"\ndescription = \"d\"\nexecutor = \"shell\"\nrequires_approval = false\ncommand = \"echo free\"\n";
+
+fn rate_policy(p: &Project) -> String {
+    let path = p.state_dir().with_extension("rl.toml");
+    std::fs::write(&path, "[rate_limit]\nrequests = 2\nwindow = \"1h\"\n").unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn servers_and_cli_calls_share_one_rate_limit_that_survives_a_restart() {
+    let p = Project::new("ph-rate-shared");
+    p.write("tools.toml", FREE);
+    let policy = rate_policy(&p);
+    let call = json!({"name": "free", "arguments": {}});
+    let r = serve_calls(&p, &["--policy", &policy], std::slice::from_ref(&call));
+    assert_eq!(text_of(&r[0]), "free\n", "{}", r[0]);
+    // A restarted server does not start from zero.
+    let r = serve_calls(&p, &["--policy", &policy], &[call.clone(), call.clone()]);
+    assert_eq!(text_of(&r[0]), "free\n", "{}", r[0]);
+    assert_eq!(r[1]["result"]["isError"], true, "{}", r[1]);
+    assert!(text_of(&r[1]).contains("rate limit"), "{}", r[1]);
+    // The CLI counts against the same limit.
+    let o = toolcage(&p, &["call", "--policy", &policy, "free"]);
+    assert_eq!(code(&o), 3, "{}", err(&o));
+    assert!(err(&o).contains("rate limit"), "{}", err(&o));
+    // Control: another project has its own state.
+    let q = Project::new("ph-rate-other");
+    q.write("tools.toml", FREE);
+    let o = toolcage(&q, &["call", "--policy", &policy, "free"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let _ = std::fs::remove_file(&policy);
+}
+
+#[test]
+fn an_emptied_rate_state_refuses_calls_and_says_how_to_reset() {
+    let p = Project::new("ph-rate-empty");
+    p.write("tools.toml", FREE);
+    let policy = rate_policy(&p);
+    let o = toolcage(&p, &["call", "--policy", &policy, "free"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let state = state_dir(&p).join("ratelimit.json");
+    std::fs::write(&state, "").unwrap();
+    let o = toolcage(&p, &["call", "--policy", &policy, "free"]);
+    assert_eq!(code(&o), 125, "{}", err(&o));
+    let hint = format!("rm {}", state.display());
+    assert!(err(&o).contains(&hint), "{}", err(&o));
+    assert!(err(&o).contains("is damaged"), "{}", err(&o));
+    let r = serve_calls(
+        &p,
+        &["--policy", &policy],
+        &[json!({"name": "free", "arguments": {}})],
+    );
+    assert_eq!(r[0]["result"]["isError"], true, "{}", r[0]);
+    assert!(text_of(&r[0]).contains(&hint), "{}", r[0]);
+    // Control: doing what the hint says resets the limits.
+    std::fs::remove_file(&state).unwrap();
+    let o = toolcage(&p, &["call", "--policy", &policy, "free"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let _ = std::fs::remove_file(&policy);
+}
