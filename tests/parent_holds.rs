@@ -414,3 +414,88 @@ fn an_emptied_rate_state_refuses_calls_and_says_how_to_reset() {
     assert_eq!(code(&o), 0, "{}", err(&o));
     let _ = std::fs::remove_file(&policy);
 }
+
+// ------------------------------------------------------------------ traps
+
+fn write_policy(p: &Project, name: &str, text: &str) -> String {
+    let path: PathBuf = p.state_dir().with_extension(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+fn clawd_deploy(p: &Project) {
+    p.write(
+        ".clawd/tools/deploy/tool.json",
+        r#"{"name": "deploy", "description": "Deploy.", "entrypoint": "run.sh", "interpreter": "sh"}"#,
+    );
+    p.write(".clawd/tools/deploy/run.sh", "echo deployed\n");
+}
+
+#[test]
+fn check_warns_about_policy_sections_that_match_no_tool() {
+    let p = Project::new("ph-sections");
+    clawd_deploy(&p);
+    let policy = write_policy(
+        &p,
+        "sec.toml",
+        "[approval]\nmode = \"never\"\n\n[tools.deploy.approval]\nmode = \"always\"\n",
+    );
+    let o = toolcage(&p, &["check", "--policy", &policy]);
+    assert_eq!(code(&o), 0, "a warning does not fail check: {}", out(&o));
+    assert!(
+        out(&o).contains(&format!(
+            "warning  {policy}:4: policy section [tools.deploy] matches no discovered tool; the nearest is ct_deploy (fix: rename the section to [tools.ct_deploy])"
+        )),
+        "{}",
+        out(&o)
+    );
+    let o = toolcage(&p, &["check", "--json", "--policy", &policy]);
+    let v: Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(v["policy_warnings"][0]["nearest"], "ct_deploy");
+    assert_eq!(v["warnings"], 1);
+    // Control: the right name draws no warning.
+    let policy = write_policy(
+        &p,
+        "sec2.toml",
+        "[tools.ct_deploy.approval]\nmode = \"always\"\n",
+    );
+    let o = toolcage(&p, &["check", "--policy", &policy]);
+    assert!(
+        !out(&o).contains("matches no discovered tool"),
+        "{}",
+        out(&o)
+    );
+}
+
+#[test]
+fn yes_is_off_for_a_tool_that_asked_for_approval_under_mode_once() {
+    let p = Project::new("ph-yes-once");
+    p.write(
+        "tools.toml",
+        &format!(
+            "{FREE}\n[[tools]]\nname = \"deploy\"\ndescription = \"d\"\nexecutor = \"shell\"\nrequires_approval = true\ncommand = \"echo deployed\"\n"
+        ),
+    );
+    let once = write_policy(&p, "once.toml", "[approval]\nmode = \"once\"\n");
+    let o = toolcage(&p, &["call", "--policy", &once, "--yes", "deploy"]);
+    assert_eq!(code(&o), 3, "{}", err(&o));
+    assert!(err(&o).contains("--yes is not permitted"), "{}", err(&o));
+    let o = toolcage(&p, &["policy", "--policy", &once, "deploy"]);
+    assert!(
+        out(&o).contains("--yes is off for a tool that asks for approval"),
+        "{}",
+        out(&o)
+    );
+    // Control: a tool that did not ask takes --yes under the same mode.
+    let o = toolcage(&p, &["call", "--policy", &once, "--yes", "free"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    // Control: the operator turns it on.
+    let on = write_policy(
+        &p,
+        "on.toml",
+        "[approval]\nmode = \"once\"\nallow_yes = true\n",
+    );
+    let o = toolcage(&p, &["call", "--policy", &on, "--yes", "deploy"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert_eq!(out(&o), "deployed\n");
+}
