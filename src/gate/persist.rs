@@ -136,6 +136,11 @@ impl FileRates {
         limits: &[(String, RateLimit)],
         now: Duration,
     ) -> Result<Result<Vec<Ticket>, Limited>, StateError> {
+        // No limit applies: nothing to count, no lock, no write (and no
+        // fsync) on every unlimited call.
+        if limits.is_empty() {
+            return Ok(Ok(Vec::new()));
+        }
         if let Some(dir) = self.path.parent() {
             private_dir(dir)?;
         }
@@ -339,6 +344,14 @@ mod tests {
         FileRates::new(dir.path())
             .check(&limits, Duration::from_secs(1))
             .unwrap();
+    }
+
+    #[test]
+    fn a_call_without_limits_touches_no_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let rates = FileRates::new(dir.path().join("state").as_path());
+        rates.check(&[], Duration::from_secs(1)).unwrap();
+        assert!(!dir.path().join("state").exists());
     }
 
     #[test]
