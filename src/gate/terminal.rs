@@ -7,6 +7,11 @@
 //! No terminal → [`ApprovalAnswer::NoChannel`]; end of input (Ctrl-D) →
 //! [`ApprovalAnswer::Declined`]; no answer within the timeout →
 //! [`ApprovalAnswer::TimedOut`].
+//!
+//! Before the question, pending input is discarded (`tcflush`), so type-ahead
+//! or a `y` typed at a fake prompt that a tool printed earlier is not an
+//! answer, and colours and attributes are reset ([`RESET_ATTRIBUTES`]), so
+//! earlier output cannot leave the prompt hidden.
 
 use super::approval::{ApprovalAnswer, ApprovalChannel, ApprovalRequest};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
