@@ -65,6 +65,11 @@ fn assert_inert(text: &str) {
 /// Run `toolcage serve` over stdio, send `calls` (tools/call params) with
 /// ids 10, 11, ..., and return the results in order.
 fn serve_calls(p: &Project, extra: &[&str], calls: &[Value]) -> Vec<Value> {
+    serve(p, extra, calls, false).0
+}
+
+/// [`serve_calls`], and the server's log (stderr) when `logged`.
+fn serve(p: &Project, extra: &[&str], calls: &[Value], logged: bool) -> (Vec<Value>, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolcage"))
         .arg("-C")
         .arg(&p.dir)
@@ -75,10 +80,21 @@ fn serve_calls(p: &Project, extra: &[&str], calls: &[Value]) -> Vec<Value> {
         .env("XDG_STATE_HOME", p.state_dir())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(if logged {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
+    let log = child.stderr.take().map(|mut e| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut e, &mut text);
+            text
+        })
+    });
     let (tx, rx) = mpsc::channel::<Value>();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
@@ -119,7 +135,8 @@ fn serve_calls(p: &Project, extra: &[&str], calls: &[Value]) -> Vec<Value> {
     }
     drop(stdin);
     let _ = child.wait();
-    results
+    let log = log.map(|t| t.join().unwrap()).unwrap_or_default();
+    (results, log)
 }
 
 fn text_of(answer: &Value) -> String {
@@ -167,6 +184,36 @@ fn a_client_cannot_forge_an_audit_line_with_a_tool_name() {
     let first: Value = serde_json::from_str(out(&o).lines().next().unwrap()).unwrap();
     assert_eq!(first["tool"], FORGED);
     assert_no_controls(&out(&o));
+}
+
+#[test]
+fn server_log_lines_cannot_be_forged_by_a_client() {
+    let p = Project::new("ph-log-forge");
+    exe(
+        &p,
+        ".agents/tools/hi",
+        "#!/bin/sh\n# @description Hi.\necho hi\n",
+    );
+    let forged = "x\r\n2026-01-01T00:00:00Z  INFO deploy: approved\u{202e}";
+    let (r, log) = serve(
+        &p,
+        &["--log", "info"],
+        &[
+            json!({"name": "hi", "arguments": {forged: 1}}),
+            json!({"name": "hi", "arguments": {}}),
+        ],
+        true,
+    );
+    assert_eq!(text_of(&r[1]), "hi\n", "{}", r[1]);
+    assert_inert(&log);
+    let refused: Vec<&str> = log.lines().filter(|l| l.contains("refused")).collect();
+    assert_eq!(refused.len(), 1, "{log}");
+    assert!(
+        refused[0].contains("x\\u{d}\\u{a}2026-01-01T00:00:00Z  INFO deploy: approved\\u{202e}"),
+        "{log}"
+    );
+    // Control: ordinary log lines still read as before.
+    assert!(log.contains("tool(s) discovered"), "{log}");
 }
 
 #[test]
