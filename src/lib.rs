@@ -10,3 +10,4 @@ pub mod mcp;
 pub mod policy;
 pub mod sandbox;
 pub mod spec;
+pub mod text;

@@ -1,8 +1,66 @@
 //! One audit record: one JSON object per line.
+//!
+//! Fields a client or a project controls are capped before a record is
+//! written ([`AuditRecord::to_line`]), so a client cannot grow the log by
+//! megabytes per call (say, with a 2 MiB unknown tool name):
+//!
+//! - `tool` longer than [`MAX_TOOL_NAME`] bytes (256), and the denial
+//!   `message` and `error` longer than [`MAX_MESSAGE`] bytes (4 KiB), become
+//!   their first [`PREFIX_KEPT`] bytes, then `… [N bytes, sha256 HEX]` (the
+//!   hash of the whole text);
+//! - arguments whose JSON text is longer than [`MAX_ARGS_TEXT`] bytes
+//!   (4 KiB) are not stored: `args` is absent and `args_cut` holds the
+//!   size and the first [`PREFIX_KEPT`] bytes of that text (`args_sha256` is
+//!   always the hash of the whole arguments).
 
 use crate::gate::approval::GrantSummary;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Tool names longer than this many bytes are stored cut, with their hash.
+pub const MAX_TOOL_NAME: usize = 256;
+/// Argument JSON longer than this many bytes is not stored (see `args_cut`).
+pub const MAX_ARGS_TEXT: usize = 4096;
+/// Denial messages and errors longer than this are stored cut, with a hash.
+pub const MAX_MESSAGE: usize = 4096;
+/// How much of a cut text is kept.
+pub const PREFIX_KEPT: usize = 64;
+
+/// The arguments of a call whose JSON text was too long to store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArgsCut {
+    /// Length of the arguments' JSON text.
+    pub bytes: u64,
+    /// Its first [`PREFIX_KEPT`] bytes (cut on a character boundary).
+    pub prefix: String,
+}
+
+/// The first `max` bytes of `s` or fewer, ending on a character boundary.
+fn head(s: &str, max: usize) -> &str {
+    let mut cut = max.min(s.len());
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &s[..cut]
+}
+
+/// `s` itself when it is at most `max` bytes; otherwise its first
+/// [`PREFIX_KEPT`] bytes, then `… [N bytes, sha256 HEX]`.
+pub fn cap_text(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let hash: String = Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!(
+        "{}… [{} bytes, sha256 {hash}]",
+        head(s, PREFIX_KEPT),
+        s.len()
+    )
+}
 
 /// Whether the call was allowed, and by whom.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,6 +97,10 @@ pub struct AuditRecord {
     /// The arguments, unless `[audit] redact = true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<serde_json::Value>,
+    /// Set instead of `args` when their JSON text was over
+    /// [`MAX_ARGS_TEXT`] bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args_cut: Option<ArgsCut>,
     pub decision: Decision,
     /// `never`, `always`, `once`, `once-per-args`; absent when the call was
     /// rejected before its grant was resolved.
@@ -71,11 +133,35 @@ pub struct AuditRecord {
 }
 
 impl AuditRecord {
-    /// One line of JSON, with its newline.
+    /// One line of JSON, with its newline; long fields capped first
+    /// ([`AuditRecord::capped`]).
     pub fn to_line(&self) -> Result<String, serde_json::Error> {
-        let mut s = serde_json::to_string(self)?;
+        let mut s = serde_json::to_string(&self.clone().capped())?;
         s.push('\n');
         Ok(s)
+    }
+
+    /// The record with the tool name, arguments, denial message and error
+    /// capped (see the module documentation for the limits).
+    pub fn capped(mut self) -> AuditRecord {
+        self.tool = cap_text(&self.tool, MAX_TOOL_NAME);
+        if let Some(args) = &self.args {
+            let text = serde_json::to_string(args).unwrap_or_default();
+            if text.len() > MAX_ARGS_TEXT {
+                self.args_cut = Some(ArgsCut {
+                    bytes: text.len() as u64,
+                    prefix: head(&text, PREFIX_KEPT).to_string(),
+                });
+                self.args = None;
+            }
+        }
+        if let Decision::Denied { message, .. } = &mut self.decision {
+            *message = cap_text(message, MAX_MESSAGE);
+        }
+        if let Some(e) = &mut self.error {
+            *e = cap_text(e, MAX_MESSAGE);
+        }
+        self
     }
 }
 

@@ -13,6 +13,7 @@ fn rec(tool: &str) -> AuditRecord {
         source: "/p/.agents/tools/t".into(),
         args_sha256: "0".repeat(64),
         args: Some(serde_json::json!({"a": "line\nbreak"})),
+        args_cut: None,
         decision: Decision::Allowed,
         approval_mode: Some("never".into()),
         grant: Some(GrantSummary {
@@ -93,4 +94,50 @@ fn parse_handles_blank_lines_and_a_complete_line_without_newline() {
     assert!(p.bad.is_empty());
     assert_eq!(p.records[1].0, 3);
     assert!(parse(b"").records.is_empty());
+}
+
+#[test]
+fn long_names_arguments_and_messages_are_stored_as_prefix_and_hash() {
+    use super::record::{MAX_ARGS_TEXT, MAX_TOOL_NAME};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(&path).unwrap();
+    let name = "n".repeat(2 << 20);
+    let mut r = rec(&name);
+    r.args = Some(serde_json::json!({"big": "v".repeat(1 << 20)}));
+    r.decision = Decision::Denied {
+        reason: "unknown_tool".into(),
+        message: format!("unknown tool '{name}'"),
+    };
+    log.append(&r).unwrap();
+    // Control: fields at the limits are stored whole.
+    let mut small = rec(&"m".repeat(MAX_TOOL_NAME));
+    let at_limit = "a".repeat(MAX_ARGS_TEXT - r#"{"k":""}"#.len());
+    small.args = Some(serde_json::json!({ "k": at_limit }));
+    log.append(&small).unwrap();
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert!(size < 16 * 1024, "log grew by {size} bytes");
+    let p = read(&path).unwrap().unwrap();
+    let (big, kept) = (&p.records[0].1, &p.records[1].1);
+    assert!(big.tool.starts_with(&"n".repeat(64)), "{}", &big.tool[..80]);
+    use sha2::{Digest, Sha256};
+    let hash: String = Sha256::digest(name.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(
+        big.tool,
+        format!("{}… [{} bytes, sha256 {hash}]", "n".repeat(64), 2 << 20)
+    );
+    assert_eq!(big.args, None);
+    let cut = big.args_cut.as_ref().unwrap();
+    assert_eq!(cut.bytes, (1 << 20) + r#"{"big":""}"#.len() as u64);
+    assert!(cut.prefix.starts_with(r#"{"big":"vvv"#), "{}", cut.prefix);
+    match &big.decision {
+        Decision::Denied { message, .. } => assert!(message.len() < 300, "{message}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(kept.tool, "m".repeat(MAX_TOOL_NAME));
+    assert_eq!(kept.args, small.args);
+    assert_eq!(kept.args_cut, None);
 }

@@ -25,8 +25,14 @@ pub struct AuditArgs {
     pub json: bool,
 }
 
-/// One line of text for a record.
+/// One line of text for a record. Every field came from a client or a
+/// project (a tool name can hold `\r` and escape sequences that would forge
+/// an earlier line), so the whole line is neutralised ([`crate::text`]).
 pub fn summary(r: &AuditRecord) -> String {
+    crate::text::one_line(&summary_raw(r))
+}
+
+fn summary_raw(r: &AuditRecord) -> String {
     let decision = match &r.decision {
         Decision::Allowed => "allowed".to_string(),
         Decision::Approved { by, remembered } => {
@@ -60,14 +66,14 @@ pub fn run(global: &Global, args: &AuditArgs) -> u8 {
     let engine = match global.engine_without_tools(&args.policy) {
         Ok(e) => e,
         Err(e) => {
-            eprintln!("toolcage: {e}");
+            super::say(&e);
             return status::INTERNAL;
         }
     };
     let session = match engine.stack.session(&engine.ctx) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("toolcage: {e}");
+            super::say(&e);
             return status::INTERNAL;
         }
     };
@@ -80,7 +86,7 @@ pub fn run(global: &Global, args: &AuditArgs) -> u8 {
             return status::OK;
         }
         Err(e) => {
-            eprintln!("toolcage: {e}");
+            super::say(&e);
             return status::INTERNAL;
         }
     };
@@ -90,14 +96,14 @@ pub fn run(global: &Global, args: &AuditArgs) -> u8 {
                 "toolcage: {}:{}: torn last line (a write cut short), skipped: {}",
                 path.display(),
                 b.line,
-                b.error
+                crate::text::one_line(&b.error)
             );
         } else {
             eprintln!(
                 "toolcage: {}:{}: not a record, skipped: {}",
                 path.display(),
                 b.line,
-                b.error
+                crate::text::one_line(&b.error)
             );
         }
     }

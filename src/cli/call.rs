@@ -95,7 +95,7 @@ pub fn build_args(
 }
 
 fn fail(args: &CallArgs, message: &str, code: u8) -> u8 {
-    eprintln!("toolcage: {message}");
+    super::say(&message);
     if args.json {
         let v = serde_json::json!({"error": message, "is_error": true, "exit_status": code});
         println!("{v}");
@@ -164,16 +164,16 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
     };
     let outcome = &result.outcome;
     if !outcome.enforcement.degraded.is_empty() {
-        eprintln!(
-            "toolcage: warning: ran degraded: {}",
+        super::say(&format!(
+            "warning: ran degraded: {}",
             outcome.enforcement.degraded.join("; ")
-        );
+        ));
     }
     for p in &outcome.created_protected {
-        eprintln!(
-            "toolcage: warning: the call created or replaced protected path {}",
+        super::say(&format!(
+            "warning: the call created or replaced protected path {}",
             p.display()
-        );
+        ));
     }
     if args.json {
         match serde_json::to_string(&result) {
@@ -181,16 +181,28 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
             Err(e) => return fail(args, &e.to_string(), status::INTERNAL),
         }
     } else {
-        use std::io::Write;
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(result.text.as_bytes());
-        let _ = out.flush();
+        write_result(&result.text);
     }
     match outcome.exit {
         Exit::Timeout => status::TIMEOUT,
         _ if result.is_error => status::TOOL_ERROR,
         _ => status::OK,
     }
+}
+
+/// The tool's text on stdout: byte-exact into a pipe or a file (what an
+/// agent would see); neutralised ([`crate::text::multi_line`]) when stdout
+/// is a terminal, so a tool cannot drive the operator's terminal (erase
+/// lines, print a fake prompt in hidden text, leave attributes set).
+fn write_result(text: &str) {
+    use std::io::{IsTerminal, Write};
+    let mut out = std::io::stdout().lock();
+    let _ = if out.is_terminal() {
+        out.write_all(crate::text::multi_line(text).as_bytes())
+    } else {
+        out.write_all(text.as_bytes())
+    };
+    let _ = out.flush();
 }
 
 #[cfg(test)]

@@ -50,12 +50,28 @@ struct PolicyProblem {
     message: String,
 }
 
+/// A `[tools.NAME]` policy section that applies to no discovered tool: an
+/// easy trap (clawd tools are `ct_<id>`), so the settings silently apply
+/// to nothing.
+#[derive(Debug, Serialize)]
+struct SectionWarning {
+    /// The policy file and line holding the section, where known.
+    file: String,
+    line: Option<usize>,
+    section: String,
+    /// The discovered tool whose name is nearest, if any is near.
+    nearest: Option<String>,
+    message: String,
+    fix: String,
+}
+
 #[derive(Debug, Serialize)]
 struct Report {
     project: String,
     files: Vec<FileReport>,
     shadowed: Vec<ShadowReport>,
     policy: Vec<PolicyProblem>,
+    policy_warnings: Vec<SectionWarning>,
     tools: usize,
     errors: usize,
     warnings: usize,
@@ -72,7 +88,12 @@ fn diag(root: &Path, d: &Diagnostic) -> DiagReport {
     }
 }
 
-fn build(root: &Path, catalog: &Catalog, policy: Vec<PolicyProblem>) -> Report {
+fn build(
+    root: &Path,
+    catalog: &Catalog,
+    policy: Vec<PolicyProblem>,
+    policy_warnings: Vec<SectionWarning>,
+) -> Report {
     let mut files: Vec<PathBuf> = catalog.examined.clone();
     for d in &catalog.diagnostics {
         if !files.contains(&d.file) {
@@ -129,7 +150,7 @@ fn build(root: &Path, catalog: &Catalog, policy: Vec<PolicyProblem>) -> Report {
             .count()
     };
     let errors = count(Severity::Error) + policy.len();
-    let warnings = count(Severity::Warning);
+    let warnings = count(Severity::Warning) + policy_warnings.len();
     Report {
         project: root.display().to_string(),
         files,
@@ -139,23 +160,119 @@ fn build(root: &Path, catalog: &Catalog, policy: Vec<PolicyProblem>) -> Report {
         warnings,
         ok: errors == 0,
         policy,
+        policy_warnings,
     }
 }
 
+/// The report as text. File names, tool names and messages come from the
+/// project (a message may quote a line of a tool file), so every line is
+/// neutralised ([`crate::text::one_line`]) before it is printed.
+/// Edit distance (Levenshtein) between two names, by characters.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let here = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(here + 1);
+            prev = here;
+        }
+    }
+    row[b.len()]
+}
+
+/// The discovered tool name nearest to `section`: `ct_<section>` (the
+/// clawd name of a tool directory) first, then the smallest edit distance
+/// within a third of the name's length (at least 2).
+fn nearest<'a>(section: &str, tools: impl Iterator<Item = &'a str> + Clone) -> Option<&'a str> {
+    if let Some(t) = tools
+        .clone()
+        .find(|t| t.strip_prefix("ct_") == Some(section))
+    {
+        return Some(t);
+    }
+    let limit = (section.chars().count() / 3).max(2);
+    tools
+        .map(|t| (distance(section, t), t))
+        .filter(|(d, _)| *d <= limit)
+        .min()
+        .map(|(_, t)| t)
+}
+
+/// Where `[tools.NAME]` (or `[tools.NAME.x]`) is written in the policy
+/// file, when there is one and it holds the section; else the shipped
+/// profiles.
+fn section_line(policy_file: Option<&Path>, name: &str) -> (String, Option<usize>) {
+    let Some(file) = policy_file else {
+        return ("the shipped profile".into(), None);
+    };
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let header = format!("[tools.{name}");
+    let line = text.lines().position(|l| {
+        let l = l.trim_start();
+        l.starts_with(&header) && matches!(l[header.len()..].chars().next(), Some(']' | '.'))
+    });
+    (file.display().to_string(), line.map(|i| i + 1))
+}
+
+/// A warning for every policy `[tools.NAME]` that names no discovered tool.
+fn unmatched_sections(
+    sections: &[String],
+    catalog: &Catalog,
+    policy_file: Option<&Path>,
+) -> Vec<SectionWarning> {
+    let names = catalog.tools.iter().map(|t| t.name.as_str());
+    sections
+        .iter()
+        .filter(|s| catalog.get(s).is_none())
+        .map(|s| {
+            let near = nearest(s, names.clone());
+            let (file, line) = section_line(policy_file, s);
+            let message = match near {
+                Some(n) => format!(
+                    "policy section [tools.{s}] matches no discovered tool; the nearest is {n}"
+                ),
+                None => format!("policy section [tools.{s}] matches no discovered tool"),
+            };
+            let fix = match near {
+                Some(n) => format!("rename the section to [tools.{n}]"),
+                None => "remove the section, or name a tool that `toolcage list` shows".into(),
+            };
+            SectionWarning {
+                file,
+                line,
+                section: s.clone(),
+                nearest: near.map(str::to_string),
+                message,
+                fix,
+            }
+        })
+        .collect()
+}
+
 fn print_text(r: &Report) {
-    println!(
+    let show = |line: String| println!("{}", crate::text::one_line(&line));
+    show(format!(
         "{}: {} files examined, {} tools loaded, {} errors, {} warnings",
         r.project,
         r.files.len(),
         r.tools,
         r.errors,
         r.warnings
-    );
+    ));
     for f in &r.files {
         if !f.loaded.is_empty() {
-            println!("ok       {}: loaded {}", f.file, f.loaded.join(", "));
+            show(format!(
+                "ok       {}: loaded {}",
+                f.file,
+                f.loaded.join(", ")
+            ));
         } else if f.diagnostics.is_empty() {
-            println!("ok       {}: no tools defined", f.file);
+            show(format!("ok       {}: no tools defined", f.file));
         }
         for d in &f.diagnostics {
             let sev = match d.severity {
@@ -168,19 +285,26 @@ fn print_text(r: &Report) {
                 .as_ref()
                 .map(|f| format!(" (fix: {f})"))
                 .unwrap_or_default();
-            println!("{sev}  {}{line}: {}{fix}", d.file, d.message);
+            show(format!("{sev}  {}{line}: {}{fix}", d.file, d.message));
         }
     }
     for s in &r.shadowed {
-        println!(
+        show(format!(
             "warning  tool {} from {} is hidden by {} (fix: rename one of them)",
             s.name, s.loser, s.winner
-        );
+        ));
+    }
+    for w in &r.policy_warnings {
+        let line = w.line.map(|l| format!(":{l}")).unwrap_or_default();
+        show(format!(
+            "warning  {}{line}: {} (fix: {})",
+            w.file, w.message, w.fix
+        ));
     }
     for p in &r.policy {
         match &p.tool {
-            Some(t) => println!("error    policy for tool {t}: {}", p.message),
-            None => println!("error    {}", p.message),
+            Some(t) => show(format!("error    policy for tool {t}: {}", p.message)),
+            None => show(format!("error    {}", p.message)),
         }
     }
 }
@@ -198,6 +322,7 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
     };
     let catalog = crate::discover::discover(&project, &global.options());
     let mut problems = Vec::new();
+    let mut section_warnings = Vec::new();
     match Engine::with_catalog(
         &global.project,
         &super::exec::sources(&args.policy),
@@ -206,6 +331,11 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
         catalog.clone(),
     ) {
         Ok(engine) => {
+            section_warnings = unmatched_sections(
+                &engine.stack.tool_sections(),
+                &engine.catalog,
+                args.policy.policy.as_deref(),
+            );
             for t in &engine.catalog.tools {
                 if let Err(e) = engine.resolve(t) {
                     problems.push(PolicyProblem {
@@ -220,12 +350,12 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
             message: e.to_string(),
         }),
     }
-    let report = build(&project, &catalog, problems);
+    let report = build(&project, &catalog, problems, section_warnings);
     if args.json {
         match serde_json::to_string_pretty(&report) {
             Ok(s) => println!("{s}"),
             Err(e) => {
-                eprintln!("toolcage: {e}");
+                super::say(&e);
                 return status::INTERNAL;
             }
         }
@@ -236,5 +366,21 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
         status::OK
     } else {
         status::TOOL_ERROR
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_prefers_the_clawd_name_then_the_closest_spelling() {
+        let tools = ["ct_deploy", "deploy_all", "lint"];
+        let it = || tools.iter().copied();
+        assert_eq!(nearest("deploy", it()), Some("ct_deploy"));
+        assert_eq!(nearest("lnit", it()), Some("lint"));
+        assert_eq!(nearest("compile", it()), None);
+        assert_eq!(distance("kitten", "sitting"), 3);
+        assert_eq!(distance("", "ab"), 2);
     }
 }

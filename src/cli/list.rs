@@ -1,6 +1,7 @@
 //! `toolcage list`: every tool discovered, one per line (or JSON).
 
 use super::{Global, PolicyArgs, relative, status};
+use crate::text;
 use clap::Args;
 use serde::Serialize;
 
@@ -49,7 +50,7 @@ pub fn run(global: &Global, args: &ListArgs) -> u8 {
     let engine = match global.engine(&args.policy) {
         Ok(e) => e,
         Err(e) => {
-            eprintln!("toolcage: {e}");
+            super::say(&e);
             return status::INTERNAL;
         }
     };
@@ -66,11 +67,15 @@ pub fn run(global: &Global, args: &ListArgs) -> u8 {
             description: one_line(&t.description, 100),
         })
         .collect();
-    if args.json {
+    print_rows(&root, rows, args.json)
+}
+
+fn print_rows(root: &std::path::Path, rows: Vec<Row>, json: bool) -> u8 {
+    if json {
         match serde_json::to_string_pretty(&rows) {
             Ok(s) => println!("{s}"),
             Err(e) => {
-                eprintln!("toolcage: {e}");
+                super::say(&e);
                 return status::INTERNAL;
             }
         }
@@ -83,6 +88,17 @@ pub fn run(global: &Global, args: &ListArgs) -> u8 {
         );
         return status::OK;
     }
+    // Text for a terminal: names, paths and descriptions come from the
+    // project, so each is neutralised ([`crate::text`]) before it is shown.
+    let rows: Vec<Row> = rows
+        .into_iter()
+        .map(|r| Row {
+            name: text::one_line(&r.name),
+            source: text::one_line(&r.source),
+            description: text::one_line(&r.description),
+            ..r
+        })
+        .collect();
     let nw = rows.iter().map(|r| r.name.len()).max().unwrap_or(0);
     let fw = rows
         .iter()

@@ -95,6 +95,15 @@ impl Global {
     }
 }
 
+/// Print `toolcage: <message>` on stderr, neutralised ([`crate::text`]):
+/// errors quote tool names, arguments and paths from the project or client.
+pub fn say(message: &dyn std::fmt::Display) {
+    eprintln!(
+        "toolcage: {}",
+        crate::text::multi_line(&message.to_string())
+    );
+}
+
 /// `path` relative to `root` when it lies beneath it, else as is.
 pub fn relative(root: &std::path::Path, path: &std::path::Path) -> String {
     path.strip_prefix(root)
@@ -207,9 +216,35 @@ fn subcommand_name(mut args: impl Iterator<Item = String>) -> Option<String> {
 fn init_logging(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLCAGE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    // Log lines quote tool names, file names and diagnostics from clients
+    // and projects: each line is neutralised (no colours of our own, so no
+    // escape sequence is ours to keep).
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| NeutralStderr)
+        .with_ansi(false)
         .with_target(false)
         .try_init();
+}
+
+/// stderr for log lines: each write is one formatted event; its text is
+/// shown through [`crate::text::one_line`] (a `\r` or `\n` inside a
+/// message cannot start a forged line) and its final newline kept.
+struct NeutralStderr;
+
+impl std::io::Write for NeutralStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let (body, end) = match text.strip_suffix('\n') {
+            Some(body) => (body, "\n"),
+            None => (text.as_ref(), ""),
+        };
+        let line = format!("{}{end}", crate::text::one_line(body));
+        std::io::stderr().lock().write_all(line.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().lock().flush()
+    }
 }

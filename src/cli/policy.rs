@@ -27,7 +27,7 @@ pub fn run(global: &Global, args: &PolicyCmdArgs) -> u8 {
     let engine = match loaded {
         Ok(e) => e,
         Err(e) => {
-            eprintln!("toolcage: {e}");
+            super::say(&e);
             return status::INTERNAL;
         }
     };
@@ -43,7 +43,7 @@ pub fn run(global: &Global, args: &PolicyCmdArgs) -> u8 {
                         .map(|t| t.name.clone())
                         .collect(),
                 };
-                eprintln!("toolcage: {e}");
+                super::say(&e);
                 return status::INVALID;
             };
             engine.resolve(tool)
@@ -53,7 +53,7 @@ pub fn run(global: &Global, args: &PolicyCmdArgs) -> u8 {
     let resolved = match resolved {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("toolcage: {e}");
+            super::say(&e);
             return status::INTERNAL;
         }
     };
@@ -61,12 +61,13 @@ pub fn run(global: &Global, args: &PolicyCmdArgs) -> u8 {
         match serde_json::to_string_pretty(&resolved) {
             Ok(s) => println!("{s}"),
             Err(e) => {
-                eprintln!("toolcage: {e}");
+                super::say(&e);
                 return status::INTERNAL;
             }
         }
     } else {
-        print!("{}", render_text(&resolved));
+        // Tool names and request notes come from the project.
+        print!("{}", crate::text::multi_line(&render_text(&resolved)));
     }
     status::OK
 }

@@ -18,7 +18,7 @@ pub fn run(global: &Global, args: &SchemaArgs) -> u8 {
     let engine = match global.engine(&args.policy) {
         Ok(e) => e,
         Err(e) => {
-            eprintln!("toolcage: {e}");
+            super::say(&e);
             return status::INTERNAL;
         }
     };
@@ -34,7 +34,7 @@ pub fn run(global: &Global, args: &SchemaArgs) -> u8 {
                         .map(|t| t.name.clone())
                         .collect(),
                 };
-                eprintln!("toolcage: {e}");
+                super::say(&e);
                 return status::INVALID;
             };
             engine.definition(tool)
@@ -53,11 +53,11 @@ pub fn run(global: &Global, args: &SchemaArgs) -> u8 {
             status::OK
         }
         Ok(Err(e)) => {
-            eprintln!("toolcage: {e}");
+            super::say(&e);
             status::INTERNAL
         }
         Err(e) => {
-            eprintln!("toolcage: {e} (run `toolcage check`)");
+            super::say(&format!("{e} (run `toolcage check`)"));
             status::INTERNAL
         }
     }

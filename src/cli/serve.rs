@@ -72,9 +72,9 @@ fn try_run(global: &Global, args: &ServeArgs) -> anyhow::Result<()> {
         tracing::warn!("{d}");
     }
     tracing::info!("{} tool(s) discovered", engine.catalog.tools.len());
-    // Approval, rate limits and the audit log; counters live in memory for
-    // the life of the server, sessions are per client connection.
-    let gate = crate::gate::Gate::in_memory(&engine)?;
+    // Approval, rate limits and the audit log; the rate limits are the
+    // project's shared state (with `toolcage call`), sessions are per client.
+    let gate = crate::gate::Gate::for_server(&engine)?;
     tracing::info!("audit log: {}", gate.audit_path().display());
     let server =
         McpServer::new(Arc::new(EngineHost::new(engine)), config).with_gate(Arc::new(gate));

@@ -596,6 +596,10 @@ fn finish(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) ->
 pub(crate) fn scan(project: &Path) -> Found {
     let dir = project.join("tools");
     let mut f = Found::default();
+    if fsread::refuse_outside(&dir, project, "the project", &mut f.diagnostics) {
+        f.examined.push(dir);
+        return f;
+    }
     let Some(entries) = fsread::list_dir(&dir, &mut f.diagnostics) else {
         return f;
     };
@@ -608,6 +612,9 @@ pub(crate) fn scan(project: &Path) -> Found {
             continue;
         }
         f.examined.push(path.clone());
+        if fsread::refuse_outside(&path, &dir, "tools/", &mut f.diagnostics) {
+            continue;
+        }
         let text = match fsread::read_text(&path, READ_CAP) {
             Ok(t) => t,
             Err(d) => {

@@ -376,6 +376,10 @@ fn parse_param(name: &str, def: &Value) -> Result<(Param, Option<String>), Strin
 pub(crate) fn scan(project: &Path) -> Found {
     let dir = project.join(".clawd").join("tools");
     let mut f = Found::default();
+    if fsread::refuse_outside(&dir, project, "the project", &mut f.diagnostics) {
+        f.examined.push(dir);
+        return f;
+    }
     let Some(entries) = fsread::list_dir(&dir, &mut f.diagnostics) else {
         return f;
     };
@@ -406,6 +410,16 @@ pub(crate) fn scan(project: &Path) -> Found {
         }
         let file = e.path.join("tool.json");
         f.examined.push(file.clone());
+        if fsread::refuse_outside(&e.path, &dir, ".clawd/tools", &mut f.diagnostics)
+            || fsread::refuse_outside(
+                &file,
+                &e.path,
+                &format!(".clawd/tools/{}", e.name),
+                &mut f.diagnostics,
+            )
+        {
+            continue;
+        }
         if !valid_tool_name(&e.name) {
             f.diagnostics.push(
                 Diagnostic::error(
@@ -504,20 +518,7 @@ fn finish(
         }
     };
     // The entrypoint must stay inside the tool dir even through a symlink.
-    if let (Ok(real), Ok(real_dir)) = (std::fs::canonicalize(&entry), std::fs::canonicalize(dir))
-        && !real.starts_with(&real_dir)
-    {
-        diags.push(
-            Diagnostic::error(
-                file,
-                None,
-                format!(
-                    "entrypoint '{}' resolves outside the tool directory; tool skipped",
-                    def.entrypoint
-                ),
-            )
-            .fix("replace the symlink with the script itself"),
-        );
+    if fsread::refuse_outside(&entry, dir, &format!(".clawd/tools/{id}"), diags) {
         return None;
     }
     if def.interpreter.is_none() && meta.permissions().mode() & 0o111 == 0 {

@@ -128,3 +128,47 @@ pub(crate) fn list_dir(dir: &Path, diags: &mut Vec<Diagnostic>) -> Option<Vec<En
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Some(out)
 }
+
+/// Where `path` really leads when that is outside `root` (both resolved,
+/// so a symlink of `path` itself or of a directory on the way counts).
+/// Only the links are resolved; nothing is opened. `None` when it stays
+/// inside `root`, or when either does not resolve (reading `path` reports
+/// a dangling link or a loop).
+pub(crate) fn leads_outside(path: &Path, root: &Path) -> Option<PathBuf> {
+    let real_root = std::fs::canonicalize(root).ok()?;
+    let real = std::fs::canonicalize(path).ok()?;
+    (!real.starts_with(&real_root)).then_some(real)
+}
+
+/// When `path` leads outside `root` (see [`leads_outside`]), report it in
+/// `diags` and return true: the entry must not be read. The diagnostic
+/// names the link, its own text and where it resolves, never anything of
+/// the target's content. `inside` names `root` for people (".agents/tools").
+pub(crate) fn refuse_outside(
+    path: &Path,
+    root: &Path,
+    inside: &str,
+    diags: &mut Vec<Diagnostic>,
+) -> bool {
+    let Some(real) = leads_outside(path, root) else {
+        return false;
+    };
+    let link = match std::fs::read_link(path) {
+        Ok(target) => format!("symlink to {}", target.display()),
+        Err(_) => "path (through a symlinked directory)".to_string(),
+    };
+    diags.push(
+        Diagnostic::error(
+            path,
+            None,
+            format!(
+                "{link} leads outside {inside} (to {}); not read, tool skipped",
+                real.display()
+            ),
+        )
+        .fix(format!(
+            "put the file itself inside {inside} instead of a link to it, or remove the link"
+        )),
+    );
+    true
+}

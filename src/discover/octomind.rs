@@ -378,6 +378,10 @@ pub fn to_spec(name: &str, path: &Path, header: Header) -> ToolSpec {
 pub(crate) fn scan(project: &Path) -> Found {
     let dir = project.join(".agents").join("tools");
     let mut f = Found::default();
+    if fsread::refuse_outside(&dir, project, "the project", &mut f.diagnostics) {
+        f.examined.push(dir);
+        return f;
+    }
     let Some(entries) = fsread::list_dir(&dir, &mut f.diagnostics) else {
         return f;
     };
@@ -398,6 +402,11 @@ pub(crate) fn scan(project: &Path) -> Found {
             continue;
         }
         f.examined.push(path.clone());
+        // A link out would let one tool (or anything in the project) be
+        // rewritten by another call, and would make its target a read root.
+        if fsread::refuse_outside(path, &dir, ".agents/tools", &mut f.diagnostics) {
+            continue;
+        }
         if e.name.starts_with('.') {
             f.diagnostics.push(
                 Diagnostic::warning(path, None, "hidden file ignored")

@@ -568,7 +568,14 @@ fn scan_file(path: &Path, required: bool, f: &mut Found) {
 pub(crate) fn scan(project: &Path, extra: Option<&Path>) -> Found {
     let mut f = Found::default();
     let own = project.join("tools.toml");
-    scan_file(&own, false, &mut f);
+    // The project's own tools.toml must be the project's: a link to any
+    // other file would be read (and quoted in errors) with our rights.
+    // `--tools-toml` is the operator's choice and may be anywhere.
+    if fsread::refuse_outside(&own, project, "the project", &mut f.diagnostics) {
+        f.examined.push(own.clone());
+    } else {
+        scan_file(&own, false, &mut f);
+    }
     if let Some(extra) = extra {
         let extra: PathBuf = std::path::absolute(extra).unwrap_or_else(|_| extra.to_path_buf());
         let same = match (std::fs::canonicalize(&extra), std::fs::canonicalize(&own)) {

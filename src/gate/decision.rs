@@ -147,6 +147,7 @@ pub(super) fn record(
         source: call.tool.source.display().to_string(),
         args_sha256: args_digest(&args),
         args: (!gate.session.audit.redact).then_some(args),
+        args_cut: None,
         decision,
         approval_mode: Some(mode_name(call.resolved.grant.approval).into()),
         grant: Some(GrantSummary::of(&call.resolved.grant)),
@@ -217,6 +218,7 @@ pub(super) fn rejected(
             .unwrap_or_default(),
         args_sha256: args_digest(args),
         args: (!gate.session.audit.redact).then(|| args.clone()),
+        args_cut: None,
         decision: Recorded::Denied {
             reason: reason.into(),
             message: error.to_string(),

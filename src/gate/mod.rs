@@ -6,7 +6,7 @@
 //! # The seam for a surface (CLI, MCP server)
 //!
 //! ```ignore
-//! let gate = Gate::in_memory(&engine)?;          // a long-lived server (Gate::shared for the CLI)
+//! let gate = Gate::for_server(&engine)?;         // a long-lived server (Gate::shared for the CLI)
 //! let session = SessionId::new("mcp-<connection id>");
 //! let prepared = engine.prepare(name, args)?;    // invalid arguments: no gate, no record
 //! let decision = gate.check(&prepared, &session, &channel);  // or check_async(.., &dyn AsyncApprovalChannel).await
@@ -60,7 +60,7 @@ use crate::call::{Engine, PreparedCall};
 use crate::policy::{PolicyError, RateLimit, SessionPolicy, format_duration};
 use approval::{Memory, Need};
 use persist::{FileRates, FileSlots, RateCheck, RateRefusal, Slot, SlotStore};
-use ratelimit::{Clock, Concurrency, RateLimiter, SystemClock, WallClock, wait_text};
+use ratelimit::{Clock, Concurrency, RateLimiter, WallClock, wait_text};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -116,15 +116,17 @@ impl std::fmt::Debug for Gate {
 }
 
 impl Gate {
-    /// Rate limits and slots in memory (one long-lived process: the MCP
-    /// server); the audit log is opened now.
-    pub fn in_memory(engine: &Engine) -> Result<Gate, GateError> {
+    /// For a long-lived server (`toolcage serve`): the rate limits are the
+    /// project's file-backed state, shared with every `toolcage call` and
+    /// every other server and kept across restarts; concurrency slots are
+    /// counted in memory. The audit log is opened now.
+    pub fn for_server(engine: &Engine) -> Result<Gate, GateError> {
         let dir = location::state_dir(&engine.project_root(), &engine.ctx);
         Gate::build(
             engine,
-            dir,
-            Arc::new(SystemClock::default()),
-            Box::new(RateLimiter::default()),
+            dir.clone(),
+            Arc::new(WallClock),
+            Box::new(FileRates::new(&dir)),
             Box::new(Concurrency::default()),
         )
     }

@@ -6,9 +6,14 @@
 //! which the policy refuses inside any write root of a grant, so a tool
 //! cannot reset its own limits.
 //!
-//! - `ratelimit.json`: `{"key": [millis since the epoch, ...]}`, read and
-//!   rewritten under an exclusive `flock`. A file that does not parse is an
-//!   error (fail closed), not a fresh start.
+//! - `ratelimit.json`: `{"key": [millis since the epoch, ...]}`, shared by
+//!   every `toolcage call` and every `toolcage serve` of the project. Read
+//!   and replaced under an exclusive `flock` on `ratelimit.lock`; a new
+//!   state is written to `ratelimit.json.tmp`, synced, and renamed over the
+//!   old one, so a crash leaves either the old state or the new one, never
+//!   an empty file. No file yet is a fresh start; an empty file or one that
+//!   does not parse refuses every call (fail closed) with the way to reset
+//!   it ([`reset_hint`]).
 //! - `slots/<tool-hash>.<i>.lock`: a call holds an exclusive `flock` on one
 //!   of `concurrent` slot files while it runs. The kernel drops the lock when
 //!   the process dies, so a crash never leaks a slot.
@@ -18,7 +23,7 @@ use crate::policy::RateLimit;
 use nix::fcntl::{Flock, FlockArg};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -66,22 +71,40 @@ fn open_locked(path: &Path, nonblock: bool) -> Result<Option<Flock<File>>, State
     }
 }
 
+/// How to reset a damaged rate-limit state: remove the file (the next call
+/// starts with empty windows).
+pub fn reset_hint(path: &Path) -> String {
+    format!(
+        "calls are refused until it is reset; to reset every rate limit of the project, run: rm {}",
+        path.display()
+    )
+}
+
 /// Rate-limit windows in `<state dir>/ratelimit.json`.
 #[derive(Debug, Clone)]
 pub struct FileRates {
     path: PathBuf,
+    lock: PathBuf,
+    temp: PathBuf,
 }
 
 impl FileRates {
     pub fn new(state_dir: &Path) -> FileRates {
         FileRates {
             path: state_dir.join("ratelimit.json"),
+            lock: state_dir.join("ratelimit.lock"),
+            temp: state_dir.join("ratelimit.json.tmp"),
         }
+    }
+
+    /// The state file (`<state dir>/ratelimit.json`).
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     fn load(text: &str) -> Result<super::ratelimit::Windows, String> {
         if text.trim().is_empty() {
-            return Ok(HashMap::new());
+            return Err("the file is empty".into());
         }
         let m: BTreeMap<String, Vec<u64>> =
             serde_json::from_str(text).map_err(|e| e.to_string())?;
@@ -113,30 +136,76 @@ impl FileRates {
         limits: &[(String, RateLimit)],
         now: Duration,
     ) -> Result<Result<Vec<Ticket>, Limited>, StateError> {
+        // No limit applies: nothing to count, no lock, no write (and no
+        // fsync) on every unlimited call.
+        if limits.is_empty() {
+            return Ok(Ok(Vec::new()));
+        }
         if let Some(dir) = self.path.parent() {
             private_dir(dir)?;
         }
         let shown = self.path.display();
-        let mut f = open_locked(&self.path, false)?
-            .ok_or_else(|| StateError(format!("cannot lock {shown}")))?;
-        let mut text = String::new();
-        f.read_to_string(&mut text)
-            .map_err(|e| StateError(format!("cannot read {shown}: {e}")))?;
-        let windows = Self::load(&text).map_err(|e| {
-            StateError(format!(
-                "rate-limit state {shown} is corrupt ({e}); remove it to reset the limits"
-            ))
-        })?;
+        // Held until the new state is in place; released on drop.
+        let _lock = open_locked(&self.lock, false)?
+            .ok_or_else(|| StateError(format!("cannot lock {}", self.lock.display())))?;
+        let windows = match self.read_state()? {
+            None => HashMap::new(),
+            Some(text) => Self::load(&text).map_err(|e| {
+                StateError(format!(
+                    "rate-limit state {shown} is damaged ({e}); {}",
+                    reset_hint(&self.path)
+                ))
+            })?,
+        };
         let limiter = RateLimiter::from_windows(windows);
         let result = limiter.try_acquire(limits, now);
         if result.is_ok() {
-            let out = Self::store(limiter.into_windows());
-            f.set_len(0)
-                .and_then(|_| f.seek(SeekFrom::Start(0)))
-                .and_then(|_| f.write_all(out.as_bytes()))
+            self.replace(&Self::store(limiter.into_windows()))
                 .map_err(|e| StateError(format!("cannot write {shown}: {e}")))?;
         }
         Ok(result)
+    }
+
+    /// The state's text; `None` when there is no state yet.
+    fn read_state(&self) -> Result<Option<String>, StateError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+            .open(&self.path);
+        let mut file = match file {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(StateError(format!(
+                    "cannot open {}: {e}",
+                    self.path.display()
+                )));
+            }
+        };
+        let mut text = String::new();
+        file.read_to_string(&mut text)
+            .map_err(|e| StateError(format!("cannot read {}: {e}", self.path.display())))?;
+        Ok(Some(text))
+    }
+
+    /// Write `text` to the temp file, sync it, rename it over the state and
+    /// sync the directory: the state is the old one or the new one, whole.
+    fn replace(&self, text: &str) -> std::io::Result<()> {
+        let mut tmp = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+            .open(&self.temp)?;
+        tmp.write_all(text.as_bytes())?;
+        tmp.sync_all()?;
+        drop(tmp);
+        std::fs::rename(&self.temp, &self.path)?;
+        if let Some(dir) = self.path.parent() {
+            File::open(dir)?.sync_all()?;
+        }
+        Ok(())
     }
 }
 
@@ -254,19 +323,53 @@ mod tests {
     }
 
     #[test]
-    fn a_corrupt_rate_file_fails_closed() {
+    fn a_corrupt_or_empty_rate_file_fails_closed_with_the_reset() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("ratelimit.json"), "{not json").unwrap();
+        let path = dir.path().join("ratelimit.json");
         let limits = vec![("tool:t".to_string(), rl(5, 60))];
-        match FileRates::new(dir.path()).check(&limits, Duration::from_secs(1)) {
-            Err(RateRefusal::Unavailable(e)) => assert!(e.0.contains("corrupt"), "{e}"),
-            other => panic!("{other:?}"),
+        for damaged in ["{not json", "", "  \n"] {
+            std::fs::write(&path, damaged).unwrap();
+            match FileRates::new(dir.path()).check(&limits, Duration::from_secs(1)) {
+                Err(RateRefusal::Unavailable(e)) => {
+                    assert!(e.0.contains("is damaged"), "{e}");
+                    assert!(e.0.contains(&format!("rm {}", path.display())), "{e}");
+                }
+                other => panic!("{damaged:?}: {other:?}"),
+            }
+            // Refusing leaves the damaged file as it was.
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), damaged);
         }
         // Control: the same check on a fresh file admits.
         std::fs::remove_file(dir.path().join("ratelimit.json")).unwrap();
         FileRates::new(dir.path())
             .check(&limits, Duration::from_secs(1))
             .unwrap();
+    }
+
+    #[test]
+    fn a_call_without_limits_touches_no_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let rates = FileRates::new(dir.path().join("state").as_path());
+        rates.check(&[], Duration::from_secs(1)).unwrap();
+        assert!(!dir.path().join("state").exists());
+    }
+
+    #[test]
+    fn the_state_is_replaced_whole_and_never_left_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let rates = FileRates::new(dir.path());
+        let limits = vec![("tool:t".to_string(), rl(5, 60))];
+        rates.check(&limits, Duration::from_secs(1)).unwrap();
+        let before = std::fs::metadata(rates.path()).unwrap();
+        rates.check(&limits, Duration::from_secs(2)).unwrap();
+        let after = std::fs::metadata(rates.path()).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        // A new file renamed into place, not the old one rewritten.
+        assert_ne!(before.ino(), after.ino());
+        assert_eq!(after.mode() & 0o777, 0o600);
+        assert!(!dir.path().join("ratelimit.json.tmp").exists());
+        let text = std::fs::read_to_string(rates.path()).unwrap();
+        assert_eq!(text, r#"{"tool:t":[1000,2000]}"#);
     }
 
     #[test]

@@ -7,15 +7,24 @@
 //! No terminal → [`ApprovalAnswer::NoChannel`]; end of input (Ctrl-D) →
 //! [`ApprovalAnswer::Declined`]; no answer within the timeout →
 //! [`ApprovalAnswer::TimedOut`].
+//!
+//! Before the question, pending input is discarded (`tcflush`), so type-ahead
+//! or a `y` typed at a fake prompt that a tool printed earlier is not an
+//! answer, and colours and attributes are reset ([`RESET_ATTRIBUTES`]), so
+//! earlier output cannot leave the prompt hidden.
 
 use super::approval::{ApprovalAnswer, ApprovalChannel, ApprovalRequest};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::termios::{FlushArg, tcflush};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+/// SGR 0: every colour and attribute (hidden, invisible, reverse) off.
+pub const RESET_ATTRIBUTES: &str = "\x1b[0m";
 
 /// At most this many bytes of pretty-printed arguments are shown.
 pub const MAX_ARGS_SHOWN: usize = 4096;
@@ -75,18 +84,9 @@ impl Terminal {
 
 /// Control characters (C0, DEL, C1) and bidirectional overrides, shown as
 /// `\u{..}` so the arguments cannot move the cursor, clear the screen or
-/// reorder text to fake the prompt. Newlines stay.
+/// reorder text to fake the prompt. Newlines stay. See [`crate::text`].
 pub fn sanitize(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-        if (c.is_control() && c != '\n') || bidi {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    crate::text::escape_except(s, &['\n'])
 }
 
 /// The text shown to a person (also usable as an elicitation message).
@@ -207,8 +207,17 @@ impl ApprovalChannel for Terminal {
         else {
             return ApprovalAnswer::NoChannel;
         };
+        // Whatever was typed before the question was shown (type-ahead, or
+        // a `y` answered to a fake prompt a tool printed earlier) is not an
+        // answer to it: discard pending input first. A terminal whose input
+        // cannot be discarded is not asked.
+        if tcflush(&tty, FlushArg::TCIFLUSH).is_err() {
+            return ApprovalAnswer::NoChannel;
+        }
         let deadline = Instant::now() + self.timeout;
-        let mut prompt = describe(request);
+        // Reset colours and attributes first: earlier output (a tool's) may
+        // have left the terminal printing hidden or invisible text.
+        let mut prompt = format!("{RESET_ATTRIBUTES}{}", describe(request));
         for _ in 0..3 {
             prompt.push_str(&format!(
                 "Allow this call? [y/n] (declined in {}s) ",
@@ -267,32 +276,70 @@ mod tests {
         }
     }
 
-    /// Type `input` into a fresh pseudo-terminal, ask, and return the
-    /// answer and everything the terminal displayed.
-    fn ask_pty(input: &[u8], timeout: Duration) -> (ApprovalAnswer, String) {
+    /// Ask on a fresh pseudo-terminal: `early` is typed before the question
+    /// is asked, `input` once the prompt is shown. Returns the answer and
+    /// everything the terminal displayed.
+    fn ask_pty_typed(early: &[u8], input: &[u8], timeout: Duration) -> (ApprovalAnswer, String) {
         let pty = openpty(None, None).unwrap();
         let master: OwnedFd = pty.master;
         let slave = pty.slave;
         let path = format!("/proc/self/fd/{}", slave.as_raw_fd());
         let mut m = File::from(master);
-        m.write_all(input).unwrap();
-        let answer = Terminal::with_path(path, timeout).ask(&request(serde_json::json!({
-            "env": "prod", "big": "x".repeat(10_000)
-        })));
-        drop(slave);
+        m.write_all(early).unwrap();
+        let asking = std::thread::spawn(move || {
+            let answer = Terminal::with_path(path, timeout).ask(&request(serde_json::json!({
+                "env": "prod", "big": "x".repeat(10_000)
+            })));
+            drop(slave);
+            answer
+        });
         let mut shown = Vec::new();
         let mut chunk = [0u8; 4096];
-        loop {
+        let mut typed = false;
+        let give_up = Instant::now() + timeout + Duration::from_secs(5);
+        while Instant::now() < give_up {
+            if !typed && String::from_utf8_lossy(&shown).contains("Allow this call?") {
+                m.write_all(input).unwrap();
+                typed = true;
+            }
             let mut fds = [PollFd::new(m.as_fd(), PollFlags::POLLIN)];
             if poll(&mut fds, PollTimeout::from(200u16)).unwrap_or(0) == 0 {
-                break;
+                if asking.is_finished() {
+                    break;
+                }
+                continue;
             }
             match m.read(&mut chunk) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => shown.extend_from_slice(&chunk[..n]),
             }
         }
+        let answer = asking.join().unwrap();
         (answer, String::from_utf8_lossy(&shown).into_owned())
+    }
+
+    fn ask_pty(input: &[u8], timeout: Duration) -> (ApprovalAnswer, String) {
+        ask_pty_typed(b"", input, timeout)
+    }
+
+    #[test]
+    fn type_ahead_is_discarded_and_attributes_are_reset_first() {
+        // `y` typed before the question exists is not an answer to it.
+        let (a, shown) = ask_pty_typed(b"y\n", b"n\n", Duration::from_secs(10));
+        assert_eq!(a, ApprovalAnswer::Declined, "{shown}");
+        let (a, _) = ask_pty_typed(b"y\n", b"", Duration::from_millis(500));
+        assert_eq!(a, ApprovalAnswer::TimedOut);
+        // The prompt starts by switching hidden text and colours off.
+        let at = shown.find("toolcage: tool").unwrap();
+        assert!(shown[..at].ends_with(RESET_ATTRIBUTES), "{shown:?}");
+        // Control: the same answer typed after the prompt approves.
+        let (a, _) = ask_pty_typed(b"", b"y\n", Duration::from_secs(10));
+        assert_eq!(
+            a,
+            ApprovalAnswer::Approved {
+                by: "terminal".into()
+            }
+        );
     }
 
     #[test]

@@ -182,6 +182,14 @@ pub fn apply(st: &mut State, tool: &str, r: &Requests, seq: usize) -> Vec<Reques
     }
 
     if let Some(want) = r.requires_approval {
+        // SECURITY.md: `--yes` is off for tools that asked for approval
+        // unless the operator turns it on (`allow_yes` set in any layer).
+        if want && st.allow_yes.is_none() {
+            st.allow_yes = Some(Val {
+                v: false,
+                o: origin("--yes is off for a tool that asks for approval (set approval.allow_yes to allow it)".into()),
+            });
+        }
         let asked = if want { "required" } else { "not required" }.to_string();
         let cur = enum_name(&st.approval.v);
         let src = st.approval.o.source.clone();

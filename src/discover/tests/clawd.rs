@@ -224,12 +224,16 @@ fn scan_exposes_ct_id_and_checks_the_entrypoint() {
     p.write(".clawd/tools/stray.json", "{}");
     p.write(".clawd/tools/.hidden/tool.json", "garbage");
     let c = p.discover();
+    let escape = format!(
+        "error .clawd/tools/escape/x.sh: symlink to /bin/sh leads outside .clawd/tools/escape (to {}); not read, tool skipped (fix: put the file itself inside .clawd/tools/escape instead of a link to it, or remove the link)",
+        std::fs::canonicalize("/bin/sh").unwrap().display()
+    );
     assert_eq!(names(&c), vec!["ct_greet", "ct_raw", "ct_renamed"]);
     assert_eq!(
         rendered(&c, p.root()),
         vec![
             "error .clawd/tools/empty/tool.json: no tool.json in the tool directory (or it vanished); tool skipped (fix: add .clawd/tools/empty/tool.json, or remove the directory)",
-            "error .clawd/tools/escape/tool.json: entrypoint 'x.sh' resolves outside the tool directory; tool skipped (fix: replace the symlink with the script itself)",
+            escape.as_str(),
             "error .clawd/tools/missing/tool.json: entrypoint 'gone.py': file vanished or is a dangling symlink; tool skipped (fix: create .clawd/tools/missing/gone.py)",
             "error .clawd/tools/noexec/tool.json: no interpreter for 'run' and it is not executable; tool skipped (fix: set \"interpreter\" or chmod +x .clawd/tools/noexec/run)",
             "warning .clawd/tools/renamed/tool.json: \"name\" 'other' differs from the directory; exposed as ct_renamed (fix: make \"name\" and the directory name the same)",

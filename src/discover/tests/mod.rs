@@ -8,6 +8,7 @@ mod collide;
 mod nasty;
 mod octomind;
 mod opencrabs;
+mod symlinks;
 mod template;
 mod template_prop;
 

@@ -318,17 +318,6 @@ fn fifo_and_unreadable_files_are_diagnostics_not_hangs() {
 }
 
 #[test]
-fn symlinked_script_loads_with_both_paths_readable() {
-    let p = Proj::new();
-    let real = p.exec("scripts/real", "#!/bin/sh\n# @description R\n");
-    std::fs::create_dir_all(p.path(".agents/tools")).unwrap();
-    std::os::unix::fs::symlink(&real, p.path(".agents/tools/linked")).unwrap();
-    let c = p.discover();
-    let t = c.get("linked").unwrap();
-    assert_eq!(t.needs_read, vec![p.path(".agents/tools/linked"), real]);
-}
-
-#[test]
 fn malformed_tool_never_hides_the_others() {
     let p = Proj::new();
     p.exec(".agents/tools/a", "#!/bin/sh\n# @description A\n");
