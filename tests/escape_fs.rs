@@ -325,22 +325,31 @@ fn protected_file_mode_cannot_change() {
 }
 
 #[test]
-fn missing_protected_path_creation_is_reported() {
-    // Landlock cannot forbid one name inside a write root and there is no
-    // inode to bind-mount over: the sandbox reports the creation instead.
+fn a_missing_protected_path_stays_absent() {
+    // No inode to bind over and Landlock cannot forbid one name inside a
+    // write root: what the call creates there is moved aside when it ends.
     let p = Project::new("prot-missing");
     let g = default_grant(&p.dir);
     let o = py(
         &g,
-        "os.makedirs('.agents/tools'); open('.agents/tools/planted', 'w').close(); t(lambda: None)",
+        "os.makedirs('.agents/tools'); open('.agents/tools/planted', 'w').close(); \
+         open('tools.toml', 'w').write('[[tools]]'); t(lambda: None)",
     );
-    assert_ok(&o, "create missing .agents");
-    assert_eq!(o.created_protected, vec![p.path(".agents")]);
-    // A call that creates nothing reports nothing; and from now on the
-    // planted directory exists, so it is protected like any other.
-    let next = py(&g, "t(lambda: open('.agents/tools/planted', 'w').close())");
-    assert_denied(&next, &["DENIED:EROFS"], "write planted tool");
-    assert!(next.created_protected.is_empty());
+    assert_ok(&o, "create missing .agents and tools.toml");
+    assert_eq!(
+        o.created_protected,
+        vec![p.path(".agents"), p.path("tools.toml")]
+    );
+    assert!(!p.path(".agents").exists(), ".agents stayed");
+    assert!(!p.path("tools.toml").exists(), "tools.toml stayed");
+    assert_eq!(o.quarantined.len(), 2);
+    assert!(o.quarantined[0].moved_to.join("tools/planted").exists());
+    // Control: an ordinary new file in the project stays where it was made,
+    // and a call that creates nothing protected reports nothing.
+    let next = py(&g, "t(lambda: open('notes.txt', 'w').close())");
+    assert_ok(&next, "ordinary file");
+    assert!(p.path("notes.txt").exists());
+    assert!(next.created_protected.is_empty() && next.quarantined.is_empty());
 }
 
 #[test]
@@ -485,9 +494,9 @@ fn protected_path_that_is_a_symlink_protects_its_target() {
 }
 
 #[test]
-fn replacing_a_protected_symlink_is_reported() {
+fn replacing_a_protected_symlink_is_undone() {
     // The link itself lives in a writable directory; swapping it for a
-    // directory of planted tools cannot be prevented, only reported.
+    // directory of planted tools cannot be prevented, so it is undone.
     let p = Project::new("prot-symlink-swap");
     p.write("agents-real/tools/x", "original");
     std::os::unix::fs::symlink("agents-real", p.path(".agents")).unwrap();
@@ -501,4 +510,11 @@ fn replacing_a_protected_symlink_is_reported() {
     );
     assert_ok(&o, "swap .agents symlink");
     assert_eq!(o.created_protected, vec![p.path(".agents")]);
+    // ...and undone: the link is back, the planted directory moved aside.
+    assert_eq!(
+        std::fs::read_link(p.path(".agents")).unwrap(),
+        std::path::PathBuf::from("agents-real")
+    );
+    assert_eq!(o.quarantined.len(), 1);
+    assert!(o.quarantined[0].moved_to.join("tools").is_dir());
 }

@@ -156,3 +156,25 @@ fn a_lower_hard_limit_is_kept_not_an_error() {
     let o = toolcage(&p, &[], &["exec", "--", "sh", "-c", "ulimit -n"]);
     assert_eq!(out(&o), "1024", "{}", err(&o));
 }
+
+#[test]
+fn an_absent_tool_file_stays_absent_after_the_call() {
+    let p = Project::new("op-absent");
+    let o = toolcage(
+        &p,
+        &[],
+        &[
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "echo '{\"mcpServers\":{}}' > .mcp.json && mkdir -p .agents/tools && echo ok > out.txt",
+        ],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(!p.path(".mcp.json").exists(), ".mcp.json was left behind");
+    assert!(!p.path(".agents").exists(), ".agents was left behind");
+    assert!(err(&o).contains("moved it aside to"), "{}", err(&o));
+    // Control: the ordinary output of the same call is kept.
+    assert_eq!(std::fs::read_to_string(p.path("out.txt")).unwrap(), "ok\n");
+}

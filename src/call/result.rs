@@ -40,10 +40,18 @@ pub fn format(outcome: &Outcome, grant: &Grant) -> (String, bool) {
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
-        text.push_str(&format!(
-            "[toolcage: the call created or replaced protected path {}]\n",
-            p.display()
-        ));
+        let undone = outcome.quarantined.iter().find(|q| &q.path == p);
+        match undone {
+            Some(q) => text.push_str(&format!(
+                "[toolcage: the call created protected path {}; it was moved aside to {}]\n",
+                p.display(),
+                q.moved_to.display()
+            )),
+            None => text.push_str(&format!(
+                "[toolcage: the call created or replaced protected path {}]\n",
+                p.display()
+            )),
+        }
     }
     (text, failure.is_some())
 }
@@ -87,6 +95,7 @@ mod tests {
                 degraded: vec![],
             },
             created_protected: vec![],
+            quarantined: vec![],
         }
     }
 

@@ -170,10 +170,17 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
         ));
     }
     for p in &outcome.created_protected {
-        super::say(&format!(
-            "warning: the call created or replaced protected path {}",
-            p.display()
-        ));
+        match outcome.quarantined.iter().find(|q| &q.path == p) {
+            Some(q) => super::say(&format!(
+                "warning: the call created protected path {}; moved it aside to {}",
+                p.display(),
+                q.moved_to.display()
+            )),
+            None => super::say(&format!(
+                "warning: the call created or replaced protected path {}",
+                p.display()
+            )),
+        }
     }
     if args.json {
         match serde_json::to_string(&result) {

@@ -9,6 +9,7 @@ mod env;
 mod landlock;
 pub mod output;
 mod program;
+mod quarantine;
 pub mod report;
 mod rootfs;
 mod runtime_dir;
@@ -84,9 +85,20 @@ pub struct Outcome {
     #[serde(serialize_with = "ser_secs")]
     pub duration: Duration,
     pub enforcement: EnforcementReport,
-    /// Protected paths that did not exist before the call and do now, and
-    /// protected symlinks that the call replaced or removed.
+    /// Protected paths the call created, protected symlinks it replaced or
+    /// removed, and protected or denied paths whose identity changed.
     pub created_protected: Vec<PathBuf>,
+    /// What toolcage undid after the call: a protected path that did not
+    /// exist stays absent (what the call created there is moved aside), and a
+    /// replaced protected symlink is put back.
+    pub quarantined: Vec<Quarantined>,
+}
+
+/// A path the call created where a protected path was absent, moved aside.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Quarantined {
+    pub path: PathBuf,
+    pub moved_to: PathBuf,
 }
 
 fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

@@ -3,6 +3,7 @@
 
 use super::child::{ChildPlan, FreshRule, ProcWrite, Stage, init_main};
 use super::landlock::{self as ll};
+use super::quarantine;
 use super::report::{EnforcementReport, LandlockStatus};
 use super::rootfs::{self, FreshAccess};
 use super::supervise::{CancelToken, Running, supervise};
@@ -475,18 +476,11 @@ pub fn run(
         grant.kill_grace,
         cancel,
     );
-    let mut created_protected: Vec<PathBuf> = root
-        .missing_protected
-        .into_iter()
-        .filter(|p| p.symlink_metadata().is_ok())
-        .collect();
-    created_protected.extend(
-        root.protected_links
-            .into_iter()
-            .filter(|(p, link)| std::fs::read_link(p).ok().as_ref() != Some(link))
-            .map(|(p, _)| p),
+    let (created_protected, quarantined) = quarantine::after_call(
+        root.missing_protected,
+        root.protected_links,
+        rootfs::replaced(&root.watched),
     );
-    created_protected.extend(rootfs::replaced(&root.watched));
     Ok(Outcome {
         exit: finished.exit,
         stdout: finished.stdout,
@@ -494,6 +488,7 @@ pub fn run(
         duration: start.elapsed(),
         enforcement: report,
         created_protected,
+        quarantined,
     })
 }
 

@@ -125,6 +125,7 @@ fn outcome(exit: Exit, text: &str, duration: Duration) -> Outcome {
             degraded: vec!["fake host: nothing enforced".into()],
         },
         created_protected: vec![],
+        quarantined: vec![],
     }
 }
 
