@@ -117,7 +117,13 @@ pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diag
         return (None, d);
     };
     let text = String::from_utf8_lossy(bytes);
-    if let Some(found) = obj.get("parameters").and_then(schema::remote_reference) {
+    let raw = obj.get("parameters");
+    let found = match (raw, unwrap_json_schema(raw).1) {
+        (Some(p), Some(_)) => schema::remote_reference(p),
+        (Some(p), None) => schema::remote_reference_in_properties(p),
+        (None, _) => None,
+    };
+    if let Some(found) = found {
         let tool = obj.get("name").and_then(Value::as_str).unwrap_or("?");
         let tool = format!("ct_{tool}");
         d.push(schema::remote_reference_error(

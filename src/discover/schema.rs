@@ -108,12 +108,34 @@ const KNOWN_META_SCHEMAS: [&str; 5] = [
 /// them is an example value, not a reference.
 const DATA_KEYWORDS: [&str; 4] = ["enum", "const", "default", "examples"];
 
+/// Keywords whose values map names to subschemas: their keys are names (a
+/// property may be called `default` or `$ref`), not keywords.
+const NAME_MAPS: [&str; 6] = [
+    "properties",
+    "patternProperties",
+    "definitions",
+    "$defs",
+    "dependentSchemas",
+    "dependencies",
+];
+
 /// The first reference in `schema` that points outside the document: a
 /// `$ref` / `$dynamicRef` / `$recursiveRef` that is not a `#` fragment
 /// (`http:`, `https:`, `file:`, a relative file name, ...), or a `$schema`
 /// that is not a built-in draft. Returns `(keyword, value)`.
 pub fn remote_reference(schema: &Value) -> Option<(&'static str, String)> {
-    match schema {
+    walk(schema, false)
+}
+
+/// [`remote_reference`] for a map of names to schemas (the value of
+/// `properties`, or clawd's `parameters`).
+pub fn remote_reference_in_properties(map: &Value) -> Option<(&'static str, String)> {
+    walk(map, true)
+}
+
+fn walk(v: &Value, names: bool) -> Option<(&'static str, String)> {
+    match v {
+        Value::Object(map) if names => map.values().find_map(|s| walk(s, false)),
         Value::Object(map) => {
             for kw in ["$ref", "$dynamicRef", "$recursiveRef"] {
                 // "" is the document itself.
@@ -132,9 +154,9 @@ pub fn remote_reference(schema: &Value) -> Option<(&'static str, String)> {
             }
             map.iter()
                 .filter(|(k, _)| !DATA_KEYWORDS.contains(&k.as_str()))
-                .find_map(|(_, v)| remote_reference(v))
+                .find_map(|(k, v)| walk(v, NAME_MAPS.contains(&k.as_str())))
         }
-        Value::Array(items) => items.iter().find_map(remote_reference),
+        Value::Array(items) => items.iter().find_map(|s| walk(s, false)),
         _ => None,
     }
 }

@@ -348,6 +348,9 @@ fn a_reference_outside_the_schema_skips_the_tool_naming_the_line() {
         json!({"type": "object", "properties": {}, "definitions": {"a": {"$ref": "a.json"}}}),
         json!({"type": "object", "properties": {}, "$schema": "https://e.x/meta"}),
         json!({"u": {"type": "array", "items": {"$ref": "https://e.x/i.json"}}}),
+        // Parameters named like data keywords.
+        json!({"default": {"$ref": "http://e.x/d.json"}}),
+        json!({"type": "object", "properties": {"enum": {"$ref": "http://e.x/e.json"}}}),
     ] {
         let e = error_of(with("parameters", bad.clone()));
         assert!(e.contains("not local to the schema"), "{bad}: {e}");
