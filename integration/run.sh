@@ -4,7 +4,10 @@
 #     approval through elicitation (accept, decline, cancel, no capability)
 #   - the MCP Inspector CLI (tools/list, tools/call) over stdio and HTTP
 #   - the conformance suite (@modelcontextprotocol/conformance, server mode)
-#     against `serve --http`, with conformance-expected-failures.yml
+#     against `serve --http --no-auth` (it cannot send a header), with
+#     conformance-expected-failures.yml
+#   - a request without the bearer token gets 401
+# HTTP clients send the token from the file the server names on stderr.
 # Each peer gets a fresh copy of fixture/. Exits non-zero on any unexpected
 # failure. Run integration/install.sh first (run.sh calls it if needed).
 set -uo pipefail
