@@ -124,10 +124,25 @@ impl Drop for Server {
 
 fn spawn_server(dir: &Path) -> Server {
     let log = dir.with_extension("log");
+    // The bench's own bearer token (a file only we can read).
+    let token_file = dir.with_extension("token");
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&token_file)
+            .unwrap();
+        std::io::Write::write_all(&mut f, TOKEN.as_bytes()).unwrap();
+    }
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolcage"))
         .arg("-C")
         .arg(dir)
         .args(["--log", "info", "serve", "--http", "127.0.0.1:0"])
+        .arg("--token-file")
+        .arg(&token_file)
         .args(["--max-concurrent", &CLIENTS.to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -152,16 +167,18 @@ fn spawn_server(dir: &Path) -> Server {
 
 const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
 const JSON: (&str, &str) = ("Content-Type", "application/json");
+const TOKEN: &str = "toolcage-bench-token";
+const AUTH: (&str, &str) = ("Authorization", "Bearer toolcage-bench-token");
 
 async fn open_session(addr: SocketAddr) -> String {
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "bench", "version": "0"}}});
-    let r = http::post(addr, &[ACCEPT, JSON], init.to_string().as_bytes()).await;
+    let r = http::post(addr, &[AUTH, ACCEPT, JSON], init.to_string().as_bytes()).await;
     let sid = r.header("mcp-session-id").expect("session").to_string();
     http::post(
         addr,
-        &[ACCEPT, JSON, ("Mcp-Session-Id", &sid)],
+        &[AUTH, ACCEPT, JSON, ("Mcp-Session-Id", &sid)],
         br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
     )
     .await;
@@ -174,6 +191,7 @@ async fn call(addr: SocketAddr, sid: &str, id: usize) -> Value {
     let r = http::post(
         addr,
         &[
+            AUTH,
             ACCEPT,
             JSON,
             ("Mcp-Session-Id", sid),

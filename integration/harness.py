@@ -1,11 +1,16 @@
 """Shared by the Python SDK scenario scripts: PASS/FAIL bookkeeping, result
-text, and running an async main that always ends with a summary line and an
-exit status (a crash counts as a failure)."""
+text, the HTTP transport with the server's bearer token, and running an
+async main that always ends with a summary line and an exit status (a crash
+counts as a failure)."""
 
+import os
 import sys
 import traceback
+from contextlib import asynccontextmanager
 
 import anyio
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 results = []
 
@@ -17,6 +22,17 @@ def check(name, ok, detail=""):
 
 def text_of(result):
     return "".join(getattr(c, "text", "") for c in result.content)
+
+
+@asynccontextmanager
+async def http_transport(url):
+    """Streamable HTTP to `url`, sending `Authorization: Bearer $TOOLCAGE_HTTP_TOKEN`
+    (run.sh reads the token from the file `serve --http` names)."""
+    token = os.environ.get("TOOLCAGE_HTTP_TOKEN", "")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with create_mcp_http_client(headers=headers) as client:
+        async with streamable_http_client(url, http_client=client) as streams:
+            yield streams
 
 
 def run(main, label):

@@ -1,7 +1,7 @@
 """Human approval over MCP elicitation, with the Python `mcp` SDK client.
 
 Usage: python_approval.py stdio BIN PROJECT
-       python_approval.py http URL PROJECT BIN
+       python_approval.py http URL PROJECT BIN   (token in $TOOLCAGE_HTTP_TOKEN)
 
 The fixture's `guarded` tool asks for approval (requires_approval = true).
 Scenarios: a client that accepts (the tool runs), declines and cancels (it
@@ -17,9 +17,8 @@ import sys
 
 import mcp.types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 
-from harness import check, run, text_of
+from harness import check, http_transport, run, text_of
 
 
 def answering(action, asked):
@@ -42,7 +41,7 @@ async def one_call(mode, target, project, note, callback):
     if mode == "stdio":
         transport = stdio_client(StdioServerParameters(command=target, args=["-C", project, "serve"]))
     else:
-        transport = streamable_http_client(target)
+        transport = http_transport(target)
     async with transport as streams:
         async with ClientSession(streams[0], streams[1], elicitation_callback=callback) as session:
             await session.initialize()

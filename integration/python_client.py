@@ -1,7 +1,7 @@
 """The Python `mcp` SDK as a real client of `toolcage serve`.
 
 Usage: python_client.py stdio BIN PROJECT
-       python_client.py http URL PROJECT
+       python_client.py http URL PROJECT   (token in $TOOLCAGE_HTTP_TOKEN)
 
 Scenarios: list, call, error result, unknown tool, cancellation (the call's
 background child stops), list_changed after adding a tool file. Prints one
@@ -15,9 +15,8 @@ import time
 
 import anyio
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 
-from harness import check, run, text_of
+from harness import check, http_transport, run, text_of
 
 
 def mtime(path):
@@ -128,7 +127,7 @@ async def main():
         params = StdioServerParameters(command=target, args=["-C", project, "serve"])
         transport = stdio_client(params)
     else:
-        transport = streamable_http_client(target)
+        transport = http_transport(target)
     async with transport as streams:
         read, write = streams[0], streams[1]
         async with ClientSession(read, write, message_handler=on_message) as session:

@@ -4,7 +4,10 @@
 #     approval through elicitation (accept, decline, cancel, no capability)
 #   - the MCP Inspector CLI (tools/list, tools/call) over stdio and HTTP
 #   - the conformance suite (@modelcontextprotocol/conformance, server mode)
-#     against `serve --http`, with conformance-expected-failures.yml
+#     against `serve --http --no-auth` (it cannot send a header), with
+#     conformance-expected-failures.yml
+#   - a request without the bearer token gets 401
+# HTTP clients send the token from the file the server names on stderr.
 # Each peer gets a fresh copy of fixture/. Exits non-zero on any unexpected
 # failure. Run integration/install.sh first (run.sh calls it if needed).
 set -uo pipefail
@@ -45,20 +48,32 @@ fixture() {
   echo "$dir"
 }
 
-# Start `serve --http 127.0.0.1:0` on a fresh fixture copy named $1; sets
-# $url and $dir. Not to be called in a subshell (it records the server pid).
+# Start `serve --http 127.0.0.1:0` on a fresh fixture copy named $1, with
+# any further arguments passed to `serve`; sets $url, $dir and $token (the
+# bearer token from the file the server names on stderr; empty with
+# --no-auth). Not to be called in a subshell (it records the server pid).
 url=""
 dir=""
+token=""
 serve_http() {
-  dir="$work/$1"
+  local name="$1"; shift
+  dir="$work/$name"
   cp -a "$here/fixture" "$dir"
-  local log="$work/$1.log"
-  "$bin" -C "$dir" --log info serve --http 127.0.0.1:0 </dev/null >/dev/null 2>"$log" &
+  local log="$work/$name.log"
+  "$bin" -C "$dir" --log info serve --http 127.0.0.1:0 "$@" </dev/null >/dev/null 2>"$log" &
   servers+=("$!")
   url=""
+  token=""
   for _ in $(seq 1 200); do
     url="$(grep -o 'http://127.0.0.1:[0-9]*/mcp' "$log" | head -n1)"
-    [ -n "$url" ] && return 0
+    local file
+    file="$(sed -n 's/^toolcage: token file \(.*\) ; clients send.*/\1/p' "$log" | head -n1)"
+    if [ -n "$url" ] && [ -n "$file" ]; then
+      token="$(cat "$file")" && return 0
+    fi
+    if [ -n "$url" ] && grep -q -- '--no-auth' "$log"; then
+      return 0
+    fi
     sleep 0.05
   done
   echo "server did not start:"
@@ -73,7 +88,7 @@ python_stdio() {
 
 python_http() {
   serve_http py-http || return 1
-  timeout 180 "$py" "$here/python_client.py" http "$url" "$dir"
+  TOOLCAGE_HTTP_TOKEN="$token" timeout 180 "$py" "$here/python_client.py" http "$url" "$dir"
 }
 
 approval_stdio() {
@@ -83,7 +98,7 @@ approval_stdio() {
 
 approval_http() {
   serve_http approval-http || return 1
-  timeout 180 "$py" "$here/python_approval.py" http "$url" "$dir" "$bin"
+  TOOLCAGE_HTTP_TOKEN="$token" timeout 180 "$py" "$here/python_approval.py" http "$url" "$dir" "$bin"
 }
 
 # $1: what the output must contain; the rest: inspector arguments.
@@ -107,13 +122,35 @@ inspector_stdio() {
 }
 
 inspector_http() {
-  serve_http insp-http || return 1
-  inspect '"name": "echo"' "$url" --transport http --method tools/list &&
-    inspect '"text": "hello over http' "$url" --transport http --method tools/call --tool-name echo --tool-arg 'message=hello over http'
+  # Newer Inspector CLIs send headers (--header); older ones (0.15) cannot,
+  # so against those the server runs with --no-auth on 127.0.0.1.
+  local auth=()
+  if grep -q -- '"--header' "$deps"/node/node_modules/@modelcontextprotocol/inspector-cli/build/*.js 2>/dev/null; then
+    serve_http insp-http || return 1
+    auth=(--header "Authorization: Bearer $token")
+  else
+    echo "(this Inspector CLI cannot send headers: serving with --no-auth on 127.0.0.1)"
+    serve_http insp-http --no-auth || return 1
+  fi
+  inspect '"name": "echo"' "$url" --transport http "${auth[@]}" --method tools/list &&
+    inspect '"text": "hello over http' "$url" --transport http "${auth[@]}" --method tools/call --tool-name echo --tool-arg 'message=hello over http'
+}
+
+auth_refused() {
+  # Control for the tests above: without the token the server answers 401.
+  serve_http auth-refused || return 1
+  local code
+  code="$(curl -s -o /dev/null -w '%{http_code}' -X POST "$url" \
+    -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+    -d '{"jsonrpc":"2.0","id":1,"method":"ping"}')"
+  [ "$code" = 401 ] || { echo "no token: HTTP $code, want 401"; return 1; }
 }
 
 conformance_suite() {
-  serve_http conformance || return 1
+  # The conformance runner has no option to send a header (`conformance
+  # server --help`: --url only), so this server runs with --no-auth, which
+  # toolcage allows only on a loopback address.
+  serve_http conformance --no-auth || return 1
   timeout 600 conformance server --url "$url" \
     --expected-failures "$here/conformance-expected-failures.yml" \
     -o "$work/conformance-results"
@@ -125,6 +162,7 @@ step "approval over elicitation, python SDK, stdio" approval_stdio
 step "approval over elicitation, python SDK, HTTP" approval_http
 step "MCP Inspector CLI over stdio" inspector_stdio
 step "MCP Inspector CLI over HTTP" inspector_http
+step "HTTP without the bearer token is refused" auth_refused
 step "conformance suite (server, HTTP)" conformance_suite
 
 echo

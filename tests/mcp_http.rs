@@ -9,10 +9,15 @@ use mcp_support::http::{Reply, post, request};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
 use tokio_util::sync::CancellationToken;
+use toolcage::mcp::auth::{Auth, Token};
 use toolcage::mcp::{McpServer, ServeConfig};
 
 const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
 const JSON: (&str, &str) = ("Content-Type", "application/json");
+/// Every server here requires this bearer token (the auth tests themselves
+/// run the binary: tests/mcp_http_auth.rs).
+const TOKEN: &str = "mcp-http-test-token";
+const AUTH: (&str, &str) = ("Authorization", "Bearer mcp-http-test-token");
 
 struct Running {
     addr: SocketAddr,
@@ -46,6 +51,7 @@ async fn start_with(tag: &str, config: ServeConfig) -> Running {
     tokio::spawn(toolcage::mcp::http::serve_http(
         server,
         listener,
+        Auth::Bearer(Token::new(TOKEN).unwrap()),
         stop.clone(),
     ));
     Running { addr, stop }
@@ -62,7 +68,7 @@ fn init_body() -> Vec<u8> {
 
 /// initialize + initialized; returns the session id.
 async fn session(addr: SocketAddr) -> String {
-    let r = post(addr, &[ACCEPT, JSON], &init_body()).await;
+    let r = post(addr, &[AUTH, ACCEPT, JSON], &init_body()).await;
     assert_eq!(r.status, 200, "{}", r.body);
     let sid = r
         .header("mcp-session-id")
@@ -76,6 +82,7 @@ async fn session(addr: SocketAddr) -> String {
     let n = post(
         addr,
         &[
+            AUTH,
             ACCEPT,
             JSON,
             ("Mcp-Session-Id", &sid),
@@ -105,6 +112,7 @@ async fn send(addr: SocketAddr, sid: &str, body: &[u8]) -> Reply {
     post(
         addr,
         &[
+            AUTH,
             ACCEPT,
             JSON,
             ("Mcp-Session-Id", sid),
@@ -143,7 +151,7 @@ async fn sessions_list_and_call() {
     )
     .await;
     assert_eq!(r.status, 404, "{}", r.body);
-    let d = request(s.addr, "DELETE", &[("Mcp-Session-Id", &sid)], b"").await;
+    let d = request(s.addr, "DELETE", &[AUTH, ("Mcp-Session-Id", &sid)], b"").await;
     assert!(d.status < 300, "DELETE: {} {}", d.status, d.body);
     let r = send(
         s.addr,
@@ -159,21 +167,21 @@ async fn origin_and_host_are_validated() {
     let s = start("origin", 1 << 20).await;
     let evil = post(
         s.addr,
-        &[ACCEPT, JSON, ("Origin", "http://evil.example")],
+        &[AUTH, ACCEPT, JSON, ("Origin", "http://evil.example")],
         &init_body(),
     )
     .await;
     assert_eq!(evil.status, 403, "{}", evil.body);
     let local = post(
         s.addr,
-        &[ACCEPT, JSON, ("Origin", "http://localhost:6274")],
+        &[AUTH, ACCEPT, JSON, ("Origin", "http://localhost:6274")],
         &init_body(),
     )
     .await;
     assert_eq!(local.status, 200, "{}", local.body);
     let rebind = post(
         s.addr,
-        &[ACCEPT, JSON, ("Host", "attacker.example:80")],
+        &[AUTH, ACCEPT, JSON, ("Host", "attacker.example:80")],
         &init_body(),
     )
     .await;
@@ -183,7 +191,7 @@ async fn origin_and_host_are_validated() {
         rebind.status,
         rebind.body
     );
-    let other_path = request(s.addr, "GET", &[], b"").await;
+    let other_path = request(s.addr, "GET", &[AUTH], b"").await;
     assert!(other_path.status >= 400);
 }
 
@@ -254,7 +262,7 @@ async fn sessions_beyond_the_cap_are_refused_until_one_ends() {
     let s = start_with("cap", config).await;
     let a = session(s.addr).await;
     let b = session(s.addr).await;
-    let r = post(s.addr, &[ACCEPT, JSON], &init_body()).await;
+    let r = post(s.addr, &[AUTH, ACCEPT, JSON], &init_body()).await;
     assert_eq!(r.status, 503, "{}", r.body);
     let e: Value = serde_json::from_str(&r.body).unwrap();
     assert!(
@@ -268,11 +276,11 @@ async fn sessions_beyond_the_cap_are_refused_until_one_ends() {
     let p = rpc(s.addr, &b, 2, "ping", json!({})).await;
     assert_eq!(p["result"], json!({}), "{p}");
     // Control: once one ends, a new session opens.
-    let d = request(s.addr, "DELETE", &[("Mcp-Session-Id", &a)], b"").await;
+    let d = request(s.addr, "DELETE", &[AUTH, ("Mcp-Session-Id", &a)], b"").await;
     assert!(d.status < 300, "DELETE: {} {}", d.status, d.body);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        let r = post(s.addr, &[ACCEPT, JSON], &init_body()).await;
+        let r = post(s.addr, &[AUTH, ACCEPT, JSON], &init_body()).await;
         if r.status == 200 {
             break;
         }

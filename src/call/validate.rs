@@ -78,6 +78,7 @@ fn check_schema(
     // 2020-12's: this is most of `toolcage call`'s own CPU time.
     let validator = jsonschema::options()
         .with_draft(jsonschema::Draft::Draft7)
+        .with_retriever(NoFetch)
         .build(schema)
         .map_err(|e| format!("the tool's input schema is invalid: {e} (fix the tool definition; `toolcage check` shows it)"))?;
     let mut instance = map.clone();
@@ -97,6 +98,25 @@ fn check_schema(
         Ok(())
     } else {
         Err(errors.join("; "))
+    }
+}
+
+/// The retriever for references outside the schema: refuses every one.
+/// Discovery already skips tools with such references; this is the second
+/// layer, so no schema can make toolcage fetch a URL or read a file (and the
+/// `jsonschema` crate is built without its HTTP and file resolvers too).
+struct NoFetch;
+
+impl jsonschema::Retrieve for NoFetch {
+    fn retrieve(
+        &self,
+        uri: &jsonschema::Uri<String>,
+    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+        Err(format!(
+            "{uri} is outside the schema and toolcage never fetches schemas; inline the \
+             definition under definitions/$defs and use a local #/ reference"
+        )
+        .into())
     }
 }
 
@@ -187,5 +207,45 @@ pub fn json_kind(v: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn args(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn references_outside_the_schema_are_refused_not_fetched() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let file =
+            std::env::temp_dir().join(format!("tc-validate-ref-{}.json", std::process::id()));
+        std::fs::write(&file, r#"{"type": "integer"}"#).unwrap();
+        for target in [
+            format!("http://127.0.0.1:{port}/x.json"),
+            format!("file://{}", file.display()),
+        ] {
+            let schema = json!({"type": "object", "properties": {"a": {"$ref": target}}});
+            let e = check_schema(&schema, &args(json!({"a": "x"})), None).unwrap_err();
+            assert!(e.contains("never fetches schemas"), "{e}");
+        }
+        let _ = std::fs::remove_file(&file);
+        assert!(
+            listener.accept().is_err(),
+            "validation connected to the reference's address"
+        );
+        // Control: a local reference resolves and decides.
+        let schema = json!({"type": "object",
+            "properties": {"a": {"$ref": "#/definitions/n"}},
+            "definitions": {"n": {"type": "integer"}}});
+        check_schema(&schema, &args(json!({"a": 3})), None).unwrap();
+        let e = check_schema(&schema, &args(json!({"a": "x"})), None).unwrap_err();
+        assert!(e.contains("parameter 'a'"), "{e}");
     }
 }

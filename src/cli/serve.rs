@@ -1,9 +1,12 @@
 //! `toolcage serve`: the MCP server over stdio (default) or Streamable HTTP.
 
 use super::{Global, PolicyArgs, status};
+use crate::mcp::auth::{self, Auth, Token};
 use crate::mcp::{self, EngineHost, McpServer, ServeConfig};
 use crate::policy::{parse_duration, parse_size};
 use clap::Args;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +15,8 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
     /// Serve Streamable HTTP at ADDR (PORT or :PORT binds 127.0.0.1; or IP:PORT)
-    /// on the path /mcp, instead of stdio.
+    /// on the path /mcp, instead of stdio. Clients must send the bearer token
+    /// (see --token-file, --no-auth).
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
     /// Calls running at the same time, across all clients; more wait.
@@ -34,10 +38,59 @@ pub struct ServeArgs {
     /// HTTP sessions open at once; more get 503 until one ends.
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_sessions: usize,
+    /// The bearer token HTTP clients must send, read from FILE (mode 0600 or
+    /// stricter). Default: a new random token at every start, written to
+    /// http-token in the project's state directory.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "http",
+        conflicts_with = "no_auth"
+    )]
+    pub token_file: Option<PathBuf>,
+    /// Serve HTTP without a bearer token: any local process that reaches the
+    /// port can call every tool. Only on a loopback address.
+    #[arg(long, requires = "http")]
+    pub no_auth: bool,
+}
+
+/// How HTTP clients are admitted, before anything is started: `--no-auth`
+/// only on loopback; `--token-file` read now. `Ok(None)`: generate a token
+/// once the state directory is known.
+fn http_auth(args: &ServeArgs, addr: SocketAddr) -> Result<Option<Auth>, String> {
+    if args.no_auth {
+        let ip = addr.ip().to_canonical();
+        if !ip.is_loopback() {
+            return Err(format!(
+                "--no-auth is refused on {addr}, which is not a loopback address: every \
+                 process that reaches it could call every tool (fix: drop --no-auth, or \
+                 serve on 127.0.0.1)"
+            ));
+        }
+        return Ok(Some(Auth::None));
+    }
+    match &args.token_file {
+        Some(f) => auth::read_token_file(f).map(|t| Some(Auth::Bearer(t))),
+        None => Ok(None),
+    }
 }
 
 pub fn run(global: &Global, args: &ServeArgs) -> u8 {
-    match try_run(global, args) {
+    let addr = match args.http.as_deref().map(mcp::http::parse_addr).transpose() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("toolcage serve: {e}");
+            return status::INTERNAL;
+        }
+    };
+    let auth = match addr.map(|a| http_auth(args, a)).transpose() {
+        Ok(a) => a.flatten(),
+        Err(e) => {
+            eprintln!("toolcage serve: {e}");
+            return status::INVALID;
+        }
+    };
+    match try_run(global, args, addr, auth) {
         Ok(()) => status::OK,
         Err(e) => {
             eprintln!("toolcage serve: {e:#}");
@@ -46,7 +99,12 @@ pub fn run(global: &Global, args: &ServeArgs) -> u8 {
     }
 }
 
-fn try_run(global: &Global, args: &ServeArgs) -> anyhow::Result<()> {
+fn try_run(
+    global: &Global,
+    args: &ServeArgs,
+    addr: Option<SocketAddr>,
+    auth: Option<Auth>,
+) -> anyhow::Result<()> {
     let max_message_bytes = parse_size(&args.max_message_bytes)
         .map_err(anyhow::Error::msg)
         .and_then(|n| usize::try_from(n).map_err(anyhow::Error::from))?;
@@ -60,12 +118,6 @@ fn try_run(global: &Global, args: &ServeArgs) -> anyhow::Result<()> {
         max_sessions: args.max_sessions.max(1),
         ..ServeConfig::default()
     };
-    let addr = args
-        .http
-        .as_deref()
-        .map(mcp::http::parse_addr)
-        .transpose()
-        .map_err(anyhow::Error::msg)?;
 
     let engine = global.engine(&args.policy)?;
     for d in &engine.catalog.diagnostics {
@@ -76,6 +128,7 @@ fn try_run(global: &Global, args: &ServeArgs) -> anyhow::Result<()> {
     // project's shared state (with `toolcage call`), sessions are per client.
     let gate = crate::gate::Gate::for_server(&engine)?;
     tracing::info!("audit log: {}", gate.audit_path().display());
+    let state_dir = gate.state_dir().to_path_buf();
     let server =
         McpServer::new(Arc::new(EngineHost::new(engine)), config).with_gate(Arc::new(gate));
 
@@ -96,6 +149,9 @@ fn try_run(global: &Global, args: &ServeArgs) -> anyhow::Result<()> {
                     .await
                     .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
                 let local = listener.local_addr()?;
+                // The token file is in place before the address is printed:
+                // a client that waits for the address finds the token.
+                let (auth, written) = announce_auth(auth, args, &state_dir, local)?;
                 eprintln!(
                     "toolcage: MCP over HTTP at http://{local}{}",
                     mcp::http::PATH
@@ -106,7 +162,11 @@ fn try_run(global: &Global, args: &ServeArgs) -> anyhow::Result<()> {
                     shutdown_signal().await;
                     stop.cancel();
                 });
-                mcp::http::serve_http(server, listener, shutdown).await
+                let served = mcp::http::serve_http(server, listener, auth, shutdown).await;
+                if let Some((path, token)) = written {
+                    auth::remove_token_file(&path, &token);
+                }
+                served
             }
         }
     });
@@ -114,6 +174,44 @@ fn try_run(global: &Global, args: &ServeArgs) -> anyhow::Result<()> {
     // blocking stdin reader or a straggler.
     rt.shutdown_timeout(Duration::from_secs(2));
     result
+}
+
+/// Generate the token when none was given, and say on stderr how clients
+/// authenticate. Returns the auth and the token file this server wrote.
+fn announce_auth(
+    auth: Option<Auth>,
+    args: &ServeArgs,
+    state_dir: &Path,
+    local: SocketAddr,
+) -> anyhow::Result<(Auth, Option<(PathBuf, Token)>)> {
+    match auth {
+        Some(Auth::None) => {
+            eprintln!(
+                "toolcage: --no-auth: any local process that reaches {local} can call every tool"
+            );
+            Ok((Auth::None, None))
+        }
+        Some(Auth::Bearer(t)) => {
+            let path = args.token_file.as_deref().unwrap_or(Path::new("?"));
+            eprintln!("{}", token_hint(path));
+            Ok((Auth::Bearer(t), None))
+        }
+        None => {
+            let token = Token::generate()
+                .map_err(|e| anyhow::anyhow!("cannot read random bytes from /dev/urandom: {e}"))?;
+            let path = auth::write_token_file(state_dir, &token).map_err(anyhow::Error::msg)?;
+            eprintln!("{}", token_hint(&path));
+            Ok((Auth::Bearer(token.clone()), Some((path, token))))
+        }
+    }
+}
+
+/// The start-up line naming the token file (scripts look for "token file ").
+fn token_hint(path: &Path) -> String {
+    let p = path.display();
+    format!(
+        "toolcage: token file {p} ; clients send the header \"Authorization: Bearer $(cat {p})\""
+    )
 }
 
 async fn shutdown_signal() {

@@ -11,6 +11,11 @@
 //! - `timeout` may be fractional; when absent the documented default 30 s
 //!   is requested (`requests.timeout`), since that is clawd's contract.
 //! - Unknown top-level keys are warnings.
+//! - `parameters` written as a JSON Schema keeps its `definitions` / `$defs`,
+//!   so local `#/definitions/...` references work; a parameter that is only
+//!   a `$ref` gets no `"type"` of its own. A reference outside the document
+//!   (`http:`, `file:`, another file) skips the tool (see
+//!   [`schema::remote_reference`]).
 
 use super::fsread::{self, io_message};
 use super::schema::{self, Param};
@@ -44,6 +49,9 @@ pub struct ToolJson {
     /// Explicit or auto-detected; `None` = run the entrypoint directly.
     pub interpreter: Option<String>,
     pub timeout: Duration,
+    /// `definitions` / `$defs` of a `parameters` written as a JSON Schema,
+    /// copied to the top of the input schema.
+    pub defs: Map<String, Value>,
 }
 
 /// The interpreter for an entrypoint without an explicit one.
@@ -109,6 +117,24 @@ pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diag
         return (None, d);
     };
     let text = String::from_utf8_lossy(bytes);
+    let raw = obj.get("parameters");
+    let found = match (raw, unwrap_json_schema(raw).1) {
+        (Some(p), Some(_)) => schema::remote_reference(p),
+        (Some(p), None) => schema::remote_reference_in_properties(p),
+        (None, _) => None,
+    };
+    if let Some(found) = found {
+        let tool = obj.get("name").and_then(Value::as_str).unwrap_or("?");
+        let tool = format!("ct_{tool}");
+        d.push(schema::remote_reference_error(
+            file,
+            Some(&text),
+            key_line(&text, "parameters"),
+            &tool,
+            found,
+        ));
+        return (None, d);
+    }
     let line = |key: &str| key_line(&text, key);
     let mut bad = false;
     let mut err = |d: &mut Vec<Diagnostic>, key: &str, msg: String, fix: &str| {
@@ -158,6 +184,14 @@ pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diag
     };
     let mut params = Vec::new();
     let (parameters, schema_required) = unwrap_json_schema(obj.get("parameters"));
+    let defs: Map<String, Value> = match (&schema_required, obj.get("parameters")) {
+        (Some(_), Some(Value::Object(s))) => s
+            .iter()
+            .filter(|(k, _)| *k == "definitions" || *k == "$defs")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        _ => Map::new(),
+    };
     if schema_required.is_some() || parameters != obj.get("parameters") {
         d.push(
             Diagnostic::warning(
@@ -297,6 +331,7 @@ pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diag
             entrypoint,
             interpreter,
             timeout,
+            defs,
         }),
         d,
     )
@@ -333,6 +368,8 @@ fn parse_param(name: &str, def: &Value) -> Result<(Param, Option<String>), Strin
     }
     let mut warn = None;
     let kind = match def.get("type") {
+        // Only a reference: its target says the type.
+        None if def.contains_key("$ref") => "",
         None => {
             warn = Some(format!("parameter '{name}' has no \"type\"; using string"));
             "string"
@@ -557,7 +594,13 @@ fn finish(
         source: file.to_path_buf(),
         line: Some(1),
         description: def.description,
-        input_schema: schema::object_schema(&def.params),
+        input_schema: {
+            let mut s = schema::object_schema(&def.params);
+            if let Some(obj) = s.as_object_mut() {
+                obj.extend(def.defs);
+            }
+            s
+        },
         requests: Requests {
             timeout: Some(def.timeout),
             ..Requests::default()

@@ -296,12 +296,37 @@ pub fn discover(project: &Path, options: &Options) -> Catalog {
     }
 }
 
+/// Skip every tool whose input schema refers outside itself (see
+/// [`schema::remote_reference`]): validating its arguments would make
+/// toolcage fetch a URL or read a file on the tool's behalf.
+fn skip_remote_references(found: &mut Found) {
+    let mut kept = Vec::with_capacity(found.tools.len());
+    for tool in std::mem::take(&mut found.tools) {
+        let Some((keyword, target)) = schema::remote_reference(&tool.input_schema) else {
+            kept.push(tool);
+            continue;
+        };
+        let text = fsread::read_capped(&tool.source, 1024 * 1024)
+            .ok()
+            .map(|b| String::from_utf8_lossy(&b.data).into_owned());
+        found.diagnostics.push(schema::remote_reference_error(
+            &tool.source,
+            text.as_deref(),
+            tool.line,
+            &tool.name,
+            (keyword, target),
+        ));
+    }
+    found.tools = kept;
+}
+
 fn discover_inner(project: &Path, options: &Options) -> Catalog {
     let mut found = Found::default();
     found.extend(octomind::scan(project));
     found.extend(clawd::scan(project));
     found.extend(opencrabs::scan(project, options.tools_toml.as_deref()));
     found.extend(agentdir::scan(project));
+    skip_remote_references(&mut found);
 
     let (tools, shadowed, mut diags) = collide::resolve(found.tools);
     let mut diagnostics = found.diagnostics;

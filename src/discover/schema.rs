@@ -17,8 +17,16 @@
 //!   parameters (A3S mcp) use an open object schema.
 //! - `"description"` is omitted when empty; `"default"` carries the
 //!   OpenCrabs default (already converted to JSON).
+//! - References stay inside the document: every `$ref` (and `$dynamicRef`,
+//!   `$recursiveRef`) must be a `#` fragment and a `$schema` must name a
+//!   draft the validator knows. Anything else would make the unsandboxed
+//!   toolcage process fetch a URL or read a file on a tool's behalf, so
+//!   [`remote_reference`] finds it and discovery skips the tool. `$id` is
+//!   left alone: it names a document, it fetches nothing.
 
+use super::Diagnostic;
 use serde_json::{Map, Value, json};
+use std::path::Path;
 
 /// The JSON Schema type names toolcage accepts.
 pub const TYPES: [&str; 6] = ["string", "number", "integer", "boolean", "array", "object"];
@@ -27,7 +35,8 @@ pub const TYPES: [&str; 6] = ["string", "number", "integer", "boolean", "array",
 #[derive(Debug, Clone, PartialEq)]
 pub struct Param {
     pub name: String,
-    /// One of [`TYPES`].
+    /// One of [`TYPES`], or empty for a definition that is only a `$ref`
+    /// (no `"type"` is written then).
     pub kind: String,
     pub description: String,
     pub required: bool,
@@ -54,7 +63,9 @@ pub fn object_schema(params: &[Param]) -> Value {
     let mut required = Vec::new();
     for p in params {
         let mut prop = Map::new();
-        prop.insert("type".into(), Value::String(p.kind.clone()));
+        if !p.kind.is_empty() {
+            prop.insert("type".into(), Value::String(p.kind.clone()));
+        }
         if !p.description.is_empty() {
             prop.insert("description".into(), Value::String(p.description.clone()));
         }
@@ -83,6 +94,105 @@ pub fn open_object() -> Value {
     json!({"type": "object", "properties": {}})
 }
 
+/// The meta-schemas the validator has built in (with and without the
+/// trailing `#`): naming one fetches nothing.
+const KNOWN_META_SCHEMAS: [&str; 5] = [
+    "http://json-schema.org/draft-04/schema",
+    "http://json-schema.org/draft-06/schema",
+    "http://json-schema.org/draft-07/schema",
+    "https://json-schema.org/draft/2019-09/schema",
+    "https://json-schema.org/draft/2020-12/schema",
+];
+
+/// Keywords whose values are data, not subschemas: a `{"$ref": ...}` inside
+/// them is an example value, not a reference.
+const DATA_KEYWORDS: [&str; 4] = ["enum", "const", "default", "examples"];
+
+/// Keywords whose values map names to subschemas: their keys are names (a
+/// property may be called `default` or `$ref`), not keywords.
+const NAME_MAPS: [&str; 6] = [
+    "properties",
+    "patternProperties",
+    "definitions",
+    "$defs",
+    "dependentSchemas",
+    "dependencies",
+];
+
+/// The first reference in `schema` that points outside the document: a
+/// `$ref` / `$dynamicRef` / `$recursiveRef` that is not a `#` fragment
+/// (`http:`, `https:`, `file:`, a relative file name, ...), or a `$schema`
+/// that is not a built-in draft. Returns `(keyword, value)`.
+pub fn remote_reference(schema: &Value) -> Option<(&'static str, String)> {
+    walk(schema, false)
+}
+
+/// [`remote_reference`] for a map of names to schemas (the value of
+/// `properties`, or clawd's `parameters`).
+pub fn remote_reference_in_properties(map: &Value) -> Option<(&'static str, String)> {
+    walk(map, true)
+}
+
+fn walk(v: &Value, names: bool) -> Option<(&'static str, String)> {
+    match v {
+        Value::Object(map) if names => map.values().find_map(|s| walk(s, false)),
+        Value::Object(map) => {
+            for kw in ["$ref", "$dynamicRef", "$recursiveRef"] {
+                // "" is the document itself.
+                if let Some(Value::String(r)) = map.get(kw)
+                    && !r.is_empty()
+                    && !r.starts_with('#')
+                {
+                    return Some((kw, r.clone()));
+                }
+            }
+            if let Some(Value::String(m)) = map.get("$schema") {
+                let bare = m.strip_suffix('#').unwrap_or(m);
+                if !KNOWN_META_SCHEMAS.contains(&bare) {
+                    return Some(("$schema", m.clone()));
+                }
+            }
+            map.iter()
+                .filter(|(k, _)| !DATA_KEYWORDS.contains(&k.as_str()))
+                .find_map(|(k, v)| walk(v, NAME_MAPS.contains(&k.as_str())))
+        }
+        Value::Array(items) => items.iter().find_map(|s| walk(s, false)),
+        _ => None,
+    }
+}
+
+/// The error for a tool skipped over [`remote_reference`]: names the
+/// reference, and its line when `text` (the tool file) holds it verbatim.
+pub fn remote_reference_error(
+    file: &Path,
+    text: Option<&str>,
+    fallback_line: Option<usize>,
+    tool: &str,
+    (keyword, target): (&str, String),
+) -> Diagnostic {
+    let line = text
+        .and_then(|t| Some(crate::policy::line_at(t, t.find(&target)?)))
+        .or(fallback_line);
+    // Quoted as JSON (one line, escapes visible) and kept short.
+    let mut shown = Value::String(target).to_string();
+    if shown.chars().count() > 200 {
+        shown = shown.chars().take(200).collect::<String>() + "…";
+    }
+    Diagnostic::error(
+        file,
+        line,
+        format!(
+            "tool '{tool}': its input schema has \"{keyword}\": {shown}, which is not local to \
+             the schema (toolcage never fetches schemas or reads files for them); tool skipped"
+        ),
+    )
+    .fix(if keyword == "$schema" {
+        "drop \"$schema\" or name a standard draft (e.g. http://json-schema.org/draft-07/schema#)"
+    } else {
+        "inline the definition under definitions/$defs and use a local #/ reference"
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,5 +209,53 @@ mod tests {
         let s = object_schema(&[Param::new("x", "integer", "", true)]);
         assert_eq!(s["required"], json!(["x"]));
         assert_eq!(s["properties"]["x"], json!({"type":"integer"}));
+    }
+
+    #[test]
+    fn remote_references_are_found_local_ones_are_not() {
+        for (schema, kw) in [
+            (json!({"$ref": "http://127.0.0.1:1/x.json"}), "$ref"),
+            (
+                json!({"properties": {"a": {"$ref": "https://e.x/s#/a"}}}),
+                "$ref",
+            ),
+            (json!({"items": [{"$ref": "file:///etc/passwd"}]}), "$ref"),
+            (
+                json!({"definitions": {"a": {"$ref": "other.json#/b"}}}),
+                "$ref",
+            ),
+            (
+                json!({"$defs": {"a": {"$dynamicRef": "http://e.x/a"}}}),
+                "$dynamicRef",
+            ),
+            (
+                json!({"$schema": "http://127.0.0.1:1/meta.json"}),
+                "$schema",
+            ),
+            (
+                json!({"properties": {"a": {"$schema": "file:///m.json"}}}),
+                "$schema",
+            ),
+        ] {
+            assert_eq!(
+                remote_reference(&schema).map(|(k, _)| k),
+                Some(kw),
+                "{schema}"
+            );
+        }
+        // Controls: fragments, built-in drafts, `$id`, and data that only
+        // looks like a reference.
+        for schema in [
+            json!({"properties": {"a": {"$ref": "#/definitions/a"}}, "definitions": {"a": {"type": "string"}}}),
+            json!({"$ref": "#"}),
+            json!({"$ref": ""}),
+            json!({"$schema": "http://json-schema.org/draft-07/schema#"}),
+            json!({"$schema": "https://json-schema.org/draft/2020-12/schema"}),
+            json!({"$id": "https://example.com/tool.json", "type": "object"}),
+            json!({"properties": {"a": {"enum": [{"$ref": "http://e.x"}], "default": {"$ref": "http://e.x"}}}}),
+            json!({"properties": {"$ref": {"type": "string"}}}),
+        ] {
+            assert_eq!(remote_reference(&schema), None, "{schema}");
+        }
     }
 }

@@ -1,12 +1,15 @@
 //! MCP over Streamable HTTP at `/mcp`, with sessions (rmcp's
 //! `StreamableHttpService` + `LocalSessionManager`) served by hyper.
 //!
-//! Defaults that matter for a local tool runner: bind 127.0.0.1 when only a
-//! port is given; `Host` must be a loopback name (DNS rebinding); a present
-//! `Origin` must be a loopback origin, anything else gets 403; bodies over
-//! `max_message_bytes` get 413. Every other path is 404.
+//! Defaults that matter for a local tool runner: every request must carry
+//! the server's bearer token, else 401 (see [`super::auth`]); bind 127.0.0.1
+//! when only a port is given; `Host` must be a loopback name (DNS
+//! rebinding); a present `Origin` must be a loopback origin, anything else
+//! gets 403; bodies over `max_message_bytes` get 413. Every other path is
+//! 404.
 
 use super::McpServer;
+use super::auth::{self, Auth};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::{Request, Response, StatusCode, body::Incoming};
@@ -72,10 +75,12 @@ fn config(
         .with_cancellation_token(shutdown.child_token())
 }
 
-/// Serve until `shutdown` is cancelled.
+/// Serve until `shutdown` is cancelled, admitting only requests that
+/// `auth` admits.
 pub async fn serve_http(
     server: McpServer,
     listener: TcpListener,
+    auth: Auth,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let local = listener.local_addr()?;
@@ -102,11 +107,17 @@ pub async fn serve_http(
         };
         let service = service.clone();
         let sessions = sessions.clone();
+        let auth = auth.clone();
         let conn_shutdown = shutdown.clone();
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let (service, sessions) = (service.clone(), sessions.clone());
+                let admitted = auth.admit(req.headers());
                 async move {
+                    if let Err(why) = admitted {
+                        tracing::info!("refused a request from {peer}: {why:?} bearer token");
+                        return Ok::<_, Infallible>(auth::unauthorized(why));
+                    }
                     if opens_session(&req) && sessions.sessions.read().await.len() >= max_sessions {
                         return Ok::<_, Infallible>(too_many_sessions(max_sessions));
                     }

@@ -9,9 +9,10 @@
 //! - [`call`]: one `tools/call`, end to end (prepare → gate → run →
 //!   result), with cancellation and progress.
 //! - [`gate`]: the seam where approval, rate limits and audit plug in.
-//! - [`stdio`], [`http`]: the two transports.
+//! - [`stdio`], [`http`]: the two transports; [`auth`]: who may use HTTP.
 //! - [`reload`]: watch the tool dirs, debounce, rediscover, notify.
 
+pub mod auth;
 pub mod call;
 pub mod gate;
 pub mod host;

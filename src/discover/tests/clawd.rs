@@ -332,3 +332,52 @@ fn parameters_written_as_a_json_schema_are_read_with_a_warning() {
     assert!(d.is_empty(), "{d:?}");
     assert_eq!(t.unwrap().params[0].name, "type");
 }
+
+#[test]
+fn a_reference_outside_the_schema_skips_the_tool_naming_the_line() {
+    // Pretty-printed with sorted keys: "parameters" at line 5, the $ref at 7.
+    let e = error_of(with(
+        "parameters",
+        json!({"u": {"$ref": "http://127.0.0.1:9/x.json"}}),
+    ));
+    assert_eq!(
+        e,
+        "tool.json:7: tool 'ct_check-deps': its input schema has \"$ref\": \
+         \"http://127.0.0.1:9/x.json\", which is not local to the schema (toolcage never \
+         fetches schemas or reads files for them); tool skipped (fix: inline the definition \
+         under definitions/$defs and use a local #/ reference)"
+    );
+    for bad in [
+        json!({"type": "object", "properties": {"u": {"$ref": "file:///etc/passwd"}}}),
+        json!({"type": "object", "properties": {}, "definitions": {"a": {"$ref": "a.json"}}}),
+        json!({"type": "object", "properties": {}, "$schema": "https://e.x/meta"}),
+        json!({"u": {"type": "array", "items": {"$ref": "https://e.x/i.json"}}}),
+        // Parameters named like data keywords.
+        json!({"default": {"$ref": "http://e.x/d.json"}}),
+        json!({"type": "object", "properties": {"enum": {"$ref": "http://e.x/e.json"}}}),
+    ] {
+        let e = error_of(with("parameters", bad.clone()));
+        assert!(e.contains("not local to the schema"), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn local_references_and_their_definitions_are_kept() {
+    let (t, d) = parse(with(
+        "parameters",
+        json!({"type": "object",
+               "properties": {"color": {"$ref": "#/definitions/color"}},
+               "required": ["color"],
+               "definitions": {"color": {"type": "string", "enum": ["red", "green"]}}}),
+    ));
+    let t = t.expect("loaded");
+    // Only the "written as a JSON Schema" warning; no "no type" warning for
+    // a parameter that is a reference.
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(t.params[0].kind, "");
+    assert!(t.params[0].required);
+    assert_eq!(
+        t.defs["definitions"]["color"]["enum"],
+        json!(["red", "green"])
+    );
+}
