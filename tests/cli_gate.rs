@@ -118,11 +118,17 @@ impl Env {
                 Ok(())
             });
         }
+        // Type-ahead goes in before toolcage even starts, and the terminal
+        // layer gets time to take it in, so it is surely pending when the
+        // prompt flushes (written after spawn, it could race the flush).
+        let mut master = File::from(pty.master);
+        master.write_all(early.as_bytes()).unwrap();
+        if !early.is_empty() {
+            std::thread::sleep(Duration::from_millis(200));
+        }
         let child = c.spawn().unwrap();
         drop(c);
         drop(pty.slave);
-        let mut master = File::from(pty.master);
-        master.write_all(early.as_bytes()).unwrap();
         let mut shown = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut answered = false;
