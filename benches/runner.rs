@@ -129,7 +129,10 @@ fn main() {
                 "/bin/true",
             ]))
         });
-        println!("  unshare -m -p -i -n -f --mount-proc  {:>9.3} ms", ms(unshare));
+        println!(
+            "  unshare -m -p -i -n -f --mount-proc  {:>9.3} ms",
+            ms(unshare)
+        );
         println!(
             "  ratio toolcage exec / unshare = {:.2} (target <= 1.15)",
             ms(whole) / ms(unshare)

@@ -38,7 +38,8 @@ pub struct ServeArgs {
 
 pub fn run(global: &Global, args: &ServeArgs) -> u8 {
     match try_run(global, args) {
-        Ok(()) => status::OK,
+        Ok(Some(sig)) => super::signals::exit_status(sig),
+        Ok(None) => status::OK,
         Err(e) => {
             eprintln!("toolcage serve: {e:#}");
             status::INTERNAL
@@ -46,7 +47,9 @@ pub fn run(global: &Global, args: &ServeArgs) -> u8 {
     }
 }
 
-fn try_run(global: &Global, args: &ServeArgs) -> anyhow::Result<()> {
+/// `Ok(Some(N))`: stopped by signal N, after the calls in flight were
+/// cancelled and recorded.
+fn try_run(global: &Global, args: &ServeArgs) -> anyhow::Result<Option<i32>> {
     let max_message_bytes = parse_size(&args.max_message_bytes)
         .map_err(anyhow::Error::msg)
         .and_then(|n| usize::try_from(n).map_err(anyhow::Error::from))?;
@@ -89,8 +92,23 @@ fn try_run(global: &Global, args: &ServeArgs) -> anyhow::Result<()> {
         } else {
             Some(mcp::reload::start(server.clone())?)
         };
-        match addr {
-            None => mcp::stdio::serve_stdio(server).await,
+        // SIGTERM, SIGINT, SIGHUP: cancel the calls in flight, record them,
+        // exit 128+N.
+        let mut signals = super::signals::Signals::listen()?;
+        let got = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
+        let served = match addr {
+            None => {
+                let serving = mcp::stdio::serve_stdio(server.clone());
+                tokio::pin!(serving);
+                tokio::select! {
+                    r = &mut serving => r,
+                    sig = signals.recv() => {
+                        got.store(sig, std::sync::atomic::Ordering::SeqCst);
+                        server.begin_stop(&super::signals::stopped_by(sig, "serve"));
+                        Ok(())
+                    }
+                }
+            }
             Some(addr) => {
                 let listener = mcp::http::bind(addr)
                     .await
@@ -102,28 +120,30 @@ fn try_run(global: &Global, args: &ServeArgs) -> anyhow::Result<()> {
                 );
                 let shutdown = tokio_util::sync::CancellationToken::new();
                 let stop = shutdown.clone();
+                let (seen, stopping) = (got.clone(), server.clone());
                 tokio::spawn(async move {
-                    shutdown_signal().await;
+                    let sig = signals.recv().await;
+                    seen.store(sig, std::sync::atomic::Ordering::SeqCst);
+                    stopping.begin_stop(&super::signals::stopped_by(sig, "serve"));
                     stop.cancel();
                 });
-                mcp::http::serve_http(server, listener, shutdown).await
+                mcp::http::serve_http(server.clone(), listener, shutdown).await
             }
+        };
+        let sig = got.load(std::sync::atomic::Ordering::SeqCst);
+        if sig == 0 {
+            return served.map(|()| None);
         }
+        let reason = super::signals::stopped_by(sig, "serve");
+        if !server.stop_calls(&reason, Duration::from_secs(10)).await {
+            tracing::warn!(
+                "{reason}: some calls did not finish in 10s; their started records stay"
+            );
+        }
+        served.map(|()| Some(sig))
     });
     // Running calls were cancelled with their requests; don't wait on a
     // blocking stdin reader or a straggler.
     rt.shutdown_timeout(Duration::from_secs(2));
     result
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
 }

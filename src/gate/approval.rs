@@ -6,9 +6,17 @@
 //! - `never`: no one is asked.
 //! - `always`: every call is asked.
 //! - `once`: the first call of a tool in a session is asked; a yes covers
-//!   the tool for the rest of the session.
+//!   the tool for the rest of the session, as long as its definition is the
+//!   same.
 //! - `once-per-args`: like `once`, per tool and per canonical arguments
 //!   (SHA-256 of the JSON with sorted keys, see [`args_digest`]).
+//!
+//! A remembered yes is bound to what was approved: the tool's name and its
+//! definition digest ([`crate::call::definition::digest`]: format, source
+//! file, runner with its command or entry point, schema, the content of
+//! the script or tool file, and the grant). An edited script, a same-named
+//! tool that now wins the collision (after a hot reload), or a changed
+//! grant is a different key, so the person is asked again.
 //!
 //! A tool's own `requires_approval = true` (OpenCrabs) turns `never` into
 //! `always` and never lowers a stricter mode; `requires_approval = false`
@@ -71,6 +79,13 @@ impl GrantSummary {
 pub struct ApprovalRequest {
     pub tool: String,
     pub format: Format,
+    /// What will run: the script, `<interpreter> <entrypoint>`, or the
+    /// shell command template ([`crate::call::definition::runs`]).
+    pub runs: String,
+    /// The file that defines the tool, with `:line` where known.
+    pub source: String,
+    /// The definition digest a yes is remembered for.
+    pub definition_sha256: String,
     /// The validated arguments (JSON object).
     pub arguments: serde_json::Value,
     pub grant: GrantSummary,
@@ -92,6 +107,9 @@ pub enum ApprovalAnswer {
     TimedOut,
     /// No one could be asked (no terminal, client without elicitation).
     NoChannel,
+    /// toolcage itself was interrupted (Ctrl-C, SIGTERM, SIGHUP) while
+    /// asking.
+    Interrupted,
 }
 
 /// A blocking way to ask a person. Object-safe: pass `&dyn ApprovalChannel`.
@@ -253,12 +271,18 @@ pub fn args_digest(args: &serde_json::Value) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The key an approval is remembered under: (session, tool, argument digest
-/// for `once-per-args`).
-pub type MemKey = (String, String, Option<String>);
+/// The key an approval is remembered under: the session, the tool's name,
+/// its definition digest, and the argument digest for `once-per-args`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MemKey {
+    pub session: String,
+    pub tool: String,
+    pub definition: String,
+    pub args: Option<String>,
+}
 
-/// Approvals remembered for `once` and `once-per-args`: (session, tool,
-/// digest or none) → the channel that approved.
+/// Approvals remembered for `once` and `once-per-args`: [`MemKey`] → the
+/// channel that approved.
 #[derive(Debug, Default)]
 pub struct Memory {
     approved: Mutex<HashMap<MemKey, String>>,
@@ -266,10 +290,16 @@ pub struct Memory {
 
 impl Memory {
     /// The key a mode remembers under; `None` for modes that remember nothing.
-    pub fn key(mode: ApprovalMode, session: &str, tool: &str, digest: &str) -> Option<MemKey> {
+    pub fn key(mode: ApprovalMode, session: &str, tool: &Bound, digest: &str) -> Option<MemKey> {
+        let key = |args| MemKey {
+            session: session.into(),
+            tool: tool.name.into(),
+            definition: tool.definition.into(),
+            args,
+        };
         match mode {
-            ApprovalMode::Once => Some((session.into(), tool.into(), None)),
-            ApprovalMode::OncePerArgs => Some((session.into(), tool.into(), Some(digest.into()))),
+            ApprovalMode::Once => Some(key(None)),
+            ApprovalMode::OncePerArgs => Some(key(Some(digest.into()))),
             ApprovalMode::Never | ApprovalMode::Always => None,
         }
     }
@@ -301,8 +331,21 @@ pub enum Need {
     Ask { key: Option<MemKey> },
 }
 
+/// The tool an approval is for: its name and definition digest.
+#[derive(Debug, Clone, Copy)]
+pub struct Bound<'a> {
+    pub name: &'a str,
+    pub definition: &'a str,
+}
+
 /// Pure: what `mode` requires for this call. Never asks anyone.
-pub fn need(mode: ApprovalMode, memory: &Memory, session: &str, tool: &str, digest: &str) -> Need {
+pub fn need(
+    mode: ApprovalMode,
+    memory: &Memory,
+    session: &str,
+    tool: &Bound,
+    digest: &str,
+) -> Need {
     if mode == ApprovalMode::Never {
         return Need::Nothing;
     }
@@ -326,6 +369,8 @@ pub enum Refusal {
     NoChannel,
     /// `--yes` where the policy does not permit pre-approval.
     PreApprovalNotAllowed,
+    /// toolcage was interrupted (Ctrl-C, SIGTERM, SIGHUP) at the prompt.
+    Interrupted,
 }
 
 /// Pure: ask `channel` (unless pre-approval is not allowed) and turn the
@@ -352,6 +397,7 @@ pub fn settle(
         ApprovalAnswer::Cancelled => Err(Refusal::Cancelled),
         ApprovalAnswer::TimedOut => Err(Refusal::TimedOut),
         ApprovalAnswer::NoChannel => Err(Refusal::NoChannel),
+        ApprovalAnswer::Interrupted => Err(Refusal::Interrupted),
     }
 }
 
@@ -368,6 +414,9 @@ pub fn refusal_message(r: Refusal, tool: &str, mode: ApprovalMode, mode_source: 
         Refusal::Declined => format!("{why}: declined"),
         Refusal::Cancelled => format!("{why}: cancelled"),
         Refusal::TimedOut => format!("{why}: no answer in time; declined"),
+        Refusal::Interrupted => {
+            format!("{why}: toolcage was interrupted while asking; not run")
+        }
         Refusal::NoChannel => format!(
             "{why} and no one could be asked (no terminal, or a client without elicitation); \
              denied. To approve: use an MCP client that supports elicitation, run `toolcage call` \
@@ -407,18 +456,55 @@ mod tests {
         assert_eq!(canonical_json(&json!({"k\"": "a\nb"})), r#"{"k\"":"a\nb"}"#);
     }
 
+    const T: Bound<'static> = Bound {
+        name: "t",
+        definition: "def1",
+    };
+
     #[test]
     fn memory_keys_by_mode() {
-        assert_eq!(Memory::key(ApprovalMode::Never, "s", "t", "d"), None);
-        assert_eq!(Memory::key(ApprovalMode::Always, "s", "t", "d"), None);
+        assert_eq!(Memory::key(ApprovalMode::Never, "s", &T, "d"), None);
+        assert_eq!(Memory::key(ApprovalMode::Always, "s", &T, "d"), None);
+        let key = |args: Option<&str>| MemKey {
+            session: "s".into(),
+            tool: "t".into(),
+            definition: "def1".into(),
+            args: args.map(str::to_string),
+        };
         assert_eq!(
-            Memory::key(ApprovalMode::Once, "s", "t", "d"),
-            Some(("s".into(), "t".into(), None))
+            Memory::key(ApprovalMode::Once, "s", &T, "d"),
+            Some(key(None))
         );
         assert_eq!(
-            Memory::key(ApprovalMode::OncePerArgs, "s", "t", "d"),
-            Some(("s".into(), "t".into(), Some("d".into())))
+            Memory::key(ApprovalMode::OncePerArgs, "s", &T, "d"),
+            Some(key(Some("d")))
         );
+    }
+
+    #[test]
+    fn a_changed_definition_is_asked_again() {
+        let mem = Memory::default();
+        let ch = Scripted::new(vec![yes(), yes()]);
+        for m in [ApprovalMode::Once, ApprovalMode::OncePerArgs] {
+            let Need::Ask { key } = need(m, &mem, "s", &T, "a") else {
+                panic!("asks first")
+            };
+            settle(|| ch.ask(), false, true, &mem, key).unwrap();
+            // Control: the same definition is remembered.
+            assert!(matches!(
+                need(m, &mem, "s", &T, "a"),
+                Need::Remembered { .. }
+            ));
+            let edited = Bound {
+                name: "t",
+                definition: "def2",
+            };
+            assert!(matches!(
+                need(m, &mem, "s", &edited, "a"),
+                Need::Ask { key: Some(_) }
+            ));
+        }
+        assert_eq!(ch.asked(), 2);
     }
 
     /// A channel that answers from a script and counts the questions.
@@ -457,7 +543,7 @@ mod tests {
         session: &str,
         digest: &str,
     ) -> Result<Option<String>, Refusal> {
-        match need(mode, mem, session, "t", digest) {
+        match need(mode, mem, session, &T, digest) {
             Need::Nothing => Ok(None),
             Need::Remembered { by } => Ok(Some(format!("remembered {by}"))),
             Need::Ask { key } => settle(|| ch.ask(), false, true, mem, key).map(Some),
@@ -502,8 +588,12 @@ mod tests {
         assert_eq!(call(m, &mem, &ch, "s2", "a"), Ok(Some("terminal".into())));
         assert_eq!(ch.asked(), 3);
         // Another tool in s1 is not covered.
+        let other = Bound {
+            name: "other",
+            definition: "def1",
+        };
         assert!(matches!(
-            need(m, &mem, "s1", "other", "a"),
+            need(m, &mem, "s1", &other, "a"),
             Need::Ask { key: Some(_) }
         ));
     }
@@ -534,6 +624,7 @@ mod tests {
             (ApprovalAnswer::Cancelled, Refusal::Cancelled),
             (ApprovalAnswer::TimedOut, Refusal::TimedOut),
             (ApprovalAnswer::NoChannel, Refusal::NoChannel),
+            (ApprovalAnswer::Interrupted, Refusal::Interrupted),
         ] {
             assert_eq!(settle(|| answer, false, true, &mem, None), Err(want));
         }

@@ -179,6 +179,7 @@ impl ToolHost for FakeHost {
                 provenance: vec![],
                 requested: vec![],
             },
+            definition_sha256: String::new(),
         })
     }
 
