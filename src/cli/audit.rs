@@ -161,3 +161,39 @@ pub fn run(global: &Global, args: &AuditArgs) -> u8 {
         status::TOOL_ERROR
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(tool: &str, call_id: Option<&str>, started: bool) -> AuditRecord {
+        let line = serde_json::json!({
+            "time": "2026-01-01T00:00:00.000Z", "session": "s", "tool": tool,
+            "format": "octomind", "source": "/p/t", "args_sha256": "0",
+            "decision": {"kind": "allowed"},
+            "call_id": call_id, "phase": if started { Some("started") } else { None },
+        });
+        serde_json::from_value(line).unwrap()
+    }
+
+    #[test]
+    fn started_records_fold_into_their_final_record() {
+        let records = vec![
+            (1, rec("a", Some("1"), true)),
+            (2, rec("b", Some("2"), true)),
+            (3, rec("a", Some("1"), false)),
+            (4, rec("denied", None, false)),
+        ];
+        let shown: Vec<&str> = calls(&records, false)
+            .iter()
+            .map(|r| r.tool.as_str())
+            .collect();
+        assert_eq!(shown, ["b", "a", "denied"]);
+        assert_eq!(calls(&records, true).len(), 4);
+        let orphan = summary(&records[1].1);
+        assert!(
+            orphan.ends_with("b  allowed  started, no result (toolcage was killed?)"),
+            "{orphan}"
+        );
+    }
+}
