@@ -374,8 +374,10 @@ fn audit_lists_calls_and_reports_a_torn_last_line() {
     assert_eq!(failed["is_error"], true);
     assert!(failed["enforcement"]["landlock"].is_object());
 
-    // A crash mid-write: half a line at the end.
+    // A crash mid-write: half a line at the end (after the calls' started
+    // and final lines).
     let log = e.audit_log();
+    let torn = std::fs::read_to_string(&log).unwrap().lines().count() + 1;
     let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
     f.write_all(br#"{"time":"2026-01-01T00:00:00.000Z","tool":"cut"#)
         .unwrap();
@@ -383,12 +385,20 @@ fn audit_lists_calls_and_reports_a_torn_last_line() {
     let o = e.run(&["audit"]);
     assert_eq!(code(&o), 1);
     assert_eq!(out(&o).lines().count(), 3, "every earlier line parses");
-    assert!(err(&o).contains(":4: torn last line"), "{}", err(&o));
+    assert!(
+        err(&o).contains(&format!(":{torn}: torn last line")),
+        "{}",
+        err(&o)
+    );
     // The next call starts a line of its own.
     assert_eq!(code(&e.run(&["call", "free"])), 0);
     let o = e.run(&["audit", "--json"]);
     assert_eq!(out(&o).lines().count(), 4);
-    assert!(err(&o).contains(":4: not a record"), "{}", err(&o));
+    assert!(
+        err(&o).contains(&format!(":{torn}: not a record")),
+        "{}",
+        err(&o)
+    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
-//! The audit log: one JSON object per line (JSON Lines), one line per call
-//! that reached the gate, allowed or denied, written before the result is
-//! returned.
+//! The audit log: one JSON object per line (JSON Lines), one final line per
+//! call that reached the gate, allowed or denied, written before the result
+//! is returned; a call that runs is preceded by a `started` line
+//! ([`record::Phase`]) written before the tool starts.
 //!
 //! - [`record`]: what a line holds.
 //! - [`log`]: appending (one `write(2)` per line, `O_APPEND`, `flock`).

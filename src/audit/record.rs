@@ -75,6 +75,16 @@ pub enum Decision {
     Denied { reason: String, message: String },
 }
 
+/// Which record of a call this is. A call that runs gets two: `started`,
+/// written before the tool runs (it survives `kill -9` of toolcage), and
+/// the final record (no `phase`) with its result, both with the same
+/// `call_id`. Denied calls get only the final record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Started,
+}
+
 /// Bytes kept and omitted of one output stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StreamBytes {
@@ -87,11 +97,22 @@ pub struct StreamBytes {
 pub struct AuditRecord {
     /// RFC 3339, UTC, milliseconds.
     pub time: String,
+    /// `started` for the record written before the tool runs; absent on
+    /// the final record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// Pairs a `started` record with the final one (calls that ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
     pub session: String,
     pub tool: String,
     pub format: String,
     /// The file that defines the tool.
     pub source: String,
+    /// The tool's definition digest (spec, grant, script or tool file
+    /// content) that an approval was given for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition_sha256: Option<String>,
     /// SHA-256 of the canonical JSON arguments.
     pub args_sha256: String,
     /// The arguments, unless `[audit] redact = true`.
@@ -124,6 +145,10 @@ pub struct AuditRecord {
     /// Why the call failed to run (sandbox setup, unsupported runner, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What stopped a running call from outside: `SIGTERM to toolcage`,
+    /// ... (its process tree was killed; `exit` is `cancelled`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -7,10 +7,13 @@ use std::io::Write;
 fn rec(tool: &str) -> AuditRecord {
     AuditRecord {
         time: "2026-01-01T00:00:00.000Z".into(),
+        phase: None,
+        call_id: None,
         session: "s".into(),
         tool: tool.into(),
         format: "octomind".into(),
         source: "/p/.agents/tools/t".into(),
+        definition_sha256: None,
         args_sha256: "0".repeat(64),
         args: Some(serde_json::json!({"a": "line\nbreak"})),
         args_cut: None,
@@ -27,6 +30,7 @@ fn rec(tool: &str) -> AuditRecord {
         exit_status: Some(0),
         is_error: Some(false),
         error: None,
+        stopped_by: None,
         duration_ms: Some(1),
         stdout: None,
         stderr: None,

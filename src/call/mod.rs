@@ -5,6 +5,7 @@
 //! Per-format argument encoding and result formatting live in submodules.
 
 pub mod annotations;
+pub mod definition;
 pub mod encode;
 pub mod params_file;
 pub mod result;
@@ -35,6 +36,9 @@ pub struct PreparedCall {
     /// The arguments after validation (defaults and coercions applied).
     pub args: serde_json::Map<String, serde_json::Value>,
     pub resolved: Resolved,
+    /// [`definition::digest`] of the tool as prepared: what an approval
+    /// of this call is bound to.
+    pub definition_sha256: String,
 }
 
 /// What the agent sees: the text (stdout, then `[stderr]` and stderr), and
@@ -188,10 +192,12 @@ impl Engine {
                 message,
             })?;
         let resolved = self.resolve(tool)?;
+        let definition_sha256 = definition::digest(tool, &resolved.grant);
         Ok(PreparedCall {
             tool: tool.clone(),
             args,
             resolved,
+            definition_sha256,
         })
     }
 

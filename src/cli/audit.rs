@@ -1,7 +1,12 @@
 //! `toolcage audit [--tail N] [--json]`: read the project's audit log.
 //!
-//! Text: one line per record (time, tool, decision, exit, duration, bytes).
-//! `--json`: the records themselves, one JSON object per line. Lines that
+//! Text: one line per call (time, tool, decision, exit, duration, bytes).
+//! `--json`: the records themselves, one JSON object per line. A call that
+//! ran has two records, `started` (written before the tool ran) and its
+//! final one; the `started` record is left out when its final record is in
+//! the log, and shown as "started, no result (toolcage was killed?)" when
+//! it is not (toolcage was killed with SIGKILL, or crashed, mid-call; or
+//! the call is still running). `--all` shows every record. Lines that
 //! do not parse (a torn last line after a crash, or damage) are skipped and
 //! reported on stderr with their line numbers.
 //!
@@ -10,7 +15,7 @@
 
 use super::{Global, PolicyArgs, status};
 use crate::audit::location;
-use crate::audit::record::{AuditRecord, Decision};
+use crate::audit::record::{AuditRecord, Decision, Phase};
 use clap::Args;
 
 #[derive(Debug, Args)]
@@ -23,6 +28,28 @@ pub struct AuditArgs {
     /// The records as JSON Lines.
     #[arg(long)]
     pub json: bool,
+    /// Every record, also the `started` record of calls whose final record
+    /// is in the log.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// The records to show: without the `started` records whose call has a
+/// final record (same `call_id`), unless `all`.
+pub fn calls(records: &[(usize, AuditRecord)], all: bool) -> Vec<&AuditRecord> {
+    let finished: std::collections::HashSet<&str> = records
+        .iter()
+        .filter(|(_, r)| r.phase.is_none())
+        .filter_map(|(_, r)| r.call_id.as_deref())
+        .collect();
+    records
+        .iter()
+        .map(|(_, r)| r)
+        .filter(|r| {
+            all || r.phase != Some(Phase::Started)
+                || !r.call_id.as_deref().is_some_and(|id| finished.contains(id))
+        })
+        .collect()
 }
 
 /// One line of text for a record. Every field came from a client or a
@@ -44,11 +71,18 @@ fn summary_raw(r: &AuditRecord) -> String {
         Decision::Denied { reason, message } => format!("denied ({reason}): {message}"),
     };
     let mut s = format!("{}  {}  {decision}", r.time, r.tool);
+    if r.phase == Some(Phase::Started) {
+        s.push_str("  started, no result (toolcage was killed?)");
+        return s;
+    }
     if let Some(code) = r.exit_status {
         s.push_str(&format!("  exit {code}"));
     }
     if let Some(e) = &r.error {
         s.push_str(&format!("  error: {e}"));
+    }
+    if let Some(by) = &r.stopped_by {
+        s.push_str(&format!("  (cancelled: {by})"));
     }
     if let Some(ms) = r.duration_ms {
         s.push_str(&format!("  {ms}ms"));
@@ -107,12 +141,11 @@ pub fn run(global: &Global, args: &AuditArgs) -> u8 {
             );
         }
     }
-    let skip = args
-        .tail
-        .map_or(0, |n| parsed.records.len().saturating_sub(n));
+    let shown = calls(&parsed.records, args.all);
+    let skip = args.tail.map_or(0, |n| shown.len().saturating_sub(n));
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    for (_, r) in parsed.records.iter().skip(skip) {
+    for r in shown.into_iter().skip(skip) {
         let line = if args.json {
             serde_json::to_string(r).unwrap_or_default()
         } else {
@@ -126,5 +159,41 @@ pub fn run(global: &Global, args: &AuditArgs) -> u8 {
         status::OK
     } else {
         status::TOOL_ERROR
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(tool: &str, call_id: Option<&str>, started: bool) -> AuditRecord {
+        let line = serde_json::json!({
+            "time": "2026-01-01T00:00:00.000Z", "session": "s", "tool": tool,
+            "format": "octomind", "source": "/p/t", "args_sha256": "0",
+            "decision": {"kind": "allowed"},
+            "call_id": call_id, "phase": if started { Some("started") } else { None },
+        });
+        serde_json::from_value(line).unwrap()
+    }
+
+    #[test]
+    fn started_records_fold_into_their_final_record() {
+        let records = vec![
+            (1, rec("a", Some("1"), true)),
+            (2, rec("b", Some("2"), true)),
+            (3, rec("a", Some("1"), false)),
+            (4, rec("denied", None, false)),
+        ];
+        let shown: Vec<&str> = calls(&records, false)
+            .iter()
+            .map(|r| r.tool.as_str())
+            .collect();
+        assert_eq!(shown, ["b", "a", "denied"]);
+        assert_eq!(calls(&records, true).len(), 4);
+        let orphan = summary(&records[1].1);
+        assert!(
+            orphan.ends_with("b  allowed  started, no result (toolcage was killed?)"),
+            "{orphan}"
+        );
     }
 }

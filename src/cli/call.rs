@@ -9,7 +9,14 @@
 //! (`/dev/tty`); `--yes` pre-approves where the policy's `allow_yes`
 //! permits it and is refused otherwise. Denied calls are audited too. The
 //! result is printed only after its audit record is written.
+//!
+//! A call that runs leaves a `started` record first, then its final one.
+//! SIGTERM, SIGINT (Ctrl-C) or SIGHUP at the prompt refuses the call
+//! (`approval_interrupted`); during the run it kills the call's process
+//! tree, records the call as cancelled with `stopped_by`, and toolcage
+//! exits with 128 + the signal's number.
 
+use super::signals::{self, Interrupts};
 use super::{Global, PolicyArgs, status};
 use crate::call::CallError;
 use crate::gate::terminal::Terminal;
@@ -136,27 +143,76 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
             return fail(args, &e.to_string(), e.exit_status());
         }
     };
-    let channel: Box<dyn ApprovalChannel> = if args.yes {
-        Box::new(PreApproved)
-    } else {
-        Box::new(Terminal::new())
+    // From here on SIGTERM, SIGINT and SIGHUP cancel the call (at the
+    // prompt, or its running process tree) and leave its audit record.
+    let interrupts = match Interrupts::watch() {
+        Ok(i) => Some(i),
+        Err(e) => {
+            super::say(&format!(
+                "warning: cannot catch SIGTERM/SIGINT/SIGHUP ({e}); a signal now leaves only the call's started record"
+            ));
+            None
+        }
+    };
+    let token = interrupts.as_ref().map(|i| i.token().clone());
+    let received = || interrupts.as_ref().and_then(Interrupts::received);
+    let channel: Box<dyn ApprovalChannel> = match (args.yes, &token) {
+        (true, _) => Box::new(PreApproved),
+        (false, Some(t)) => Box::new(Terminal::new().with_interrupt(t.clone())),
+        (false, None) => Box::new(Terminal::new()),
     };
     let decision = gate.check(&prepared, &session, channel.as_ref());
     if let Decision::Denied(d) = &decision {
         let (message, code) = (d.message.clone(), d.exit_status());
+        let code = received().map_or(code, signals::exit_status);
         if let Err(e) = gate.finish(&prepared, &session, decision, Ran::NotRun) {
             return fail(args, &format!("{message}; {e}"), code);
         }
         return fail(args, &message, code);
     }
+    if let Some(sig) = received() {
+        // Interrupted after approval, before the run: nothing ran.
+        let e = CallError::Denied(format!(
+            "{}: not run: toolcage got {}",
+            args.name,
+            signals::name(sig)
+        ));
+        let by = signals::stopped_by(sig, "call");
+        let ran = Ran::Failed(&e, Default::default());
+        if let Err(audit) = gate.finish_stopped(&prepared, &session, decision, ran, Some(&by)) {
+            return fail(args, &format!("{e}; {audit}"), signals::exit_status(sig));
+        }
+        return fail(args, &e.to_string(), signals::exit_status(sig));
+    }
+    if let Err(e) = gate.start(&prepared, &session, &decision) {
+        let why = CallError::Denied(format!("{}: not run: {e}", args.name));
+        let _ = gate.finish(
+            &prepared,
+            &session,
+            decision,
+            Ran::Failed(&why, Default::default()),
+        );
+        return fail(args, &why.to_string(), status::INTERNAL);
+    }
     let start = std::time::Instant::now();
-    let run = engine.run(&prepared, None);
+    let run = engine.run(&prepared, token.as_ref());
     let ran = match &run {
         Ok(r) => Ran::Finished(r),
         Err(e) => Ran::Failed(e, start.elapsed()),
     };
-    if let Err(e) = gate.finish(&prepared, &session, decision, ran) {
+    let cancelled = matches!(&run, Ok(r) if r.outcome.exit == Exit::Cancelled);
+    let signalled = received().filter(|_| cancelled);
+    let by = signalled.map(|sig| signals::stopped_by(sig, "call"));
+    if let Err(e) = gate.finish_stopped(&prepared, &session, decision, ran, by.as_deref()) {
         return fail(args, &e, status::INTERNAL);
+    }
+    if let Some(sig) = signalled {
+        let message = format!(
+            "{}: killed with its process tree: toolcage got {} (the call is in the audit log)",
+            args.name,
+            signals::name(sig)
+        );
+        return fail(args, &message, signals::exit_status(sig));
     }
     let result = match run {
         Ok(r) => r,

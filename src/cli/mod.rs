@@ -13,6 +13,7 @@ mod list;
 mod policy;
 mod schema;
 mod serve;
+pub mod signals;
 
 /// Exit statuses shared by the subcommands (DESIGN.md section 1).
 pub mod status {

@@ -91,7 +91,8 @@ pub fn run(global: &Global, args: &ServeArgs) -> u8 {
         }
     };
     match try_run(global, args, addr, auth) {
-        Ok(()) => status::OK,
+        Ok(Some(sig)) => super::signals::exit_status(sig),
+        Ok(None) => status::OK,
         Err(e) => {
             eprintln!("toolcage serve: {e:#}");
             status::INTERNAL
@@ -99,12 +100,14 @@ pub fn run(global: &Global, args: &ServeArgs) -> u8 {
     }
 }
 
+/// `Ok(Some(N))`: stopped by signal N, after the calls in flight were
+/// cancelled and recorded.
 fn try_run(
     global: &Global,
     args: &ServeArgs,
     addr: Option<SocketAddr>,
     auth: Option<Auth>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<i32>> {
     let max_message_bytes = parse_size(&args.max_message_bytes)
         .map_err(anyhow::Error::msg)
         .and_then(|n| usize::try_from(n).map_err(anyhow::Error::from))?;
@@ -142,8 +145,23 @@ fn try_run(
         } else {
             Some(mcp::reload::start(server.clone())?)
         };
-        match addr {
-            None => mcp::stdio::serve_stdio(server).await,
+        // SIGTERM, SIGINT, SIGHUP: cancel the calls in flight, record them,
+        // exit 128+N.
+        let mut signals = super::signals::Signals::listen()?;
+        let got = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
+        let served = match addr {
+            None => {
+                let serving = mcp::stdio::serve_stdio(server.clone());
+                tokio::pin!(serving);
+                tokio::select! {
+                    r = &mut serving => r,
+                    sig = signals.recv() => {
+                        got.store(sig, std::sync::atomic::Ordering::SeqCst);
+                        server.begin_stop(&super::signals::stopped_by(sig, "serve"));
+                        Ok(())
+                    }
+                }
+            }
             Some(addr) => {
                 let listener = mcp::http::bind(addr)
                     .await
@@ -158,17 +176,31 @@ fn try_run(
                 );
                 let shutdown = tokio_util::sync::CancellationToken::new();
                 let stop = shutdown.clone();
+                let (seen, stopping) = (got.clone(), server.clone());
                 tokio::spawn(async move {
-                    shutdown_signal().await;
+                    let sig = signals.recv().await;
+                    seen.store(sig, std::sync::atomic::Ordering::SeqCst);
+                    stopping.begin_stop(&super::signals::stopped_by(sig, "serve"));
                     stop.cancel();
                 });
-                let served = mcp::http::serve_http(server, listener, auth, shutdown).await;
+                let served = mcp::http::serve_http(server.clone(), listener, auth, shutdown).await;
                 if let Some((path, token)) = written {
                     auth::remove_token_file(&path, &token);
                 }
                 served
             }
+        };
+        let sig = got.load(std::sync::atomic::Ordering::SeqCst);
+        if sig == 0 {
+            return served.map(|()| None);
         }
+        let reason = super::signals::stopped_by(sig, "serve");
+        if !server.stop_calls(&reason, Duration::from_secs(10)).await {
+            tracing::warn!(
+                "{reason}: some calls did not finish in 10s; their started records stay"
+            );
+        }
+        served.map(|()| Some(sig))
     });
     // Running calls were cancelled with their requests; don't wait on a
     // blocking stdin reader or a straggler.
@@ -212,16 +244,4 @@ fn token_hint(path: &Path) -> String {
     format!(
         "toolcage: token file {p} ; clients send the header \"Authorization: Bearer $(cat {p})\""
     )
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
 }

@@ -6,9 +6,17 @@
 //! - `never`: no one is asked.
 //! - `always`: every call is asked.
 //! - `once`: the first call of a tool in a session is asked; a yes covers
-//!   the tool for the rest of the session.
+//!   the tool for the rest of the session, as long as its definition is the
+//!   same.
 //! - `once-per-args`: like `once`, per tool and per canonical arguments
 //!   (SHA-256 of the JSON with sorted keys, see [`args_digest`]).
+//!
+//! A remembered yes is bound to what was approved: the tool's name and its
+//! definition digest ([`crate::call::definition::digest`]: format, source
+//! file, runner with its command or entry point, schema, the content of
+//! the script or tool file, and the grant). An edited script, a same-named
+//! tool that now wins the collision (after a hot reload), or a changed
+//! grant is a different key, so the person is asked again.
 //!
 //! A tool's own `requires_approval = true` (OpenCrabs) turns `never` into
 //! `always` and never lowers a stricter mode; `requires_approval = false`
@@ -71,6 +79,13 @@ impl GrantSummary {
 pub struct ApprovalRequest {
     pub tool: String,
     pub format: Format,
+    /// What will run: the script, `<interpreter> <entrypoint>`, or the
+    /// shell command template ([`crate::call::definition::runs`]).
+    pub runs: String,
+    /// The file that defines the tool, with `:line` where known.
+    pub source: String,
+    /// The definition digest a yes is remembered for.
+    pub definition_sha256: String,
     /// The validated arguments (JSON object).
     pub arguments: serde_json::Value,
     pub grant: GrantSummary,
@@ -92,6 +107,9 @@ pub enum ApprovalAnswer {
     TimedOut,
     /// No one could be asked (no terminal, client without elicitation).
     NoChannel,
+    /// toolcage itself was interrupted (Ctrl-C, SIGTERM, SIGHUP) while
+    /// asking.
+    Interrupted,
 }
 
 /// A blocking way to ask a person. Object-safe: pass `&dyn ApprovalChannel`.
@@ -253,12 +271,18 @@ pub fn args_digest(args: &serde_json::Value) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The key an approval is remembered under: (session, tool, argument digest
-/// for `once-per-args`).
-pub type MemKey = (String, String, Option<String>);
+/// The key an approval is remembered under: the session, the tool's name,
+/// its definition digest, and the argument digest for `once-per-args`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MemKey {
+    pub session: String,
+    pub tool: String,
+    pub definition: String,
+    pub args: Option<String>,
+}
 
-/// Approvals remembered for `once` and `once-per-args`: (session, tool,
-/// digest or none) → the channel that approved.
+/// Approvals remembered for `once` and `once-per-args`: [`MemKey`] → the
+/// channel that approved.
 #[derive(Debug, Default)]
 pub struct Memory {
     approved: Mutex<HashMap<MemKey, String>>,
@@ -266,10 +290,16 @@ pub struct Memory {
 
 impl Memory {
     /// The key a mode remembers under; `None` for modes that remember nothing.
-    pub fn key(mode: ApprovalMode, session: &str, tool: &str, digest: &str) -> Option<MemKey> {
+    pub fn key(mode: ApprovalMode, session: &str, tool: &Bound, digest: &str) -> Option<MemKey> {
+        let key = |args| MemKey {
+            session: session.into(),
+            tool: tool.name.into(),
+            definition: tool.definition.into(),
+            args,
+        };
         match mode {
-            ApprovalMode::Once => Some((session.into(), tool.into(), None)),
-            ApprovalMode::OncePerArgs => Some((session.into(), tool.into(), Some(digest.into()))),
+            ApprovalMode::Once => Some(key(None)),
+            ApprovalMode::OncePerArgs => Some(key(Some(digest.into()))),
             ApprovalMode::Never | ApprovalMode::Always => None,
         }
     }
@@ -301,8 +331,21 @@ pub enum Need {
     Ask { key: Option<MemKey> },
 }
 
+/// The tool an approval is for: its name and definition digest.
+#[derive(Debug, Clone, Copy)]
+pub struct Bound<'a> {
+    pub name: &'a str,
+    pub definition: &'a str,
+}
+
 /// Pure: what `mode` requires for this call. Never asks anyone.
-pub fn need(mode: ApprovalMode, memory: &Memory, session: &str, tool: &str, digest: &str) -> Need {
+pub fn need(
+    mode: ApprovalMode,
+    memory: &Memory,
+    session: &str,
+    tool: &Bound,
+    digest: &str,
+) -> Need {
     if mode == ApprovalMode::Never {
         return Need::Nothing;
     }
@@ -326,6 +369,8 @@ pub enum Refusal {
     NoChannel,
     /// `--yes` where the policy does not permit pre-approval.
     PreApprovalNotAllowed,
+    /// toolcage was interrupted (Ctrl-C, SIGTERM, SIGHUP) at the prompt.
+    Interrupted,
 }
 
 /// Pure: ask `channel` (unless pre-approval is not allowed) and turn the
@@ -352,6 +397,7 @@ pub fn settle(
         ApprovalAnswer::Cancelled => Err(Refusal::Cancelled),
         ApprovalAnswer::TimedOut => Err(Refusal::TimedOut),
         ApprovalAnswer::NoChannel => Err(Refusal::NoChannel),
+        ApprovalAnswer::Interrupted => Err(Refusal::Interrupted),
     }
 }
 
@@ -368,6 +414,9 @@ pub fn refusal_message(r: Refusal, tool: &str, mode: ApprovalMode, mode_source: 
         Refusal::Declined => format!("{why}: declined"),
         Refusal::Cancelled => format!("{why}: cancelled"),
         Refusal::TimedOut => format!("{why}: no answer in time; declined"),
+        Refusal::Interrupted => {
+            format!("{why}: toolcage was interrupted while asking; not run")
+        }
         Refusal::NoChannel => format!(
             "{why} and no one could be asked (no terminal, or a client without elicitation); \
              denied. To approve: use an MCP client that supports elicitation, run `toolcage call` \
@@ -383,202 +432,4 @@ pub fn refusal_message(r: Refusal, tool: &str, mode: ApprovalMode, mode_source: 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn canonical_json_sorts_keys_at_every_level() {
-        let a = json!({"b": 1, "a": {"y": [1, {"d": 2, "c": "x"}], "x": null}});
-        assert_eq!(
-            canonical_json(&a),
-            r#"{"a":{"x":null,"y":[1,{"c":"x","d":2}]},"b":1}"#
-        );
-        let b = json!({"a": {"x": null, "y": [1, {"c": "x", "d": 2}]}, "b": 1});
-        assert_eq!(args_digest(&a), args_digest(&b));
-        assert_ne!(args_digest(&a), args_digest(&json!({"b": 2})));
-        assert_eq!(args_digest(&a).len(), 64);
-        // Known value: sha256("{}").
-        assert_eq!(
-            args_digest(&json!({})),
-            "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
-        );
-        // Escapes are JSON's own.
-        assert_eq!(canonical_json(&json!({"k\"": "a\nb"})), r#"{"k\"":"a\nb"}"#);
-    }
-
-    #[test]
-    fn memory_keys_by_mode() {
-        assert_eq!(Memory::key(ApprovalMode::Never, "s", "t", "d"), None);
-        assert_eq!(Memory::key(ApprovalMode::Always, "s", "t", "d"), None);
-        assert_eq!(
-            Memory::key(ApprovalMode::Once, "s", "t", "d"),
-            Some(("s".into(), "t".into(), None))
-        );
-        assert_eq!(
-            Memory::key(ApprovalMode::OncePerArgs, "s", "t", "d"),
-            Some(("s".into(), "t".into(), Some("d".into())))
-        );
-    }
-
-    /// A channel that answers from a script and counts the questions.
-    struct Scripted {
-        answers: Mutex<Vec<ApprovalAnswer>>,
-        asked: Mutex<u32>,
-    }
-
-    impl Scripted {
-        fn new(answers: Vec<ApprovalAnswer>) -> Scripted {
-            Scripted {
-                answers: Mutex::new(answers),
-                asked: Mutex::new(0),
-            }
-        }
-        fn ask(&self) -> ApprovalAnswer {
-            *self.asked.lock().unwrap() += 1;
-            self.answers.lock().unwrap().remove(0)
-        }
-        fn asked(&self) -> u32 {
-            *self.asked.lock().unwrap()
-        }
-    }
-
-    fn yes() -> ApprovalAnswer {
-        ApprovalAnswer::Approved {
-            by: "terminal".into(),
-        }
-    }
-
-    /// One call through need + settle; `Ok(None)` when nobody was asked.
-    fn call(
-        mode: ApprovalMode,
-        mem: &Memory,
-        ch: &Scripted,
-        session: &str,
-        digest: &str,
-    ) -> Result<Option<String>, Refusal> {
-        match need(mode, mem, session, "t", digest) {
-            Need::Nothing => Ok(None),
-            Need::Remembered { by } => Ok(Some(format!("remembered {by}"))),
-            Need::Ask { key } => settle(|| ch.ask(), false, true, mem, key).map(Some),
-        }
-    }
-
-    #[test]
-    fn never_asks_nobody() {
-        let (mem, ch) = (Memory::default(), Scripted::new(vec![]));
-        for _ in 0..3 {
-            assert_eq!(call(ApprovalMode::Never, &mem, &ch, "s", "d"), Ok(None));
-        }
-        assert_eq!(ch.asked(), 0);
-    }
-
-    #[test]
-    fn always_asks_every_time_and_remembers_nothing() {
-        let mem = Memory::default();
-        let ch = Scripted::new(vec![yes(), yes(), ApprovalAnswer::Declined]);
-        let m = ApprovalMode::Always;
-        assert_eq!(call(m, &mem, &ch, "s", "d"), Ok(Some("terminal".into())));
-        assert_eq!(call(m, &mem, &ch, "s", "d"), Ok(Some("terminal".into())));
-        assert_eq!(call(m, &mem, &ch, "s", "d"), Err(Refusal::Declined));
-        assert_eq!(ch.asked(), 3);
-    }
-
-    #[test]
-    fn once_asks_once_per_session_and_tool() {
-        let mem = Memory::default();
-        let ch = Scripted::new(vec![ApprovalAnswer::Declined, yes(), yes()]);
-        let m = ApprovalMode::Once;
-        // A no is not remembered: the next call asks again.
-        assert_eq!(call(m, &mem, &ch, "s1", "a"), Err(Refusal::Declined));
-        assert_eq!(call(m, &mem, &ch, "s1", "a"), Ok(Some("terminal".into())));
-        // Other arguments, same session: covered.
-        assert_eq!(
-            call(m, &mem, &ch, "s1", "b"),
-            Ok(Some("remembered terminal".into()))
-        );
-        assert_eq!(ch.asked(), 2);
-        // Another session asks again.
-        assert_eq!(call(m, &mem, &ch, "s2", "a"), Ok(Some("terminal".into())));
-        assert_eq!(ch.asked(), 3);
-        // Another tool in s1 is not covered.
-        assert!(matches!(
-            need(m, &mem, "s1", "other", "a"),
-            Need::Ask { key: Some(_) }
-        ));
-    }
-
-    #[test]
-    fn once_per_args_asks_per_distinct_arguments() {
-        let mem = Memory::default();
-        let ch = Scripted::new(vec![yes(), yes()]);
-        let m = ApprovalMode::OncePerArgs;
-        let a = args_digest(&json!({"x": 1, "y": 2}));
-        let a2 = args_digest(&json!({"y": 2, "x": 1}));
-        let b = args_digest(&json!({"x": 2}));
-        assert_eq!(call(m, &mem, &ch, "s", &a), Ok(Some("terminal".into())));
-        assert_eq!(
-            call(m, &mem, &ch, "s", &a2),
-            Ok(Some("remembered terminal".into()))
-        );
-        assert_eq!(ch.asked(), 1);
-        assert_eq!(call(m, &mem, &ch, "s", &b), Ok(Some("terminal".into())));
-        assert_eq!(ch.asked(), 2);
-    }
-
-    #[test]
-    fn anything_but_yes_refuses_and_pre_approval_needs_allow_yes() {
-        let mem = Memory::default();
-        for (answer, want) in [
-            (ApprovalAnswer::Declined, Refusal::Declined),
-            (ApprovalAnswer::Cancelled, Refusal::Cancelled),
-            (ApprovalAnswer::TimedOut, Refusal::TimedOut),
-            (ApprovalAnswer::NoChannel, Refusal::NoChannel),
-        ] {
-            assert_eq!(settle(|| answer, false, true, &mem, None), Err(want));
-        }
-        // --yes without allow_yes: refused without asking.
-        let mut asked = false;
-        let r = settle(
-            || {
-                asked = true;
-                yes()
-            },
-            true,
-            false,
-            &mem,
-            None,
-        );
-        assert_eq!(r, Err(Refusal::PreApprovalNotAllowed));
-        assert!(!asked);
-        // Control: --yes with allow_yes approves.
-        let pre = PreApproved;
-        let req_answer = || ApprovalAnswer::Approved {
-            by: ApprovalChannel::name(&pre).into(),
-        };
-        assert_eq!(
-            settle(req_answer, true, true, &mem, None),
-            Ok("--yes".into())
-        );
-    }
-
-    #[test]
-    fn refusal_messages_say_how_to_approve() {
-        let m = refusal_message(
-            Refusal::NoChannel,
-            "deploy",
-            ApprovalMode::Always,
-            "policy p.toml",
-        );
-        assert!(m.contains("no one could be asked"), "{m}");
-        assert!(m.contains("--yes") && m.contains("allow_yes = true"), "{m}");
-        assert!(m.contains("policy p.toml"), "{m}");
-        let m = refusal_message(
-            Refusal::PreApprovalNotAllowed,
-            "deploy",
-            ApprovalMode::Always,
-            "x",
-        );
-        assert!(m.contains("--yes is not permitted"), "{m}");
-    }
-}
+mod tests;

@@ -3,8 +3,9 @@
 use super::approval::{GrantSummary, Refusal, args_digest};
 use super::persist::Slot;
 use super::{Gate, SessionId, mode_name};
-use crate::audit::record::{AuditRecord, Decision as Recorded, StreamBytes, rfc3339};
+use crate::audit::record::{AuditRecord, Decision as Recorded, Phase, StreamBytes, rfc3339};
 use crate::call::{CallError, CallResult, PreparedCall};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 /// The gate's answer for one call.
@@ -30,13 +31,28 @@ pub enum Approval {
 #[derive(Debug)]
 pub struct Permit {
     pub approval: Approval,
+    /// Pairs the call's `started` audit record with its final one.
+    pub call_id: String,
     _slot: Slot,
+}
+
+/// `<pid>-<nanoseconds since the epoch>-<counter>`: unique per process and
+/// across processes writing the same log.
+fn fresh_call_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{}-{nanos}-{n}", std::process::id())
 }
 
 impl Permit {
     pub(super) fn new(approval: Approval, slot: Slot) -> Permit {
         Permit {
             approval,
+            call_id: fresh_call_id(),
             _slot: slot,
         }
     }
@@ -69,6 +85,7 @@ impl DenyReason {
             DenyReason::Approval(Refusal::TimedOut) => "approval_timed_out",
             DenyReason::Approval(Refusal::NoChannel) => "approval_no_channel",
             DenyReason::Approval(Refusal::PreApprovalNotAllowed) => "pre_approval_not_allowed",
+            DenyReason::Approval(Refusal::Interrupted) => "approval_interrupted",
             DenyReason::RateLimited => "rate_limited",
             DenyReason::Concurrency => "concurrency",
             DenyReason::Unavailable => "gate_unavailable",
@@ -109,6 +126,8 @@ impl Denial {
 pub enum Ran<'a> {
     /// Denied: nothing ran.
     NotRun,
+    /// Allowed and about to run: the `started` record ([`Gate::start`]).
+    Starting,
     /// The sandbox ran the tool (whatever its exit).
     Finished(&'a CallResult),
     /// The call could not run (encoding, sandbox setup), after `Duration`.
@@ -123,6 +142,10 @@ pub(super) fn record(
     ran: &Ran<'_>,
 ) -> AuditRecord {
     let args = serde_json::Value::Object(call.args.clone());
+    let call_id = match decision {
+        Decision::Allowed(p) => Some(p.call_id.clone()),
+        Decision::Denied(_) => None,
+    };
     let decision = match decision {
         Decision::Allowed(p) => match &p.approval {
             Approval::NotNeeded => Recorded::Allowed,
@@ -138,6 +161,8 @@ pub(super) fn record(
     };
     let mut r = AuditRecord {
         time: rfc3339(SystemTime::now()),
+        phase: None,
+        call_id,
         session: session.0.clone(),
         tool: call.tool.name.clone(),
         format: serde_json::to_value(call.tool.format)
@@ -145,6 +170,7 @@ pub(super) fn record(
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default(),
         source: call.tool.source.display().to_string(),
+        definition_sha256: Some(call.definition_sha256.clone()),
         args_sha256: args_digest(&args),
         args: (!gate.session.audit.redact).then_some(args),
         args_cut: None,
@@ -156,12 +182,14 @@ pub(super) fn record(
         exit_status: None,
         is_error: None,
         error: None,
+        stopped_by: None,
         duration_ms: None,
         stdout: None,
         stderr: None,
     };
     match ran {
         Ran::NotRun => {}
+        Ran::Starting => r.phase = Some(Phase::Started),
         Ran::Finished(res) => {
             let o = &res.outcome;
             r.enforcement = serde_json::to_value(&o.enforcement).ok();
@@ -207,6 +235,8 @@ pub(super) fn rejected(
     };
     AuditRecord {
         time: rfc3339(SystemTime::now()),
+        phase: None,
+        call_id: None,
         session: session.0.clone(),
         tool: name.to_string(),
         format: tool
@@ -216,6 +246,7 @@ pub(super) fn rejected(
         source: tool
             .map(|t| t.source.display().to_string())
             .unwrap_or_default(),
+        definition_sha256: None,
         args_sha256: args_digest(args),
         args: (!gate.session.audit.redact).then(|| args.clone()),
         args_cut: None,
@@ -230,6 +261,7 @@ pub(super) fn rejected(
         exit_status: None,
         is_error: Some(true),
         error: None,
+        stopped_by: None,
         duration_ms: None,
         stdout: None,
         stderr: None,

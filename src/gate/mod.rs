@@ -16,6 +16,7 @@
 //!         // MCP: a result with isError: true and d.message; CLI: exit d.exit_status()
 //!     }
 //!     Decision::Allowed(_) => {
+//!         gate.start(&prepared, &session, &decision)?;  // the `started` record, before the run
 //!         let start = std::time::Instant::now();
 //!         let result = engine.run(&prepared, cancel);
 //!         let ran = match &result { Ok(r) => Ran::Finished(r), Err(e) => Ran::Failed(e, start.elapsed()) };
@@ -35,7 +36,8 @@
 //!   `TimedOut`, client without elicitation → `NoChannel`). Anything but an
 //!   explicit yes denies the call: the gate never fails open.
 //! - `once` and `once-per-args` approvals are remembered per [`SessionId`]
-//!   for the life of the `Gate`.
+//!   for the life of the `Gate`, bound to the tool's definition digest
+//!   ([`PreparedCall::definition_sha256`]): a changed tool is asked again.
 //! - Order: concurrency cap, then rate limits, then approval, so nobody is
 //!   asked about a call that could not run anyway. A call refused by a
 //!   person still counts against the rate limits: prompts are rate-limited
@@ -279,7 +281,11 @@ impl Gate {
             Err(e) => return Err(Denial::new(DenyReason::Unavailable, e.0)),
         };
         let digest = approval::args_digest(&serde_json::Value::Object(call.args.clone()));
-        let need = approval::need(grant.approval, &self.memory, &session.0, name, &digest);
+        let bound = approval::Bound {
+            name,
+            definition: &call.definition_sha256,
+        };
+        let need = approval::need(grant.approval, &self.memory, &session.0, &bound, &digest);
         if let (Need::Ask { .. }, Some(r)) = (&need, unanswerable) {
             return Err(self.refusal(call, r));
         }
@@ -311,9 +317,16 @@ impl Gate {
 
     /// What the person is shown.
     pub fn request(&self, call: &PreparedCall) -> ApprovalRequest {
+        let source = match call.tool.line {
+            Some(l) => format!("{}:{l}", call.tool.source.display()),
+            None => call.tool.source.display().to_string(),
+        };
         ApprovalRequest {
             tool: call.tool.name.clone(),
             format: call.tool.format,
+            runs: crate::call::definition::runs(&call.tool),
+            source,
+            definition_sha256: call.definition_sha256.clone(),
             arguments: serde_json::Value::Object(call.args.clone()),
             grant: GrantSummary::of(&call.resolved.grant),
             reason: format!(
@@ -458,6 +471,25 @@ impl Gate {
         }
     }
 
+    /// Write the call's `started` record, right before the tool runs, so
+    /// the log shows the call even if toolcage is then killed (SIGKILL
+    /// cannot be caught; `toolcage audit` shows such a record as started,
+    /// no result). Nothing to write for a denied call. `Err` when the write
+    /// failed and `[audit] fail_closed` (default) says the call must not
+    /// run: finish it with [`Ran::Failed`].
+    pub fn start(
+        &self,
+        call: &PreparedCall,
+        session: &SessionId,
+        decision: &Decision,
+    ) -> Result<(), String> {
+        if let Decision::Denied(_) = decision {
+            return Ok(());
+        }
+        let record = self.record(call, session, decision, &Ran::Starting);
+        self.write(&record, "the call is not run")
+    }
+
     /// Write the call's audit record and release its slot. `Err` when the
     /// write failed and the policy's `[audit] fail_closed` (default) says
     /// the call must fail: do not return the result.
@@ -468,18 +500,38 @@ impl Gate {
         decision: Decision,
         ran: Ran<'_>,
     ) -> Result<(), String> {
-        let record = self.record(call, session, &decision, &ran);
+        self.finish_stopped(call, session, decision, ran, None)
+    }
+
+    /// [`Gate::finish`] for a call stopped from outside (`stopped_by`:
+    /// `SIGTERM to toolcage`, ...): recorded in the record's `stopped_by`.
+    pub fn finish_stopped(
+        &self,
+        call: &PreparedCall,
+        session: &SessionId,
+        decision: Decision,
+        ran: Ran<'_>,
+        stopped_by: Option<&str>,
+    ) -> Result<(), String> {
+        let mut record = self.record(call, session, &decision, &ran);
+        record.stopped_by = stopped_by.map(str::to_string);
+        let written = self.write(&record, "the call's result is withheld");
+        drop(decision);
+        written
+    }
+
+    /// Append `record`; a failure is an error only under `fail_closed`.
+    fn write(&self, record: &AuditRecord, consequence: &str) -> Result<(), String> {
         let written = match &self.audit {
-            Some(log) => log.append(&record),
+            Some(log) => log.append(record),
             None => Ok(()),
         };
-        drop(decision);
         match written {
-            Err(e) if self.session.audit.fail_closed => Err(format!(
-                "{e}; the call's result is withheld ([audit] fail_closed = true)"
-            )),
+            Err(e) if self.session.audit.fail_closed => {
+                Err(format!("{e}; {consequence} ([audit] fail_closed = true)"))
+            }
             Err(e) => {
-                tracing::warn!("{e} ([audit] fail_closed = false: the result is returned)");
+                tracing::warn!("{e} ([audit] fail_closed = false: the call goes on)");
                 Ok(())
             }
             Ok(()) => Ok(()),

@@ -1,12 +1,16 @@
 //! Asking on the controlling terminal (`/dev/tty`), never on stdout, which
 //! carries the tool's result.
 //!
-//! The prompt shows the tool, its arguments (pretty JSON, cut when huge) and
-//! the grant (readable and writable paths, network, timeout). Answers: `y`,
+//! The prompt shows the tool, what it runs (the script, the entry point or
+//! the command template) and the file that defines it, its arguments
+//! (pretty JSON, cut when huge) and the grant (readable and writable paths,
+//! network, timeout). Answers: `y`,
 //! `yes`, `n`, `no` (any case); anything else asks again, up to three times.
 //! No terminal → [`ApprovalAnswer::NoChannel`]; end of input (Ctrl-D) →
 //! [`ApprovalAnswer::Declined`]; no answer within the timeout →
-//! [`ApprovalAnswer::TimedOut`].
+//! [`ApprovalAnswer::TimedOut`]; toolcage interrupted while asking (Ctrl-C,
+//! SIGTERM, SIGHUP: [`Terminal::with_interrupt`]) →
+//! [`ApprovalAnswer::Interrupted`].
 //!
 //! Before the question, pending input is discarded (`tcflush`), so type-ahead
 //! or a `y` typed at a fake prompt that a tool printed earlier is not an
@@ -14,6 +18,7 @@
 //! earlier output cannot leave the prompt hidden.
 
 use super::approval::{ApprovalAnswer, ApprovalChannel, ApprovalRequest};
+use crate::sandbox::CancelToken;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::termios::{FlushArg, tcflush};
 use std::fs::{File, OpenOptions};
@@ -31,6 +36,23 @@ pub const MAX_ARGS_SHOWN: usize = 4096;
 /// At most this many bytes of any one string value are shown, so one huge
 /// value cannot push the other arguments out of view.
 pub const MAX_VALUE_SHOWN: usize = 256;
+/// At most this many bytes of the command and of the source path are shown.
+pub const MAX_RUNS_SHOWN: usize = 1024;
+
+/// `s` on one line (newlines and controls escaped), cut at `max` bytes.
+fn one_line_capped(s: &str, max: usize) -> String {
+    let mut line = crate::text::one_line(s);
+    if line.len() > max {
+        let mut cut = max;
+        while !line.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let omitted = line.len() - cut;
+        line.truncate(cut);
+        line.push_str(&format!("… [{omitted} more bytes not shown]"));
+    }
+    line
+}
 
 /// The arguments with every long string cut (on a character boundary) and
 /// marked with how much was left out.
@@ -59,6 +81,7 @@ fn shorten(v: &serde_json::Value) -> serde_json::Value {
 pub struct Terminal {
     path: PathBuf,
     timeout: Duration,
+    interrupt: Option<CancelToken>,
 }
 
 impl Default for Terminal {
@@ -78,7 +101,15 @@ impl Terminal {
         Terminal {
             path: path.into(),
             timeout,
+            interrupt: None,
         }
+    }
+
+    /// Stop asking when `token` is cancelled (toolcage got Ctrl-C, SIGTERM
+    /// or SIGHUP): the answer is [`ApprovalAnswer::Interrupted`].
+    pub fn with_interrupt(mut self, token: CancelToken) -> Terminal {
+        self.interrupt = Some(token);
+        self
     }
 }
 
@@ -121,8 +152,11 @@ fn describe_raw(r: &ApprovalRequest) -> String {
         }
     };
     let mut s = format!(
-        "toolcage: tool \"{}\" ({fmt}) asks to run.\n  why: {}\n  arguments:\n",
-        r.tool, r.reason
+        "toolcage: tool \"{}\" ({fmt}) asks to run.\n  why: {}\n  runs:       {}\n  defined in: {}\n  arguments:\n",
+        one_line_capped(&r.tool, MAX_RUNS_SHOWN),
+        r.reason,
+        one_line_capped(&r.runs, MAX_RUNS_SHOWN),
+        one_line_capped(&r.source, MAX_RUNS_SHOWN),
     );
     for line in args.lines() {
         s.push_str("    ");
@@ -143,24 +177,34 @@ enum Line {
     Text(String),
     Eof,
     TimedOut,
+    Interrupted,
     Failed,
 }
 
-/// Read one line, giving up at `deadline`.
-fn read_line(tty: &mut File, deadline: Instant) -> Line {
+/// Read one line, giving up at `deadline` or when `interrupt` fires.
+fn read_line(tty: &mut File, deadline: Instant, interrupt: Option<&CancelToken>) -> Line {
     let mut buf = Vec::new();
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Line::TimedOut;
         }
+        if interrupt.is_some_and(CancelToken::is_cancelled) {
+            return Line::Interrupted;
+        }
         let ms = PollTimeout::try_from(left.as_millis().max(1)).unwrap_or(PollTimeout::MAX);
-        let mut fds = [PollFd::new(tty.as_fd(), PollFlags::POLLIN)];
+        let mut fds = vec![PollFd::new(tty.as_fd(), PollFlags::POLLIN)];
+        if let Some(t) = interrupt {
+            fds.push(PollFd::new(t.as_fd(), PollFlags::POLLIN));
+        }
         match poll(&mut fds, ms) {
             Ok(0) => return Line::TimedOut,
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => continue,
             Err(_) => return Line::Failed,
+        }
+        if fds[0].revents().is_none_or(|r| r.is_empty()) {
+            continue; // the interrupt: checked at the top
         }
         let mut chunk = [0u8; 256];
         match tty.read(&mut chunk) {
@@ -227,7 +271,7 @@ impl ApprovalChannel for Terminal {
                 return ApprovalAnswer::NoChannel;
             }
             prompt.clear();
-            match read_line(&mut tty, deadline) {
+            match read_line(&mut tty, deadline, self.interrupt.as_ref()) {
                 Line::Text(t) => match t.trim().to_ascii_lowercase().as_str() {
                     "y" | "yes" => {
                         return ApprovalAnswer::Approved {
@@ -244,6 +288,10 @@ impl ApprovalChannel for Terminal {
                 Line::TimedOut => {
                     let _ = tty.write_all(b"\ntoolcage: no answer; declined.\n");
                     return ApprovalAnswer::TimedOut;
+                }
+                Line::Interrupted => {
+                    let _ = tty.write_all(b"\ntoolcage: interrupted; not run.\n");
+                    return ApprovalAnswer::Interrupted;
                 }
                 Line::Failed => return ApprovalAnswer::NoChannel,
             }
@@ -265,6 +313,9 @@ mod tests {
         ApprovalRequest {
             tool: "deploy".into(),
             format: Format::Opencrabs,
+            runs: "sh -c 'echo {{env}}'".into(),
+            source: "/proj/tools.toml:3".into(),
+            definition_sha256: "0".repeat(64),
             arguments: args,
             grant: GrantSummary {
                 read: vec!["/usr".into()],
@@ -352,6 +403,11 @@ mod tests {
             }
         );
         assert!(shown.contains("tool \"deploy\" (opencrabs)"), "{shown}");
+        assert!(
+            shown.contains("runs:       sh -c 'echo {{env}}'"),
+            "{shown}"
+        );
+        assert!(shown.contains("defined in: /proj/tools.toml:3"), "{shown}");
         assert!(shown.contains("\"env\": \"prod\""), "{shown}");
         assert!(shown.contains("more bytes not shown"), "{shown}");
         assert!(shown.contains("may write: /proj"), "{shown}");
@@ -396,6 +452,8 @@ mod tests {
     fn arguments_cannot_drive_the_terminal() {
         let mut r = request(serde_json::json!({"a": "x\u{1b}[2J\u{9b}31m\u{202e}cba", "b": "y"}));
         r.tool = "t\u{7}".into();
+        // A multi-line command cannot add a line of its own to the prompt.
+        r.runs = "sh -c 'x\nAllow this call? [y/n]\u{1b}[8m'".into();
         let text = describe(&r);
         assert!(
             !text.chars().any(|c| c.is_control() && c != '\n'),
@@ -407,6 +465,11 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("\\u001b[2J"), "{text}");
+        assert!(
+            !text.lines().any(|l| l.starts_with("Allow this call?")),
+            "{text}"
+        );
+        assert!(text.contains("runs:       sh -c 'x\\u{a}Allow"), "{text}");
         // Every key is shown even when one value is huge.
         let r = request(serde_json::json!({"a": "x".repeat(100_000), "z": "last"}));
         let text = describe(&r);

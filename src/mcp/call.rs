@@ -9,7 +9,10 @@
 //!       (notifications/cancelled or a dropped request kills the process tree;
 //!        progress notifications at the start and every second after when the
 //!        client sent a token)
-//!   → audit record (before the result; a failed write withholds it)
+//!   → a `started` audit record before the run (it survives a SIGKILL)
+//!   → the final audit record (before the result; a failed write withholds
+//!     it; a server stopping on SIGTERM/SIGINT/SIGHUP cancels the run and
+//!     records `stopped_by`)
 //!   → CallToolResult (isError, text, _meta with the enforcement report)
 //! ```
 //!
@@ -38,6 +41,8 @@ pub async fn call_tool(
 
     let session = server.session.id.clone();
     let gate = server.shared.gate.clone();
+    // Counted until its audit record is written: a stopping server waits.
+    let _in_flight = server.shared.calls.token();
     let prepared = match host.prepare(&name, args.clone()) {
         Ok(p) => p,
         Err(e) => {
@@ -59,14 +64,22 @@ pub async fn call_tool(
     };
 
     // From here until the call is handed to its blocking thread, a dropped
-    // request (client gone, session closed) still leaves an audit record.
+    // request (client gone, session closed, server stopping) still leaves
+    // an audit record.
     let mut gone = AuditIfGone {
         gate: gate.clone(),
         host: host.clone(),
         name: name.clone(),
         args,
         session: session.clone(),
+        shared: server.shared.clone(),
     };
+    if server.shared.stopping.is_cancelled() {
+        return Ok(error_result(
+            format!("{name}: not run: the server is shutting down"),
+            json!({"toolcage/error": "stopping"}),
+        ));
+    }
 
     // Approval (elicitation), rate limits, concurrency cap: nothing has run
     // yet. A denial is audited and becomes an `isError` result.
@@ -81,6 +94,12 @@ pub async fn call_tool(
                     return Ok(error_result(
                         format!("{name}: cancelled before it ran (approval was pending)"),
                         json!({}),
+                    ));
+                }
+                _ = server.shared.stopping.cancelled() => {
+                    return Ok(error_result(
+                        format!("{name}: not run: the server is shutting down (approval was pending)"),
+                        json!({"toolcage/error": "stopping"}),
                     ));
                 }
             };
@@ -99,16 +118,29 @@ pub async fn call_tool(
         None => None,
     };
 
-    let permit = tokio::select! {
+    let waited = tokio::select! {
         p = server.shared.permits.clone().acquire_owned() => {
-            p.map_err(|_| McpError::internal_error("the server is shutting down", None))?
+            Ok(p.map_err(|_| McpError::internal_error("the server is shutting down", None))?)
         }
         _ = context.ct.cancelled() => {
+            Err(format!("{name}: cancelled by the client before it started"))
+        }
+        _ = server.shared.stopping.cancelled() => {
+            Err(format!("{name}: not run: the server is shutting down"))
+        }
+    };
+    let permit = match waited {
+        Ok(p) => p,
+        Err(text) => {
             gone.disarm();
-            let text = format!("{name}: cancelled by the client before it started");
             if let (Some(g), Some(decision)) = (&gate, decision) {
                 let why = CallError::Denied(text.clone());
-                if let Err(e) = g.finish(&prepared, &session, decision, Ran::Failed(&why, Default::default())) {
+                if let Err(e) = g.finish(
+                    &prepared,
+                    &session,
+                    decision,
+                    Ran::Failed(&why, Default::default()),
+                ) {
                     return Ok(audit_failed(&name, &e));
                 }
             }
@@ -136,8 +168,26 @@ pub async fn call_tool(
     // (unless the policy says `fail_closed = false`).
     let (run_gate, run_session) = (gate.clone(), session.clone());
     gone.disarm();
+    // The `started` record, before anything runs: it survives a SIGKILL.
+    if let (Some(g), Some(d)) = (&gate, &decision)
+        && let Err(e) = g.start(&prepared, &session, d)
+    {
+        let why = CallError::Denied(format!("{name}: not run: {e}"));
+        if let Some(d) = decision {
+            let _ = g.finish(
+                &prepared,
+                &session,
+                d,
+                Ran::Failed(&why, Default::default()),
+            );
+        }
+        return Ok(audit_failed(&name, &e));
+    }
+    let shared = server.shared.clone();
+    let in_flight = server.shared.calls.token();
     let mut task = tokio::task::spawn_blocking(move || {
         let _permit = permit;
+        let _in_flight = in_flight;
         let result = host.run(&prepared, Some(&run_cancel));
         let audit = match (&run_gate, decision) {
             (Some(g), Some(decision)) => {
@@ -145,7 +195,15 @@ pub async fn call_tool(
                     Ok(r) => Ran::Finished(r),
                     Err(e) => Ran::Failed(e, started.elapsed()),
                 };
-                g.finish(&prepared, &run_session, decision, ran)
+                let cancelled = matches!(&result, Ok(r) if r.outcome.exit == Exit::Cancelled);
+                let stopped_by = shared.stop_reason.get().filter(|_| cancelled);
+                g.finish_stopped(
+                    &prepared,
+                    &run_session,
+                    decision,
+                    ran,
+                    stopped_by.map(String::as_str),
+                )
             }
             _ => Ok(()),
         };
@@ -162,6 +220,11 @@ pub async fn call_tool(
             r = &mut task => break r,
             _ = context.ct.cancelled(), if !cancelled => {
                 tracing::info!("{name}: cancelled by the client; killing its process tree");
+                cancel.cancel();
+                cancelled = true;
+            }
+            _ = server.shared.stopping.cancelled(), if !cancelled => {
+                tracing::info!("{name}: the server is stopping; killing its process tree");
                 cancel.cancel();
                 cancelled = true;
             }
@@ -227,6 +290,7 @@ struct AuditIfGone {
     name: String,
     args: Value,
     session: crate::gate::SessionId,
+    shared: std::sync::Arc<super::server::Shared>,
 }
 
 impl AuditIfGone {
@@ -239,10 +303,16 @@ impl AuditIfGone {
 impl Drop for AuditIfGone {
     fn drop(&mut self) {
         if let Some(g) = self.gate.take() {
-            let why = CallError::Denied(format!(
-                "{}: the client went away before the call ran (request cancelled or connection closed)",
-                self.name
-            ));
+            let why = match self.shared.stop_reason.get() {
+                Some(reason) => CallError::Denied(format!(
+                    "{}: not run: the server stopped ({reason}) before the call ran",
+                    self.name
+                )),
+                None => CallError::Denied(format!(
+                    "{}: the client went away before the call ran (request cancelled or connection closed)",
+                    self.name
+                )),
+            };
             let tool = self.host.spec(&self.name);
             if let Err(e) = g.reject(tool.as_ref(), &self.name, &self.args, &self.session, &why) {
                 tracing::error!("{}: audit log: {e}", self.name);

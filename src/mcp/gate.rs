@@ -51,6 +51,31 @@ pub trait Gate: Send + Sync + 'static {
         decision: Decision,
         ran: Ran<'_>,
     ) -> Result<(), String>;
+
+    /// Record that an allowed call is about to run (the `started` record),
+    /// so it is in the log even if the server is killed. `Err`: the write
+    /// failed and the call must not run.
+    fn start(
+        &self,
+        _call: &PreparedCall,
+        _session: &SessionId,
+        _decision: &Decision,
+    ) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// [`Gate::finish`] for a call stopped from outside (the server got
+    /// SIGTERM): `stopped_by` says what stopped it.
+    fn finish_stopped(
+        &self,
+        call: &PreparedCall,
+        session: &SessionId,
+        decision: Decision,
+        ran: Ran<'_>,
+        _stopped_by: Option<&str>,
+    ) -> Result<(), String> {
+        self.finish(call, session, decision, ran)
+    }
 }
 
 impl Gate for crate::gate::Gate {
@@ -89,6 +114,26 @@ impl Gate for crate::gate::Gate {
         ran: Ran<'_>,
     ) -> Result<(), String> {
         crate::gate::Gate::finish(self, call, session, decision, ran)
+    }
+
+    fn start(
+        &self,
+        call: &PreparedCall,
+        session: &SessionId,
+        decision: &Decision,
+    ) -> Result<(), String> {
+        crate::gate::Gate::start(self, call, session, decision)
+    }
+
+    fn finish_stopped(
+        &self,
+        call: &PreparedCall,
+        session: &SessionId,
+        decision: Decision,
+        ran: Ran<'_>,
+        stopped_by: Option<&str>,
+    ) -> Result<(), String> {
+        crate::gate::Gate::finish_stopped(self, call, session, decision, ran, stopped_by)
     }
 }
 

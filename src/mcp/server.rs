@@ -16,8 +16,10 @@ use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// State shared by every client of one server.
 pub struct Shared {
@@ -29,6 +31,14 @@ pub struct Shared {
     info: ServerConfig,
     /// Approval / rate limit / audit between prepare and run (issue 5).
     pub gate: Option<Arc<dyn Gate>>,
+    /// Cancelled when the server stops ([`McpServer::stop_calls`]): calls
+    /// in flight are cancelled and new ones refused.
+    pub stopping: CancellationToken,
+    /// Why the server stops (`SIGTERM to toolcage serve`), for the records
+    /// of the calls it cancels.
+    pub stop_reason: OnceLock<String>,
+    /// Every `tools/call` in flight, until its audit record is written.
+    pub calls: TaskTracker,
 }
 
 struct Client {
@@ -75,6 +85,9 @@ impl McpServer {
                 clients: Mutex::new(Vec::new()),
                 info: server_info(),
                 gate: None,
+                stopping: CancellationToken::new(),
+                stop_reason: OnceLock::new(),
+                calls: TaskTracker::new(),
             }),
             session: Arc::new(Session::default()),
         }
@@ -90,6 +103,9 @@ impl McpServer {
             clients: Mutex::new(Vec::new()),
             info: self.shared.info.clone(),
             gate: Some(gate),
+            stopping: CancellationToken::new(),
+            stop_reason: OnceLock::new(),
+            calls: TaskTracker::new(),
         };
         McpServer {
             shared: Arc::new(shared),
@@ -103,6 +119,30 @@ impl McpServer {
             shared: self.shared.clone(),
             session: Arc::new(Session::default()),
         }
+    }
+
+    /// Stop: cancel every call in flight (a running one has its process
+    /// tree killed) and refuse new ones; wait up to `grace` until each has
+    /// written its audit record (`stopped_by` = `reason`). True when all
+    /// did in time.
+    pub async fn stop_calls(&self, reason: &str, grace: std::time::Duration) -> bool {
+        self.begin_stop(reason);
+        let n = self.shared.calls.len();
+        if n > 0 {
+            tracing::info!("{reason}: cancelling {n} call(s) in flight");
+        }
+        tokio::time::timeout(grace, self.shared.calls.wait())
+            .await
+            .is_ok()
+    }
+
+    /// The first half of [`McpServer::stop_calls`], without waiting: call it
+    /// before a transport is torn down, so calls cancelled by the teardown
+    /// are recorded with `reason` too. Only the first reason is kept.
+    pub fn begin_stop(&self, reason: &str) {
+        let _ = self.shared.stop_reason.set(reason.to_string());
+        self.shared.stopping.cancel();
+        self.shared.calls.close();
     }
 
     /// Connected, initialized clients (closed ones are pruned).

@@ -45,6 +45,13 @@ impl CancelToken {
     }
 }
 
+/// Readable once cancelled: poll it beside other descriptors.
+impl AsFd for CancelToken {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
 pub struct Running<'a> {
     /// The call's init (PID 1 of its namespace): killing it kills
     /// everything the call started.

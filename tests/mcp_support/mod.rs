@@ -180,6 +180,7 @@ impl ToolHost for FakeHost {
                 provenance: vec![],
                 requested: vec![],
             },
+            definition_sha256: String::new(),
         })
     }
 
