@@ -338,6 +338,10 @@ fn collect(inp: &Inputs, plan: &mut RootPlan) -> Vec<Entry> {
     // granted (roots are canonical, so the grant names /usr/bin).
     if !root_is_bound && let Ok(top) = std::fs::read_dir("/") {
         for e in top.flatten() {
+            // The directory entry's type costs no syscall; readlink only links.
+            if !e.file_type().is_ok_and(|t| t.is_symlink()) {
+                continue;
+            }
             let p = e.path();
             let Ok(target) = std::fs::read_link(&p) else {
                 continue;
