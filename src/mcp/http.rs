@@ -7,19 +7,28 @@
 //! rebinding); a present `Origin` must be a loopback origin, anything else
 //! gets 403; bodies over `max_message_bytes` get 413. Every other path is
 //! 404.
+//!
+//! Bounds: at most `max_connections` connections are open (at the limit the
+//! server stops accepting until one closes; a failed accept, such as EMFILE,
+//! backs off instead of spinning), and a client has `header_timeout` to send
+//! a request's headers, or to start the next one on a kept-alive
+//! connection.
 
 use super::McpServer;
 use super::auth::{self, Auth};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::{Request, Response, StatusCode, body::Incoming};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 /// The MCP endpoint path.
@@ -93,13 +102,24 @@ pub async fn serve_http(
         config(&server, local, &shutdown),
     ));
     tracing::info!("MCP over HTTP at http://{local}{PATH}");
+    let limits = ConnectionLimits::new(&server);
+    let mut accept_failures = AcceptBackoff::default();
     loop {
+        // At the connection limit, stop accepting until one closes: new
+        // connections wait in the kernel's backlog instead of failing.
+        let open = tokio::select! {
+            p = limits.open() => p,
+            _ = shutdown.cancelled() => break,
+        };
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
-                Ok(x) => x,
+                Ok(x) => {
+                    accept_failures.reset();
+                    x
+                }
                 Err(e) => {
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    let wait = accept_failures.failed(&e);
+                    tokio::time::sleep(wait).await;
                     continue;
                 }
             },
@@ -109,7 +129,9 @@ pub async fn serve_http(
         let sessions = sessions.clone();
         let auth = auth.clone();
         let conn_shutdown = shutdown.clone();
+        let header_timeout = limits.header_timeout;
         tokio::spawn(async move {
+            let _open = open;
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let (service, sessions) = (service.clone(), sessions.clone());
                 let admitted = auth.admit(req.headers());
@@ -124,7 +146,11 @@ pub async fn serve_http(
                     Ok::<_, Infallible>(route(&service, req).await)
                 }
             });
+            // A client that does not finish its headers within the timeout
+            // (or idles that long between requests) is disconnected.
             let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
                 .serve_connection(TokioIo::new(stream), svc);
             tokio::pin!(conn);
             tokio::select! {
@@ -141,6 +167,68 @@ pub async fn serve_http(
         });
     }
     Ok(())
+}
+
+/// `--max-connections` and `--header-timeout`.
+struct ConnectionLimits {
+    open: Arc<Semaphore>,
+    max: usize,
+    header_timeout: Duration,
+    /// Whether "at the limit" was logged since the last time under it.
+    warned: AtomicBool,
+}
+
+impl ConnectionLimits {
+    fn new(server: &McpServer) -> ConnectionLimits {
+        let max = server.shared.config.max_connections.max(1);
+        ConnectionLimits {
+            open: Arc::new(Semaphore::new(max)),
+            max,
+            header_timeout: server.shared.config.header_timeout,
+            warned: AtomicBool::new(false),
+        }
+    }
+
+    /// A place for one more connection; waits at the limit.
+    async fn open(&self) -> Option<OwnedSemaphorePermit> {
+        if let Ok(p) = self.open.clone().try_acquire_owned() {
+            self.warned.store(false, Ordering::Relaxed);
+            return Some(p);
+        }
+        if !self.warned.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "{} HTTP connections open (--max-connections): not accepting more until one closes",
+                self.max
+            );
+        }
+        self.open.clone().acquire_owned().await.ok()
+    }
+}
+
+/// After a failed accept (EMFILE, ENFILE, ENOBUFS...): wait, longer each
+/// time up to a second, and log once per run of failures.
+#[derive(Default)]
+struct AcceptBackoff {
+    failures: u32,
+}
+
+impl AcceptBackoff {
+    fn failed(&mut self, e: &std::io::Error) -> Duration {
+        if self.failures == 0 {
+            tracing::warn!("accept failed: {e}; backing off until it succeeds");
+        } else {
+            tracing::debug!("accept failed again: {e}");
+        }
+        self.failures = self.failures.saturating_add(1);
+        Duration::from_millis(10u64 << self.failures.min(7)).min(Duration::from_secs(1))
+    }
+
+    fn reset(&mut self) {
+        if self.failures > 0 {
+            tracing::info!("accepting connections again");
+        }
+        self.failures = 0;
+    }
 }
 
 type Service = StreamableHttpService<McpServer, LocalSessionManager>;
