@@ -7,8 +7,10 @@
 //!   [`Refusal`] otherwise. The ticket counts the call as pending until it is
 //!   dropped (when the call has ended, its run included).
 //! - [`Ticket::slot`] waits for a run slot. Waiting calls queue per session
-//!   (FIFO) and a freed slot goes to the next session in turn (round robin),
-//!   so one session's flood cannot starve another session's call.
+//!   (FIFO). A freed slot goes to the waiting session that runs the fewest
+//!   calls now, the longest-waiting of those first (round robin among
+//!   equals), so one session's flood cannot starve another session's call:
+//!   a session with nothing running gets the very next slot.
 //! - A [`Slot`] is one running call; dropping it hands the slot straight to
 //!   the next waiting call, or frees it.
 
@@ -46,6 +48,7 @@ struct State {
 #[derive(Default)]
 struct SessionQueue {
     pending: usize,
+    running: usize,
     waiting: VecDeque<oneshot::Sender<()>>,
 }
 
@@ -121,9 +124,9 @@ impl Admission {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A running call ended: hand its slot to the next session's first
-    /// waiting call, or free it.
-    fn release_slot(&self) {
+    /// A call of `session` ended: hand its slot to the first waiting call
+    /// of the waiting session that runs the fewest, or free it.
+    fn release_slot(&self, session: SessionKey) {
         let mut st = self.lock();
         let State {
             running,
@@ -131,7 +134,21 @@ impl Admission {
             turn,
             ..
         } = &mut *st;
-        while let Some(key) = turn.pop_front() {
+        if let Some(q) = sessions.get_mut(&session) {
+            q.running = q.running.saturating_sub(1);
+            if q.pending == 0 && q.running == 0 && q.waiting.is_empty() {
+                sessions.remove(&session);
+            }
+        }
+        loop {
+            let next = turn
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, k)| sessions.get(k).map_or(0, |q| q.running))
+                .map(|(i, _)| i);
+            let Some(key) = next.and_then(|i| turn.remove(i)) else {
+                break;
+            };
             let Some(queue) = sessions.get_mut(&key) else {
                 continue;
             };
@@ -140,6 +157,7 @@ impl Admission {
                 // A waiter that went away (cancelled) is skipped.
                 if tx.send(()).is_ok() {
                     handed = true;
+                    queue.running += 1;
                     break;
                 }
             }
@@ -168,8 +186,10 @@ impl Ticket {
             let mut st = self.admission.lock();
             if st.running < self.admission.limits.max_concurrent && st.turn.is_empty() {
                 st.running += 1;
+                st.sessions.entry(self.session).or_default().running += 1;
                 return Some(Slot {
                     admission: self.admission.clone(),
+                    session: self.session,
                 });
             }
             let (tx, rx) = oneshot::channel();
@@ -193,6 +213,7 @@ impl Ticket {
         waiting.rx = None;
         got.then(|| Slot {
             admission: self.admission.clone(),
+            session: self.session,
         })
     }
 }
@@ -203,7 +224,7 @@ impl Drop for Ticket {
         st.pending = st.pending.saturating_sub(1);
         if let Some(queue) = st.sessions.get_mut(&self.session) {
             queue.pending = queue.pending.saturating_sub(1);
-            if queue.pending == 0 && queue.waiting.is_empty() {
+            if queue.pending == 0 && queue.running == 0 && queue.waiting.is_empty() {
                 st.sessions.remove(&self.session);
             }
         }
@@ -236,7 +257,7 @@ impl Drop for Waiting<'_> {
             }
         }
         if handed {
-            self.admission.release_slot();
+            self.admission.release_slot(self.session);
         }
     }
 }
@@ -244,11 +265,12 @@ impl Drop for Waiting<'_> {
 /// One of the `--max-concurrent` run slots, held while the call runs.
 pub struct Slot {
     admission: Arc<Admission>,
+    session: SessionKey,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.admission.release_slot();
+        self.admission.release_slot(self.session);
     }
 }
 
@@ -317,6 +339,34 @@ mod tests {
         assert!(second <= 1, "session 2 waited behind session 1: {order:?}");
         drop(first);
         assert_eq!(a.pending(), 0);
+    }
+
+    #[tokio::test]
+    async fn the_session_running_fewest_gets_the_next_slot() {
+        let a = Admission::new(limits(2, 100, 100));
+        // Session 1 runs two calls and queues two more; session 2 queues one.
+        let (ta, tb) = (a.admit(1).unwrap(), a.admit(1).unwrap());
+        let (sa, _sb) = (ta.slot().await.unwrap(), tb.slot().await.unwrap());
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for session in [1, 1, 2] {
+            let ticket = a.admit(session).unwrap();
+            let order = order.clone();
+            tasks.push(tokio::spawn(async move {
+                let slot = ticket.slot().await.unwrap();
+                order.lock().unwrap().push(session);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                drop(slot);
+            }));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        drop(sa);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        // Session 1 still runs one, session 2 none: session 2 goes first.
+        assert_eq!(order.lock().unwrap().first(), Some(&2));
+        for t in tasks {
+            t.abort();
+        }
     }
 
     #[tokio::test]
