@@ -135,11 +135,10 @@ fn try_run(
         max_sessions: args.max_sessions.max(1),
         max_pending_per_session: args.max_pending_per_session.max(1),
         max_pending: args.max_pending.max(1),
-        max_connections: args.max_connections.max(1),
+        max_connections: connections_within(args, raise_open_files_limit()),
         header_timeout: header_timeout.max(Duration::from_millis(100)),
         ..ServeConfig::default()
     };
-    raise_open_files_limit();
 
     let engine = global.engine(&args.policy)?;
     for d in &engine.catalog.diagnostics {
@@ -199,12 +198,35 @@ fn try_run(
 }
 
 /// Raise the soft limit on open files to the hard one, so the server's own
-/// limits (--max-connections, --max-sessions) bind before EMFILE does.
-fn raise_open_files_limit() {
+/// limits (--max-connections) bind before EMFILE does. The limit now.
+fn raise_open_files_limit() -> Option<u64> {
     match rlimit::increase_nofile_limit(u64::MAX) {
-        Ok(n) => tracing::debug!("open files limit: {n}"),
-        Err(e) => tracing::warn!("cannot raise the open files limit: {e}"),
+        Ok(n) => {
+            tracing::debug!("open files limit: {n}");
+            Some(n)
+        }
+        Err(e) => {
+            tracing::warn!("cannot raise the open files limit: {e}");
+            None
+        }
     }
+}
+
+/// `--max-connections`, lowered (with a warning) to what the open files
+/// limit leaves after the running calls' share.
+fn connections_within(args: &ServeArgs, open_files: Option<u64>) -> usize {
+    let wanted = args.max_connections.max(1);
+    let Some(n) = open_files else {
+        return wanted;
+    };
+    let budget = mcp::connections::connection_budget(n, args.max_concurrent.max(1));
+    if args.http.is_some() && budget < wanted {
+        tracing::warn!(
+            "--max-connections lowered from {wanted} to {budget}: the open files limit is {n} \
+             (raise it with ulimit -Hn)"
+        );
+    }
+    wanted.min(budget)
 }
 
 /// Generate the token when none was given, and say on stderr how clients

@@ -8,14 +8,16 @@
 //! gets 403; bodies over `max_message_bytes` get 413. Every other path is
 //! 404.
 //!
-//! Bounds: at most `max_connections` connections are open (at the limit the
-//! server stops accepting until one closes; a failed accept, such as EMFILE,
-//! backs off instead of spinning), and a client has `header_timeout` to send
-//! a request's headers, or to start the next one on a kept-alive
-//! connection.
+//! Bounds: at most `max_connections` connections are open (at the limit a
+//! new one takes the place of the oldest that never sent an admitted
+//! request, or accepting waits: see [`super::connections`]; a failed accept,
+//! such as EMFILE, backs off instead of spinning), and a client has
+//! `header_timeout` to send a request's headers, or to start the next one on
+//! a kept-alive connection.
 
 use super::McpServer;
 use super::auth::{self, Auth};
+use super::connections::{AcceptBackoff, Connections};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::{Request, Response, StatusCode, body::Incoming};
@@ -25,10 +27,8 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::Ordering;
 use tokio::net::TcpListener;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 /// The MCP endpoint path.
@@ -102,22 +102,22 @@ pub async fn serve_http(
         config(&server, local, &shutdown),
     ));
     tracing::info!("MCP over HTTP at http://{local}{PATH}");
-    let limits = ConnectionLimits::new(&server);
+    let connections = Connections::new(server.shared.config.max_connections);
+    let header_timeout = server.shared.config.header_timeout;
     let mut accept_failures = AcceptBackoff::default();
     loop {
-        // At the connection limit, stop accepting until one closes: new
-        // connections wait in the kernel's backlog instead of failing.
-        let open = tokio::select! {
-            p = limits.open() => p,
-            _ = shutdown.cancelled() => break,
-        };
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(x) => {
-                    accept_failures.reset();
+                    accept_failures.succeeded();
                     x
                 }
                 Err(e) => {
+                    // Out of descriptors: a connection that never sent an
+                    // admitted request makes room, as at --max-connections.
+                    if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+                        connections.make_room();
+                    }
                     let wait = accept_failures.failed(&e);
                     tokio::time::sleep(wait).await;
                     continue;
@@ -125,16 +125,27 @@ pub async fn serve_http(
             },
             _ = shutdown.cancelled() => break,
         };
+        // At --max-connections: the oldest connection that never sent an
+        // admitted request makes room, or (all in use) accepting waits.
+        let place = tokio::select! {
+            p = connections.admit() => match p {
+                Some(p) => p,
+                None => break,
+            },
+            _ = shutdown.cancelled() => break,
+        };
         let service = service.clone();
         let sessions = sessions.clone();
         let auth = auth.clone();
         let conn_shutdown = shutdown.clone();
-        let header_timeout = limits.header_timeout;
         tokio::spawn(async move {
-            let _open = open;
+            let trusted = place.trusted.clone();
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let (service, sessions) = (service.clone(), sessions.clone());
                 let admitted = auth.admit(req.headers());
+                if admitted.is_ok() {
+                    trusted.store(true, Ordering::Relaxed);
+                }
                 async move {
                     if let Err(why) = admitted {
                         tracing::info!("refused a request from {peer}: {why:?} bearer token");
@@ -159,76 +170,18 @@ pub async fn serve_http(
                         tracing::debug!("connection from {peer}: {e}");
                     }
                 }
+                _ = place.evicted.cancelled() => {
+                    tracing::debug!("connection from {peer}: closed to make room (--max-connections)");
+                }
                 _ = conn_shutdown.cancelled() => {
                     conn.as_mut().graceful_shutdown();
                     let _ = conn.as_mut().await;
                 }
             }
+            drop(place);
         });
     }
     Ok(())
-}
-
-/// `--max-connections` and `--header-timeout`.
-struct ConnectionLimits {
-    open: Arc<Semaphore>,
-    max: usize,
-    header_timeout: Duration,
-    /// Whether "at the limit" was logged since the last time under it.
-    warned: AtomicBool,
-}
-
-impl ConnectionLimits {
-    fn new(server: &McpServer) -> ConnectionLimits {
-        let max = server.shared.config.max_connections.max(1);
-        ConnectionLimits {
-            open: Arc::new(Semaphore::new(max)),
-            max,
-            header_timeout: server.shared.config.header_timeout,
-            warned: AtomicBool::new(false),
-        }
-    }
-
-    /// A place for one more connection; waits at the limit.
-    async fn open(&self) -> Option<OwnedSemaphorePermit> {
-        if let Ok(p) = self.open.clone().try_acquire_owned() {
-            self.warned.store(false, Ordering::Relaxed);
-            return Some(p);
-        }
-        if !self.warned.swap(true, Ordering::Relaxed) {
-            tracing::warn!(
-                "{} HTTP connections open (--max-connections): not accepting more until one closes",
-                self.max
-            );
-        }
-        self.open.clone().acquire_owned().await.ok()
-    }
-}
-
-/// After a failed accept (EMFILE, ENFILE, ENOBUFS...): wait, longer each
-/// time up to a second, and log once per run of failures.
-#[derive(Default)]
-struct AcceptBackoff {
-    failures: u32,
-}
-
-impl AcceptBackoff {
-    fn failed(&mut self, e: &std::io::Error) -> Duration {
-        if self.failures == 0 {
-            tracing::warn!("accept failed: {e}; backing off until it succeeds");
-        } else {
-            tracing::debug!("accept failed again: {e}");
-        }
-        self.failures = self.failures.saturating_add(1);
-        Duration::from_millis(10u64 << self.failures.min(7)).min(Duration::from_secs(1))
-    }
-
-    fn reset(&mut self) {
-        if self.failures > 0 {
-            tracing::info!("accepting connections again");
-        }
-        self.failures = 0;
-    }
 }
 
 type Service = StreamableHttpService<McpServer, LocalSessionManager>;

@@ -10,12 +10,14 @@
 //!   result), with cancellation and progress.
 //! - [`admission`]: pending-call caps and fair (round-robin) run slots.
 //! - [`gate`]: the seam where approval, rate limits and audit plug in.
-//! - [`stdio`], [`http`]: the two transports; [`auth`]: who may use HTTP.
+//! - [`stdio`], [`http`]: the two transports; [`auth`]: who may use HTTP;
+//!   [`connections`]: the HTTP connection limit.
 //! - [`reload`]: watch the tool dirs, debounce, rediscover, notify.
 
 pub mod admission;
 pub mod auth;
 pub mod call;
+pub mod connections;
 pub mod gate;
 pub mod host;
 pub mod http;
@@ -51,8 +53,8 @@ pub struct ServeConfig {
     pub max_pending_per_session: usize,
     /// Calls pending across all sessions; beyond it the same refusal.
     pub max_pending: usize,
-    /// HTTP connections open at once; beyond it the server stops accepting
-    /// until one closes (the kernel's backlog holds the rest).
+    /// HTTP connections open at once; beyond it a new one takes the place of
+    /// the oldest that never sent an admitted request, or waits.
     pub max_connections: usize,
     /// How long an HTTP client has to send a request's headers (also how long
     /// an idle keep-alive connection stays open).
