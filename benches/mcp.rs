@@ -9,7 +9,8 @@
 //! 4. a flood (the bounded server): 2,000 pipelined calls with 1 MiB
 //!    arguments over stdio (`--max-concurrent 1`): peak RSS and `ping`
 //!    latency meanwhile; then over HTTP, one session with 48 clients calling a
-//!    slow tool while a second session makes simple calls: its latency.
+//!    slow tool while a second session makes simple calls: its latency;
+//!    and 1,100 connections trickling headers: other sessions' latency.
 //!
 //! Run with `cargo bench --bench mcp` (`TOOLCAGE_BENCH=flood` runs only the
 //! flood). Prints numbers; asserts nothing.
@@ -339,6 +340,7 @@ fn main() {
         }
         flood::stdio_flood(&dir);
         flood::http_flood(&dir).await;
+        flood::trickle_flood(&dir).await;
     });
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(dir.with_extension("log"));

@@ -252,3 +252,65 @@ pub async fn http_flood(dir: &Path) {
         worst(&ping)
     );
 }
+
+const TRICKLERS: usize = 1_100;
+
+/// 1,100 connections trickling a request head (a byte a second, never
+/// finished), then an existing session's call and a new session's
+/// initialize + call.
+pub async fn trickle_flood(dir: &Path) {
+    if let Err(e) = rlimit::increase_nofile_limit(u64::MAX) {
+        println!("  (cannot raise the bench's open files limit: {e})");
+    }
+    let server = super::spawn_server_with(dir, &["--max-concurrent", "4"]);
+    let addr = server.addr;
+    let existing = open_session(addr).await;
+    let noop = json!({"name": "noop", "arguments": {}});
+    call_tool(addr, &existing, noop.clone()).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tricklers = Vec::new();
+    let opened = Arc::new(AtomicUsize::new(0));
+    for _ in 0..TRICKLERS {
+        let (stop, opened) = (stop.clone(), opened.clone());
+        tricklers.push(tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
+                return;
+            };
+            opened.fetch_add(1, Ordering::Relaxed);
+            let head = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+            for b in head.iter().chain(std::iter::repeat(&b'a')) {
+                if stop.load(Ordering::Relaxed) || s.write_all(&[*b]).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let t = Instant::now();
+    let r = call_tool(addr, &existing, noop.clone()).await;
+    let existing_took = t.elapsed();
+    let t = Instant::now();
+    let fresh = open_session(addr).await;
+    let r2 = call_tool(addr, &fresh, noop.clone()).await;
+    let fresh_took = t.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    for t in tricklers {
+        let _ = t.await;
+    }
+    println!(
+        "{TRICKLERS} connections trickling headers ({} connected), default --max-connections and --header-timeout:",
+        opened.load(Ordering::Relaxed)
+    );
+    println!(
+        "  existing session's call      : {:7.1} ms (isError {})",
+        ms(existing_took),
+        r["result"]["isError"]
+    );
+    println!(
+        "  new session's initialize+call: {:7.1} ms (isError {})",
+        ms(fresh_took),
+        r2["result"]["isError"]
+    );
+}
