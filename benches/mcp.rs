@@ -5,10 +5,18 @@
 //!    (stdio transport, in process), interleaved; medians and the difference;
 //! 2. throughput: `toolcage serve --http` as a separate process with 4
 //!    concurrent clients (one session each) calling the trivial tool;
-//! 3. the server's RSS when idle and after 10,000 calls.
+//! 3. the server's RSS when idle and after 10,000 calls;
+//! 4. a flood (the bounded server): 2,000 pipelined calls with 1 MiB
+//!    arguments over stdio (`--max-concurrent 1`): peak RSS and `ping`
+//!    latency meanwhile; then over HTTP, one session with 48 clients calling a
+//!    slow tool while a second session makes simple calls: its latency;
+//!    and 1,100 connections trickling headers: other sessions' latency.
 //!
-//! Run with `cargo bench --bench mcp`. Prints numbers; asserts nothing.
+//! Run with `cargo bench --bench mcp` (`TOOLCAGE_BENCH=flood` runs only the
+//! flood). Prints numbers; asserts nothing.
 
+#[path = "mcp/flood.rs"]
+mod flood;
 #[allow(dead_code)]
 #[path = "../tests/mcp_support/http.rs"]
 mod http;
@@ -42,6 +50,13 @@ fn project() -> PathBuf {
     let noop = tools.join("noop");
     std::fs::write(&noop, "#!/bin/sh\n# @description Print ok.\necho ok\n").unwrap();
     std::fs::set_permissions(&noop, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let slow = tools.join("slow");
+    std::fs::write(
+        &slow,
+        "#!/bin/sh\n# @description Read stdin, sleep 0.2 s, print ok.\n# @param data string Ballast\ncat >/dev/null\nsleep 0.2\necho ok\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&slow, std::fs::Permissions::from_mode(0o755)).unwrap();
     dir.canonicalize().unwrap()
 }
 
@@ -123,6 +138,10 @@ impl Drop for Server {
 }
 
 fn spawn_server(dir: &Path) -> Server {
+    spawn_server_with(dir, &["--max-concurrent", &CLIENTS.to_string()])
+}
+
+fn spawn_server_with(dir: &Path, extra: &[&str]) -> Server {
     let log = dir.with_extension("log");
     // The bench's own bearer token (a file only we can read).
     let token_file = dir.with_extension("token");
@@ -143,7 +162,8 @@ fn spawn_server(dir: &Path) -> Server {
         .args(["--log", "info", "serve", "--http", "127.0.0.1:0"])
         .arg("--token-file")
         .arg(&token_file)
-        .args(["--max-concurrent", &CLIENTS.to_string()])
+        .args(extra)
+        .env("XDG_STATE_HOME", dir.with_extension("state"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
@@ -312,10 +332,17 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    let only_flood = std::env::var("TOOLCAGE_BENCH").is_ok_and(|v| v == "flood");
     rt.block_on(async {
-        latency(&dir).await;
-        throughput_and_memory(&dir).await;
+        if !only_flood {
+            latency(&dir).await;
+            throughput_and_memory(&dir).await;
+        }
+        flood::stdio_flood(&dir);
+        flood::http_flood(&dir).await;
+        flood::trickle_flood(&dir).await;
     });
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(dir.with_extension("log"));
+    let _ = std::fs::remove_dir_all(dir.with_extension("state"));
 }

@@ -38,6 +38,21 @@ pub struct ServeArgs {
     /// HTTP sessions open at once; more get 503 until one ends.
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_sessions: usize,
+    /// Calls pending (waiting or running) in one session; more are refused
+    /// at once with an isError result.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub max_pending_per_session: usize,
+    /// Calls pending across all sessions; more are refused at once.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_pending: usize,
+    /// HTTP connections open at once; at the limit the server stops
+    /// accepting until one closes.
+    #[arg(long, value_name = "N", default_value_t = 512, requires = "http")]
+    pub max_connections: usize,
+    /// How long an HTTP client has to send a request's headers (and how long
+    /// a kept-alive connection may idle).
+    #[arg(long, value_name = "DUR", default_value = "10s", requires = "http")]
+    pub header_timeout: String,
     /// The bearer token HTTP clients must send, read from FILE (mode 0600 or
     /// stricter). Default: a new random token at every start, written to
     /// http-token in the project's state directory.
@@ -113,12 +128,18 @@ fn try_run(
         .and_then(|n| usize::try_from(n).map_err(anyhow::Error::from))?;
     let approval_timeout = parse_duration(&args.approval_timeout)
         .map_err(|e| anyhow::anyhow!("--approval-timeout: {e}"))?;
+    let header_timeout = parse_duration(&args.header_timeout)
+        .map_err(|e| anyhow::anyhow!("--header-timeout: {e}"))?;
     let config = ServeConfig {
         approval_timeout,
         max_concurrent: args.max_concurrent.max(1),
         max_message_bytes,
         page_size: args.page_size.max(1),
         max_sessions: args.max_sessions.max(1),
+        max_pending_per_session: args.max_pending_per_session.max(1),
+        max_pending: args.max_pending.max(1),
+        max_connections: connections_within(args, raise_open_files_limit()),
+        header_timeout: header_timeout.max(Duration::from_millis(100)),
         ..ServeConfig::default()
     };
 
@@ -206,6 +227,38 @@ fn try_run(
     // blocking stdin reader or a straggler.
     rt.shutdown_timeout(Duration::from_secs(2));
     result
+}
+
+/// Raise the soft limit on open files to the hard one, so the server's own
+/// limits (--max-connections) bind before EMFILE does. The limit now.
+fn raise_open_files_limit() -> Option<u64> {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(n) => {
+            tracing::debug!("open files limit: {n}");
+            Some(n)
+        }
+        Err(e) => {
+            tracing::warn!("cannot raise the open files limit: {e}");
+            None
+        }
+    }
+}
+
+/// `--max-connections`, lowered (with a warning) to what the open files
+/// limit leaves after the running calls' share.
+fn connections_within(args: &ServeArgs, open_files: Option<u64>) -> usize {
+    let wanted = args.max_connections.max(1);
+    let Some(n) = open_files else {
+        return wanted;
+    };
+    let budget = mcp::connections::connection_budget(n, args.max_concurrent.max(1));
+    if args.http.is_some() && budget < wanted {
+        tracing::warn!(
+            "--max-connections lowered from {wanted} to {budget}: the open files limit is {n} \
+             (raise it with ulimit -Hn)"
+        );
+    }
+    wanted.min(budget)
 }
 
 /// Generate the token when none was given, and say on stderr how clients

@@ -1,10 +1,11 @@
 //! One `tools/call`, end to end:
 //!
 //! ```text
-//! host.prepare (validate, resolve the grant)
+//! admission (pending calls per session and overall; beyond: isError at once)
+//!   → host.prepare (validate, resolve the grant)
 //!   → gate (concurrency cap, rate limits, approval via elicitation; a
 //!     denial is audited and returned as an isError result)
-//!   → wait for a permit (--max-concurrent)
+//!   → wait for a run slot (--max-concurrent; round robin across sessions)
 //!   → host.run on a blocking thread, with a CancelToken
 //!       (notifications/cancelled or a dropped request kills the process tree;
 //!        progress notifications at the start and every second after when the
@@ -21,13 +22,15 @@
 #![allow(deprecated)] // LoggingLevel: see server.rs
 
 use super::McpServer;
-use crate::call::{CallError, CallResult};
+use super::admission::Refusal;
+use crate::call::{CallError, CallResult, PreparedCall};
 use crate::gate::{Decision, Denial, Ran};
 use crate::sandbox::{CancelToken, Exit};
 use rmcp::model::{CallToolRequestParams, CallToolResult, LoggingLevel, ProgressNotificationParam};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, Peer, RoleServer};
 use serde_json::{Value, json};
+use std::sync::Arc;
 use std::time::Instant;
 
 pub async fn call_tool(
@@ -43,13 +46,34 @@ pub async fn call_tool(
     let gate = server.shared.gate.clone();
     // Counted until its audit record is written: a stopping server waits.
     let _in_flight = server.shared.calls.token();
-    let prepared = match host.prepare(&name, args.clone()) {
-        Ok(p) => p,
-        Err(e) => {
-            // Refused before the gate: audited too, nothing ran.
+
+    // Too many calls pending (this session's, or the server's): refused at
+    // once, audited, and the arguments dropped with the request.
+    let ticket = match server.shared.admission.admit(server.session.key) {
+        Ok(t) => t,
+        Err(refusal) => {
+            let why = CallError::Denied(refusal.to_string());
             if let Some(g) = &gate {
                 let tool = host.spec(&name);
-                if let Err(audit) = g.reject(tool.as_ref(), &name, &args, &session, &e) {
+                if let Err(audit) = g.reject(tool.as_ref(), &name, &args, &session, &why) {
+                    return Ok(audit_failed(&name, &audit));
+                }
+            }
+            drop(args);
+            return Ok(busy(&name, &refusal));
+        }
+    };
+
+    // The arguments are kept for the audit record only while preparing:
+    // after that the prepared call holds the one copy.
+    let kept = gate.as_ref().map(|_| args.clone());
+    let prepared = match host.prepare(&name, args) {
+        Ok(p) => Arc::new(p),
+        Err(e) => {
+            // Refused before the gate: audited too, nothing ran.
+            if let (Some(g), Some(args)) = (&gate, &kept) {
+                let tool = host.spec(&name);
+                if let Err(audit) = g.reject(tool.as_ref(), &name, args, &session, &e) {
                     return Ok(audit_failed(&name, &audit));
                 }
             }
@@ -62,6 +86,7 @@ pub async fn call_tool(
             return Ok(refused(server, &name, &e));
         }
     };
+    drop(kept);
 
     // From here until the call is handed to its blocking thread, a dropped
     // request (client gone, session closed, server stopping) still leaves
@@ -69,8 +94,7 @@ pub async fn call_tool(
     let mut gone = AuditIfGone {
         gate: gate.clone(),
         host: host.clone(),
-        name: name.clone(),
-        args,
+        prepared: prepared.clone(),
         session: session.clone(),
         shared: server.shared.clone(),
     };
@@ -118,9 +142,10 @@ pub async fn call_tool(
         None => None,
     };
 
+    // A run slot (--max-concurrent), in this session's turn.
     let waited = tokio::select! {
-        p = server.shared.permits.clone().acquire_owned() => {
-            Ok(p.map_err(|_| McpError::internal_error("the server is shutting down", None))?)
+        s = ticket.slot() => {
+            Ok(s.ok_or_else(|| McpError::internal_error("the server is shutting down", None))?)
         }
         _ = context.ct.cancelled() => {
             Err(format!("{name}: cancelled by the client before it started"))
@@ -129,8 +154,8 @@ pub async fn call_tool(
             Err(format!("{name}: not run: the server is shutting down"))
         }
     };
-    let permit = match waited {
-        Ok(p) => p,
+    let slot = match waited {
+        Ok(s) => s,
         Err(text) => {
             gone.disarm();
             if let (Some(g), Some(decision)) = (&gate, decision) {
@@ -186,7 +211,8 @@ pub async fn call_tool(
     let shared = server.shared.clone();
     let in_flight = server.shared.calls.token();
     let mut task = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
+        // Pending (and holding its slot) until the run and its record end.
+        let _pending = (ticket, slot);
         let _in_flight = in_flight;
         let result = host.run(&prepared, Some(&run_cancel));
         let audit = match (&run_gate, decision) {
@@ -272,6 +298,15 @@ fn denied(name: &str, d: &Denial) -> CallToolResult {
     error_result(format!("toolcage: {}", d.message), meta)
 }
 
+/// Too many calls pending: refused before anything was looked at.
+fn busy(name: &str, refusal: &Refusal) -> CallToolResult {
+    tracing::info!("{name}: refused: {refusal}");
+    error_result(
+        format!("toolcage: {refusal}"),
+        json!({"toolcage/error": "busy"}),
+    )
+}
+
 /// The audit record could not be written: the result is withheld.
 fn audit_failed(name: &str, e: &str) -> CallToolResult {
     tracing::error!("{name}: audit log: {e}");
@@ -285,10 +320,9 @@ fn audit_failed(name: &str, e: &str) -> CallToolResult {
 /// (client disconnected while approval was pending or while waiting for a
 /// permit), so every call leaves an audit record.
 struct AuditIfGone {
-    gate: Option<std::sync::Arc<dyn super::Gate>>,
-    host: std::sync::Arc<dyn super::ToolHost>,
-    name: String,
-    args: Value,
+    gate: Option<Arc<dyn super::Gate>>,
+    host: Arc<dyn super::ToolHost>,
+    prepared: Arc<PreparedCall>,
     session: crate::gate::SessionId,
     shared: std::sync::Arc<super::server::Shared>,
 }
@@ -303,19 +337,19 @@ impl AuditIfGone {
 impl Drop for AuditIfGone {
     fn drop(&mut self) {
         if let Some(g) = self.gate.take() {
+            let name = &self.prepared.tool.name;
             let why = match self.shared.stop_reason.get() {
                 Some(reason) => CallError::Denied(format!(
-                    "{}: not run: the server stopped ({reason}) before the call ran",
-                    self.name
+                    "{name}: not run: the server stopped ({reason}) before the call ran"
                 )),
                 None => CallError::Denied(format!(
-                    "{}: the client went away before the call ran (request cancelled or connection closed)",
-                    self.name
+                    "{name}: the client went away before the call ran (request cancelled or connection closed)"
                 )),
             };
-            let tool = self.host.spec(&self.name);
-            if let Err(e) = g.reject(tool.as_ref(), &self.name, &self.args, &self.session, &why) {
-                tracing::error!("{}: audit log: {e}", self.name);
+            let tool = self.host.spec(name);
+            let args = Value::Object(self.prepared.args.clone());
+            if let Err(e) = g.reject(tool.as_ref(), name, &args, &self.session, &why) {
+                tracing::error!("{name}: audit log: {e}");
             }
         }
     }

@@ -7,18 +7,27 @@
 //! rebinding); a present `Origin` must be a loopback origin, anything else
 //! gets 403; bodies over `max_message_bytes` get 413. Every other path is
 //! 404.
+//!
+//! Bounds: at most `max_connections` connections are open (at the limit a
+//! new one takes the place of the oldest that never sent an admitted
+//! request, or accepting waits: see [`super::connections`]; a failed accept,
+//! such as EMFILE, backs off instead of spinning), and a client has
+//! `header_timeout` to send a request's headers, or to start the next one on
+//! a kept-alive connection.
 
 use super::McpServer;
 use super::auth::{self, Auth};
+use super::connections::{AcceptBackoff, Connections};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::{Request, Response, StatusCode, body::Incoming};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -93,15 +102,35 @@ pub async fn serve_http(
         config(&server, local, &shutdown),
     ));
     tracing::info!("MCP over HTTP at http://{local}{PATH}");
+    let connections = Connections::new(server.shared.config.max_connections);
+    let header_timeout = server.shared.config.header_timeout;
+    let mut accept_failures = AcceptBackoff::default();
     loop {
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
-                Ok(x) => x,
+                Ok(x) => {
+                    accept_failures.succeeded();
+                    x
+                }
                 Err(e) => {
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    // Out of descriptors: a connection that never sent an
+                    // admitted request makes room, as at --max-connections.
+                    if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+                        connections.make_room();
+                    }
+                    let wait = accept_failures.failed(&e);
+                    tokio::time::sleep(wait).await;
                     continue;
                 }
+            },
+            _ = shutdown.cancelled() => break,
+        };
+        // At --max-connections: the oldest connection that never sent an
+        // admitted request makes room, or (all in use) accepting waits.
+        let place = tokio::select! {
+            p = connections.admit() => match p {
+                Some(p) => p,
+                None => break,
             },
             _ = shutdown.cancelled() => break,
         };
@@ -110,9 +139,13 @@ pub async fn serve_http(
         let auth = auth.clone();
         let conn_shutdown = shutdown.clone();
         tokio::spawn(async move {
+            let trusted = place.trusted.clone();
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let (service, sessions) = (service.clone(), sessions.clone());
                 let admitted = auth.admit(req.headers());
+                if admitted.is_ok() {
+                    trusted.store(true, Ordering::Relaxed);
+                }
                 async move {
                     if let Err(why) = admitted {
                         tracing::info!("refused a request from {peer}: {why:?} bearer token");
@@ -124,7 +157,11 @@ pub async fn serve_http(
                     Ok::<_, Infallible>(route(&service, req).await)
                 }
             });
+            // A client that does not finish its headers within the timeout
+            // (or idles that long between requests) is disconnected.
             let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
                 .serve_connection(TokioIo::new(stream), svc);
             tokio::pin!(conn);
             tokio::select! {
@@ -133,11 +170,15 @@ pub async fn serve_http(
                         tracing::debug!("connection from {peer}: {e}");
                     }
                 }
+                _ = place.evicted.cancelled() => {
+                    tracing::debug!("connection from {peer}: closed to make room (--max-connections)");
+                }
                 _ = conn_shutdown.cancelled() => {
                     conn.as_mut().graceful_shutdown();
                     let _ = conn.as_mut().await;
                 }
             }
+            drop(place);
         });
     }
     Ok(())

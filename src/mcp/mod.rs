@@ -8,12 +8,16 @@
 //!   pagination, logging/setLevel, the peer registry for list_changed).
 //! - [`call`]: one `tools/call`, end to end (prepare → gate → run →
 //!   result), with cancellation and progress.
+//! - [`admission`]: pending-call caps and fair (round-robin) run slots.
 //! - [`gate`]: the seam where approval, rate limits and audit plug in.
-//! - [`stdio`], [`http`]: the two transports; [`auth`]: who may use HTTP.
+//! - [`stdio`], [`http`]: the two transports; [`auth`]: who may use HTTP;
+//!   [`connections`]: the HTTP connection limit.
 //! - [`reload`]: watch the tool dirs, debounce, rediscover, notify.
 
+pub mod admission;
 pub mod auth;
 pub mod call;
+pub mod connections;
 pub mod gate;
 pub mod host;
 pub mod http;
@@ -44,6 +48,17 @@ pub struct ServeConfig {
     /// HTTP sessions open at once; a new one beyond this gets 503 until a
     /// client ends its session (DELETE) or one idles out.
     pub max_sessions: usize,
+    /// Calls pending (waiting for approval or a run slot, or running) in one
+    /// session; beyond it a `tools/call` is refused at once (`isError`).
+    pub max_pending_per_session: usize,
+    /// Calls pending across all sessions; beyond it the same refusal.
+    pub max_pending: usize,
+    /// HTTP connections open at once; beyond it a new one takes the place of
+    /// the oldest that never sent an admitted request, or waits.
+    pub max_connections: usize,
+    /// How long an HTTP client has to send a request's headers (also how long
+    /// an idle keep-alive connection stays open).
+    pub header_timeout: std::time::Duration,
 }
 
 impl Default for ServeConfig {
@@ -56,6 +71,10 @@ impl Default for ServeConfig {
             reload_debounce: std::time::Duration::from_millis(200),
             approval_timeout: std::time::Duration::from_secs(120),
             max_sessions: 256,
+            max_pending_per_session: 32,
+            max_pending: 256,
+            max_connections: 512,
+            header_timeout: std::time::Duration::from_secs(10),
         }
     }
 }

@@ -5,6 +5,7 @@
 // target 2025-11-25, where it is current.
 #![allow(deprecated)]
 
+use super::admission::{Admission, Limits, SessionKey};
 use super::{Gate, ServeConfig, ToolDef, ToolHost};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ListToolsResult, LoggingLevel,
@@ -15,9 +16,8 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -25,8 +25,9 @@ use tokio_util::task::TaskTracker;
 pub struct Shared {
     pub host: Arc<dyn ToolHost>,
     pub config: ServeConfig,
-    /// Bounds the calls running at once (`--max-concurrent`).
-    pub permits: Arc<Semaphore>,
+    /// Pending-call caps and the `--max-concurrent` run slots, handed out
+    /// round robin across sessions.
+    pub admission: Arc<Admission>,
     clients: Mutex<Vec<Client>>,
     info: ServerConfig,
     /// Approval / rate limit / audit between prepare and run (issue 5).
@@ -52,15 +53,20 @@ pub struct Session {
     /// Approvals for `once` / `once-per-args` are remembered per session,
     /// and the audit log names it.
     pub id: crate::gate::SessionId,
+    /// This session's place in [`Admission`]'s queues.
+    pub key: SessionKey,
     /// Minimum level of `notifications/message` this client wants
     /// ([`level_rank`]); `warning` until it sends `logging/setLevel`.
     log_level: AtomicU8,
 }
 
+static NEXT_SESSION_KEY: AtomicU64 = AtomicU64::new(1);
+
 impl Default for Session {
     fn default() -> Self {
         Session {
             id: crate::gate::SessionId::fresh("mcp"),
+            key: NEXT_SESSION_KEY.fetch_add(1, Ordering::Relaxed),
             log_level: AtomicU8::new(level_rank(LoggingLevel::Warning)),
         }
     }
@@ -76,12 +82,16 @@ pub struct McpServer {
 
 impl McpServer {
     pub fn new(host: Arc<dyn ToolHost>, config: ServeConfig) -> McpServer {
-        let permits = Arc::new(Semaphore::new(config.max_concurrent.max(1)));
+        let admission = Admission::new(Limits {
+            max_concurrent: config.max_concurrent,
+            max_pending: config.max_pending,
+            max_pending_per_session: config.max_pending_per_session,
+        });
         McpServer {
             shared: Arc::new(Shared {
                 host,
                 config,
-                permits,
+                admission,
                 clients: Mutex::new(Vec::new()),
                 info: server_info(),
                 gate: None,
@@ -99,7 +109,7 @@ impl McpServer {
         let shared = Shared {
             host: self.shared.host.clone(),
             config: self.shared.config.clone(),
-            permits: self.shared.permits.clone(),
+            admission: self.shared.admission.clone(),
             clients: Mutex::new(Vec::new()),
             info: self.shared.info.clone(),
             gate: Some(gate),
