@@ -133,6 +133,19 @@ fn wait_exit(child: &mut Child) -> ExitStatus {
     }
 }
 
+/// Wait (up to 10 s) until `n` processes carry `marker`: the tool forks
+/// its sleepers after it touched its `started` file.
+fn wait_alive(marker: &str, n: usize) -> usize {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let alive = alive_with(marker).len();
+        if alive >= n || Instant::now() > until {
+            return alive;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn signal(child: &Child, sig: Signal) {
     kill(Pid::from_raw(child.id() as i32), sig).unwrap();
 }
@@ -175,7 +188,7 @@ fn a_signal_to_call_kills_the_tool_tree_and_records_the_call() {
             .spawn()
             .unwrap();
         wait_for_file(&p, "started", &mut child);
-        assert_eq!(alive_with(&mark).len(), 2, "control: the tool runs");
+        assert_eq!(wait_alive(&mark, 2), 2, "control: the tool runs");
         signal(&child, sig);
         let status = wait_exit(&mut child);
         let mut err = String::new();
