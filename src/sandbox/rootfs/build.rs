@@ -1,0 +1,225 @@
+//! Turning ordered entries into [`Step`]s: the mounts and the flags each
+//! kind of entry gets.
+
+use super::*;
+
+pub(super) struct Builder {
+    pub steps: Vec<Step>,
+    pub what: Vec<String>,
+}
+
+impl Builder {
+    pub fn push(&mut self, step: Step, what: String) {
+        self.steps.push(step);
+        self.what.push(what);
+    }
+
+    pub fn mount(
+        &mut self,
+        source: Option<CString>,
+        target: &Path,
+        fstype: Option<&str>,
+        flags: libc::c_ulong,
+        data: Option<String>,
+        what: String,
+    ) -> Result<(), SandboxError> {
+        let step = Step::Mount {
+            source,
+            target: cstr(target)?,
+            fstype: fstype.map(lit),
+            flags,
+            data: data.map(|d| lit(&d)),
+        };
+        self.push(step, what);
+        Ok(())
+    }
+
+    pub fn set_attr(
+        &mut self,
+        target: &Path,
+        host: &Path,
+        set: u64,
+        recursive: bool,
+    ) -> Result<(), SandboxError> {
+        let mut remount_flags = locked_flags(host);
+        for (attr, ms) in [
+            (MOUNT_ATTR_RDONLY, libc::MS_RDONLY),
+            (MOUNT_ATTR_NOSUID, libc::MS_NOSUID),
+            (MOUNT_ATTR_NODEV, libc::MS_NODEV),
+        ] {
+            if set & attr != 0 {
+                remount_flags |= ms;
+            }
+        }
+        let step = Step::SetAttr {
+            path: cstr(target)?,
+            set,
+            recursive,
+            remount_flags,
+        };
+        self.push(step, format!("restricting the mount at {}", host.display()));
+        Ok(())
+    }
+}
+
+/// Remember `path`'s identity, checked again after the call.
+fn watch(plan: &mut RootPlan, path: &Path) {
+    if let Some(id) = dev_ino(path) {
+        plan.watched.push(Watched {
+            path: path.to_path_buf(),
+            dev_ino: id,
+        });
+    }
+}
+
+pub(super) fn mount_entry(
+    b: &mut Builder,
+    e: &Entry,
+    plan: &mut RootPlan,
+) -> Result<(), SandboxError> {
+    let target = under(NEW, &e.path);
+    let source = || cstr(under(OLD, &e.path));
+    let shown = e.path.display();
+    let bind = libc::MS_BIND | libc::MS_REC;
+    match &e.kind {
+        Kind::Bind { writable } => {
+            b.mount(
+                Some(source()?),
+                &target,
+                None,
+                bind,
+                None,
+                format!("binding {shown}"),
+            )?;
+            let ro = if *writable { 0 } else { MOUNT_ATTR_RDONLY };
+            b.set_attr(
+                &target,
+                &e.path,
+                ro | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                true,
+            )?;
+        }
+        Kind::Device => {
+            b.mount(
+                Some(source()?),
+                &target,
+                None,
+                bind,
+                None,
+                format!("binding the device {shown}"),
+            )?;
+            b.set_attr(&target, &e.path, MOUNT_ATTR_NOSUID, true)?;
+        }
+        Kind::Pin | Kind::Protect => {
+            b.mount(
+                Some(source()?),
+                &target,
+                None,
+                bind,
+                None,
+                format!("binding {shown} onto itself"),
+            )?;
+            let ro = if e.kind == Kind::Protect {
+                MOUNT_ATTR_RDONLY
+            } else {
+                0
+            };
+            b.set_attr(
+                &target,
+                &e.path,
+                ro | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                true,
+            )?;
+            watch(plan, &e.path);
+        }
+        Kind::Tmpfs { mode, size } => {
+            let size = if *size == 0 {
+                SMALL_TMPFS.to_string()
+            } else {
+                format!("size={size}")
+            };
+            b.mount(
+                Some(lit("tmpfs")),
+                &target,
+                Some("tmpfs"),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                Some(format!("mode={mode:o},{size}")),
+                format!("mounting a private tmpfs at {shown}"),
+            )?;
+        }
+        Kind::Proc => {
+            b.mount(
+                Some(lit("proc")),
+                &target,
+                Some("proc"),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                None,
+                "mounting a fresh /proc".into(),
+            )?;
+            // The kernel's knobs stay read-only whatever the grant says
+            // (a root tool without capabilities still passes the sysctl
+            // owner check), as in bubblewrap.
+            for sub in PROC_READ_ONLY {
+                let host = Path::new("/proc").join(sub);
+                if host.symlink_metadata().is_err() {
+                    continue;
+                }
+                let inner = target.join(sub);
+                b.mount(
+                    Some(cstr(&inner)?),
+                    &inner,
+                    None,
+                    bind,
+                    None,
+                    format!("making {} read-only", host.display()),
+                )?;
+                b.set_attr(
+                    &inner,
+                    &host,
+                    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                    true,
+                )?;
+            }
+        }
+        Kind::Devpts => {
+            b.mount(
+                Some(lit("devpts")),
+                &target,
+                Some("devpts"),
+                libc::MS_NOSUID | libc::MS_NOEXEC,
+                Some("newinstance,ptmxmode=0666,mode=0620".into()),
+                "mounting a private /dev/pts".into(),
+            )?;
+        }
+        Kind::MaskDir => {
+            b.mount(
+                Some(lit("tmpfs")),
+                &target,
+                Some("tmpfs"),
+                libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                Some("mode=000,size=4k".into()),
+                format!("covering the denied directory {shown}"),
+            )?;
+            watch(plan, &e.path);
+        }
+        Kind::MaskFile => {
+            b.mount(
+                Some(lit("/.mask")),
+                &target,
+                None,
+                libc::MS_BIND,
+                None,
+                format!("covering the denied file {shown}"),
+            )?;
+            b.set_attr(
+                &target,
+                &e.path,
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                false,
+            )?;
+            watch(plan, &e.path);
+        }
+        Kind::Symlink { .. } => {}
+    }
+    Ok(())
+}

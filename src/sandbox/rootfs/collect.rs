@@ -1,0 +1,276 @@
+//! Which entries the constructed root holds: roots, the fresh
+//! filesystems, symlinks, protected and denied paths, and the pins that
+//! keep their parents from being renamed.
+
+use super::*;
+
+/// What a call under `grant` sees, before ordering.
+pub(super) struct Inputs<'a> {
+    pub grant: &'a Grant,
+    pub extra_read: &'a [PathBuf],
+    pub hidden: &'a [PathBuf],
+}
+
+fn beneath(p: &Path, roots: &[PathBuf]) -> bool {
+    roots.iter().any(|r| p.starts_with(r))
+}
+
+pub(super) fn collect(inp: &Inputs, plan: &mut RootPlan) -> Vec<Entry> {
+    let g = inp.grant;
+    let proc_ = Path::new("/proc");
+    let dev = Path::new("/dev");
+    // Ptys come from a private devpts instance, never the host's.
+    let ptmx = Path::new("/dev/ptmx");
+    let pts = Path::new("/dev/pts");
+    let wants_pty = g.write.iter().any(|w| w == ptmx || w == pts);
+    let usable = |p: &&PathBuf| {
+        !p.starts_with(proc_) && p != &ptmx && !p.starts_with(pts) && p.symlink_metadata().is_ok()
+    };
+    let writes: Vec<PathBuf> = g.write.iter().filter(usable).cloned().collect();
+    let reads: Vec<PathBuf> = g
+        .read
+        .iter()
+        .chain(inp.extra_read)
+        .filter(usable)
+        .cloned()
+        .collect();
+    let mut entries = Vec::new();
+    let root_entry = |p: &PathBuf, writable: bool, entries: &mut Vec<Entry>| {
+        let meta = match p.metadata() {
+            Ok(m) => m,
+            Err(_) => return,
+        };
+        // Beneath /dev: device nodes and their directories (/dev/pts), bound
+        // without nodev.
+        let kind = if p.starts_with(dev) && p != dev {
+            Kind::Device
+        } else {
+            Kind::Bind { writable }
+        };
+        entries.push(Entry {
+            path: p.clone(),
+            kind,
+            dir: meta.is_dir(),
+        });
+    };
+    for (i, w) in writes.iter().enumerate() {
+        // A write root inside another write root adds nothing.
+        let covered = writes
+            .iter()
+            .enumerate()
+            .any(|(j, o)| j != i && w.starts_with(o) && (w != o || j < i));
+        if !covered {
+            root_entry(w, true, &mut entries);
+        }
+    }
+    for (i, r) in reads.iter().enumerate() {
+        // Landlock's rights are a union: beneath a write root, or beneath
+        // another read root, a read root adds nothing.
+        let covered = beneath(r, &writes)
+            || reads
+                .iter()
+                .enumerate()
+                .any(|(j, o)| j != i && r.starts_with(o) && (r != o || j < i));
+        if !covered {
+            root_entry(r, false, &mut entries);
+        }
+    }
+    let all_roots: Vec<PathBuf> = writes.iter().chain(&reads).cloned().collect();
+    let root_is_bound = all_roots.iter().any(|r| r == Path::new("/"));
+    let tmp_size = g.limits.file_size.unwrap_or(1 << 30);
+    if !all_roots.iter().any(|r| r == dev) {
+        entries.push(Entry {
+            path: dev.into(),
+            kind: Kind::Tmpfs {
+                mode: 0o755,
+                size: 0,
+            },
+            dir: true,
+        });
+        for d in STANDARD_DEVICES {
+            let p = Path::new(d);
+            let is_dev = p
+                .metadata()
+                .map(|m| m.file_type().is_char_device())
+                .unwrap_or(false);
+            if is_dev && !entries.iter().any(|e| e.path == p) {
+                entries.push(Entry {
+                    path: p.into(),
+                    kind: Kind::Device,
+                    dir: false,
+                });
+            }
+        }
+        for (name, target) in [
+            ("fd", "/proc/self/fd"),
+            ("stdin", "/proc/self/fd/0"),
+            ("stdout", "/proc/self/fd/1"),
+            ("stderr", "/proc/self/fd/2"),
+        ] {
+            entries.push(Entry {
+                path: dev.join(name),
+                kind: Kind::Symlink {
+                    target: target.into(),
+                },
+                dir: false,
+            });
+        }
+    }
+    if wants_pty {
+        entries.push(Entry {
+            path: pts.into(),
+            kind: Kind::Devpts,
+            dir: true,
+        });
+        entries.push(Entry {
+            path: ptmx.into(),
+            kind: Kind::Symlink {
+                target: "pts/ptmx".into(),
+            },
+            dir: false,
+        });
+        plan.fresh_rules.push((lit("/dev/pts"), FreshAccess::All));
+    }
+    entries.push(Entry {
+        path: "/dev/shm".into(),
+        kind: Kind::Tmpfs {
+            mode: 0o1777,
+            size: tmp_size,
+        },
+        dir: true,
+    });
+    plan.fresh_rules.push((lit("/dev/shm"), FreshAccess::All));
+    entries.push(Entry {
+        path: proc_.into(),
+        kind: Kind::Proc,
+        dir: true,
+    });
+    let proc_access = if g.write.iter().any(|w| w == proc_) {
+        FreshAccess::All
+    } else {
+        FreshAccess::Read
+    };
+    plan.fresh_rules.push((lit("/proc"), proc_access));
+    if g.private_tmp {
+        entries.push(Entry {
+            path: "/tmp".into(),
+            kind: Kind::Tmpfs {
+                mode: 0o1777,
+                size: tmp_size,
+            },
+            dir: true,
+        });
+        plan.fresh_rules.push((lit("/tmp"), FreshAccess::All));
+    }
+    // Merged-/usr systems: /bin -> usr/bin and friends, where the target is
+    // granted (roots are canonical, so the grant names /usr/bin).
+    if !root_is_bound && let Ok(top) = std::fs::read_dir("/") {
+        for e in top.flatten() {
+            // The directory entry's type costs no syscall; readlink only links.
+            if !e.file_type().is_ok_and(|t| t.is_symlink()) {
+                continue;
+            }
+            let p = e.path();
+            let Ok(target) = std::fs::read_link(&p) else {
+                continue;
+            };
+            let granted = p
+                .canonicalize()
+                .is_ok_and(|real| beneath(&real, &all_roots));
+            if granted && !entries.iter().any(|x| x.path == p) {
+                entries.push(Entry {
+                    path: p,
+                    kind: Kind::Symlink { target },
+                    dir: false,
+                });
+            }
+        }
+    }
+    // Protected paths: read-only where they lie inside a write root.
+    for p in &g.protected {
+        if !beneath(p, &writes) {
+            continue; // outside every write root nothing can write it anyway
+        }
+        match p.symlink_metadata() {
+            Ok(m) if m.file_type().is_symlink() => {
+                // A symlink cannot be a mount point: protect what it names,
+                // and remember the link so that replacing it is reported.
+                match (p.canonicalize(), std::fs::read_link(p)) {
+                    (Ok(target), Ok(link)) => {
+                        if beneath(&target, &writes) {
+                            let dir = target.is_dir();
+                            entries.push(Entry {
+                                path: target,
+                                kind: Kind::Protect,
+                                dir,
+                            });
+                        }
+                        plan.protected_links.push((p.clone(), link));
+                    }
+                    _ => plan.missing_protected.push(p.clone()),
+                }
+            }
+            Ok(m) => entries.push(Entry {
+                path: p.clone(),
+                kind: Kind::Protect,
+                dir: m.is_dir(),
+            }),
+            Err(_) => plan.missing_protected.push(p.clone()),
+        }
+    }
+    for p in g.denied.iter().chain(inp.hidden) {
+        if !beneath(p, &all_roots) {
+            continue; // never granted in the first place
+        }
+        match p.metadata() {
+            Ok(m) if m.is_dir() => entries.push(Entry {
+                path: p.clone(),
+                kind: Kind::MaskDir,
+                dir: true,
+            }),
+            Ok(_) => entries.push(Entry {
+                path: p.clone(),
+                kind: Kind::MaskFile,
+                dir: false,
+            }),
+            Err(_) => {}
+        }
+    }
+    entries
+}
+
+/// Directories strictly between the nearest writable ancestor of each
+/// guard (protected or denied path) and the guard itself.
+pub(super) fn pins(entries: &[Entry]) -> Vec<Entry> {
+    let mut out: Vec<Entry> = Vec::new();
+    for e in entries {
+        if !matches!(e.kind, Kind::Protect | Kind::MaskDir | Kind::MaskFile) {
+            continue;
+        }
+        let Some(base) = entries
+            .iter()
+            .filter(|w| matches!(w.kind, Kind::Bind { writable: true }))
+            .filter(|w| e.path.starts_with(&w.path) && e.path != w.path)
+            .map(|w| &w.path)
+            .max_by_key(|p| p.components().count())
+        else {
+            continue;
+        };
+        let mut dir = e.path.parent();
+        while let Some(d) = dir {
+            if d == base.as_path() || !d.starts_with(base) {
+                break;
+            }
+            let taken = entries.iter().any(|x| x.path == d) || out.iter().any(|x| x.path == d);
+            if !taken {
+                out.push(Entry {
+                    path: d.to_path_buf(),
+                    kind: Kind::Pin,
+                    dir: true,
+                });
+            }
+            dir = d.parent();
+        }
+    }
+    out
+}
