@@ -60,6 +60,21 @@ impl Builder {
         self.push(step, format!("restricting the mount at {}", host.display()));
         Ok(())
     }
+
+    /// Bind the host's `host` (under the old root) at `target`, with every
+    /// mount beneath it, then add `attrs` to all of them.
+    pub fn bind(
+        &mut self,
+        host: &Path,
+        target: &Path,
+        attrs: u64,
+        what: String,
+    ) -> Result<(), SandboxError> {
+        let source = cstr(under(OLD, host))?;
+        let flags = libc::MS_BIND | libc::MS_REC;
+        self.mount(Some(source), target, None, flags, None, what)?;
+        self.set_attr(target, host, attrs, true)
+    }
 }
 
 /// Remember `path`'s identity, checked again after the call.
@@ -78,57 +93,31 @@ pub(super) fn mount_entry(
     plan: &mut RootPlan,
 ) -> Result<(), SandboxError> {
     let target = under(NEW, &e.path);
-    let source = || cstr(under(OLD, &e.path));
     let shown = e.path.display();
     let bind = libc::MS_BIND | libc::MS_REC;
     match &e.kind {
         Kind::Bind { writable } => {
-            b.mount(
-                Some(source()?),
-                &target,
-                None,
-                bind,
-                None,
-                format!("binding {shown}"),
-            )?;
             let ro = if *writable { 0 } else { MOUNT_ATTR_RDONLY };
-            b.set_attr(
-                &target,
-                &e.path,
-                ro | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-                true,
-            )?;
+            let attrs = ro | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+            b.bind(&e.path, &target, attrs, format!("binding {shown}"))?;
         }
+        // Device nodes (and /dev/pts-like directories): no nodev.
         Kind::Device => {
-            b.mount(
-                Some(source()?),
-                &target,
-                None,
-                bind,
-                None,
-                format!("binding the device {shown}"),
-            )?;
-            b.set_attr(&target, &e.path, MOUNT_ATTR_NOSUID, true)?;
+            let what = format!("binding the device {shown}");
+            b.bind(&e.path, &target, MOUNT_ATTR_NOSUID, what)?;
         }
         Kind::Pin | Kind::Protect => {
-            b.mount(
-                Some(source()?),
-                &target,
-                None,
-                bind,
-                None,
-                format!("binding {shown} onto itself"),
-            )?;
             let ro = if e.kind == Kind::Protect {
                 MOUNT_ATTR_RDONLY
             } else {
                 0
             };
-            b.set_attr(
-                &target,
+            let attrs = ro | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+            b.bind(
                 &e.path,
-                ro | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-                true,
+                &target,
+                attrs,
+                format!("binding {shown} onto itself"),
             )?;
             watch(plan, &e.path);
         }
