@@ -36,22 +36,11 @@ pub fn format(outcome: &Outcome, grant: &Grant) -> (String, bool) {
         text.push_str("[stderr]\n");
         text.push_str(&stderr);
     }
-    for p in &outcome.created_protected {
+    for note in outcome.protected_notes("call") {
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
-        let undone = outcome.quarantined.iter().find(|q| &q.path == p);
-        match undone {
-            Some(q) => text.push_str(&format!(
-                "[toolcage: the call created protected path {}; it was moved aside to {}]\n",
-                p.display(),
-                q.moved_to.display()
-            )),
-            None => text.push_str(&format!(
-                "[toolcage: the call created or replaced protected path {}]\n",
-                p.display()
-            )),
-        }
+        text.push_str(&format!("[toolcage: {note}]\n"));
     }
     (text, failure.is_some())
 }

@@ -225,18 +225,8 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
             outcome.enforcement.degraded.join("; ")
         ));
     }
-    for p in &outcome.created_protected {
-        match outcome.quarantined.iter().find(|q| &q.path == p) {
-            Some(q) => super::say(&format!(
-                "warning: the call created protected path {}; moved it aside to {}",
-                p.display(),
-                q.moved_to.display()
-            )),
-            None => super::say(&format!(
-                "warning: the call created or replaced protected path {}",
-                p.display()
-            )),
-        }
+    for note in outcome.protected_notes("call") {
+        super::say(&format!("warning: {note}"));
     }
     if args.json {
         match serde_json::to_string(&result) {

@@ -98,18 +98,8 @@ fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
             outcome.enforcement.degraded.join("; ")
         );
     }
-    for p in &outcome.created_protected {
-        match outcome.quarantined.iter().find(|q| &q.path == p) {
-            Some(q) => eprintln!(
-                "toolcage: warning: the command created protected path {}; moved it aside to {}",
-                p.display(),
-                q.moved_to.display()
-            ),
-            None => eprintln!(
-                "toolcage: warning: the command created or replaced protected path {}",
-                p.display()
-            ),
-        }
+    for note in outcome.protected_notes("command") {
+        eprintln!("toolcage: warning: {note}");
     }
     if args.json {
         let json = serde_json::to_string(&outcome).map_err(internal)?;

@@ -101,6 +101,27 @@ pub struct Quarantined {
     pub moved_to: PathBuf,
 }
 
+impl Outcome {
+    /// One line per protected path the call (`who`: "call", "command")
+    /// created or replaced, saying what toolcage undid.
+    pub fn protected_notes(&self, who: &str) -> Vec<String> {
+        self.created_protected
+            .iter()
+            .map(|p| match self.quarantined.iter().find(|q| &q.path == p) {
+                Some(q) => format!(
+                    "the {who} created protected path {}; moved it aside to {}",
+                    p.display(),
+                    q.moved_to.display()
+                ),
+                None => format!(
+                    "the {who} created or replaced protected path {}",
+                    p.display()
+                ),
+            })
+            .collect()
+    }
+}
+
 fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64())
 }
