@@ -7,6 +7,7 @@
 mod child;
 mod env;
 mod landlock;
+pub mod mode;
 pub mod output;
 mod program;
 mod quarantine;
@@ -22,7 +23,7 @@ pub use env::build_env;
 pub use landlock::kernel_abi;
 pub use output::Captured;
 pub use report::{Degradation, EnforcementReport, LandlockReport, LandlockStatus};
-pub use spawn::run;
+pub use spawn::{namespaces_failed, namespaces_unavailable_reason, run};
 pub use supervise::CancelToken;
 
 use serde::Serialize;
@@ -142,6 +143,9 @@ pub enum SandboxError {
     },
     #[error("{0}")]
     Prepare(String),
+    /// The grant's policy refuses the only mode this host offers.
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl SandboxError {

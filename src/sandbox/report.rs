@@ -1,6 +1,7 @@
 //! The enforcement report carried by every outcome: what the kernel actually
 //! enforced for this call, and what was degraded.
 
+use super::mode::{IsolationMode, Lack};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -30,6 +31,10 @@ pub struct LandlockReport {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EnforcementReport {
+    /// `namespaces`, or `namespace-free` where namespaces are unavailable.
+    pub mode: IsolationMode,
+    /// What namespace-free mode lacks, each with what compensates it.
+    pub lacking: Vec<Lack>,
     pub landlock: LandlockReport,
     /// The seccomp deny list was installed.
     pub seccomp: bool,
@@ -63,7 +68,8 @@ impl EnforcementReport {
         };
         let on = |b: bool| if b { "on" } else { "off" };
         let mut s = format!(
-            "landlock={ll}(abi {}) seccomp={} caps=dropped:{} pidns={} mountns={} root={} ipcns={} netns={}",
+            "mode={} landlock={ll}(abi {}) seccomp={} caps=dropped:{} pidns={} mountns={} root={} ipcns={} netns={}",
+            self.mode.name(),
             self.landlock.abi,
             on(self.seccomp),
             self.capabilities_dropped,

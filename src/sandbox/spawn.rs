@@ -2,7 +2,8 @@
 //! happens here, before `clone(2)`.
 
 use super::child::{ChildPlan, FreshRule, ProcWrite, Stage, init_main};
-use super::landlock::{self as ll};
+use super::landlock::{self as ll, Layout};
+use super::mode::{self, HostFeatures, IsolationMode};
 use super::quarantine;
 use super::report::{EnforcementReport, LandlockStatus};
 use super::rootfs::{self, FreshAccess};
@@ -13,6 +14,7 @@ use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::time::Instant;
 
 fn cstring(s: &OsStr) -> Result<CString, SandboxError> {
@@ -151,6 +153,7 @@ fn clone_init(
         pid,
         pidfd,
         reaped: false,
+        group: None,
     })
 }
 
@@ -161,15 +164,25 @@ pub struct InitGuard {
     pub pid: libc::pid_t,
     pub pidfd: OwnedFd,
     pub reaped: bool,
+    /// Namespace-free mode: the tool's process group, which outlives the
+    /// init unless it is killed too.
+    pub group: Option<libc::pid_t>,
 }
 
-impl Drop for InitGuard {
-    fn drop(&mut self) {
+impl InitGuard {
+    /// SIGKILL everything the call started. Namespace-free, the tool's
+    /// group first: while the init is unreaped it has not finished its own
+    /// sweep, so the group's ID still names the call's processes.
+    pub fn kill_all(&self) {
         if self.reaped {
             return;
         }
-        // SAFETY: pidfd_send_signal on our own pidfd, then reaping our own child.
+        // SAFETY: kill(2) on the call's own process group, then
+        // pidfd_send_signal on a pidfd we own.
         unsafe {
+            if let Some(group) = self.group {
+                libc::kill(-group, libc::SIGKILL);
+            }
             libc::syscall(
                 libc::SYS_pidfd_send_signal,
                 self.pidfd.as_raw_fd(),
@@ -177,6 +190,18 @@ impl Drop for InitGuard {
                 std::ptr::null::<libc::siginfo_t>(),
                 0u32,
             );
+        }
+    }
+}
+
+impl Drop for InitGuard {
+    fn drop(&mut self) {
+        if self.reaped {
+            return;
+        }
+        self.kill_all();
+        // SAFETY: reaping our own child.
+        unsafe {
             let mut status = 0;
             libc::waitpid(self.pid, &mut status, 0);
         }
@@ -245,20 +270,155 @@ fn setup_error(
     }
 }
 
+/// The errno with which creating the sandbox's namespaces failed in this
+/// process (0: not failed). Later calls go namespace-free without trying.
+static NAMESPACES_FAILED: AtomicI32 = AtomicI32::new(0);
+
+/// Errors of `clone` that mean "no namespaces here" rather than a failure
+/// of this one call: a container's seccomp profile or missing capability
+/// (EPERM), `max_user_namespaces = 0` or exhausted (ENOSPC, EUSERS), a
+/// kernel without them (EINVAL), AppArmor's restriction (EACCES, EPERM).
+fn namespaces_unavailable(errno: i32) -> bool {
+    matches!(
+        errno,
+        libc::EPERM | libc::ENOSPC | libc::EUSERS | libc::EINVAL | libc::EACCES | libc::ENOSYS
+    )
+}
+
+/// Why the sandbox's namespaces are unavailable, in one line.
+pub fn namespaces_unavailable_reason(errno: i32) -> String {
+    format!(
+        "the sandbox's namespaces are unavailable here (clone: {})",
+        std::io::Error::from_raw_os_error(errno)
+    )
+}
+
+/// Whether namespaces already failed in this process, with the errno.
+pub fn namespaces_failed() -> Option<i32> {
+    match NAMESPACES_FAILED.load(Ordering::Relaxed) {
+        0 => None,
+        e => Some(e),
+    }
+}
+
 /// Run `cmd` under `grant`. Blocks until the call is over; use
-/// `tokio::task::spawn_blocking` from async code.
+/// `tokio::task::spawn_blocking` from async code. Where the kernel or a
+/// container runtime refuses namespaces, the call runs namespace-free if
+/// the grant's policy accepts what that mode lacks (see [`mode`]).
 pub fn run(
     grant: &Grant,
     cmd: &Command,
     cancel: Option<&CancelToken>,
 ) -> Result<Outcome, SandboxError> {
+    if namespaces_failed().is_none() {
+        match run_in(grant, cmd, cancel, IsolationMode::Namespaces) {
+            Err(Unavailable(errno)) => NAMESPACES_FAILED.store(errno, Ordering::Relaxed),
+            Ok(outcome) => return Ok(outcome),
+            Err(Failed(e)) => return Err(e),
+        }
+    }
+    match run_in(grant, cmd, cancel, IsolationMode::NamespaceFree) {
+        Ok(outcome) => Ok(outcome),
+        Err(Failed(e)) => Err(e),
+        Err(Unavailable(errno)) => Err(SandboxError::Setup {
+            stage: "clone",
+            source: std::io::Error::from_raw_os_error(errno),
+        }),
+    }
+}
+
+/// Why `run_in` did not run the call.
+enum RunError {
+    /// The namespaces could not be created (errno): try without them.
+    Unavailable(i32),
+    Failed(SandboxError),
+}
+use RunError::{Failed, Unavailable};
+
+impl From<SandboxError> for RunError {
+    fn from(e: SandboxError) -> Self {
+        Failed(e)
+    }
+}
+
+/// A directory on the host that is the call's `/tmp` in namespace-free
+/// mode (there is no private tmpfs to mount); removed after the call.
+struct HostTmp(PathBuf);
+
+impl HostTmp {
+    fn create(runtime: &runtime_dir::RuntimeDir) -> Result<HostTmp, SandboxError> {
+        use std::os::unix::fs::DirBuilderExt;
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = runtime.base.join(format!(
+            "tmp-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| SandboxError::Prepare(format!("{}: {e}", dir.display())))?;
+        Ok(HostTmp(dir))
+    }
+}
+
+impl Drop for HostTmp {
+    fn drop(&mut self) {
+        // Does not follow symlinks the call may have left inside.
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The private tmp's path inside the environment becomes `dir`.
+fn retarget_private_tmp(env: &mut std::collections::BTreeMap<String, String>, dir: &Path) {
+    let dir = dir.display().to_string();
+    for key in ["TMPDIR", "TMP", "TEMP", "HOME"] {
+        if let Some(v) = env.get_mut(key)
+            && v == super::env::PRIVATE_TMP
+        {
+            *v = dir.clone();
+        }
+    }
+}
+
+fn run_in(
+    grant: &Grant,
+    cmd: &Command,
+    cancel: Option<&CancelToken>,
+    isolation: IsolationMode,
+) -> Result<Outcome, RunError> {
     let start = Instant::now();
+    let namespace_free = isolation == IsolationMode::NamespaceFree;
+    let decision = if namespace_free {
+        let why = namespaces_unavailable_reason(namespaces_failed().unwrap_or(libc::EPERM));
+        let d = mode::decide(
+            grant,
+            HostFeatures {
+                namespaces: false,
+                landlock_abi: ll::kernel_abi(),
+            },
+            &why,
+        );
+        if let Some(refusal) = d.refusal {
+            return Err(Failed(SandboxError::Refused(refusal)));
+        }
+        Some(d)
+    } else {
+        None
+    };
     let argv0 = cmd
         .argv
         .first()
         .ok_or_else(|| SandboxError::Prepare("no command given".into()))?;
     let runtime = runtime_dir::get()?;
-    let env = build_env(grant, std::env::vars(), &cmd.env);
+    let mut env = build_env(grant, std::env::vars(), &cmd.env);
+    let host_tmp = match namespace_free && grant.private_tmp {
+        true => Some(HostTmp::create(runtime)?),
+        false => None,
+    };
+    if let Some(tmp) = &host_tmp {
+        retarget_private_tmp(&mut env, &tmp.0);
+    }
     let program = program::resolve(
         argv0,
         &grant.project,
@@ -268,19 +428,29 @@ pub fn run(
 
     let mut extra_read = cmd.extra_read.clone();
     extra_read.extend(network_files(grant));
-    let prepared =
-        ll::prepare(grant, &extra_read).map_err(|e| SandboxError::Prepare(e.to_string()))?;
+    let layout = if namespace_free {
+        Layout::Host {
+            private_tmp: host_tmp.as_ref().map(|t| t.0.clone()),
+            hidden: hidden_dirs(runtime),
+        }
+    } else {
+        Layout::Constructed
+    };
+    let prepared = ll::prepare(grant, &extra_read, &layout)
+        .map_err(|e| SandboxError::Prepare(e.to_string()))?;
     let (rlimits, rlimit_notes) = rlimits(grant);
-    let new_netns = grant.network == Network::Off;
+    let new_netns = grant.network == Network::Off && !namespace_free;
     let mut report = EnforcementReport {
+        mode: isolation,
+        lacking: decision.as_ref().map_or_else(Vec::new, |d| d.lacking.clone()),
         landlock: prepared.report.clone(),
         seccomp: true,
         capabilities_dropped: true,
         no_new_privs: true,
-        pid_namespace: true,
-        mount_namespace: true,
-        constructed_root: true,
-        ipc_namespace: true,
+        pid_namespace: !namespace_free,
+        mount_namespace: !namespace_free,
+        constructed_root: !namespace_free,
+        ipc_namespace: !namespace_free,
         network_namespace: new_netns,
         rlimits: true,
         rlimits_clamped: rlimit_notes,
@@ -299,6 +469,14 @@ pub fn run(
         );
     }
     check_enforcement(grant, &report)?;
+    // Judged by the policy's namespace_free setting, not by `enforcement`.
+    report.degraded.extend(
+        report
+            .lacking
+            .iter()
+            .filter(|l| l.compensated_by.is_none())
+            .map(|l| format!("namespace-free: '{}' not confined (toolcage doctor)", l.id)),
+    );
 
     let filters = seccomp::compile(&grant.network)
         .map_err(|e| SandboxError::Prepare(format!("seccomp: {e}")))?;
@@ -312,7 +490,10 @@ pub fn run(
             k: f.k,
         })
         .collect();
-    let programs = vec![filters.guard, main_prog];
+    let mut programs = vec![filters.guard, main_prog];
+    if namespace_free {
+        programs.push(seccomp::namespace_free_program(&grant.network));
+    }
     let fprogs: Vec<libc::sock_fprog> = programs
         .iter()
         .map(|p| libc::sock_fprog {
@@ -321,7 +502,13 @@ pub fn run(
         })
         .collect();
 
-    let root = rootfs::plan(grant, &extra_read, &runtime.root, &hidden_dirs(runtime))?;
+    let mut root = rootfs::plan(grant, &extra_read, &runtime.root, &hidden_dirs(runtime))?;
+    if namespace_free {
+        // Only its record of protected paths is used: nothing is mounted.
+        root.steps.clear();
+        root.what.clear();
+        root.fresh_rules.clear();
+    }
     let fresh_rules = root
         .fresh_rules
         .iter()
@@ -382,7 +569,7 @@ pub fn run(
     // SAFETY: geteuid/getegid cannot fail.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     let rootless = uid != 0;
-    let proc_writes = if rootless {
+    let proc_writes = if rootless && !namespace_free {
         vec![
             ProcWrite {
                 path: c"/proc/self/setgroups".into(),
@@ -420,6 +607,7 @@ pub fn run(
         loopback: new_netns.then(loopback_request),
         cap_last: cap_last(),
         sigrtmax: libc::SIGRTMAX(),
+        namespace_free,
         _storage: (argv_store, env_store, programs),
     };
     // UTS too: a root tool without capabilities still passes the owner
@@ -432,12 +620,25 @@ pub fn run(
     if rootless {
         ns_flags |= libc::CLONE_NEWUSER;
     }
-    let mut init = clone_init(&plan, &mut stacks[..STACK_SIZE], ns_flags).map_err(|source| {
-        SandboxError::Setup {
-            stage: "clone (namespaces)",
-            source,
+    if namespace_free {
+        ns_flags = 0;
+    }
+    let mut init = match clone_init(&plan, &mut stacks[..STACK_SIZE], ns_flags) {
+        Ok(init) => init,
+        Err(e) if !namespace_free && e.raw_os_error().is_some_and(namespaces_unavailable) => {
+            return Err(Unavailable(e.raw_os_error().unwrap_or(libc::EPERM)));
         }
-    })?;
+        Err(source) => {
+            return Err(Failed(SandboxError::Setup {
+                stage: if namespace_free {
+                    "clone"
+                } else {
+                    "clone (namespaces)"
+                },
+                source,
+            }));
+        }
+    };
     // The init has its own copy of all of this.
     drop((plan, stacks, report_w, status_w));
     let parent_ends = pipes.map(|(child_ends, parent_ends)| {
@@ -448,6 +649,9 @@ pub fn run(
     // The tool has exec'd (the report pipe closed on exec) or setup failed.
     let mut msg = [0u8; 12];
     let n = read_full(&report_r, &mut msg);
+    if n == 4 && namespace_free {
+        init.group = Some(i32::from_ne_bytes(msg[..4].try_into().unwrap()));
+    }
     if n >= 8 {
         let stage = u32::from_ne_bytes(msg[..4].try_into().unwrap());
         let errno = i32::from_ne_bytes(msg[4..8].try_into().unwrap());
@@ -461,7 +665,7 @@ pub fn run(
         unsafe { libc::waitpid(init.pid, &mut status, 0) };
         init.reaped = true;
         let stage = Stage::from_u32(stage).unwrap_or(Stage::Exec);
-        return Err(setup_error(stage, errno, step, &root.what, argv0));
+        return Err(Failed(setup_error(stage, errno, step, &root.what, argv0)));
     }
 
     let finished = supervise(
@@ -481,6 +685,7 @@ pub fn run(
         root.protected_links,
         rootfs::replaced(&root.watched),
     );
+    drop(host_tmp);
     Ok(Outcome {
         exit: finished.exit,
         stdout: finished.stdout,
