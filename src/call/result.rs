@@ -87,6 +87,8 @@ mod tests {
             },
             created_protected: vec![],
             quarantined: vec![],
+            restored: vec![],
+            unrestorable: vec![],
         }
     }
 

@@ -117,8 +117,9 @@ pub fn lacks(grant: &Grant, landlock_abi: i32) -> Vec<Lack> {
                    back beneath a granted directory)"
                 .into(),
             compensated_by: Some(
-                "saved before the call and restored after it; anything created there is moved \
-                 aside; a change that cannot be restored fails the call"
+                "saved before the call and restored after it (files up to 4 MiB, 32 MiB in \
+                 all); anything created there is moved aside; a change that cannot be \
+                 restored is reported"
                     .into(),
             ),
         });

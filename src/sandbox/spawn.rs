@@ -1,20 +1,25 @@
 //! Preparing and starting a sandboxed child: everything that allocates
 //! happens here, before `clone(2)`.
 
+use super::limits::{check_enforcement, rlimits};
 use super::child::{ChildPlan, FreshRule, ProcWrite, Stage, init_main};
 use super::landlock::{self as ll, Layout};
 use super::mode::{self, HostFeatures, IsolationMode};
-use super::quarantine;
+use super::namespace_free::{
+    HostTmp, NAMESPACES_FAILED, namespaces_failed, namespaces_unavailable,
+    namespaces_unavailable_reason, retarget_private_tmp,
+};
+use super::{quarantine, restore};
 use super::report::{EnforcementReport, LandlockStatus};
 use super::rootfs::{self, FreshAccess};
 use super::supervise::{CancelToken, Running, supervise};
 use super::{Command, Outcome, SandboxError, build_env, program, runtime_dir, seccomp};
-use crate::policy::{Enforcement, Grant, Network};
+use crate::policy::{Grant, Network};
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 fn cstring(s: &OsStr) -> Result<CString, SandboxError> {
@@ -32,86 +37,6 @@ fn cap_last() -> libc::c_int {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(40)
-}
-
-/// The grant's rlimits, each clamped to the current hard limit (a lower
-/// limit set by the operator, say `ulimit -n 512` in a CI container, is
-/// kept rather than failing the call or, with CAP_SYS_RESOURCE, raised).
-/// Returns the limits and a note for each clamp.
-fn rlimits(grant: &Grant) -> (Vec<(libc::__rlimit_resource_t, libc::rlimit)>, Vec<String>) {
-    let l = &grant.limits;
-    let mut out = vec![(
-        libc::RLIMIT_CORE,
-        libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        },
-    )];
-    let mut notes = Vec::new();
-    for (res, name, val) in [
-        (libc::RLIMIT_AS, "address_space", l.address_space),
-        (libc::RLIMIT_CPU, "cpu", l.cpu_seconds),
-        (libc::RLIMIT_NPROC, "processes", l.processes),
-        (libc::RLIMIT_FSIZE, "file_size", l.file_size),
-        (libc::RLIMIT_NOFILE, "open_files", l.open_files),
-    ] {
-        let Some(want) = val else { continue };
-        let mut cur = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: libc::RLIM_INFINITY,
-        };
-        // SAFETY: getrlimit writes into our stack struct.
-        unsafe { libc::getrlimit(res, &mut cur) };
-        let v = if cur.rlim_max != libc::RLIM_INFINITY && want > cur.rlim_max {
-            notes.push(format!(
-                "limits.{name}: {want} lowered to the inherited hard limit {}",
-                cur.rlim_max
-            ));
-            cur.rlim_max
-        } else {
-            want
-        };
-        out.push((
-            res,
-            libc::rlimit {
-                rlim_cur: v,
-                rlim_max: v,
-            },
-        ));
-    }
-    (out, notes)
-}
-
-/// Decide whether the enforcement we can get is enough for the grant.
-fn check_enforcement(grant: &Grant, report: &EnforcementReport) -> Result<(), SandboxError> {
-    match grant.enforcement {
-        Enforcement::Degraded => Ok(()),
-        Enforcement::Standard => {
-            if report.landlock.status == LandlockStatus::NotEnforced {
-                Err(SandboxError::NotEnforceable(
-                    "Landlock is not available on this kernel".into(),
-                ))
-            } else if report.degraded.iter().any(|d| d.contains("TCP port rules")) {
-                Err(SandboxError::NotEnforceable(report.degraded.join("; ")))
-            } else {
-                Ok(())
-            }
-        }
-        Enforcement::Strict => {
-            if report.degraded.is_empty() && report.landlock.status != LandlockStatus::NotEnforced {
-                Ok(())
-            } else if report.landlock.status == LandlockStatus::NotEnforced {
-                Err(SandboxError::NotEnforceable(
-                    "Landlock is not available on this kernel (strict enforcement)".into(),
-                ))
-            } else {
-                Err(SandboxError::NotEnforceable(format!(
-                    "strict enforcement refuses degraded features: {}",
-                    report.degraded.join("; ")
-                )))
-            }
-        }
-    }
 }
 
 const STACK_SIZE: usize = 256 * 1024;
@@ -270,37 +195,6 @@ fn setup_error(
     }
 }
 
-/// The errno with which creating the sandbox's namespaces failed in this
-/// process (0: not failed). Later calls go namespace-free without trying.
-static NAMESPACES_FAILED: AtomicI32 = AtomicI32::new(0);
-
-/// Errors of `clone` that mean "no namespaces here" rather than a failure
-/// of this one call: a container's seccomp profile or missing capability
-/// (EPERM), `max_user_namespaces = 0` or exhausted (ENOSPC, EUSERS), a
-/// kernel without them (EINVAL), AppArmor's restriction (EACCES, EPERM).
-fn namespaces_unavailable(errno: i32) -> bool {
-    matches!(
-        errno,
-        libc::EPERM | libc::ENOSPC | libc::EUSERS | libc::EINVAL | libc::EACCES | libc::ENOSYS
-    )
-}
-
-/// Why the sandbox's namespaces are unavailable, in one line.
-pub fn namespaces_unavailable_reason(errno: i32) -> String {
-    format!(
-        "the sandbox's namespaces are unavailable here (clone: {})",
-        std::io::Error::from_raw_os_error(errno)
-    )
-}
-
-/// Whether namespaces already failed in this process, with the errno.
-pub fn namespaces_failed() -> Option<i32> {
-    match NAMESPACES_FAILED.load(Ordering::Relaxed) {
-        0 => None,
-        e => Some(e),
-    }
-}
-
 /// Run `cmd` under `grant`. Blocks until the call is over; use
 /// `tokio::task::spawn_blocking` from async code. Where the kernel or a
 /// container runtime refuses namespaces, the call runs namespace-free if
@@ -338,46 +232,6 @@ use RunError::{Failed, Unavailable};
 impl From<SandboxError> for RunError {
     fn from(e: SandboxError) -> Self {
         Failed(e)
-    }
-}
-
-/// A directory on the host that is the call's `/tmp` in namespace-free
-/// mode (there is no private tmpfs to mount); removed after the call.
-struct HostTmp(PathBuf);
-
-impl HostTmp {
-    fn create(runtime: &runtime_dir::RuntimeDir) -> Result<HostTmp, SandboxError> {
-        use std::os::unix::fs::DirBuilderExt;
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let dir = runtime.base.join(format!(
-            "tmp-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|e| SandboxError::Prepare(format!("{}: {e}", dir.display())))?;
-        Ok(HostTmp(dir))
-    }
-}
-
-impl Drop for HostTmp {
-    fn drop(&mut self) {
-        // Does not follow symlinks the call may have left inside.
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The private tmp's path inside the environment becomes `dir`.
-fn retarget_private_tmp(env: &mut std::collections::BTreeMap<String, String>, dir: &Path) {
-    let dir = dir.display().to_string();
-    for key in ["TMPDIR", "TMP", "TEMP", "HOME"] {
-        if let Some(v) = env.get_mut(key)
-            && v == super::env::PRIVATE_TMP
-        {
-            *v = dir.clone();
-        }
     }
 }
 
@@ -509,6 +363,10 @@ fn run_in(
         root.what.clear();
         root.fresh_rules.clear();
     }
+    // Landlock cannot keep them read-only without a mount namespace: save
+    // them now, put them back after the call.
+    let snapshot = namespace_free
+        .then(|| restore::Snapshot::take(&mode::protected_inside_write_roots(grant)));
     let fresh_rules = root
         .fresh_rules
         .iter()
@@ -686,6 +544,21 @@ fn run_in(
         rootfs::replaced(&root.watched),
     );
     drop(host_tmp);
+    let (mut created_protected, mut quarantined) = (created_protected, quarantined);
+    let (mut restored, mut unrestorable) = (Vec::new(), Vec::new());
+    if let Some(snapshot) = snapshot {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let r = snapshot.restore(now);
+        for (path, moved_to) in r.moved_aside {
+            created_protected.push(path.clone());
+            quarantined.push(super::Quarantined { path, moved_to });
+        }
+        restored = r.restored;
+        unrestorable = r.unrestorable;
+        unrestorable.extend(snapshot.incomplete);
+    }
     Ok(Outcome {
         exit: finished.exit,
         stdout: finished.stdout,
@@ -694,6 +567,8 @@ fn run_in(
         enforcement: report,
         created_protected,
         quarantined,
+        restored,
+        unrestorable,
     })
 }
 

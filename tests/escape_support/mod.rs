@@ -42,6 +42,7 @@ pub fn run_argv(grant: &Grant, argv: &[&str]) -> Outcome {
         argv: argv.iter().map(|a| (*a).into()).collect(),
         ..Default::default()
     };
+    crate::common::namespace_free_if_asked();
     sandbox::run(grant, &cmd, None).expect("sandbox run")
 }
 

@@ -128,6 +128,8 @@ fn outcome(exit: Exit, text: &str, duration: Duration) -> Outcome {
         },
         created_protected: vec![],
         quarantined: vec![],
+        restored: vec![],
+        unrestorable: vec![],
     }
 }
 
