@@ -35,8 +35,8 @@ mod units;
 
 pub use error::PolicyError;
 pub use grant::{
-    ApprovalMode, Enforcement, Grant, Limits, NamespaceFree, NamespaceFreePolicy, Network, OutputCaps,
-    RateLimit,
+    ApprovalMode, Enforcement, Grant, Limits, NamespaceFree, NamespaceFreePolicy, Network,
+    OutputCaps, RateLimit,
 };
 pub use parse::line_at;
 pub use paths::{canonical_lenient, state_base};

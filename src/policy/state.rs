@@ -8,7 +8,16 @@ use super::grant::{ApprovalMode, Enforcement, Grant, NamespaceFree};
 
 /// The uncompensated gaps of namespace-free mode a policy may accept
 /// (`sandbox::mode::lacks` names them).
-pub const NAMESPACE_FREE_GAPS: &[&str] = &["pid", "ipc", "network", "unix-sockets", "protected", "denied", "metadata", "proc"];
+pub const NAMESPACE_FREE_GAPS: &[&str] = &[
+    "pid",
+    "ipc",
+    "network",
+    "unix-sockets",
+    "protected",
+    "denied",
+    "metadata",
+    "proc",
+];
 use super::parse::FileText;
 use super::paths::{Vars, expand};
 use super::resolve::Overrides;
@@ -420,7 +429,10 @@ impl State {
         }
         if let Some(gaps) = &b.sandbox.namespace_free_accepts {
             let o = l.origin("sandbox", "namespace_free_accepts", None);
-            if let Some(bad) = gaps.iter().find(|g| !NAMESPACE_FREE_GAPS.contains(&g.as_str())) {
+            if let Some(bad) = gaps
+                .iter()
+                .find(|g| !NAMESPACE_FREE_GAPS.contains(&g.as_str()))
+            {
                 return Err(o.error(format!(
                     "unknown gap '{bad}' (known: {})",
                     NAMESPACE_FREE_GAPS.join(", ")

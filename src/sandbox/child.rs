@@ -261,7 +261,13 @@ pub extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
         } else {
             libc::SIGKILL
         };
-        libc::prctl(libc::PR_SET_PDEATHSIG, death_signal as libc::c_ulong, 0, 0, 0);
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            death_signal as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
         close_all_but(&plan.keep_fds);
         let mut pfd = libc::pollfd {
             fd: plan.status_fd,
@@ -513,7 +519,11 @@ unsafe fn drop_capabilities(plan: &ChildPlan) {
     const SECBITS: libc::c_ulong = 0x2f | 0xc0;
     // SAFETY: prctl/capset take plain integers or pointers to our stack.
     unsafe {
-        if libc::prctl(libc::PR_SET_SECUREBITS, SECBITS, 0, 0, 0) != 0 {
+        // An ordinary user without a user namespace holds no capability:
+        // nothing to lock, and the bounding set cannot be changed without
+        // CAP_SETPCAP (no_new_privs keeps it from mattering).
+        let no_setpcap = plan.namespace_free && libc::geteuid() != 0;
+        if libc::prctl(libc::PR_SET_SECUREBITS, SECBITS, 0, 0, 0) != 0 && !no_setpcap {
             fail(plan, Stage::Capabilities);
         }
         if libc::prctl(
@@ -527,7 +537,8 @@ unsafe fn drop_capabilities(plan: &ChildPlan) {
             fail(plan, Stage::Capabilities);
         }
         for cap in 0..=plan.cap_last {
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 && !no_setpcap
+            {
                 fail(plan, Stage::Capabilities);
             }
         }

@@ -10,7 +10,9 @@ use crate::policy::{Enforcement, Grant};
 /// limit set by the operator, say `ulimit -n 512` in a CI container, is
 /// kept rather than failing the call or, with CAP_SYS_RESOURCE, raised).
 /// Returns the limits and a note for each clamp.
-pub(super) fn rlimits(grant: &Grant) -> (Vec<(libc::__rlimit_resource_t, libc::rlimit)>, Vec<String>) {
+pub(super) fn rlimits(
+    grant: &Grant,
+) -> (Vec<(libc::__rlimit_resource_t, libc::rlimit)>, Vec<String>) {
     let l = &grant.limits;
     let mut out = vec![(
         libc::RLIMIT_CORE,
@@ -55,7 +57,10 @@ pub(super) fn rlimits(grant: &Grant) -> (Vec<(libc::__rlimit_resource_t, libc::r
 }
 
 /// Decide whether the enforcement we can get is enough for the grant.
-pub(super) fn check_enforcement(grant: &Grant, report: &EnforcementReport) -> Result<(), SandboxError> {
+pub(super) fn check_enforcement(
+    grant: &Grant,
+    report: &EnforcementReport,
+) -> Result<(), SandboxError> {
     match grant.enforcement {
         Enforcement::Degraded => Ok(()),
         Enforcement::Standard => {
@@ -85,4 +90,3 @@ pub(super) fn check_enforcement(grant: &Grant, report: &EnforcementReport) -> Re
         }
     }
 }
-

@@ -13,8 +13,8 @@ mod namespace_free;
 pub mod output;
 mod program;
 mod quarantine;
-mod restore;
 pub mod report;
+mod restore;
 mod rootfs;
 mod runtime_dir;
 pub mod seccomp;
@@ -24,9 +24,9 @@ mod supervise;
 
 pub use env::build_env;
 pub use landlock::kernel_abi;
+pub use namespace_free::{namespaces_failed, namespaces_unavailable_reason};
 pub use output::Captured;
 pub use report::{Degradation, EnforcementReport, LandlockReport, LandlockStatus};
-pub use namespace_free::{namespaces_failed, namespaces_unavailable_reason};
 pub use spawn::run;
 pub use supervise::CancelToken;
 

@@ -6,7 +6,7 @@
 //! [`decide`] says, for one grant, what namespace-free mode would lack and
 //! what compensates each part, and whether the grant's policy accepts it.
 
-use crate::policy::{Grant, Network, NamespaceFree};
+use crate::policy::{Grant, NamespaceFree, Network};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -104,8 +104,8 @@ pub fn lacks(grant: &Grant, landlock_abi: i32) -> Vec<Lack> {
     {
         out.push(Lack {
             id: "denied",
-            part: "denied paths inside write roots (Landlock cannot take read rights back \
-                   beneath a granted directory)"
+            part: "denied paths inside write roots are readable (Landlock cannot take read \
+                   rights back beneath a granted directory; they are restored after the call)"
                 .into(),
             compensated_by: None,
         });
@@ -126,15 +126,17 @@ pub fn lacks(grant: &Grant, landlock_abi: i32) -> Vec<Lack> {
     }
     out.push(Lack {
         id: "metadata",
-        part: "constructed root (chmod, utimes and xattrs on files the user owns outside the \
-               roots: Landlock does not hook them)"
+        part: "constructed root (paths outside the grant are visible to stat, and chmod, \
+               utimes and xattrs work on files the user owns that the grant does not let it \
+               write: Landlock does not hook them)"
             .into(),
         compensated_by: None,
     });
     out.push(Lack {
         id: "proc",
         part: "private /proc (the host's /proc is readable: other processes' command lines; \
-               their environment and memory stay guarded by Landlock's ptrace scope)"
+               their environment and memory stay guarded by Landlock's ptrace scope; a \
+               write grant on /proc is read-only)"
             .into(),
         compensated_by: None,
     });
@@ -235,7 +237,11 @@ mod tests {
 
     #[test]
     fn compensated_accepts_only_listed_gaps() {
-        let d = decide(&grant(NamespaceFree::Compensated, &["metadata", "proc"]), NO_NS, "x");
+        let d = decide(
+            &grant(NamespaceFree::Compensated, &["metadata", "proc"]),
+            NO_NS,
+            "x",
+        );
         assert_eq!(d.refusal, None);
         assert!(d.lacking.iter().any(|l| l.id == "protected"));
         let d = decide(&grant(NamespaceFree::Compensated, &["proc"]), NO_NS, "x");
@@ -249,7 +255,11 @@ mod tests {
             namespaces: false,
             landlock_abi: 5,
         };
-        let d = decide(&grant(NamespaceFree::Compensated, &["metadata", "proc"]), old, "x");
+        let d = decide(
+            &grant(NamespaceFree::Compensated, &["metadata", "proc"]),
+            old,
+            "x",
+        );
         assert!(d.refusal.expect("refused").contains("pid"));
     }
 
@@ -263,7 +273,15 @@ mod tests {
 
     #[test]
     fn refuse_and_allow() {
-        assert!(decide(&grant(NamespaceFree::Refuse, &[]), NO_NS, "why").refusal.is_some());
-        assert!(decide(&grant(NamespaceFree::Allow, &[]), NO_NS, "why").refusal.is_none());
+        assert!(
+            decide(&grant(NamespaceFree::Refuse, &[]), NO_NS, "why")
+                .refusal
+                .is_some()
+        );
+        assert!(
+            decide(&grant(NamespaceFree::Allow, &[]), NO_NS, "why")
+                .refusal
+                .is_none()
+        );
     }
 }

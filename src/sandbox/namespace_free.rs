@@ -66,7 +66,10 @@ impl Drop for HostTmp {
 }
 
 /// The private tmp's path inside the environment becomes `dir`.
-pub(super) fn retarget_private_tmp(env: &mut std::collections::BTreeMap<String, String>, dir: &Path) {
+pub(super) fn retarget_private_tmp(
+    env: &mut std::collections::BTreeMap<String, String>,
+    dir: &Path,
+) {
     let dir = dir.display().to_string();
     for key in ["TMPDIR", "TMP", "TEMP", "HOME"] {
         if let Some(v) = env.get_mut(key)
@@ -76,4 +79,3 @@ pub(super) fn retarget_private_tmp(env: &mut std::collections::BTreeMap<String, 
         }
     }
 }
-

@@ -39,6 +39,9 @@ pub struct EnforcementReport {
     /// The seccomp deny list was installed.
     pub seccomp: bool,
     /// Every capability set (bounding, effective, permitted, inheritable, ambient) is empty.
+    /// Namespace-free as an ordinary user, the bounding set stays as inherited
+    /// (changing it needs CAP_SETPCAP); the user holds no capability and
+    /// no_new_privs stops any exec from gaining one.
     pub capabilities_dropped: bool,
     pub no_new_privs: bool,
     /// The call runs in its own PID namespace: nothing it starts outlives it.

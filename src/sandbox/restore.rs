@@ -301,8 +301,15 @@ mod tests {
             "ref: refs/heads/main\n"
         );
         assert!(!git.join("hooks/pre-commit").exists());
-        assert!(git.join("hooks/pre-commit.quarantined-by-toolcage-7").exists());
-        let mode = fs::metadata(git.join("hooks")).unwrap().permissions().mode() & 0o777;
+        assert!(
+            git.join("hooks/pre-commit.quarantined-by-toolcage-7")
+                .exists()
+        );
+        let mode = fs::metadata(git.join("hooks"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
         assert_ne!(mode, 0o777);
         assert!(r.unrestorable.is_empty(), "{r:?}");
         assert_eq!(r.moved_aside.len(), 1);

@@ -1,19 +1,19 @@
 //! Preparing and starting a sandboxed child: everything that allocates
 //! happens here, before `clone(2)`.
 
-use super::limits::{check_enforcement, rlimits};
 use super::child::{ChildPlan, FreshRule, ProcWrite, Stage, init_main};
 use super::landlock::{self as ll, Layout};
+use super::limits::{check_enforcement, rlimits};
 use super::mode::{self, HostFeatures, IsolationMode};
 use super::namespace_free::{
     HostTmp, NAMESPACES_FAILED, namespaces_failed, namespaces_unavailable,
     namespaces_unavailable_reason, retarget_private_tmp,
 };
-use super::{quarantine, restore};
 use super::report::{EnforcementReport, LandlockStatus};
 use super::rootfs::{self, FreshAccess};
 use super::supervise::{CancelToken, Running, supervise};
 use super::{Command, Outcome, SandboxError, build_env, program, runtime_dir, seccomp};
+use super::{quarantine, restore};
 use crate::policy::{Grant, Network};
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -296,7 +296,9 @@ fn run_in(
     let new_netns = grant.network == Network::Off && !namespace_free;
     let mut report = EnforcementReport {
         mode: isolation,
-        lacking: decision.as_ref().map_or_else(Vec::new, |d| d.lacking.clone()),
+        lacking: decision
+            .as_ref()
+            .map_or_else(Vec::new, |d| d.lacking.clone()),
         landlock: prepared.report.clone(),
         seccomp: true,
         capabilities_dropped: true,
@@ -365,8 +367,31 @@ fn run_in(
     }
     // Landlock cannot keep them read-only without a mount namespace: save
     // them now, put them back after the call.
-    let snapshot = namespace_free
-        .then(|| restore::Snapshot::take(&mode::protected_inside_write_roots(grant)));
+    let snapshot = namespace_free.then(|| {
+        let mut guarded = mode::protected_inside_write_roots(grant);
+        // Denied paths too: unreadable they cannot be, unchanged they stay.
+        guarded.extend(
+            grant
+                .denied
+                .iter()
+                .filter(|p| grant.write.iter().any(|w| p.starts_with(w) && *p != w))
+                .cloned(),
+        );
+        // A protected symlink protects what it points to (as the read-only
+        // bind of the constructed root does).
+        let targets: Vec<PathBuf> = grant
+            .protected
+            .iter()
+            .filter(|p| {
+                p.symlink_metadata()
+                    .is_ok_and(|m| m.file_type().is_symlink())
+            })
+            .filter_map(|p| p.canonicalize().ok())
+            .filter(|t| grant.write.iter().any(|w| t.starts_with(w)))
+            .collect();
+        guarded.extend(targets);
+        restore::Snapshot::take(&guarded)
+    });
     let fresh_rules = root
         .fresh_rules
         .iter()
