@@ -2,7 +2,10 @@
 # Runs the escape suite as an ordinary user (created here if missing), after
 # `cargo test` has built it as root. The sandbox must hold for both: as root
 # there is no user namespace and RLIMIT_NPROC does not apply; as a user every
-# call gets a user namespace. Usage: bash tests/unprivileged.sh [USER]
+# call gets a user namespace. Each binary runs twice: normally, and with
+# TOOLCAGE_TEST_NAMESPACE_FREE=1 (a container-like seccomp filter refuses
+# namespaces, so calls run namespace-free).
+# Usage: bash tests/unprivileged.sh [USER]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 user="${1:-toolcage-test}"
@@ -11,16 +14,19 @@ if ! id "$user" >/dev/null 2>&1; then
 fi
 cargo test --no-run --locked --test 'escape_*' 2>/dev/null
 status=0
-for name in escape_fs escape_net escape_proc escape_root escape_tree; do
+for name in escape_fs escape_net escape_proc escape_root escape_tree escape_operator; do
   bin=$(ls -t target/debug/deps/"$name"-* | grep -v '\.d$' | head -1)
-  echo "== $name as $user"
-  # A fresh TMPDIR the user owns; CARGO_* stand in for what cargo sets.
-  tmp=$(mktemp -d)
-  chown "$user" "$tmp"
-  if ! runuser -u "$user" -- env TMPDIR="$tmp" HOME="$tmp" \
-      CARGO_PKG_NAME=toolcage CARGO_MANIFEST_DIR="$PWD" "$bin" --test-threads=2; then
-    status=1
-  fi
-  rm -rf "$tmp"
+  for nsfree in 0 1; do
+    echo "== $name as $user (namespace-free: $nsfree)"
+    # A fresh TMPDIR the user owns; CARGO_* stand in for what cargo sets.
+    tmp=$(mktemp -d)
+    chown "$user" "$tmp"
+    if ! runuser -u "$user" -- env TMPDIR="$tmp" HOME="$tmp" \
+        TOOLCAGE_TEST_NAMESPACE_FREE="$nsfree" \
+        CARGO_PKG_NAME=toolcage CARGO_MANIFEST_DIR="$PWD" "$bin" --test-threads=2; then
+      status=1
+    fi
+    rm -rf "$tmp"
+  done
 done
 exit $status

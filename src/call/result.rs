@@ -66,6 +66,8 @@ mod tests {
             stderr: err,
             duration: Duration::from_millis(1),
             enforcement: EnforcementReport {
+                mode: crate::sandbox::mode::IsolationMode::Namespaces,
+                lacking: vec![],
                 landlock: LandlockReport {
                     abi: 7,
                     status: LandlockStatus::FullyEnforced,
@@ -85,6 +87,8 @@ mod tests {
             },
             created_protected: vec![],
             quarantined: vec![],
+            restored: vec![],
+            unrestorable: vec![],
         }
     }
 

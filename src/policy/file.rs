@@ -37,6 +37,8 @@
 //!
 //! [sandbox]
 //! enforcement = "standard"     # standard | strict | degraded
+//! namespace_free = "allow"      # refuse | compensated | allow (no user namespaces)
+//! namespace_free_accepts = []   # uncompensated gaps "compensated" accepts
 //!
 //! [requests]                   # what a tool's own files may ask for
 //! network = false              # honour a tool asking for network
@@ -229,6 +231,8 @@ pub struct LimitsSection {
 #[serde(deny_unknown_fields)]
 pub struct SandboxSection {
     pub enforcement: Option<super::Enforcement>,
+    pub namespace_free: Option<super::NamespaceFree>,
+    pub namespace_free_accepts: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -75,6 +75,10 @@ impl State {
                 stderr: usize::try_from(self.stderr.v).unwrap_or(usize::MAX),
             },
             enforcement: self.enforcement.v,
+            namespace_free: crate::policy::NamespaceFreePolicy {
+                mode: self.namespace_free.v,
+                accepts: self.namespace_free_accepts.v.clone(),
+            },
             approval: self.approval.v,
             allow_yes: self
                 .allow_yes
@@ -227,6 +231,16 @@ impl State {
             "enforcement",
             enum_name(&g.enforcement),
             &self.enforcement.o,
+        );
+        push(
+            "namespace_free",
+            enum_name(&g.namespace_free.mode),
+            &self.namespace_free.o,
+        );
+        push(
+            "namespace_free_accepts",
+            format!("[{}]", g.namespace_free.accepts.join(", ")),
+            &self.namespace_free_accepts.o,
         );
         push("approval", enum_name(&g.approval), &self.approval.o);
         let default = Origin::input(

@@ -85,6 +85,29 @@ pub enum Enforcement {
     Degraded,
 }
 
+/// Whether a call may run without namespaces (where the kernel or a
+/// container runtime refuses them), and on what terms.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NamespaceFree {
+    /// Never: fail with the reason namespaces are unavailable.
+    Refuse,
+    /// Only when every part it lacks is compensated by another layer or
+    /// named in `accepts`.
+    Compensated,
+    /// Always, with the report naming what it lacks.
+    #[default]
+    Allow,
+}
+
+/// `[sandbox] namespace_free` and `namespace_free_accepts`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct NamespaceFreePolicy {
+    pub mode: NamespaceFree,
+    /// Uncompensated gaps (`metadata`, `proc`, ...) that `Compensated` accepts.
+    pub accepts: Vec<String>,
+}
+
 /// Everything the sandbox needs to know to run one command.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Grant {
@@ -113,6 +136,8 @@ pub struct Grant {
     pub limits: Limits,
     pub output: OutputCaps,
     pub enforcement: Enforcement,
+    /// Running where namespaces are unavailable.
+    pub namespace_free: NamespaceFreePolicy,
     pub approval: ApprovalMode,
     /// Pre-approval (`toolcage call --yes`) is honoured for this tool.
     pub allow_yes: bool,
@@ -140,6 +165,7 @@ impl Grant {
             limits: Limits::default(),
             output: OutputCaps::default(),
             enforcement: Enforcement::Standard,
+            namespace_free: NamespaceFreePolicy::default(),
             approval: ApprovalMode::Never,
             allow_yes: true,
             rate_limit: None,

@@ -34,7 +34,10 @@ mod tests;
 mod units;
 
 pub use error::PolicyError;
-pub use grant::{ApprovalMode, Enforcement, Grant, Limits, Network, OutputCaps, RateLimit};
+pub use grant::{
+    ApprovalMode, Enforcement, Grant, Limits, NamespaceFree, NamespaceFreePolicy, Network,
+    OutputCaps, RateLimit,
+};
 pub use parse::line_at;
 pub use paths::{canonical_lenient, state_base};
 pub use profiles::profile_names;

@@ -4,7 +4,20 @@
 use super::entries::{Kind, from_list, resolve_path};
 use super::error::PolicyError;
 use super::file::{Body, Limit, NetMode};
-use super::grant::{ApprovalMode, Enforcement, Grant};
+use super::grant::{ApprovalMode, Enforcement, Grant, NamespaceFree};
+
+/// The uncompensated gaps of namespace-free mode a policy may accept
+/// (`sandbox::mode::lacks` names them).
+pub const NAMESPACE_FREE_GAPS: &[&str] = &[
+    "pid",
+    "ipc",
+    "network",
+    "unix-sockets",
+    "protected",
+    "denied",
+    "metadata",
+    "proc",
+];
 use super::parse::FileText;
 use super::paths::{Vars, expand};
 use super::resolve::Overrides;
@@ -150,6 +163,8 @@ pub struct State {
     pub stdout: Val<u64>,
     pub stderr: Val<u64>,
     pub enforcement: Val<Enforcement>,
+    pub namespace_free: Val<NamespaceFree>,
+    pub namespace_free_accepts: Val<Vec<String>>,
     pub approval: Val<ApprovalMode>,
     pub req_network: Val<bool>,
     pub max_timeout: Val<Duration>,
@@ -255,6 +270,8 @@ impl State {
             stdout: val(g.output.stdout as u64, &o),
             stderr: val(g.output.stderr as u64, &o),
             enforcement: val(g.enforcement, &o),
+            namespace_free: val(g.namespace_free.mode, &o),
+            namespace_free_accepts: val(g.namespace_free.accepts.clone(), &o),
             approval: val(g.approval, &o),
             req_network: val(false, &o),
             max_timeout: val(Duration::from_secs(300), &o),
@@ -407,6 +424,22 @@ impl State {
         if let Some(e) = b.sandbox.enforcement {
             self.enforcement = val(e, &l.origin("sandbox", "enforcement", None));
         }
+        if let Some(m) = b.sandbox.namespace_free {
+            self.namespace_free = val(m, &l.origin("sandbox", "namespace_free", None));
+        }
+        if let Some(gaps) = &b.sandbox.namespace_free_accepts {
+            let o = l.origin("sandbox", "namespace_free_accepts", None);
+            if let Some(bad) = gaps
+                .iter()
+                .find(|g| !NAMESPACE_FREE_GAPS.contains(&g.as_str()))
+            {
+                return Err(o.error(format!(
+                    "unknown gap '{bad}' (known: {})",
+                    NAMESPACE_FREE_GAPS.join(", ")
+                )));
+            }
+            self.namespace_free_accepts = val(gaps.clone(), &o);
+        }
         if let Some(n) = b.requests.network {
             self.req_network = val(n, &l.origin("requests", "network", None));
         }
@@ -488,6 +521,16 @@ impl State {
             self.timeout = val(nonzero(d, &o, "")?, &o);
         }
         if cli.allow_degraded {
+            if self.enforcement.v == Enforcement::Strict {
+                return Err(Origin::flag("--allow-degraded", seq).error(format!(
+                    "{} asks for strict enforcement (refuse any degradation); \
+                     --allow-degraded would silently waive it. Drop the flag, or use \
+                     --profile default --allow-degraded to run degraded on purpose",
+                    self.enforcement.o.source
+                )));
+            }
+            let o = Origin::flag("--allow-degraded", seq);
+            self.namespace_free = val(NamespaceFree::Allow, &o);
             self.enforcement = val(
                 Enforcement::Degraded,
                 &Origin::flag("--allow-degraded", seq),

@@ -21,6 +21,7 @@ use super::steps::{self, Step};
 use std::ffi::CString;
 use std::os::fd::RawFd;
 use std::ptr;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 /// The step at which setup failed, reported to the parent with the errno.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +128,10 @@ pub struct ChildPlan {
     pub loopback: Option<libc::ifreq>,
     pub cap_last: libc::c_int,
     pub sigrtmax: libc::c_int,
+    /// No namespaces: the init is a subreaper that kills the tool's process
+    /// group (pinned by seccomp) and reaps every descendant before it
+    /// reports; it tells the parent the group on the report pipe.
+    pub namespace_free: bool,
     /// Owners of the memory `argv`/`envp`/`seccomp` point into.
     pub _storage: (Vec<CString>, Vec<CString>, Vec<Vec<libc::sock_filter>>),
 }
@@ -171,12 +176,35 @@ unsafe fn close_all_but(keep: &[RawFd]) {
     unsafe { libc::syscall(libc::SYS_close_range, from, u32::MAX, 0u32) };
 }
 
-/// Forward a termination signal to every other process in the namespace.
+/// Where the init forwards termination signals: -1 (every process in the
+/// namespace) or minus the tool's process group (namespace-free mode); 0
+/// before it is known. The init's own memory: it is not shared with toolcage.
+static FORWARD_TO: AtomicI32 = AtomicI32::new(0);
+
+/// Forward a termination signal to every other process of the call.
 extern "C" fn forward_signal(sig: libc::c_int) {
-    // SAFETY: kill(2) is async-signal-safe; -1 from a namespace init means
-    // every process in the namespace except the init itself.
+    let target = FORWARD_TO.load(Ordering::Relaxed);
+    if target != 0 {
+        // SAFETY: kill(2) is async-signal-safe; -1 from a namespace init
+        // means every process in the namespace except the init itself.
+        unsafe {
+            libc::kill(target, sig);
+        }
+    }
+}
+
+/// The init's parent-death signal in namespace-free mode.
+const PARENT_GONE: libc::c_int = libc::SIGUSR2;
+
+/// toolcage died: kill the tool's group (it would outlive us), then exit.
+extern "C" fn parent_gone(_sig: libc::c_int) {
+    let target = FORWARD_TO.load(Ordering::Relaxed);
+    // SAFETY: kill(2) and _exit(2) are async-signal-safe.
     unsafe {
-        libc::kill(-1, sig);
+        if target < -1 {
+            libc::kill(target, libc::SIGKILL);
+        }
+        libc::_exit(125);
     }
 }
 
@@ -226,9 +254,16 @@ pub extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
         // died before this prctl: the parent holds the read end of the
         // status pipe, so once our own copy is closed, POLLERR on the write
         // end means nobody is left to read it.
+        // Namespace-free, our death would not end the tool's group: we
+        // catch the signal instead and kill the group first.
+        let death_signal = if plan.namespace_free {
+            PARENT_GONE
+        } else {
+            libc::SIGKILL
+        };
         libc::prctl(
             libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
+            death_signal as libc::c_ulong,
             0,
             0,
             0,
@@ -264,11 +299,9 @@ pub extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
         {
             fail(plan, Stage::Network);
         }
-        let mut forward: libc::sigaction = std::mem::zeroed();
-        forward.sa_sigaction = forward_signal as *const () as libc::sighandler_t;
-        libc::sigfillset(&mut forward.sa_mask);
-        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-            libc::sigaction(sig, &forward, ptr::null_mut());
+        if plan.namespace_free {
+            // Orphans of the call become our children, so we can reap them.
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
         }
         let tool = libc::clone(
             tool_main,
@@ -279,12 +312,39 @@ pub extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
         if tool < 0 {
             fail(plan, Stage::Spawn);
         }
+        if plan.namespace_free {
+            // The tool leads its own session and group (setsid), which
+            // seccomp keeps every descendant in: the parent kills it too if
+            // it has to kill us.
+            let bytes = tool.to_ne_bytes();
+            libc::write(plan.report_fd, bytes.as_ptr().cast(), bytes.len());
+            FORWARD_TO.store(-tool, Ordering::Relaxed);
+        } else {
+            FORWARD_TO.store(-1, Ordering::Relaxed);
+        }
+        // Signals are still blocked (as when the parent cloned us): a
+        // termination signal that arrived meanwhile runs the handler now.
+        let mut forward: libc::sigaction = std::mem::zeroed();
+        forward.sa_sigaction = forward_signal as *const () as libc::sighandler_t;
+        libc::sigfillset(&mut forward.sa_mask);
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaction(sig, &forward, ptr::null_mut());
+        }
+        if plan.namespace_free {
+            let mut gone: libc::sigaction = std::mem::zeroed();
+            gone.sa_sigaction = parent_gone as *const () as libc::sighandler_t;
+            libc::sigfillset(&mut gone.sa_mask);
+            libc::sigaction(PARENT_GONE, &gone, ptr::null_mut());
+        }
         // The tool has exec'd or failed. Keep only the status pipe: the
         // parent's EOF on the report pipe must not wait for us.
         close_all_but(&[plan.status_fd]);
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
         libc::sigprocmask(libc::SIG_SETMASK, &empty, ptr::null_mut());
+        if plan.namespace_free {
+            reap_namespace_free(plan, tool);
+        }
         loop {
             let mut status = 0;
             let pid = libc::waitpid(-1, &mut status, 0);
@@ -296,6 +356,45 @@ pub extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
             if pid < 0 && errno() == libc::ECHILD {
                 libc::_exit(0);
             }
+        }
+    }
+}
+
+/// Namespace-free mode: wait for the tool (reaping orphans meanwhile), kill
+/// its process group while the tool's zombie still holds the group's ID,
+/// then reap every descendant until none is left, and only then report the
+/// tool's status. Nothing the call started is alive when the parent hears.
+unsafe fn reap_namespace_free(plan: &ChildPlan, tool: libc::pid_t) -> ! {
+    // SAFETY: waitid/waitpid/kill/write/_exit are async-signal-safe raw
+    // syscalls on stack memory.
+    unsafe {
+        loop {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            if libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOWAIT) < 0 {
+                if errno() == libc::EINTR {
+                    continue;
+                }
+                libc::_exit(0); // no children: the tool is gone already
+            }
+            let pid = info.si_pid();
+            if pid != tool {
+                libc::waitpid(pid, ptr::null_mut(), 0); // an orphan
+                continue;
+            }
+            libc::kill(-tool, libc::SIGKILL);
+            let mut status = 0;
+            libc::waitpid(tool, &mut status, 0);
+            // Every descendant is in the killed group (seccomp refuses
+            // setsid and setpgid), and each one's children are handed to us
+            // before it dies: when waitpid says ECHILD, none is left.
+            loop {
+                if libc::waitpid(-1, ptr::null_mut(), 0) < 0 && errno() != libc::EINTR {
+                    break;
+                }
+            }
+            let bytes = status.to_ne_bytes();
+            libc::write(plan.status_fd, bytes.as_ptr().cast(), bytes.len());
+            libc::_exit(0);
         }
     }
 }
@@ -420,7 +519,11 @@ unsafe fn drop_capabilities(plan: &ChildPlan) {
     const SECBITS: libc::c_ulong = 0x2f | 0xc0;
     // SAFETY: prctl/capset take plain integers or pointers to our stack.
     unsafe {
-        if libc::prctl(libc::PR_SET_SECUREBITS, SECBITS, 0, 0, 0) != 0 {
+        // An ordinary user without a user namespace holds no capability:
+        // nothing to lock, and the bounding set cannot be changed without
+        // CAP_SETPCAP (no_new_privs keeps it from mattering).
+        let no_setpcap = plan.namespace_free && libc::geteuid() != 0;
+        if libc::prctl(libc::PR_SET_SECUREBITS, SECBITS, 0, 0, 0) != 0 && !no_setpcap {
             fail(plan, Stage::Capabilities);
         }
         if libc::prctl(
@@ -434,7 +537,8 @@ unsafe fn drop_capabilities(plan: &ChildPlan) {
             fail(plan, Stage::Capabilities);
         }
         for cap in 0..=plan.cap_last {
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 && !no_setpcap
+            {
                 fail(plan, Stage::Capabilities);
             }
         }

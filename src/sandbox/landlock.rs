@@ -54,8 +54,11 @@ pub enum LandlockError {
 
 /// Landlock features newer than ABI 1, with what toolcage does without them.
 /// `compensated` says whether another layer covers the gap for this grant.
-fn missing_features(abi: i32, network: &Network, pid_ns: bool) -> Vec<Degradation> {
-    let unix_compensated = !matches!(network, Network::On);
+fn missing_features(abi: i32, network: &Network, constructed: bool) -> Vec<Degradation> {
+    // A constructed root shows only the granted paths: a host socket
+    // outside them has no path inside the call.
+    let unix_compensated = !matches!(network, Network::On) || constructed;
+    let pid_ns = constructed;
     let table: [(i32, &str, bool, &str); 6] = [
         (
             2,
@@ -91,7 +94,8 @@ fn missing_features(abi: i32, network: &Network, pid_ns: bool) -> Vec<Degradatio
             9,
             "unix socket path resolution",
             unix_compensated,
-            "seccomp denies connect() with the network off and AF_UNIX sockets in tcp mode",
+            "the constructed root shows no socket outside the grant; seccomp denies connect() \
+             with the network off and AF_UNIX sockets in tcp mode",
         ),
     ];
     let mut out: Vec<Degradation> = table
@@ -117,15 +121,60 @@ fn is_dir(path: &Path) -> bool {
     path.metadata().map(|m| m.is_dir()).unwrap_or(false)
 }
 
+/// What the tool's filesystem looks like, which decides the rules.
+pub enum Layout {
+    /// The constructed root: denied and protected paths are covered by
+    /// mounts; `/proc`, `/tmp` and `/dev/shm` are fresh (the tool adds
+    /// their rules itself).
+    Constructed,
+    /// The host's own tree (namespace-free mode): read roots are split
+    /// around the denied and hidden paths inside them, the host's `/proc`
+    /// is readable, and `private_tmp` (a directory toolcage made for this
+    /// call) is writable.
+    Host {
+        private_tmp: Option<PathBuf>,
+        hidden: Vec<PathBuf>,
+    },
+}
+
+/// `root` as rules that leave out `excluded` paths beneath it: the root
+/// itself when nothing is excluded inside; else its entries, recursing into
+/// those that contain an excluded path. Symlinks are left out (the kernel
+/// checks the target's own rules); unreadable directories give nothing.
+/// Exact for read-only roots, whose entries the call cannot add to.
+fn split_around(root: &Path, excluded: &[PathBuf], out: &mut Vec<PathBuf>) {
+    if excluded.iter().any(|e| e == root) {
+        return;
+    }
+    if !excluded.iter().any(|e| e.starts_with(root)) || !is_dir(root) {
+        out.push(root.to_path_buf());
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+            continue;
+        }
+        split_around(&entry.path(), excluded, out);
+    }
+}
+
 /// Build the ruleset for `grant`. `extra_read` are files readable for this
 /// call only (a parameters file, `resolv.conf`'s target). The standard
 /// device nodes of the constructed root (`/dev/null`, `zero`, `full`,
 /// `random`, `urandom`) are readable and writable in every call. With no
 /// Landlock support, `fd` is `None` and the report says so; the caller
 /// decides whether that is acceptable.
-pub fn prepare(grant: &Grant, extra_read: &[PathBuf]) -> Result<Prepared, LandlockError> {
+pub fn prepare(
+    grant: &Grant,
+    extra_read: &[PathBuf],
+    layout: &Layout,
+) -> Result<Prepared, LandlockError> {
     let version = kernel_abi();
-    let missing = missing_features(version, &grant.network, true);
+    let constructed = matches!(layout, Layout::Constructed);
+    let missing = missing_features(version, &grant.network, constructed);
     if version == 0 {
         return Ok(Prepared {
             fd: None,
@@ -180,13 +229,42 @@ pub fn prepare(grant: &Grant, extra_read: &[PathBuf]) -> Result<Prepared, Landlo
             })
     };
     let mut fs_rules = Vec::with_capacity(grant.read.len() + grant.write.len() + 8);
-    for root in grant.read.iter().chain(extra_read) {
-        if root.starts_with("/proc") {
-            continue; // the call's /proc is its own; see `read_access`
+    match layout {
+        Layout::Constructed => {
+            for root in grant.read.iter().chain(extra_read) {
+                if root.starts_with("/proc") {
+                    continue; // the call's /proc is its own; see `read_access`
+                }
+                fs_rules.push(rule(root, AccessFs::from_read(abi))?);
+            }
         }
-        fs_rules.push(rule(root, AccessFs::from_read(abi))?);
+        Layout::Host {
+            private_tmp,
+            hidden,
+        } => {
+            let excluded: Vec<PathBuf> = grant.denied.iter().chain(hidden).cloned().collect();
+            let mut parts = Vec::new();
+            for root in grant.read.iter().chain(extra_read) {
+                split_around(root, &excluded, &mut parts);
+            }
+            parts.push(PathBuf::from("/proc"));
+            for part in &parts {
+                if part.exists() {
+                    fs_rules.push(rule(part, AccessFs::from_read(abi))?);
+                }
+            }
+            if let Some(tmp) = private_tmp {
+                fs_rules.push(rule(tmp, AccessFs::from_all(abi))?);
+            }
+        }
     }
     for root in &grant.write {
+        // The host's /proc is never writable: a root tool without
+        // capabilities still passes the sysctl owner check. (The
+        // constructed root mounts its /proc/sys read-only instead.)
+        if !constructed && root.starts_with("/proc") {
+            continue;
+        }
         fs_rules.push(rule(root, AccessFs::from_all(abi))?);
     }
     for dev in STANDARD_DEVICES {

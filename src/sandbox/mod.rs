@@ -7,10 +7,14 @@
 mod child;
 mod env;
 mod landlock;
+mod limits;
+pub mod mode;
+mod namespace_free;
 pub mod output;
 mod program;
 mod quarantine;
 pub mod report;
+mod restore;
 mod rootfs;
 mod runtime_dir;
 pub mod seccomp;
@@ -20,6 +24,7 @@ mod supervise;
 
 pub use env::build_env;
 pub use landlock::kernel_abi;
+pub use namespace_free::{namespaces_failed, namespaces_unavailable_reason};
 pub use output::Captured;
 pub use report::{Degradation, EnforcementReport, LandlockReport, LandlockStatus};
 pub use spawn::run;
@@ -92,6 +97,14 @@ pub struct Outcome {
     /// exist stays absent (what the call created there is moved aside), and a
     /// replaced protected symlink is put back.
     pub quarantined: Vec<Quarantined>,
+    /// Namespace-free mode: protected paths the call changed or removed,
+    /// restored from the copy taken before the call.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub restored: Vec<PathBuf>,
+    /// Namespace-free mode: protected paths the call changed that could not
+    /// be restored (no copy: too large), or a tree too large to guard.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unrestorable: Vec<PathBuf>,
 }
 
 /// A path the call created where a protected path was absent, moved aside.
@@ -105,6 +118,19 @@ impl Outcome {
     /// One line per protected path the call (`who`: "call", "command")
     /// created or replaced, saying what toolcage undid.
     pub fn protected_notes(&self, who: &str) -> Vec<String> {
+        let restored = self.restored.iter().map(|p| {
+            format!(
+                "the {who} changed protected path {}; restored it",
+                p.display()
+            )
+        });
+        let unrestorable = self.unrestorable.iter().map(|p| {
+            format!(
+                "the {who} changed protected path {}, which toolcage could not restore \
+                 (namespace-free mode keeps no copy of large files): check it",
+                p.display()
+            )
+        });
         self.created_protected
             .iter()
             .map(|p| match self.quarantined.iter().find(|q| &q.path == p) {
@@ -118,6 +144,8 @@ impl Outcome {
                     p.display()
                 ),
             })
+            .chain(restored)
+            .chain(unrestorable)
             .collect()
     }
 }
@@ -142,6 +170,9 @@ pub enum SandboxError {
     },
     #[error("{0}")]
     Prepare(String),
+    /// The grant's policy refuses the only mode this host offers.
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl SandboxError {

@@ -1,6 +1,7 @@
 //! The enforcement report carried by every outcome: what the kernel actually
 //! enforced for this call, and what was degraded.
 
+use super::mode::{IsolationMode, Lack};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -30,10 +31,17 @@ pub struct LandlockReport {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EnforcementReport {
+    /// `namespaces`, or `namespace-free` where namespaces are unavailable.
+    pub mode: IsolationMode,
+    /// What namespace-free mode lacks, each with what compensates it.
+    pub lacking: Vec<Lack>,
     pub landlock: LandlockReport,
     /// The seccomp deny list was installed.
     pub seccomp: bool,
     /// Every capability set (bounding, effective, permitted, inheritable, ambient) is empty.
+    /// Namespace-free as an ordinary user, the bounding set stays as inherited
+    /// (changing it needs CAP_SETPCAP); the user holds no capability and
+    /// no_new_privs stops any exec from gaining one.
     pub capabilities_dropped: bool,
     pub no_new_privs: bool,
     /// The call runs in its own PID namespace: nothing it starts outlives it.
@@ -63,7 +71,8 @@ impl EnforcementReport {
         };
         let on = |b: bool| if b { "on" } else { "off" };
         let mut s = format!(
-            "landlock={ll}(abi {}) seccomp={} caps=dropped:{} pidns={} mountns={} root={} ipcns={} netns={}",
+            "mode={} landlock={ll}(abi {}) seccomp={} caps=dropped:{} pidns={} mountns={} root={} ipcns={} netns={}",
+            self.mode.name(),
             self.landlock.abi,
             on(self.seccomp),
             self.capabilities_dropped,

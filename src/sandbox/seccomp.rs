@@ -294,6 +294,62 @@ fn guard_program() -> Vec<libc::sock_filter> {
     ]
 }
 
+/// Syscalls namespace-free mode refuses with EPERM: leaving the call's
+/// process group (the sweep kills that group), and host IPC (no IPC
+/// namespace). `listen` too with the network off: without a network
+/// namespace an abstract socket the tool listens on is reachable from the
+/// host (squatting a name such as `@/tmp/.X11-unix/X0`).
+fn namespace_free_denied(network_off: bool) -> Vec<i64> {
+    let mut nrs = vec![
+        libc::SYS_setsid,
+        libc::SYS_setpgid,
+        libc::SYS_shmget,
+        libc::SYS_shmat,
+        libc::SYS_shmctl,
+        libc::SYS_msgget,
+        libc::SYS_msgsnd,
+        libc::SYS_msgrcv,
+        libc::SYS_msgctl,
+        libc::SYS_semget,
+        libc::SYS_semop,
+        libc::SYS_semtimedop,
+        libc::SYS_semctl,
+        libc::SYS_mq_open,
+        libc::SYS_mq_unlink,
+        libc::SYS_mq_timedsend,
+        libc::SYS_mq_timedreceive,
+        libc::SYS_mq_notify,
+        libc::SYS_mq_getsetattr,
+    ];
+    if network_off {
+        nrs.push(libc::SYS_listen);
+    }
+    nrs
+}
+
+/// The extra program for namespace-free mode: each syscall of
+/// [`namespace_free_denied`] gets EPERM, everything else is left to the
+/// other programs (the main one also checks the architecture).
+pub fn namespace_free_program(network: &Network) -> Vec<libc::sock_filter> {
+    const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const JEQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const RET: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let nrs = namespace_free_denied(*network == Network::Off);
+    let mut prog = vec![stmt(LD_W_ABS, 0)];
+    // Instruction i (1-based after the load) jumps to the EPERM return,
+    // which sits after the ALLOW at the end: n - i + 1 instructions ahead.
+    let n = nrs.len();
+    for (i, nr) in nrs.iter().enumerate() {
+        prog.push(jump(JEQ, *nr as u32, (n - i) as u8, 0));
+    }
+    prog.push(stmt(RET, libc::SECCOMP_RET_ALLOW));
+    prog.push(stmt(
+        RET,
+        libc::SECCOMP_RET_ERRNO | (libc::EPERM as u32 & libc::SECCOMP_RET_DATA),
+    ));
+    prog
+}
+
 /// The names of the always-denied syscalls, for the enforcement report.
 pub fn denied_names() -> impl Iterator<Item = &'static str> {
     ALWAYS_DENIED.iter().map(|(_, n)| *n)

@@ -2,17 +2,24 @@
 //! happens here, before `clone(2)`.
 
 use super::child::{ChildPlan, FreshRule, ProcWrite, Stage, init_main};
-use super::landlock::{self as ll};
-use super::quarantine;
+use super::landlock::{self as ll, Layout};
+use super::limits::{check_enforcement, rlimits};
+use super::mode::{self, HostFeatures, IsolationMode};
+use super::namespace_free::{
+    HostTmp, NAMESPACES_FAILED, namespaces_failed, namespaces_unavailable,
+    namespaces_unavailable_reason, retarget_private_tmp,
+};
 use super::report::{EnforcementReport, LandlockStatus};
 use super::rootfs::{self, FreshAccess};
 use super::supervise::{CancelToken, Running, supervise};
 use super::{Command, Outcome, SandboxError, build_env, program, runtime_dir, seccomp};
-use crate::policy::{Enforcement, Grant, Network};
+use super::{quarantine, restore};
+use crate::policy::{Grant, Network};
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 fn cstring(s: &OsStr) -> Result<CString, SandboxError> {
@@ -30,86 +37,6 @@ fn cap_last() -> libc::c_int {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(40)
-}
-
-/// The grant's rlimits, each clamped to the current hard limit (a lower
-/// limit set by the operator, say `ulimit -n 512` in a CI container, is
-/// kept rather than failing the call or, with CAP_SYS_RESOURCE, raised).
-/// Returns the limits and a note for each clamp.
-fn rlimits(grant: &Grant) -> (Vec<(libc::__rlimit_resource_t, libc::rlimit)>, Vec<String>) {
-    let l = &grant.limits;
-    let mut out = vec![(
-        libc::RLIMIT_CORE,
-        libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        },
-    )];
-    let mut notes = Vec::new();
-    for (res, name, val) in [
-        (libc::RLIMIT_AS, "address_space", l.address_space),
-        (libc::RLIMIT_CPU, "cpu", l.cpu_seconds),
-        (libc::RLIMIT_NPROC, "processes", l.processes),
-        (libc::RLIMIT_FSIZE, "file_size", l.file_size),
-        (libc::RLIMIT_NOFILE, "open_files", l.open_files),
-    ] {
-        let Some(want) = val else { continue };
-        let mut cur = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: libc::RLIM_INFINITY,
-        };
-        // SAFETY: getrlimit writes into our stack struct.
-        unsafe { libc::getrlimit(res, &mut cur) };
-        let v = if cur.rlim_max != libc::RLIM_INFINITY && want > cur.rlim_max {
-            notes.push(format!(
-                "limits.{name}: {want} lowered to the inherited hard limit {}",
-                cur.rlim_max
-            ));
-            cur.rlim_max
-        } else {
-            want
-        };
-        out.push((
-            res,
-            libc::rlimit {
-                rlim_cur: v,
-                rlim_max: v,
-            },
-        ));
-    }
-    (out, notes)
-}
-
-/// Decide whether the enforcement we can get is enough for the grant.
-fn check_enforcement(grant: &Grant, report: &EnforcementReport) -> Result<(), SandboxError> {
-    match grant.enforcement {
-        Enforcement::Degraded => Ok(()),
-        Enforcement::Standard => {
-            if report.landlock.status == LandlockStatus::NotEnforced {
-                Err(SandboxError::NotEnforceable(
-                    "Landlock is not available on this kernel".into(),
-                ))
-            } else if report.degraded.iter().any(|d| d.contains("TCP port rules")) {
-                Err(SandboxError::NotEnforceable(report.degraded.join("; ")))
-            } else {
-                Ok(())
-            }
-        }
-        Enforcement::Strict => {
-            if report.degraded.is_empty() && report.landlock.status != LandlockStatus::NotEnforced {
-                Ok(())
-            } else if report.landlock.status == LandlockStatus::NotEnforced {
-                Err(SandboxError::NotEnforceable(
-                    "Landlock is not available on this kernel (strict enforcement)".into(),
-                ))
-            } else {
-                Err(SandboxError::NotEnforceable(format!(
-                    "strict enforcement refuses degraded features: {}",
-                    report.degraded.join("; ")
-                )))
-            }
-        }
-    }
 }
 
 const STACK_SIZE: usize = 256 * 1024;
@@ -151,6 +78,7 @@ fn clone_init(
         pid,
         pidfd,
         reaped: false,
+        group: None,
     })
 }
 
@@ -161,15 +89,25 @@ pub struct InitGuard {
     pub pid: libc::pid_t,
     pub pidfd: OwnedFd,
     pub reaped: bool,
+    /// Namespace-free mode: the tool's process group, which outlives the
+    /// init unless it is killed too.
+    pub group: Option<libc::pid_t>,
 }
 
-impl Drop for InitGuard {
-    fn drop(&mut self) {
+impl InitGuard {
+    /// SIGKILL everything the call started. Namespace-free, the tool's
+    /// group first: while the init is unreaped it has not finished its own
+    /// sweep, so the group's ID still names the call's processes.
+    pub fn kill_all(&self) {
         if self.reaped {
             return;
         }
-        // SAFETY: pidfd_send_signal on our own pidfd, then reaping our own child.
+        // SAFETY: kill(2) on the call's own process group, then
+        // pidfd_send_signal on a pidfd we own.
         unsafe {
+            if let Some(group) = self.group {
+                libc::kill(-group, libc::SIGKILL);
+            }
             libc::syscall(
                 libc::SYS_pidfd_send_signal,
                 self.pidfd.as_raw_fd(),
@@ -177,6 +115,18 @@ impl Drop for InitGuard {
                 std::ptr::null::<libc::siginfo_t>(),
                 0u32,
             );
+        }
+    }
+}
+
+impl Drop for InitGuard {
+    fn drop(&mut self) {
+        if self.reaped {
+            return;
+        }
+        self.kill_all();
+        // SAFETY: reaping our own child.
+        unsafe {
             let mut status = 0;
             libc::waitpid(self.pid, &mut status, 0);
         }
@@ -246,19 +196,83 @@ fn setup_error(
 }
 
 /// Run `cmd` under `grant`. Blocks until the call is over; use
-/// `tokio::task::spawn_blocking` from async code.
+/// `tokio::task::spawn_blocking` from async code. Where the kernel or a
+/// container runtime refuses namespaces, the call runs namespace-free if
+/// the grant's policy accepts what that mode lacks (see [`mode`]).
 pub fn run(
     grant: &Grant,
     cmd: &Command,
     cancel: Option<&CancelToken>,
 ) -> Result<Outcome, SandboxError> {
+    if namespaces_failed().is_none() {
+        match run_in(grant, cmd, cancel, IsolationMode::Namespaces) {
+            Err(Unavailable(errno)) => NAMESPACES_FAILED.store(errno, Ordering::Relaxed),
+            Ok(outcome) => return Ok(outcome),
+            Err(Failed(e)) => return Err(e),
+        }
+    }
+    match run_in(grant, cmd, cancel, IsolationMode::NamespaceFree) {
+        Ok(outcome) => Ok(outcome),
+        Err(Failed(e)) => Err(e),
+        Err(Unavailable(errno)) => Err(SandboxError::Setup {
+            stage: "clone",
+            source: std::io::Error::from_raw_os_error(errno),
+        }),
+    }
+}
+
+/// Why `run_in` did not run the call.
+enum RunError {
+    /// The namespaces could not be created (errno): try without them.
+    Unavailable(i32),
+    Failed(SandboxError),
+}
+use RunError::{Failed, Unavailable};
+
+impl From<SandboxError> for RunError {
+    fn from(e: SandboxError) -> Self {
+        Failed(e)
+    }
+}
+
+fn run_in(
+    grant: &Grant,
+    cmd: &Command,
+    cancel: Option<&CancelToken>,
+    isolation: IsolationMode,
+) -> Result<Outcome, RunError> {
     let start = Instant::now();
+    let namespace_free = isolation == IsolationMode::NamespaceFree;
+    let decision = if namespace_free {
+        let why = namespaces_unavailable_reason(namespaces_failed().unwrap_or(libc::EPERM));
+        let d = mode::decide(
+            grant,
+            HostFeatures {
+                namespaces: false,
+                landlock_abi: ll::kernel_abi(),
+            },
+            &why,
+        );
+        if let Some(refusal) = d.refusal {
+            return Err(Failed(SandboxError::Refused(refusal)));
+        }
+        Some(d)
+    } else {
+        None
+    };
     let argv0 = cmd
         .argv
         .first()
         .ok_or_else(|| SandboxError::Prepare("no command given".into()))?;
     let runtime = runtime_dir::get()?;
-    let env = build_env(grant, std::env::vars(), &cmd.env);
+    let mut env = build_env(grant, std::env::vars(), &cmd.env);
+    let host_tmp = match namespace_free && grant.private_tmp {
+        true => Some(HostTmp::create(runtime)?),
+        false => None,
+    };
+    if let Some(tmp) = &host_tmp {
+        retarget_private_tmp(&mut env, &tmp.0);
+    }
     let program = program::resolve(
         argv0,
         &grant.project,
@@ -268,19 +282,31 @@ pub fn run(
 
     let mut extra_read = cmd.extra_read.clone();
     extra_read.extend(network_files(grant));
-    let prepared =
-        ll::prepare(grant, &extra_read).map_err(|e| SandboxError::Prepare(e.to_string()))?;
+    let layout = if namespace_free {
+        Layout::Host {
+            private_tmp: host_tmp.as_ref().map(|t| t.0.clone()),
+            hidden: hidden_dirs(runtime),
+        }
+    } else {
+        Layout::Constructed
+    };
+    let prepared = ll::prepare(grant, &extra_read, &layout)
+        .map_err(|e| SandboxError::Prepare(e.to_string()))?;
     let (rlimits, rlimit_notes) = rlimits(grant);
-    let new_netns = grant.network == Network::Off;
+    let new_netns = grant.network == Network::Off && !namespace_free;
     let mut report = EnforcementReport {
+        mode: isolation,
+        lacking: decision
+            .as_ref()
+            .map_or_else(Vec::new, |d| d.lacking.clone()),
         landlock: prepared.report.clone(),
         seccomp: true,
         capabilities_dropped: true,
         no_new_privs: true,
-        pid_namespace: true,
-        mount_namespace: true,
-        constructed_root: true,
-        ipc_namespace: true,
+        pid_namespace: !namespace_free,
+        mount_namespace: !namespace_free,
+        constructed_root: !namespace_free,
+        ipc_namespace: !namespace_free,
         network_namespace: new_netns,
         rlimits: true,
         rlimits_clamped: rlimit_notes,
@@ -299,6 +325,14 @@ pub fn run(
         );
     }
     check_enforcement(grant, &report)?;
+    // Judged by the policy's namespace_free setting, not by `enforcement`.
+    report.degraded.extend(
+        report
+            .lacking
+            .iter()
+            .filter(|l| l.compensated_by.is_none())
+            .map(|l| format!("namespace-free: '{}' not confined (toolcage doctor)", l.id)),
+    );
 
     let filters = seccomp::compile(&grant.network)
         .map_err(|e| SandboxError::Prepare(format!("seccomp: {e}")))?;
@@ -312,7 +346,10 @@ pub fn run(
             k: f.k,
         })
         .collect();
-    let programs = vec![filters.guard, main_prog];
+    let mut programs = vec![filters.guard, main_prog];
+    if namespace_free {
+        programs.push(seccomp::namespace_free_program(&grant.network));
+    }
     let fprogs: Vec<libc::sock_fprog> = programs
         .iter()
         .map(|p| libc::sock_fprog {
@@ -321,7 +358,40 @@ pub fn run(
         })
         .collect();
 
-    let root = rootfs::plan(grant, &extra_read, &runtime.root, &hidden_dirs(runtime))?;
+    let mut root = rootfs::plan(grant, &extra_read, &runtime.root, &hidden_dirs(runtime))?;
+    if namespace_free {
+        // Only its record of protected paths is used: nothing is mounted.
+        root.steps.clear();
+        root.what.clear();
+        root.fresh_rules.clear();
+    }
+    // Landlock cannot keep them read-only without a mount namespace: save
+    // them now, put them back after the call.
+    let snapshot = namespace_free.then(|| {
+        let mut guarded = mode::protected_inside_write_roots(grant);
+        // Denied paths too: unreadable they cannot be, unchanged they stay.
+        guarded.extend(
+            grant
+                .denied
+                .iter()
+                .filter(|p| grant.write.iter().any(|w| p.starts_with(w) && *p != w))
+                .cloned(),
+        );
+        // A protected symlink protects what it points to (as the read-only
+        // bind of the constructed root does).
+        let targets: Vec<PathBuf> = grant
+            .protected
+            .iter()
+            .filter(|p| {
+                p.symlink_metadata()
+                    .is_ok_and(|m| m.file_type().is_symlink())
+            })
+            .filter_map(|p| p.canonicalize().ok())
+            .filter(|t| grant.write.iter().any(|w| t.starts_with(w)))
+            .collect();
+        guarded.extend(targets);
+        restore::Snapshot::take(&guarded)
+    });
     let fresh_rules = root
         .fresh_rules
         .iter()
@@ -382,7 +452,7 @@ pub fn run(
     // SAFETY: geteuid/getegid cannot fail.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     let rootless = uid != 0;
-    let proc_writes = if rootless {
+    let proc_writes = if rootless && !namespace_free {
         vec![
             ProcWrite {
                 path: c"/proc/self/setgroups".into(),
@@ -420,6 +490,7 @@ pub fn run(
         loopback: new_netns.then(loopback_request),
         cap_last: cap_last(),
         sigrtmax: libc::SIGRTMAX(),
+        namespace_free,
         _storage: (argv_store, env_store, programs),
     };
     // UTS too: a root tool without capabilities still passes the owner
@@ -432,12 +503,25 @@ pub fn run(
     if rootless {
         ns_flags |= libc::CLONE_NEWUSER;
     }
-    let mut init = clone_init(&plan, &mut stacks[..STACK_SIZE], ns_flags).map_err(|source| {
-        SandboxError::Setup {
-            stage: "clone (namespaces)",
-            source,
+    if namespace_free {
+        ns_flags = 0;
+    }
+    let mut init = match clone_init(&plan, &mut stacks[..STACK_SIZE], ns_flags) {
+        Ok(init) => init,
+        Err(e) if !namespace_free && e.raw_os_error().is_some_and(namespaces_unavailable) => {
+            return Err(Unavailable(e.raw_os_error().unwrap_or(libc::EPERM)));
         }
-    })?;
+        Err(source) => {
+            return Err(Failed(SandboxError::Setup {
+                stage: if namespace_free {
+                    "clone"
+                } else {
+                    "clone (namespaces)"
+                },
+                source,
+            }));
+        }
+    };
     // The init has its own copy of all of this.
     drop((plan, stacks, report_w, status_w));
     let parent_ends = pipes.map(|(child_ends, parent_ends)| {
@@ -448,6 +532,9 @@ pub fn run(
     // The tool has exec'd (the report pipe closed on exec) or setup failed.
     let mut msg = [0u8; 12];
     let n = read_full(&report_r, &mut msg);
+    if n == 4 && namespace_free {
+        init.group = Some(i32::from_ne_bytes(msg[..4].try_into().unwrap()));
+    }
     if n >= 8 {
         let stage = u32::from_ne_bytes(msg[..4].try_into().unwrap());
         let errno = i32::from_ne_bytes(msg[4..8].try_into().unwrap());
@@ -461,7 +548,7 @@ pub fn run(
         unsafe { libc::waitpid(init.pid, &mut status, 0) };
         init.reaped = true;
         let stage = Stage::from_u32(stage).unwrap_or(Stage::Exec);
-        return Err(setup_error(stage, errno, step, &root.what, argv0));
+        return Err(Failed(setup_error(stage, errno, step, &root.what, argv0)));
     }
 
     let finished = supervise(
@@ -481,6 +568,22 @@ pub fn run(
         root.protected_links,
         rootfs::replaced(&root.watched),
     );
+    drop(host_tmp);
+    let (mut created_protected, mut quarantined) = (created_protected, quarantined);
+    let (mut restored, mut unrestorable) = (Vec::new(), Vec::new());
+    if let Some(snapshot) = snapshot {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let r = snapshot.restore(now);
+        for (path, moved_to) in r.moved_aside {
+            created_protected.push(path.clone());
+            quarantined.push(super::Quarantined { path, moved_to });
+        }
+        restored = r.restored;
+        unrestorable = r.unrestorable;
+        unrestorable.extend(snapshot.incomplete);
+    }
     Ok(Outcome {
         exit: finished.exit,
         stdout: finished.stdout,
@@ -489,6 +592,8 @@ pub fn run(
         enforcement: report,
         created_protected,
         quarantined,
+        restored,
+        unrestorable,
     })
 }
 

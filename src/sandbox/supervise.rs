@@ -77,10 +77,15 @@ fn set_nonblocking(fd: RawFd) {
     }
 }
 
-/// Signal the namespace init through its pidfd: SIGTERM is forwarded to
-/// every process in the namespace, SIGKILL makes the kernel kill them all.
+/// Signal the call's init through its pidfd: SIGTERM is forwarded to every
+/// process of the call; SIGKILL kills them all (with no PID namespace, the
+/// guard kills the tool's process group as well).
 fn kill_tree(init: &InitGuard, sig: libc::c_int) {
     if init.reaped {
+        return;
+    }
+    if sig == libc::SIGKILL {
+        init.kill_all();
         return;
     }
     // SAFETY: pidfd_send_signal on a pidfd we own.

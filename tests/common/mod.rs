@@ -88,5 +88,70 @@ pub fn sh(grant: &Grant, script: &str) -> Outcome {
         argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
         ..Default::default()
     };
+    namespace_free_if_asked();
     sandbox::run(grant, &cmd, None).expect("sandbox run")
+}
+
+/// `TOOLCAGE_TEST_NAMESPACE_FREE=1` runs the suite the way container
+/// runtimes refuse namespaces: this thread gets a seccomp filter that makes
+/// `unshare`/`setns` and `clone` with any `CLONE_NEW*` flag fail with EPERM
+/// and `clone3` with ENOSYS (Docker's default profile), so every call the
+/// thread makes runs in toolcage's namespace-free mode.
+pub fn namespace_free_if_asked() {
+    if std::env::var_os("TOOLCAGE_TEST_NAMESPACE_FREE").is_some_and(|v| v == "1") {
+        deny_namespaces_on_this_thread();
+    }
+}
+
+/// Whether the suite runs namespace-free (see [`namespace_free_if_asked`]).
+pub fn namespace_free_run() -> bool {
+    std::env::var_os("TOOLCAGE_TEST_NAMESPACE_FREE").is_some_and(|v| v == "1")
+}
+
+/// Install the container-like filter on the calling thread (once).
+pub fn deny_namespaces_on_this_thread() {
+    thread_local!(static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
+    if DONE.with(|d| d.replace(true)) {
+        return;
+    }
+    const LD: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const JEQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const JSET: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
+    const RET: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let f = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let errno = |e: i32| libc::SECCOMP_RET_ERRNO | e as u32;
+    let ns_flags = (libc::CLONE_NEWNS
+        | libc::CLONE_NEWCGROUP
+        | libc::CLONE_NEWUTS
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUSER
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWNET) as u32;
+    let prog = [
+        f(LD, 0, 0, 0), // nr
+        f(JEQ, 0, 1, libc::SYS_unshare as u32),
+        f(RET, 0, 0, errno(libc::EPERM)),
+        f(JEQ, 0, 1, libc::SYS_setns as u32),
+        f(RET, 0, 0, errno(libc::EPERM)),
+        f(JEQ, 0, 1, libc::SYS_clone3 as u32),
+        f(RET, 0, 0, errno(libc::ENOSYS)),
+        f(JEQ, 0, 3, libc::SYS_clone as u32),
+        f(LD, 0, 0, 16), // args[0], low 32 bits
+        f(JSET, 0, 1, ns_flags),
+        f(RET, 0, 0, errno(libc::EPERM)),
+        f(RET, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ];
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: prctl with a valid, live BPF program; affects this thread only.
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        assert_eq!(
+            libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &fprog),
+            0,
+            "installing the namespace-refusing filter"
+        );
+    }
 }

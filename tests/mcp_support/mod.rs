@@ -107,6 +107,8 @@ fn outcome(exit: Exit, text: &str, duration: Duration) -> Outcome {
         },
         duration,
         enforcement: EnforcementReport {
+            mode: toolcage::sandbox::mode::IsolationMode::Namespaces,
+            lacking: vec![],
             landlock: LandlockReport {
                 abi: 0,
                 status: LandlockStatus::NotEnforced,
@@ -126,6 +128,8 @@ fn outcome(exit: Exit, text: &str, duration: Duration) -> Outcome {
         },
         created_protected: vec![],
         quarantined: vec![],
+        restored: vec![],
+        unrestorable: vec![],
     }
 }
 
