@@ -294,15 +294,18 @@ fn guard_program() -> Vec<libc::sock_filter> {
     ]
 }
 
-/// Syscalls namespace-free mode refuses with EPERM: leaving the call's
-/// process group (the sweep kills that group), and host IPC (no IPC
-/// namespace). `listen` too with the network off: without a network
+/// Syscalls namespace-free mode turns into no-ops (they return 0 and do
+/// nothing): leaving the call's process group, which the sweep kills when
+/// the call ends. A daemon that detaches (git's background gc, a build
+/// server) keeps working and still dies with the call.
+const NAMESPACE_FREE_NOOPS: &[i64] = &[libc::SYS_setsid, libc::SYS_setpgid];
+
+/// Syscalls namespace-free mode refuses with EPERM: host IPC (no IPC
+/// namespace), and `listen` with the network off: without a network
 /// namespace an abstract socket the tool listens on is reachable from the
 /// host (squatting a name such as `@/tmp/.X11-unix/X0`).
 fn namespace_free_denied(network_off: bool) -> Vec<i64> {
     let mut nrs = vec![
-        libc::SYS_setsid,
-        libc::SYS_setpgid,
         libc::SYS_shmget,
         libc::SYS_shmat,
         libc::SYS_shmctl,
@@ -327,26 +330,41 @@ fn namespace_free_denied(network_off: bool) -> Vec<i64> {
     nrs
 }
 
-/// The extra program for namespace-free mode: each syscall of
-/// [`namespace_free_denied`] gets EPERM, everything else is left to the
-/// other programs (the main one also checks the architecture).
+/// The extra program for namespace-free mode: [`NAMESPACE_FREE_NOOPS`]
+/// return 0, each syscall of [`namespace_free_denied`] gets EPERM,
+/// everything else is left to the other programs (the main one also checks
+/// the architecture).
 pub fn namespace_free_program(network: &Network) -> Vec<libc::sock_filter> {
     const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
     const JEQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
     const RET: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
-    let nrs = namespace_free_denied(*network == Network::Off);
+    let denied = namespace_free_denied(*network == Network::Off);
+    let checks: Vec<(i64, bool)> = NAMESPACE_FREE_NOOPS
+        .iter()
+        .map(|nr| (*nr, true))
+        .chain(denied.iter().map(|nr| (*nr, false)))
+        .collect();
+    // Layout: load; one jump per check; ALLOW; EPERM; RETURN-0. The check
+    // at position p (1-based) jumps `n - p + 1` ahead to EPERM, or one
+    // further to RETURN-0.
+    let n = checks.len();
     let mut prog = vec![stmt(LD_W_ABS, 0)];
-    // Instruction i (1-based after the load) jumps to the EPERM return,
-    // which sits after the ALLOW at the end: n - i + 1 instructions ahead.
-    let n = nrs.len();
-    for (i, nr) in nrs.iter().enumerate() {
-        prog.push(jump(JEQ, *nr as u32, (n - i) as u8, 0));
+    for (i, (nr, noop)) in checks.iter().enumerate() {
+        let to_eperm = n - i;
+        prog.push(jump(
+            JEQ,
+            *nr as u32,
+            (to_eperm + usize::from(*noop)) as u8,
+            0,
+        ));
     }
     prog.push(stmt(RET, libc::SECCOMP_RET_ALLOW));
     prog.push(stmt(
         RET,
         libc::SECCOMP_RET_ERRNO | (libc::EPERM as u32 & libc::SECCOMP_RET_DATA),
     ));
+    // SECCOMP_RET_ERRNO with 0: the syscall is skipped and returns 0.
+    prog.push(stmt(RET, libc::SECCOMP_RET_ERRNO));
     prog
 }
 
