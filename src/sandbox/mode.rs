@@ -61,7 +61,7 @@ pub fn lacks(grant: &Grant, landlock_abi: i32) -> Vec<Lack> {
         id: "pid",
         part: "PID namespace (processes the call starts could outlive it)".into(),
         compensated_by: scoped.then(|| {
-            "seccomp pins the process group (setsid and setpgid refused); toolcage kills the \
+            "seccomp pins the process group (setsid and setpgid are no-ops); toolcage kills the \
              group and a subreaper reaps every descendant before the call returns; Landlock \
              scoping stops signals to processes outside the sandbox"
                 .into()
