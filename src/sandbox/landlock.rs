@@ -220,6 +220,26 @@ pub fn prepare(grant: &Grant, extra_read: &[PathBuf]) -> Result<Prepared, Landlo
     })
 }
 
+/// What Landlock will enforce for `grant` on this kernel, without building
+/// the ruleset (`toolcage doctor`). `constructed`: the call runs in the
+/// constructed root and its namespaces, which cover some gaps.
+pub fn report_for(grant: &Grant, constructed: bool) -> LandlockReport {
+    let abi = kernel_abi();
+    let missing = missing_features(abi, &grant.network, constructed);
+    let status = if abi == 0 {
+        LandlockStatus::NotEnforced
+    } else if missing.iter().any(|d| !d.compensated) {
+        LandlockStatus::PartiallyEnforced
+    } else {
+        LandlockStatus::FullyEnforced
+    };
+    LandlockReport {
+        abi,
+        status,
+        missing,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

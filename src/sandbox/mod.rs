@@ -7,7 +7,9 @@
 mod child;
 mod env;
 mod landlock;
+pub mod mode;
 pub mod output;
+pub mod probe;
 mod program;
 mod quarantine;
 pub mod report;

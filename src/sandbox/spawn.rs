@@ -433,6 +433,13 @@ pub fn run(
         ns_flags |= libc::CLONE_NEWUSER;
     }
     let mut init = clone_init(&plan, &mut stacks[..STACK_SIZE], ns_flags).map_err(|source| {
+        // Name the cause and its fix, not only the errno.
+        let errno = source.raw_os_error().unwrap_or(0);
+        let source = if super::probe::blocks_namespaces(errno) {
+            std::io::Error::new(source.kind(), super::probe::classify(errno).message())
+        } else {
+            source
+        };
         SandboxError::Setup {
             stage: "clone (namespaces)",
             source,
