@@ -177,3 +177,66 @@ pub fn with_write(g: &Grant, p: &Path) -> Grant {
     g.write.push(p.to_path_buf());
     g
 }
+
+/// Make `cmd` start the way a container runtime's default seccomp profile
+/// (Docker's, Kubernetes' `RuntimeDefault`) leaves a process: `unshare` and
+/// `setns` fail with EPERM, `clone` with any `CLONE_NEW*` flag fails with
+/// EPERM and `clone3` with ENOSYS (so libc falls back to `clone`), with
+/// `no_new_privs` set. Everything else is allowed. Self-contained: a
+/// hand-written BPF program installed in `pre_exec`.
+pub fn without_namespaces(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    #[cfg(target_arch = "x86_64")]
+    const ARCH: u32 = 0xc000_003e; // AUDIT_ARCH_X86_64
+    #[cfg(target_arch = "aarch64")]
+    const ARCH: u32 = 0xc000_00b7; // AUDIT_ARCH_AARCH64
+    const LD: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const JEQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const JSET: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
+    const RET: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let errno = |e: i32| libc::SECCOMP_RET_ERRNO | e as u32;
+    let new_ns = (libc::CLONE_NEWNS
+        | libc::CLONE_NEWCGROUP
+        | libc::CLONE_NEWUTS
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUSER
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWNET) as u32;
+    // struct seccomp_data: nr at 0, arch at 4, args[0] at 16 (low half
+    // first on these little-endian targets).
+    let prog = vec![
+        op(LD, 0, 0, 4),
+        op(JEQ, 1, 0, ARCH),
+        op(RET, 0, 0, libc::SECCOMP_RET_ALLOW), // another ABI: not ours to judge
+        op(LD, 0, 0, 0),
+        op(JEQ, 0, 1, libc::SYS_unshare as u32),
+        op(RET, 0, 0, errno(libc::EPERM)),
+        op(JEQ, 0, 1, libc::SYS_setns as u32),
+        op(RET, 0, 0, errno(libc::EPERM)),
+        op(JEQ, 0, 1, libc::SYS_clone3 as u32),
+        op(RET, 0, 0, errno(libc::ENOSYS)),
+        op(JEQ, 0, 3, libc::SYS_clone as u32),
+        op(LD, 0, 0, 16),
+        op(JSET, 0, 1, new_ns),
+        op(RET, 0, 0, errno(libc::EPERM)),
+        op(RET, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ];
+    // SAFETY: the closure runs in the forked child before exec and calls
+    // only prctl (async-signal-safe); the program was built before the fork
+    // and lives in the closure, so the pointer stays valid in the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            let fprog = libc::sock_fprog {
+                len: prog.len() as u16,
+                filter: prog.as_ptr() as *mut libc::sock_filter,
+            };
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &fprog) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
