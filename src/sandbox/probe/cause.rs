@@ -20,6 +20,7 @@ pub enum BlockCause {
     /// Debian's `kernel.unprivileged_userns_clone = 0`.
     DebianSysctl,
     /// Ubuntu's `kernel.apparmor_restrict_unprivileged_userns = 1`.
+    #[serde(rename = "apparmor")]
     AppArmor,
     /// A seccomp filter refuses `unshare`/`clone` with namespace flags, as
     /// the default profiles of Docker, Podman and Kubernetes do.
