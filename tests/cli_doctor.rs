@@ -49,12 +49,19 @@ fn profile<'a>(report: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no profile {name} in {report:#}"))
 }
 
-/// Run as [`TEST_USER`] when root and the user exists; as ourselves when
-/// not root (already unprivileged). `None` when neither is possible.
+/// Run as [`TEST_USER`] when root (created as `tests/unprivileged.sh`
+/// does, if missing); as ourselves when not root (already unprivileged).
+/// `None` when the user cannot be had.
 fn as_unprivileged() -> Option<impl Fn(&mut Command)> {
     let me = nix::unistd::geteuid();
     let ids = if me.is_root() {
-        let user = nix::unistd::User::from_name(TEST_USER).ok().flatten()?;
+        let lookup = || nix::unistd::User::from_name(TEST_USER).ok().flatten();
+        if lookup().is_none() {
+            let _ = Command::new("useradd")
+                .args(["--no-create-home", "--shell", "/bin/sh", TEST_USER])
+                .status();
+        }
+        let user = lookup()?;
         Some((user.uid.as_raw(), user.gid.as_raw()))
     } else {
         None
@@ -147,7 +154,7 @@ fn names_a_containers_seccomp_profile_and_exits_1() {
 #[test]
 fn unprivileged_user_here_and_in_a_container() {
     let Some(user) = as_unprivileged() else {
-        eprintln!("skipped: root without user {TEST_USER} (tests/unprivileged.sh creates it)");
+        eprintln!("skipped: no user {TEST_USER} and useradd failed");
         return;
     };
     let p = open_project("doctor-user");
