@@ -8,6 +8,7 @@ use std::process::ExitCode;
 mod audit;
 mod call;
 mod check;
+mod doctor;
 mod exec;
 mod list;
 mod policy;
@@ -154,6 +155,8 @@ pub enum Command {
     Policy(policy::PolicyCmdArgs),
     /// The audit log: one line per call (allowed or denied); --json for the records.
     Audit(audit::AuditArgs),
+    /// What this machine and user can enforce, and the mode each shipped profile runs in.
+    Doctor(doctor::DoctorArgs),
 }
 
 /// Parse the command line and run the subcommand; returns the process exit status.
@@ -180,6 +183,7 @@ pub fn main() -> ExitCode {
         Command::Call(args) => call::run(&global, args),
         Command::Policy(args) => policy::run(&global, args),
         Command::Audit(args) => audit::run(&global, args),
+        Command::Doctor(args) => doctor::run(&global, args),
     };
     ExitCode::from(code)
 }

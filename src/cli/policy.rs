@@ -3,7 +3,7 @@
 
 use super::{Global, PolicyArgs, status};
 use crate::call::CallError;
-use crate::policy::render_text;
+use crate::policy::{PolicyError, Resolved, render_text};
 use clap::Args;
 
 #[derive(Debug, Args)]
@@ -19,42 +19,15 @@ pub struct PolicyCmdArgs {
 }
 
 pub fn run(global: &Global, args: &PolicyCmdArgs) -> u8 {
-    // The defaults need no discovery.
-    let loaded = match &args.name {
-        Some(_) => global.engine(&args.policy),
-        None => global.engine_without_tools(&args.policy),
-    };
-    let engine = match loaded {
-        Ok(e) => e,
-        Err(e) => {
-            super::say(&e);
-            return status::INTERNAL;
-        }
-    };
     let resolved = match &args.name {
-        Some(name) => {
-            let Some(tool) = engine.catalog.get(name) else {
-                let e = CallError::UnknownTool {
-                    name: name.clone(),
-                    known: engine
-                        .catalog
-                        .tools
-                        .iter()
-                        .map(|t| t.name.clone())
-                        .collect(),
-                };
-                super::say(&e);
-                return status::INVALID;
-            };
-            engine.resolve(tool)
-        }
-        None => engine.stack.resolve(&engine.ctx, &engine.overrides, None),
+        None => defaults(global, &args.policy).map_err(|e| (e.to_string(), status::INTERNAL)),
+        Some(name) => for_tool(global, &args.policy, name),
     };
     let resolved = match resolved {
         Ok(r) => r,
-        Err(e) => {
+        Err((e, code)) => {
             super::say(&e);
-            return status::INTERNAL;
+            return code;
         }
     };
     if args.json {
@@ -70,4 +43,30 @@ pub fn run(global: &Global, args: &PolicyCmdArgs) -> u8 {
         print!("{}", crate::text::multi_line(&render_text(&resolved)));
     }
     status::OK
+}
+
+/// The defaults (no tool) under `policy`: what `toolcage policy` shows and
+/// what `toolcage doctor` checks for each shipped profile. No discovery.
+pub fn defaults(global: &Global, policy: &PolicyArgs) -> Result<Resolved, PolicyError> {
+    let engine = global.engine_without_tools(policy)?;
+    engine.stack.resolve(&engine.ctx, &engine.overrides, None)
+}
+
+/// The grant of tool `name`, with the exit status for each failure.
+fn for_tool(global: &Global, policy: &PolicyArgs, name: &str) -> Result<Resolved, (String, u8)> {
+    let internal = |e: PolicyError| (e.to_string(), status::INTERNAL);
+    let engine = global.engine(policy).map_err(internal)?;
+    let Some(tool) = engine.catalog.get(name) else {
+        let e = CallError::UnknownTool {
+            name: name.to_string(),
+            known: engine
+                .catalog
+                .tools
+                .iter()
+                .map(|t| t.name.clone())
+                .collect(),
+        };
+        return Err((e.to_string(), status::INVALID));
+    };
+    engine.resolve(tool).map_err(internal)
 }

@@ -94,8 +94,8 @@ fn missing_features(abi: i32, network: &Network, constructed: bool) -> Vec<Degra
             9,
             "unix socket path resolution",
             unix_compensated,
-            "the constructed root shows no socket outside the grant; seccomp denies connect() \
-             with the network off and AF_UNIX sockets in tcp mode",
+            "seccomp denies connect() with the network off and AF_UNIX sockets in tcp mode; \
+             with the network on, the constructed root shows no socket outside the grant",
         ),
     ];
     let mut out: Vec<Degradation> = table
@@ -296,6 +296,26 @@ pub fn prepare(
         read_access: AccessFs::from_read(abi).bits(),
         all_access: AccessFs::from_all(abi).bits(),
     })
+}
+
+/// What Landlock will enforce for `grant` on this kernel, without building
+/// the ruleset (`toolcage doctor`). `constructed`: the call runs in the
+/// constructed root and its namespaces, which cover some gaps.
+pub fn report_for(grant: &Grant, constructed: bool) -> LandlockReport {
+    let abi = kernel_abi();
+    let missing = missing_features(abi, &grant.network, constructed);
+    let status = if abi == 0 {
+        LandlockStatus::NotEnforced
+    } else if missing.iter().any(|d| !d.compensated) {
+        LandlockStatus::PartiallyEnforced
+    } else {
+        LandlockStatus::FullyEnforced
+    };
+    LandlockReport {
+        abi,
+        status,
+        missing,
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ mod limits;
 pub mod mode;
 mod namespace_free;
 pub mod output;
+pub mod probe;
 mod program;
 mod quarantine;
 pub mod report;

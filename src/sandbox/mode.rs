@@ -199,6 +199,22 @@ pub fn decide(grant: &Grant, host: HostFeatures, why_no_namespaces: &str) -> Mod
     }
 }
 
+/// [`decide`] for this host as [`super::probe`] found it.
+pub fn decide_here(grant: &Grant, host: &super::probe::HostSupport) -> ModeDecision {
+    let why = match &host.namespaces {
+        Ok(()) => String::new(),
+        Err(block) => block.message(),
+    };
+    decide(
+        grant,
+        HostFeatures {
+            namespaces: host.namespaces.is_ok(),
+            landlock_abi: host.landlock_abi,
+        },
+        &why,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

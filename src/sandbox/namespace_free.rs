@@ -10,23 +10,9 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 /// process (0: not failed). Later calls go namespace-free without trying.
 pub(super) static NAMESPACES_FAILED: AtomicI32 = AtomicI32::new(0);
 
-/// Errors of `clone` that mean "no namespaces here" rather than a failure
-/// of this one call: a container's seccomp profile or missing capability
-/// (EPERM), `max_user_namespaces = 0` or exhausted (ENOSPC, EUSERS), a
-/// kernel without them (EINVAL), AppArmor's restriction (EACCES, EPERM).
-pub(super) fn namespaces_unavailable(errno: i32) -> bool {
-    matches!(
-        errno,
-        libc::EPERM | libc::ENOSPC | libc::EUSERS | libc::EINVAL | libc::EACCES | libc::ENOSYS
-    )
-}
-
 /// Why the sandbox's namespaces are unavailable, in one line.
 pub fn namespaces_unavailable_reason(errno: i32) -> String {
-    format!(
-        "the sandbox's namespaces are unavailable here (clone: {})",
-        std::io::Error::from_raw_os_error(errno)
-    )
+    super::probe::classify(errno).message()
 }
 
 /// Whether namespaces already failed in this process, with the errno.

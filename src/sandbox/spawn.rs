@@ -6,8 +6,8 @@ use super::landlock::{self as ll, Layout};
 use super::limits::{check_enforcement, rlimits};
 use super::mode::{self, HostFeatures, IsolationMode};
 use super::namespace_free::{
-    HostTmp, NAMESPACES_FAILED, namespaces_failed, namespaces_unavailable,
-    namespaces_unavailable_reason, retarget_private_tmp,
+    HostTmp, NAMESPACES_FAILED, namespaces_failed, namespaces_unavailable_reason,
+    retarget_private_tmp,
 };
 use super::report::{EnforcementReport, LandlockStatus};
 use super::rootfs::{self, FreshAccess};
@@ -508,7 +508,11 @@ fn run_in(
     }
     let mut init = match clone_init(&plan, &mut stacks[..STACK_SIZE], ns_flags) {
         Ok(init) => init,
-        Err(e) if !namespace_free && e.raw_os_error().is_some_and(namespaces_unavailable) => {
+        Err(e)
+            if !namespace_free
+                && e.raw_os_error()
+                    .is_some_and(super::probe::blocks_namespaces) =>
+        {
             return Err(Unavailable(e.raw_os_error().unwrap_or(libc::EPERM)));
         }
         Err(source) => {

@@ -114,33 +114,7 @@ pub fn deny_namespaces_on_this_thread() {
     if DONE.with(|d| d.replace(true)) {
         return;
     }
-    const LD: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
-    const JEQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
-    const JSET: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
-    const RET: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
-    let f = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
-    let errno = |e: i32| libc::SECCOMP_RET_ERRNO | e as u32;
-    let ns_flags = (libc::CLONE_NEWNS
-        | libc::CLONE_NEWCGROUP
-        | libc::CLONE_NEWUTS
-        | libc::CLONE_NEWIPC
-        | libc::CLONE_NEWUSER
-        | libc::CLONE_NEWPID
-        | libc::CLONE_NEWNET) as u32;
-    let prog = [
-        f(LD, 0, 0, 0), // nr
-        f(JEQ, 0, 1, libc::SYS_unshare as u32),
-        f(RET, 0, 0, errno(libc::EPERM)),
-        f(JEQ, 0, 1, libc::SYS_setns as u32),
-        f(RET, 0, 0, errno(libc::EPERM)),
-        f(JEQ, 0, 1, libc::SYS_clone3 as u32),
-        f(RET, 0, 0, errno(libc::ENOSYS)),
-        f(JEQ, 0, 3, libc::SYS_clone as u32),
-        f(LD, 0, 0, 16), // args[0], low 32 bits
-        f(JSET, 0, 1, ns_flags),
-        f(RET, 0, 0, errno(libc::EPERM)),
-        f(RET, 0, 0, libc::SECCOMP_RET_ALLOW),
-    ];
+    let prog = container_filter();
     let fprog = libc::sock_fprog {
         len: prog.len() as u16,
         filter: prog.as_ptr() as *mut libc::sock_filter,
@@ -154,4 +128,48 @@ pub fn deny_namespaces_on_this_thread() {
             "installing the namespace-refusing filter"
         );
     }
+}
+
+/// The seccomp program of a container runtime's default profile (Docker's,
+/// Kubernetes' `RuntimeDefault`) as far as namespaces go: `unshare` and
+/// `setns` fail with EPERM, `clone` with any `CLONE_NEW*` flag with EPERM,
+/// `clone3` with ENOSYS (so libc falls back to `clone`); everything else is
+/// allowed, and so is any other architecture's ABI (not ours to judge).
+pub fn container_filter() -> Vec<libc::sock_filter> {
+    #[cfg(target_arch = "x86_64")]
+    const ARCH: u32 = 0xc000_003e; // AUDIT_ARCH_X86_64
+    #[cfg(target_arch = "aarch64")]
+    const ARCH: u32 = 0xc000_00b7; // AUDIT_ARCH_AARCH64
+    const LD: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const JEQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const JSET: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
+    const RET: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let errno = |e: i32| libc::SECCOMP_RET_ERRNO | e as u32;
+    let new_ns = (libc::CLONE_NEWNS
+        | libc::CLONE_NEWCGROUP
+        | libc::CLONE_NEWUTS
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUSER
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWNET) as u32;
+    // struct seccomp_data: nr at 0, arch at 4, args[0] at 16 (low half
+    // first on these little-endian targets).
+    vec![
+        op(LD, 0, 0, 4),
+        op(JEQ, 1, 0, ARCH),
+        op(RET, 0, 0, libc::SECCOMP_RET_ALLOW),
+        op(LD, 0, 0, 0),
+        op(JEQ, 0, 1, libc::SYS_unshare as u32),
+        op(RET, 0, 0, errno(libc::EPERM)),
+        op(JEQ, 0, 1, libc::SYS_setns as u32),
+        op(RET, 0, 0, errno(libc::EPERM)),
+        op(JEQ, 0, 1, libc::SYS_clone3 as u32),
+        op(RET, 0, 0, errno(libc::ENOSYS)),
+        op(JEQ, 0, 3, libc::SYS_clone as u32),
+        op(LD, 0, 0, 16),
+        op(JSET, 0, 1, new_ns),
+        op(RET, 0, 0, errno(libc::EPERM)),
+        op(RET, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ]
 }
