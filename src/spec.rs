@@ -33,4 +33,8 @@ pub struct Requests {
     pub requires_approval: Option<bool>,
     /// `requests` per `window`, from the tool's own definition.
     pub rate_limit: Option<crate::policy::RateLimit>,
+    /// The only hosts the tool needs (`host[:port]` patterns, e.g. an
+    /// OpenCrabs http tool's url): narrows a domain grant, never widens one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domains: Option<Vec<String>>,
 }

@@ -14,6 +14,10 @@ pub struct ExecArgs {
     /// Allow network access.
     #[arg(long)]
     pub allow_net: bool,
+    /// Allow HOST (optionally only on PORT) by name: domains mode, through
+    /// toolcage's proxy. Repeatable; patterns as in [network] allow.
+    #[arg(long = "allow-domain", value_name = "HOST[:PORT]")]
+    pub allow_domain: Vec<String>,
     /// Grant read (and execute) access beneath PATH. Repeatable.
     #[arg(long = "read", value_name = "PATH")]
     pub read: Vec<PathBuf>,
@@ -76,6 +80,7 @@ fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
     let stack = policy::load(&sources(&args.policy), &ctx).map_err(internal)?;
     let overrides = Overrides {
         allow_net: args.allow_net,
+        allow_domain: args.allow_domain.clone(),
         read: args.read.clone(),
         write: args.write.clone(),
         env: args.env.clone(),

@@ -29,7 +29,7 @@
 //! Never fail open: when approval is needed and no channel can ask, the call
 //! is denied ([`ApprovalAnswer::NoChannel`]) with text saying how to allow it.
 
-use crate::policy::{Grant, Network, format_duration};
+use crate::policy::{Grant, format_duration};
 use crate::spec::Format;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -46,18 +46,14 @@ pub use crate::policy::ApprovalMode;
 pub struct GrantSummary {
     pub read: Vec<PathBuf>,
     pub write: Vec<PathBuf>,
-    /// `off`, `on`, or `tcp connect [..] bind [..]`.
+    /// `off`, `on`, `tcp connect [..] bind [..]` or `domains allow [..]`.
     pub network: String,
     pub timeout_secs: f64,
 }
 
 impl GrantSummary {
     pub fn of(g: &Grant) -> GrantSummary {
-        let network = match &g.network {
-            Network::Off => "off".to_string(),
-            Network::On => "on".to_string(),
-            Network::Tcp { connect, bind } => format!("tcp connect {connect:?} bind {bind:?}"),
-        };
+        let network = g.network.summary();
         GrantSummary {
             read: g.read.clone(),
             write: g.write.clone(),

@@ -15,12 +15,15 @@
 //!
 //! The file format is documented in `file.rs` and in `policies/default.toml`.
 
+mod domains;
 mod entries;
 mod error;
 mod file;
 mod finish;
 mod floor;
 mod grant;
+pub mod hostname;
+mod netrules;
 mod parse;
 mod paths;
 mod profiles;
@@ -33,11 +36,13 @@ mod state;
 mod tests;
 mod units;
 
+pub use domains::{DomainPolicy, HostRule, Refusal, RefusalKind, parse_pin};
 pub use error::PolicyError;
 pub use grant::{
     ApprovalMode, Enforcement, Grant, Limits, NamespaceFree, NamespaceFreePolicy, Network,
     OutputCaps, RateLimit,
 };
+pub use hostname::Host;
 pub use parse::line_at;
 pub use paths::{canonical_lenient, state_base};
 pub use profiles::profile_names;

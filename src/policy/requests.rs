@@ -121,6 +121,17 @@ pub fn apply(st: &mut State, tool: &str, r: &Requests, seq: usize) -> Vec<Reques
         }
     }
 
+    if let Some(want) = &r.domains {
+        let d = st.request_domains(tool, want, seq);
+        note(
+            "network.allow",
+            format!("[{}]", want.join(", ")),
+            d.granted,
+            d.decision,
+            d.reason,
+        );
+    }
+
     if let Some(t) = r.timeout {
         let asked = format_duration(t);
         let cur = st.timeout.v;

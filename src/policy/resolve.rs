@@ -65,6 +65,8 @@ impl Context {
 pub struct Overrides {
     /// `--allow-net`: network on.
     pub allow_net: bool,
+    /// `--allow-domain HOST[:PORT]`: domains mode with these hosts allowed.
+    pub allow_domain: Vec<String>,
     /// `--read PATH`: extra read roots (relative to the cwd; must exist).
     pub read: Vec<PathBuf>,
     /// `--write PATH`: extra write roots (relative to the cwd; must exist).

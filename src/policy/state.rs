@@ -151,6 +151,8 @@ pub struct State {
     pub mode: Val<NetMode>,
     pub connect: Val<Vec<u16>>,
     pub bind: Val<Vec<u16>>,
+    /// `[network] allow`, `deny`, `hosts` (mode "domains").
+    pub domains: super::netrules::DomainState,
     pub env_allow: Vec<Entry<String>>,
     pub env_set: BTreeMap<String, Entry<String>>,
     pub timeout: Val<Duration>,
@@ -258,6 +260,7 @@ impl State {
             mode: val(NetMode::Off, &o),
             connect: val(Vec::new(), &o),
             bind: val(Vec::new(), &o),
+            domains: Default::default(),
             env_allow: Vec::new(),
             env_set: BTreeMap::new(),
             timeout: val(g.timeout, &o),
@@ -345,6 +348,7 @@ impl State {
             };
             *target = val(v, &o);
         }
+        self.apply_domains(l, net)?;
 
         let env = &b.env;
         for (list, key, replace) in [
@@ -483,6 +487,7 @@ impl State {
         if cli.allow_net {
             self.mode = val(NetMode::On, &Origin::flag("--allow-net", seq));
         }
+        self.apply_allow_domain(&cli.allow_domain, cli.allow_net, seq)?;
         for (list, flag) in [(&cli.read, "--read"), (&cli.write, "--write")] {
             let o = Origin::flag(flag, seq);
             let mut entries = Vec::new();
@@ -581,6 +586,7 @@ pub fn mode_name(m: NetMode) -> &'static str {
         NetMode::Off => "off",
         NetMode::On => "on",
         NetMode::Tcp => "tcp",
+        NetMode::Domains => "domains",
     }
 }
 

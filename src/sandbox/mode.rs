@@ -96,6 +96,13 @@ pub fn lacks(grant: &Grant, landlock_abi: i32) -> Vec<Lack> {
             part: "constructed root (host unix sockets reachable by path)".into(),
             compensated_by: Some("seccomp allows AF_UNIX only as connected pairs".into()),
         }),
+        Network::Domains(_) => out.push(Lack {
+            id: "network",
+            part: "network namespace (domain mode needs the call's own: without it the call \
+                   would reach the host's network directly)"
+                .into(),
+            compensated_by: None,
+        }),
     }
     if grant
         .denied
@@ -165,6 +172,13 @@ pub fn decide(grant: &Grant, host: HostFeatures, why_no_namespaces: &str) -> Mod
     let lacking = lacks(grant, host.landlock_abi);
     let policy = &grant.namespace_free;
     let refusal = match policy.mode {
+        // Never the host's network instead: nothing could filter it.
+        _ if matches!(grant.network, Network::Domains(_)) => Some(format!(
+            "{why_no_namespaces}; network mode \"domains\" needs the call's own network \
+             namespace (its proxy and DNS stub listen there), and toolcage never falls back to \
+             the host's network: use network mode \"on\" or \"off\" here, or run where \
+             namespaces are available (toolcage doctor)"
+        )),
         NamespaceFree::Allow => None,
         NamespaceFree::Refuse => Some(format!(
             "{why_no_namespaces}; this policy refuses namespace-free mode ([sandbox] \

@@ -242,6 +242,11 @@ fn run_in(
     isolation: IsolationMode,
 ) -> Result<Outcome, RunError> {
     let start = Instant::now();
+    if matches!(grant.network, Network::Domains(_)) {
+        return Err(Failed(SandboxError::Refused(
+            "network mode \"domains\" is not supported by this build yet".into(),
+        )));
+    }
     let namespace_free = isolation == IsolationMode::NamespaceFree;
     let decision = if namespace_free {
         let why = namespaces_unavailable_reason(namespaces_failed().unwrap_or(libc::EPERM));
