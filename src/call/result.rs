@@ -89,6 +89,7 @@ mod tests {
             quarantined: vec![],
             restored: vec![],
             unrestorable: vec![],
+            denials: vec![],
         }
     }
 

@@ -5,6 +5,7 @@
 //! the enforcement report. See DESIGN.md section 4 for the mechanics.
 
 mod child;
+mod denial;
 mod env;
 mod landlock;
 mod limits;
@@ -13,6 +14,7 @@ mod namespace_free;
 pub mod output;
 pub mod probe;
 mod program;
+pub mod proxy;
 mod quarantine;
 pub mod report;
 mod restore;
@@ -23,6 +25,7 @@ mod spawn;
 mod steps;
 mod supervise;
 
+pub use denial::Denial;
 pub use env::build_env;
 pub use landlock::kernel_abi;
 pub use namespace_free::{namespaces_failed, namespaces_unavailable_reason};
@@ -106,6 +109,9 @@ pub struct Outcome {
     /// be restored (no copy: too large), or a tree too large to guard.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unrestorable: Vec<PathBuf>,
+    /// What the call was refused (domain mode: every host its proxy or DNS
+    /// stub turned away).
+    pub denials: Vec<Denial>,
 }
 
 /// A path the call created where a protected path was absent, moved aside.
