@@ -14,7 +14,7 @@ if ! id "$user" >/dev/null 2>&1; then
 fi
 cargo test --no-run --locked --test 'escape_*' 2>/dev/null
 status=0
-for name in escape_fs escape_net escape_proc escape_root escape_tree escape_operator; do
+for name in escape_fs escape_net escape_domains escape_proc escape_root escape_tree escape_operator; do
   bin=$(ls -t target/debug/deps/"$name"-* | grep -v '\.d$' | head -1)
   for nsfree in 0 1; do
     echo "== $name as $user (namespace-free: $nsfree)"

@@ -106,6 +106,12 @@ fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
     for note in outcome.protected_notes("command") {
         eprintln!("toolcage: warning: {note}");
     }
+    for d in &outcome.denials {
+        match &d.fix {
+            Some(fix) => eprintln!("toolcage: {}; to allow it: {fix}", d.line()),
+            None => eprintln!("toolcage: {}", d.line()),
+        }
+    }
     if args.json {
         let json = serde_json::to_string(&outcome).map_err(internal)?;
         eprintln!("{json}");
