@@ -695,3 +695,64 @@ fn exec_allow_domain_from_the_command_line() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_calls_denials_reach_its_result_and_the_audit_log() {
+    // `toolcage call` of an Octomind tool that fetches two names: the
+    // agent's text says which host was blocked and why; `--json` and the
+    // audit record carry the denial.
+    let s = setup("dom-call");
+    let (a, c) = (s.ok.port, s.canary.port);
+    let dir = &s._p;
+    let tool = dir.write(
+        ".agents/tools/fetch",
+        &format!(
+            "#!/bin/sh\n# @description Fetch two pages.\ncurl -sS http://allowed.test:{a}/tool\ncurl -sS -f http://denied.test:{c}/ >/dev/null 2>&1 || echo refused\n"
+        ),
+    );
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let policy = dir.write(
+        "../dom-call-policy.toml",
+        &format!(
+            "[network]\nmode = \"domains\"\nallow = [\"allowed.test:{a}\"]\nhosts = {{ \"allowed.test\" = \"127.0.0.1\", \"denied.test\" = \"127.0.0.1\" }}\n[audit]\npath = \"{}\"\n",
+            dir.state_dir().join("audit.jsonl").display()
+        ),
+    );
+    let toolcage = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_toolcage"));
+        cmd.arg("-C").arg(&dir.dir).args(args);
+        if namespace_free_run() {
+            escape_support::without_namespaces(&mut cmd);
+        }
+        cmd.output().unwrap()
+    };
+    let policy = policy.to_str().unwrap();
+    let out = toolcage(&["call", "fetch", "--policy", policy, "--json"]);
+    let _ = std::fs::remove_file(policy);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if namespace_free_run() {
+        assert!(
+            text.contains("needs the call's own network namespace"),
+            "{text}"
+        );
+        return;
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let shown = v["text"].as_str().unwrap();
+    assert!(shown.starts_with("hello /tool\nrefused\n"), "{shown}");
+    assert!(
+        shown.contains(&format!(
+            "[toolcage: blocked: denied.test:{c} (not in the allow list); to allow it: add it to [network] allow"
+        )),
+        "{shown}"
+    );
+    assert_eq!(
+        v["outcome"]["denials"][0]["target"],
+        format!("denied.test:{c}")
+    );
+    let log = std::fs::read_to_string(dir.state_dir().join("audit.jsonl")).unwrap();
+    let last: serde_json::Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+    assert_eq!(last["denials"][0]["op"], "http", "{last}");
+    s.canary.untouched("a tool's call");
+}

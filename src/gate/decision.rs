@@ -186,6 +186,7 @@ pub(super) fn record(
         duration_ms: None,
         stdout: None,
         stderr: None,
+        denials: None,
     };
     match ran {
         Ran::NotRun => {}
@@ -205,6 +206,9 @@ pub(super) fn record(
                 kept: o.stderr.bytes_kept,
                 omitted: o.stderr.bytes_omitted,
             });
+            if !o.denials.is_empty() {
+                r.denials = serde_json::to_value(&o.denials).ok();
+            }
         }
         Ran::Failed(e, d) => {
             r.is_error = Some(true);
@@ -265,5 +269,6 @@ pub(super) fn rejected(
         duration_ms: None,
         stdout: None,
         stderr: None,
+        denials: None,
     }
 }

@@ -35,9 +35,16 @@ fn refuse(client: &mut TcpStream, status: u16, kind: Option<&str>, body: &str) {
 fn http_proxy(shared: &Shared, mut client: TcpStream) {
     let mut buf = Vec::with_capacity(4096);
     let mut chunk = [0u8; 4096];
+    // One deadline for the whole head, not per read: a byte now and then
+    // does not keep a connection slot forever.
+    let deadline = Instant::now() + HEAD_TIMEOUT;
     let end = loop {
         if let Some(end) = http::end_of_head(&buf) {
             break end;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || client.set_read_timeout(Some(left)).is_err() {
+            return;
         }
         if buf.len() > http::MAX_HEAD {
             let why = format!("request head over {} bytes", http::MAX_HEAD);
