@@ -756,3 +756,23 @@ fn a_calls_denials_reach_its_result_and_the_audit_log() {
     assert_eq!(last["denials"][0]["op"], "http", "{last}");
     s.canary.untouched("a tool's call");
 }
+
+#[test]
+fn a_hundred_tunnels_at_once() {
+    // The issue's load target: 100 proxied connections open together, each
+    // then used, all answered (toolcage caps them at 256 per call).
+    let s = setup("dom-hundred");
+    let g = s.grant(&["allowed.test"]);
+    let a = s.ok.port;
+    let code = format!(
+        "socks = []\n\
+         for i in range(100):\n    c = socket.create_connection(('127.0.0.1', 3128), timeout=10)\n    c.sendall(b'CONNECT allowed.test:{a} HTTP/1.1\\r\\n\\r\\n')\n    r = b''\n    while b'\\r\\n\\r\\n' not in r:\n        r += c.recv(4096)\n    assert r.startswith(b'HTTP/1.1 200'), r\n    socks.append(c)\n\
+         for i, c in enumerate(socks):\n    c.sendall(b'GET /n%d HTTP/1.0\\r\\n\\r\\n' % i)\n\
+         ok = 0\n\
+         for i, c in enumerate(socks):\n    d = b''\n    while True:\n        x = c.recv(65536)\n        if not x: break\n        d += x\n    ok += (b'hello /n%d' % i) in d\n\
+         print('OK:%d' % ok)\n"
+    );
+    let Some(o) = py(&g, &code) else { return };
+    lines(&o, &["OK:100"], "100 tunnels");
+    assert_eq!(s.ok.seen().len(), 100);
+}
