@@ -22,6 +22,8 @@ pub mod http;
 pub mod listen;
 mod upstream;
 
+pub use upstream::{OpenError, connect};
+
 use super::denial::{Denial, DenialLog};
 use crate::policy::{DomainPolicy, Refusal, RefusalKind};
 use listen::ListenSpec;

@@ -5,7 +5,7 @@
 
 use super::Shared;
 use crate::policy::hostname::target;
-use crate::policy::{Host, Refusal, RefusalKind};
+use crate::policy::{DomainPolicy, Host, Refusal, RefusalKind};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
@@ -48,19 +48,36 @@ pub fn open(
     op: &'static str,
 ) -> Result<TcpStream, OpenError> {
     let host = unsynthesize(shared, host);
-    let refused = |r: Refusal| {
-        shared.deny("proxy", op, target(&host, Some(port)), &r);
-        OpenError::Refused(r)
-    };
-    let policy = &shared.policy;
-    policy.decide(&host, Some(port)).map_err(refused)?;
-    let addrs = match (&host, policy.pinned(&host)) {
+    let r = connect_with(&shared.policy, shared.resolve, &host, port);
+    if let Err(OpenError::Refused(r)) = &r {
+        shared.deny("proxy", op, target(&host, Some(port)), r);
+    }
+    r
+}
+
+/// The one way out, for everything toolcage itself connects to under a
+/// domain policy (the proxy, the http executor): decide on `host`, then
+/// resolve it, keep the addresses the policy lets it reach, connect.
+pub fn connect(policy: &DomainPolicy, host: &Host, port: u16) -> Result<TcpStream, OpenError> {
+    connect_with(policy, system_resolver, host, port)
+}
+
+fn connect_with(
+    policy: &DomainPolicy,
+    resolve: Resolver,
+    host: &Host,
+    port: u16,
+) -> Result<TcpStream, OpenError> {
+    policy
+        .decide(host, Some(port))
+        .map_err(OpenError::Refused)?;
+    let addrs = match (host, policy.pinned(host)) {
         (Host::Ip(ip), _) => vec![*ip],
         (_, Some(pin)) => vec![pin],
-        (Host::Name(n), None) => match (shared.resolve)(n, port) {
+        (Host::Name(n), None) => match resolve(n, port) {
             Ok(a) if !a.is_empty() => a,
             _ => {
-                return Err(refused(Refusal {
+                return Err(OpenError::Refused(Refusal {
                     kind: RefusalKind::Unresolvable,
                     rule: None,
                     reason: "the name does not resolve".into(),
@@ -71,13 +88,15 @@ pub fn open(
     let mut last = None;
     let mut usable = Vec::new();
     for a in addrs {
-        match policy.check_address(&host, a, port) {
+        match policy.check_address(host, a, port) {
             Ok(()) => usable.push(a),
             Err(r) => last = Some(r),
         }
     }
     if usable.is_empty() {
-        return Err(refused(last.expect("at least one address was checked")));
+        return Err(OpenError::Refused(
+            last.expect("at least one address was checked"),
+        ));
     }
     let mut error = String::new();
     for a in usable {
@@ -92,7 +111,6 @@ pub fn open(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::DomainPolicy;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     static LOOKUPS: AtomicUsize = AtomicUsize::new(0);
