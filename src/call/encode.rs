@@ -109,7 +109,7 @@ pub fn encode(
 
 pub fn unsupported_http(tool: &ToolSpec) -> String {
     format!(
-        "http executor not supported yet: tool {} ({}) runs once the network gateway lands",
+        "tool {} ({}) is an http tool: toolcage makes its request itself, it has no command",
         tool.name,
         tool.source.display()
     )

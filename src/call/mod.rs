@@ -7,6 +7,7 @@
 pub mod annotations;
 pub mod definition;
 pub mod encode;
+pub mod http;
 pub mod params_file;
 pub mod result;
 pub mod validate;
@@ -178,13 +179,13 @@ impl Engine {
                 known: self.catalog.tools.iter().map(|t| t.name.clone()).collect(),
             })?;
         match &tool.runner {
-            Runner::OpencrabsHttp { .. } => {
-                return Err(CallError::Unsupported(encode::unsupported_http(tool)));
-            }
             Runner::AgentdirScript { .. } | Runner::AgentdirMcp { .. } => {
                 return Err(CallError::Unsupported(encode::unsupported_agentdir(tool)));
             }
-            Runner::Octomind { .. } | Runner::Clawd { .. } | Runner::OpencrabsShell { .. } => {}
+            Runner::Octomind { .. }
+            | Runner::Clawd { .. }
+            | Runner::OpencrabsShell { .. }
+            | Runner::OpencrabsHttp { .. } => {}
         }
         let args =
             validate::arguments(tool, args).map_err(|message| CallError::InvalidArguments {
@@ -208,6 +209,9 @@ impl Engine {
         call: &PreparedCall,
         cancel: Option<&CancelToken>,
     ) -> Result<CallResult, CallError> {
+        if let Runner::OpencrabsHttp { .. } = &call.tool.runner {
+            return http::run(call, cancel);
+        }
         let grant = &call.resolved.grant;
         let encoded = encode::encode(&call.tool, &call.args, grant).map_err(|e| match e {
             EncodeError::Unsupported(m) => CallError::Unsupported(m),

@@ -14,6 +14,9 @@ use serde::Serialize;
 pub enum IsolationMode {
     Namespaces,
     NamespaceFree,
+    /// No process at all: toolcage makes the call itself (an OpenCrabs
+    /// http tool), under the grant's network policy.
+    InProcess,
 }
 
 impl IsolationMode {
@@ -21,6 +24,7 @@ impl IsolationMode {
         match self {
             IsolationMode::Namespaces => "namespaces",
             IsolationMode::NamespaceFree => "namespace-free",
+            IsolationMode::InProcess => "in-process",
         }
     }
 }
