@@ -4,6 +4,7 @@
 //! exit status, capped stdout/stderr with truncation counts, duration and
 //! the enforcement report. See DESIGN.md section 4 for the mechanics.
 
+mod bpf;
 mod child;
 mod env;
 mod landlock;

@@ -334,19 +334,9 @@ fn run_in(
             .map(|l| format!("namespace-free: '{}' not confined (toolcage doctor)", l.id)),
     );
 
-    let filters = seccomp::compile(&grant.network)
+    let filter = seccomp::compile(&grant.network)
         .map_err(|e| SandboxError::Prepare(format!("seccomp: {e}")))?;
-    let main_prog: Vec<libc::sock_filter> = filters
-        .main
-        .iter()
-        .map(|f| libc::sock_filter {
-            code: f.code,
-            jt: f.jt,
-            jf: f.jf,
-            k: f.k,
-        })
-        .collect();
-    let mut programs = vec![filters.guard, main_prog];
+    let mut programs = vec![filter];
     if namespace_free {
         programs.push(seccomp::namespace_free_program(&grant.network));
     }
