@@ -73,7 +73,6 @@ fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
             ctx.project.display()
         )));
     }
-    let stack = policy::load(&sources(&args.policy), &ctx).map_err(internal)?;
     let overrides = Overrides {
         allow_net: args.allow_net,
         read: args.read.clone(),
@@ -82,7 +81,8 @@ fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
         timeout: args.timeout.clone(),
         allow_degraded: args.policy.allow_degraded,
     };
-    let resolved = stack.resolve(&ctx, &overrides, None).map_err(internal)?;
+    let (_, resolved) =
+        policy::load_and_resolve(&sources(&args.policy), &ctx, &overrides).map_err(internal)?;
     let cmd = sandbox::Command {
         argv: args.command.clone(),
         inherit_stdio: true,

@@ -15,6 +15,7 @@
 //!
 //! The file format is documented in `file.rs` and in `policies/default.toml`.
 
+mod canon;
 mod entries;
 mod error;
 mod file;
@@ -45,6 +46,7 @@ pub use render::render_text;
 pub use requests::{Decision, RequestOutcome};
 pub use resolve::{
     Context, Overrides, PolicyStack, Provenance, Resolved, Sources, ToolInput, load,
+    load_and_resolve,
 };
 pub use session::{AuditPolicy, SessionPolicy};
 pub use units::{format_duration, format_size, parse_duration, parse_size};

@@ -19,7 +19,7 @@ pub const NAMESPACE_FREE_GAPS: &[&str] = &[
     "proc",
 ];
 use super::parse::FileText;
-use super::paths::{Vars, expand};
+use super::paths::{Vars, expand, within};
 use super::resolve::Overrides;
 use super::units::parse_duration;
 use std::collections::BTreeMap;
@@ -568,7 +568,7 @@ impl State {
 pub fn dedup(list: &mut Vec<Entry<PathBuf>>) {
     dedup_by(list, |e| e.v.clone());
     let all: Vec<PathBuf> = list.iter().map(|e| e.v.clone()).collect();
-    list.retain(|e| !all.iter().any(|a| *a != e.v && e.v.starts_with(a)));
+    list.retain(|e| !all.iter().any(|a| *a != e.v && within(&e.v, a)));
 }
 
 pub fn dedup_by<T, K: Ord>(list: &mut Vec<Entry<T>>, key: impl Fn(&Entry<T>) -> K) {
