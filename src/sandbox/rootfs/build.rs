@@ -2,6 +2,7 @@
 //! kind of entry gets.
 
 use super::*;
+use crate::sandbox::steps::has_mount_setattr;
 
 pub(super) struct Builder {
     pub steps: Vec<Step>,
@@ -41,16 +42,19 @@ impl Builder {
         set: u64,
         recursive: bool,
     ) -> Result<(), SandboxError> {
-        let mut remount_flags = locked_flags(host);
-        for (attr, ms) in [
-            (MOUNT_ATTR_RDONLY, libc::MS_RDONLY),
-            (MOUNT_ATTR_NOSUID, libc::MS_NOSUID),
-            (MOUNT_ATTR_NODEV, libc::MS_NODEV),
-        ] {
-            if set & attr != 0 {
-                remount_flags |= ms;
+        let remount_flags = (!has_mount_setattr()).then(|| {
+            let mut flags = locked_flags(host);
+            for (attr, ms) in [
+                (MOUNT_ATTR_RDONLY, libc::MS_RDONLY),
+                (MOUNT_ATTR_NOSUID, libc::MS_NOSUID),
+                (MOUNT_ATTR_NODEV, libc::MS_NODEV),
+            ] {
+                if set & attr != 0 {
+                    flags |= ms;
+                }
             }
-        }
+            flags
+        });
         let step = Step::SetAttr {
             path: cstr(target)?,
             set,
