@@ -10,7 +10,7 @@
 //! every time.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -33,7 +33,12 @@ const MAX_LINKS: usize = 40;
 /// The memory of one resolution.
 #[derive(Default)]
 pub struct Canon {
-    nodes: RefCell<HashMap<PathBuf, Node>>,
+    /// By the path's bytes: every key is a canonical directory joined with
+    /// one name, so equal paths have equal bytes.
+    nodes: RefCell<BTreeMap<Vec<u8>, Node>>,
+    /// Answers of [`Canon::canonical`] for normal absolute paths: most
+    /// paths of a grant share their parents.
+    done: RefCell<BTreeMap<Vec<u8>, Result<PathBuf, i32>>>,
 }
 
 fn errno(e: &io::Error) -> i32 {
@@ -48,7 +53,8 @@ impl Canon {
     /// `lstat` (and `readlink` for a link) of `p`, a canonical parent
     /// joined with one name, remembered.
     fn node(&self, p: &Path) -> Node {
-        if let Some(n) = self.nodes.borrow().get(p) {
+        let key = p.as_os_str().as_bytes();
+        if let Some(n) = self.nodes.borrow().get(key) {
             return n.clone();
         }
         let n = match p.symlink_metadata() {
@@ -60,13 +66,43 @@ impl Canon {
             Ok(_) => Node::Other,
             Err(e) => Node::Error(errno(&e)),
         };
-        self.nodes.borrow_mut().insert(p.to_path_buf(), n.clone());
+        self.nodes.borrow_mut().insert(key.to_vec(), n.clone());
         n
     }
 
     /// What `std::fs::canonicalize(p)` returns (relative paths are taken
     /// from the current directory).
     pub fn canonical(&self, p: &Path) -> io::Result<PathBuf> {
+        let bytes = p.as_os_str().as_bytes();
+        // A normal absolute path without `..`: its parent's answer, then
+        // one more name.
+        let direct = super::paths::is_plain(p) && !bytes.split(|b| *b == b'/').any(|n| n == b"..");
+        if !direct {
+            return self.walk(p);
+        }
+        if let Some(r) = self.done.borrow().get(bytes) {
+            return r.clone().map_err(io::Error::from_raw_os_error);
+        }
+        let r = match (p.parent(), p.file_name()) {
+            (Some(parent), Some(name)) => self.canonical(parent).and_then(|dir| {
+                let next = dir.join(name);
+                match self.node(&next) {
+                    Node::Dir | Node::Other => Ok(next),
+                    Node::Error(e) => Err(io::Error::from_raw_os_error(e)),
+                    // The target, taken from the link's directory.
+                    Node::Link(target) => self.walk(&dir.join(target)),
+                }
+            }),
+            _ => Ok(PathBuf::from("/")),
+        };
+        let stored = r.as_ref().map(|c| c.clone()).map_err(errno);
+        self.done.borrow_mut().insert(bytes.to_vec(), stored);
+        r
+    }
+
+    /// `canonical` for any path: component by component from the root (or
+    /// the current directory), following links.
+    fn walk(&self, p: &Path) -> io::Result<PathBuf> {
         let start = if p.is_absolute() {
             PathBuf::from("/")
         } else {

@@ -88,16 +88,33 @@ pub fn within(p: &Path, base: &Path) -> bool {
     }
 }
 
-/// Absolute, and no component that `Path::components` would drop.
+/// `p` is absolute and normal: its bytes compare as its components do.
+pub fn is_plain(p: &Path) -> bool {
+    plain(p.as_os_str().as_bytes())
+}
+
+/// Absolute, and no component that `Path::components` would drop (empty,
+/// `.`, a trailing `/`).
 fn plain(p: &[u8]) -> bool {
     if p == b"/" {
         return true;
     }
-    p.first() == Some(&b'/')
-        && p.last() != Some(&b'/')
-        && !p.ends_with(b"/.")
-        && !p.windows(2).any(|w| w == b"//")
-        && !p.windows(3).any(|w| w == b"/./")
+    if p.first() != Some(&b'/') || p.last() == Some(&b'/') {
+        return false;
+    }
+    // After each `/`: neither another `/` nor a `.` that ends the name.
+    let mut i = 0;
+    while i < p.len() {
+        if p[i] == b'/' {
+            match p.get(i + 1) {
+                Some(b'/') => return false,
+                Some(b'.') if matches!(p.get(i + 2), None | Some(b'/')) => return false,
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+    true
 }
 
 /// Canonicalize a path that may not exist: the longest existing ancestor is
