@@ -40,7 +40,7 @@ pub use grant::{
     OutputCaps, RateLimit,
 };
 pub use parse::line_at;
-pub use paths::{canonical_lenient, state_base};
+pub use paths::{canonical_lenient, state_base, within};
 pub use profiles::profile_names;
 pub use render::render_text;
 pub use requests::{Decision, RequestOutcome};

@@ -2,11 +2,13 @@
 //! kind of entry gets.
 
 use super::*;
-use crate::sandbox::steps::has_mount_setattr;
 
 pub(super) struct Builder {
     pub steps: Vec<Step>,
     pub what: Vec<String>,
+    /// Device nodes in the fresh `/dev` get nosuid from one recursive
+    /// `mount_setattr` on `/dev` at the end, not one call each.
+    pub dev_nosuid_at_end: bool,
 }
 
 impl Builder {
@@ -108,7 +110,12 @@ pub(super) fn mount_entry(
         // Device nodes (and /dev/pts-like directories): no nodev.
         Kind::Device => {
             let what = format!("binding the device {shown}");
-            b.bind(&e.path, &target, MOUNT_ATTR_NOSUID, what)?;
+            if b.dev_nosuid_at_end && within(&e.path, Path::new("/dev")) {
+                let source = cstr(under(OLD, &e.path))?;
+                b.mount(Some(source), &target, None, bind, None, what)?;
+            } else {
+                b.bind(&e.path, &target, MOUNT_ATTR_NOSUID, what)?;
+            }
         }
         Kind::Pin | Kind::Protect => {
             let ro = if e.kind == Kind::Protect {
@@ -196,6 +203,8 @@ pub(super) fn mount_entry(
             watch(plan, &e.path);
         }
         Kind::MaskFile => {
+            // A bind takes the flags of its source: `/.mask` is read-only,
+            // nosuid and nodev already (see `plan`).
             b.mount(
                 Some(lit("/.mask")),
                 &target,
@@ -203,12 +212,6 @@ pub(super) fn mount_entry(
                 libc::MS_BIND,
                 None,
                 format!("covering the denied file {shown}"),
-            )?;
-            b.set_attr(
-                &target,
-                &e.path,
-                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-                false,
             )?;
             watch(plan, &e.path);
         }
