@@ -231,7 +231,11 @@ pub fn main() -> ExitCode {
             return ExitCode::from(usage_status);
         }
     };
-    init_logging(&cli.options.log);
+    // exec's path (policy, sandbox) logs nothing: it reports on stderr
+    // itself. Setting up the subscriber would cost ~40 us of every exec.
+    if !matches!(cli.command, Command::Exec(_)) {
+        init_logging(&cli.options.log);
+    }
     let global = Global {
         project: cli.options.project.clone(),
         tools_toml: cli.options.tools_toml.clone(),
