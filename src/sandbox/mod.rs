@@ -11,6 +11,7 @@ mod landlock;
 mod limits;
 pub mod mode;
 mod namespace_free;
+mod netns;
 pub mod output;
 pub mod probe;
 mod program;
