@@ -65,6 +65,8 @@ fn internal(message: impl ToString) -> ExecError {
 }
 
 fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
+    // Made on another CPU while the policy is resolved (sandbox/netns.rs).
+    sandbox::network_namespace_ahead();
     let ctx = Context::detect(project)
         .map_err(|e| internal(format!("cannot resolve the project: {e}")))?;
     if !ctx.project.is_dir() {

@@ -13,10 +13,32 @@
 //! Whatever fails here falls back to `CLONE_NEWNET`, with its errors.
 
 use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::Mutex;
 use std::thread::JoinHandle;
 
 /// A network namespace on its way.
 pub struct Early(JoinHandle<Option<OwnedFd>>);
+
+/// One made before the grant was known ([`ahead`]).
+static AHEAD: Mutex<Option<Early>> = Mutex::new(None);
+
+/// Start making the network namespace of this process's next call now,
+/// before its policy is resolved (`toolcage exec`): as root, and with a
+/// second CPU to make it on. A call that needs none (network on) leaves it.
+pub fn ahead() {
+    let cpus = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+        .map_or(1, |set| (0..64).filter(|&i| set.is_set(i).unwrap_or(false)).count());
+    if nix::unistd::geteuid().is_root() && cpus > 1 {
+        let early = start();
+        *AHEAD.lock().unwrap_or_else(|e| e.into_inner()) = early;
+    }
+}
+
+/// The namespace [`ahead`] started, or a new one.
+pub fn ahead_or_start() -> Option<Early> {
+    let early = AHEAD.lock().unwrap_or_else(|e| e.into_inner()).take();
+    early.or_else(start)
+}
 
 /// Start making a network namespace, with `lo` up.
 pub fn start() -> Option<Early> {

@@ -267,7 +267,7 @@ fn run_in(
     // As root the call's network namespace is made meanwhile (netns.rs).
     let early_netns =
         (grant.network == Network::Off && !namespace_free && nix::unistd::geteuid().is_root())
-            .then(netns::start)
+            .then(netns::ahead_or_start)
             .flatten();
     let runtime = runtime_dir::get()?;
     let mut env = build_env(grant, std::env::vars(), &cmd.env);
