@@ -530,7 +530,10 @@ fn run_in(
         }
     };
     // The init has its own copy of all of this.
-    drop((plan, stacks, report_w, status_w, netns));
+    drop((report_w, status_w, netns));
+    // The plan and the stacks are freed after the init is gone: until then
+    // every page the allocator writes is copied (the init shares them).
+    let _after_the_init = (plan, stacks);
     let parent_ends = pipes.map(|(child_ends, parent_ends)| {
         drop(child_ends);
         parent_ends
