@@ -141,10 +141,15 @@ impl Table {
             .filter(|(nr, _)| self.above.is_none_or(|(b, _)| **nr < b))
             .map(|(nr, e)| match e {
                 Entry::Ret(v) => (*nr, Leaf::Ret(*v)),
-                Entry::Rules(r) => {
-                    chains.push(r);
-                    (*nr, Leaf::Chain(chains.len() - 1))
-                }
+                // Syscalls with the same rules (chmod and mkdir check the
+                // same argument) share one chain.
+                Entry::Rules(r) => match chains.iter().position(|c| *c == r) {
+                    Some(n) => (*nr, Leaf::Chain(n)),
+                    None => {
+                        chains.push(r);
+                        (*nr, Leaf::Chain(chains.len() - 1))
+                    }
+                },
             })
             .collect();
         let mut head = vec![

@@ -27,8 +27,8 @@ mod supervise;
 
 pub use env::build_env;
 pub use landlock::kernel_abi;
-pub use netns::ahead as network_namespace_ahead;
 pub use namespace_free::{namespaces_failed, namespaces_unavailable_reason};
+pub use netns::ahead as network_namespace_ahead;
 pub use output::Captured;
 pub use report::{Degradation, EnforcementReport, LandlockReport, LandlockStatus};
 pub use spawn::run;

@@ -26,8 +26,9 @@ static AHEAD: Mutex<Option<Early>> = Mutex::new(None);
 /// before its policy is resolved (`toolcage exec`): as root, and with a
 /// second CPU to make it on. A call that needs none (network on) leaves it.
 pub fn ahead() {
-    let cpus = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
-        .map_or(1, |set| (0..64).filter(|&i| set.is_set(i).unwrap_or(false)).count());
+    let cpus = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).map_or(1, |set| {
+        (0..64).filter(|&i| set.is_set(i).unwrap_or(false)).count()
+    });
     if nix::unistd::geteuid().is_root() && cpus > 1 {
         let early = start();
         *AHEAD.lock().unwrap_or_else(|e| e.into_inner()) = early;
