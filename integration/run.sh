@@ -23,8 +23,7 @@ py="$deps/venv/bin/python"
 
 echo "-- building toolcage"
 (cd "$root" && cargo build --locked --quiet --bin toolcage) || exit 1
-# target/<host-triple>/ since .cargo/config.toml names the target.
-bin="$(ls -t "$root"/target/*/debug/toolcage "$root"/target/debug/toolcage 2>/dev/null | head -1)"
+bin="$root/target/debug/toolcage"
 
 work="$(mktemp -d)"
 servers=()
