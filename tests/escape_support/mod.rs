@@ -177,3 +177,82 @@ pub fn with_write(g: &Grant, p: &Path) -> Grant {
     g.write.push(p.to_path_buf());
     g
 }
+
+/// `CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET`; `unshare`
+/// also takes `CLONE_NEWTIME` (0x80, the exit-signal byte of `clone`).
+const CLONE_NS_FLAGS: u32 = 0x7E02_0000;
+const UNSHARE_NS_FLAGS: u32 = CLONE_NS_FLAGS | 0x80;
+
+#[cfg(target_arch = "x86_64")]
+const AUDIT_ARCH: u32 = 0xC000_003E;
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH: u32 = 0xC000_00B7;
+
+/// The BPF program of [`without_namespaces`], the same as
+/// `integration/nons.c`: `clone3` -> ENOSYS, `unshare` and `clone` with a
+/// namespace flag -> EPERM, everything else allowed.
+fn no_namespaces_program() -> Vec<libc::sock_filter> {
+    const LD: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const JEQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const JSET: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
+    const RET: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    // seccomp_data: nr at 0, arch at 4, the low half of args[0] at 16.
+    let op = |code, k, jt, jf| libc::sock_filter { code, jt, jf, k };
+    let ret = |k| op(RET, k, 0, 0);
+    let errno = |e: i32| libc::SECCOMP_RET_ERRNO | e as u32;
+    vec![
+        op(LD, 4, 0, 0),
+        op(JEQ, AUDIT_ARCH, 1, 0),
+        ret(libc::SECCOMP_RET_ALLOW),
+        op(LD, 0, 0, 0),
+        op(JEQ, libc::SYS_clone3 as u32, 0, 1),
+        ret(errno(libc::ENOSYS)),
+        op(JEQ, libc::SYS_unshare as u32, 0, 2),
+        op(LD, 16, 0, 0),
+        op(JSET, UNSHARE_NS_FLAGS, 3, 4),
+        op(JEQ, libc::SYS_clone as u32, 0, 3),
+        op(LD, 16, 0, 0),
+        op(JSET, CLONE_NS_FLAGS, 0, 1),
+        ret(errno(libc::EPERM)),
+        ret(libc::SECCOMP_RET_ALLOW),
+    ]
+}
+
+/// Namespace-free mode, simulated the way container runtimes refuse
+/// namespaces (Docker's default seccomp profile): in the child of `cmd` and
+/// everything it starts, `unshare` and `clone` with any `CLONE_NEW*` flag
+/// fail with EPERM and `clone3` with ENOSYS (libc then falls back to
+/// `clone`). The launcher `integration/nons.c` installs the same filter.
+pub fn without_namespaces(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let mut prog = no_namespaces_program();
+    // SAFETY: the hook only makes prctl calls (async-signal-safe) on a
+    // program built before fork; the filter binds the child alone.
+    unsafe {
+        cmd.pre_exec(move || {
+            let fprog = libc::sock_fprog {
+                len: prog.len() as u16,
+                filter: prog.as_mut_ptr(),
+            };
+            let install = || {
+                libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER,
+                    &fprog as *const libc::sock_fprog,
+                )
+            };
+            // With CAP_SYS_ADMIN (root) no_new_privs is not needed, as
+            // with runc; anyone else must set it first.
+            if install() != 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EACCES)
+                    || libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                    || install() != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+}
