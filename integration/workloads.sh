@@ -45,6 +45,19 @@ if [ "${1:-}" = --in-namespace ]; then
   else
     echo "-- /tmp: the host's (no private tmpfs here); other processes' files there count as written outside"
   fi
+  # Root's home: an overlay whose upper layer (a tmpfs) receives every write
+  # made under it from now on, so "nothing new in home" sees only what the
+  # workloads wrote (the toolchains in it stay as they are).
+  upper=""
+  mkdir -p "$work/home-layer"
+  if mount -t tmpfs -o mode=755 tmpfs "$work/home-layer" &&
+    mkdir "$work/home-layer/up" "$work/home-layer/work" &&
+    mount -t overlay overlay -o "lowerdir=$HOME,upperdir=$work/home-layer/up,workdir=$work/home-layer/work" "$HOME"; then
+    upper="$work/home-layer/up"
+    echo "-- $HOME: an overlay; writes under it are found in its upper layer"
+  else
+    echo "-- $HOME: as it is (no overlay here); other processes' writes there count as written outside"
+  fi
   status=0
   for who in root "$user"; do
     echo
@@ -54,7 +67,7 @@ if [ "${1:-}" = --in-namespace ]; then
     envs=(WL_BIN="$work/bin/toolcage" WL_NONS="$work/bin/nons" WL_SRC="$work/src"
       WL_AREA="$area" WL_RESULTS="$area/results" WL_NSFREE_REQUIRED="$NSFREE_REQUIRED")
     if [ "$who" = root ]; then
-      env "${envs[@]}" PATH="$PATH" bash "$work/src/suite.sh" || status=1
+      env "${envs[@]}" WL_HOME_UPPER="$upper" PATH="$PATH" bash "$work/src/suite.sh" || status=1
     else
       chown -R "$who:" "$area"
       runuser -u "$who" -- env -i "${envs[@]}" PATH="$syspath" HOME="$area/home" \

@@ -108,11 +108,16 @@ fresh_project() {
 # the area around the project (less the suite's own logs and controls).
 # The roots' and toolcage's runtime dir's own mtimes are left out: a new
 # entry in them is listed itself.
+# With WL_HOME_UPPER (the upper layer of an overlay on home, where every
+# write under home lands) only that is searched, so that what the rest of
+# the machine writes to the real home does not count.
+home_watch="${WL_HOME_UPPER:-$HOME}"
 outside_changes() {
-  find /tmp "$HOME" "$area" -xdev \
+  find /tmp "$home_watch" "$area" -xdev \
     \( -path "$proj" -o -path "$logs" -o -path "$controls" \) -prune -o \
     -newer "$stamp" -print 2>/dev/null |
-    grep -vxF -e /tmp -e "$HOME" -e "$area" -e "/tmp/.toolcage-$(id -u)" | sort -u
+    grep -vxF -e /tmp -e "$home_watch" -e "$area" -e "/tmp/.toolcage-$(id -u)" |
+    sed "s|^$home_watch/|$HOME/|" | sort -u
   return 0 # find fails on what this user cannot read (root's runtime dir)
 }
 
@@ -224,6 +229,54 @@ else
   result FAILED detector - "the check does not see $beside/x written by a granted call"
 fi
 rm -rf "$proj" "$beside"
+
+# --- no network: with the flags the workloads use, a connection to a
+# listener on the host's loopback fails under toolcage; the control makes
+# the same connection without it.
+connect_py='import socket, sys
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5).close()
+    print("CONNECTED")
+except OSError as e:
+    print("REFUSED:" + type(e).__name__)'
+listen_py='import socket, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(64)
+print(s.getsockname()[1], flush=True)
+time.sleep(300)'
+coproc LISTENER { PATH="$syspath" exec python3 -c "$listen_py"; }
+listener=$LISTENER_PID # bash unsets it as soon as the listener is reaped
+read -r port <&"${LISTENER[0]}"
+echo
+echo "== [$user] network"
+if [ "$(PATH="$syspath" python3 -c "$connect_py" "$port")" != CONNECTED ]; then
+  result FAILED network control "cannot connect to 127.0.0.1:$port without toolcage"
+else
+  result PASS network control "127.0.0.1:$port reachable without toolcage"
+  for mode in normal nsfree; do
+    pre=()
+    [ "$mode" = nsfree ] && pre=("$nons")
+    for set in plain rust; do
+      fl=()
+      if [ "$set" = rust ]; then
+        [ ${#rflags[@]} -gt 0 ] || continue
+        fl=("${rflags[@]}")
+      fi
+      got="$(cd "$probe_dir" && env -u TMPDIR PATH="$syspath" "${pre[@]}" "$bin" exec --profile ci "${fl[@]}" -- python3 -c "$connect_py" "$port" 2>&1)"
+      what="toolcage exec --profile ci ${fl[*]}${fl[*]:+ }-- connect 127.0.0.1:$port"
+      if [[ "$got" == REFUSED:* ]]; then
+        result PASS network "$mode" "$what: ${got#REFUSED:}"
+      elif [ "$mode" = nsfree ] && [ "$nsfree_state" = expected-fail ] && [[ "$got" == *"$nsfree_known"* ]]; then
+        result EXPECTED-FAIL network "$mode" "$nsfree_known"
+      else
+        result FAILED network "$mode" "$what: $got"
+      fi
+    done
+  done
+fi
+kill "$listener" 2>/dev/null
+wait "$listener" 2>/dev/null
 
 for w in "${workloads[@]}"; do
   echo
