@@ -16,8 +16,8 @@
 # runtimes do. All of it as root and as the unprivileged user toolcage-test
 # (created if missing), which has no rustup and uses Debian's cargo.
 #
-# Run as root: bash integration/workloads.sh. It installs what it needs with
-# apt. Exits 1 only on a real failure; skips and expected failures are
+# Run as root: bash integration/workloads.sh [USER] (default toolcage-test).
+# It installs what it needs with apt. Exits 1 only on a real failure; skips and expected failures are
 # printed with their reason.
 set -uo pipefail
 
@@ -28,7 +28,7 @@ NSFREE_REQUIRED=0
 
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
-user="${WORKLOADS_USER:-toolcage-test}"
+user="${1:-toolcage-test}"
 syspath=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 if [ "$(id -u)" != 0 ]; then
@@ -40,6 +40,7 @@ fi
 # new in /tmp" sees only what the workloads did, not other processes.
 if [ "${1:-}" = --in-namespace ]; then
   work="$2"
+  user="$3"
   if mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp; then
     echo "-- /tmp: a private tmpfs for this suite"
   else
@@ -142,7 +143,7 @@ fi
 echo "== workloads"
 start=$SECONDS
 status=0
-if ! unshare -m --propagation private -- bash "$0" --in-namespace "$work"; then
+if ! unshare -m --propagation private -- bash "$0" --in-namespace "$work" "$user"; then
   status=1
 fi
 
