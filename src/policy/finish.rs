@@ -134,6 +134,20 @@ impl State {
                 }
             }
         }
+        // The call's private /tmp is mounted over /tmp: a root that is /tmp
+        // itself would be hidden by it (and a project beneath it with it).
+        if self.private_tmp.v {
+            for (roots, name) in [(&self.write, "write root"), (&self.read, "read root")] {
+                if let Some(r) = roots.iter().find(|r| r.v == std::path::Path::new("/tmp")) {
+                    return Err(r.o.error(format!(
+                        "/tmp as a {name} would be hidden by the call's private /tmp \
+                         (private_tmp = true, {}); grant a directory beneath /tmp instead, \
+                         or set [fs] private_tmp = false to share the host's /tmp",
+                        self.private_tmp.o.source
+                    )));
+                }
+            }
+        }
         for ports in [&self.connect, &self.bind] {
             if self.mode.v != NetMode::Tcp && !ports.v.is_empty() && ports.o.seq >= self.mode.o.seq
             {

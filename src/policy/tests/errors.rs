@@ -173,3 +173,25 @@ fn unreadable_policy_file() {
         "{err}"
     );
 }
+
+#[test]
+fn tmp_as_a_root_is_refused_while_the_private_tmp_covers_it() {
+    let e = Env::new();
+    assert_eq!(
+        e.err("[fs]\nadd_write = [\"/tmp\"]\n"),
+        "policy $T/p.toml:2: fs.add_write: /tmp as a write root would be hidden by the call's \
+         private /tmp (private_tmp = true, profile default); grant a directory beneath /tmp \
+         instead, or set [fs] private_tmp = false to share the host's /tmp"
+    );
+    // Control: without the private tmp, the host's /tmp can be granted.
+    let shared = "[fs]\nadd_write = [\"/tmp\"]\nprivate_tmp = false\n";
+    let r = e
+        .resolve(None, Some(shared), &Overrides::default())
+        .expect("host /tmp without a private tmp");
+    assert!(
+        r.grant
+            .write
+            .iter()
+            .any(|w| w == std::path::Path::new("/tmp"))
+    );
+}

@@ -175,7 +175,8 @@ fn shipped_profiles_parse_and_resolve() {
     let ci = e.resolve(Some("ci"), None, &Overrides::default()).unwrap();
     assert_eq!(ci.grant.enforcement, Enforcement::Strict);
     assert_eq!(source_of(&ci, "enforcement"), "profile ci");
-    assert_eq!(source_of(&ci, "timeout"), "profile default");
+    assert_eq!(source_of(&ci, "timeout"), "profile ci");
+    assert_eq!(ci.grant.timeout, std::time::Duration::from_secs(30 * 60));
     let net = e
         .resolve(Some("network"), None, &Overrides::default())
         .unwrap();
