@@ -216,6 +216,10 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
     }
     let result = match run {
         Ok(r) => r,
+        Err(CallError::Sandbox(e)) => {
+            let message = super::hints::explain(&e, &prepared.resolved, &engine.ctx);
+            return fail(args, &message, CallError::Sandbox(e).exit_status());
+        }
         Err(e) => return fail(args, &e.to_string(), e.exit_status()),
     };
     let outcome = &result.outcome;

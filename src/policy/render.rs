@@ -30,6 +30,18 @@ pub fn render_text(r: &Resolved) -> String {
             p.key, p.value, p.source
         ));
     }
+    if !r.path_dropped.is_empty() {
+        out.push_str("PATH directories left out (the grant cannot read them)\n");
+        let dw = r
+            .path_dropped
+            .iter()
+            .map(|d| d.dir.len())
+            .max()
+            .unwrap_or(0);
+        for d in &r.path_dropped {
+            out.push_str(&format!("  {:<dw$}  (fix: {})\n", d.dir, d.fix));
+        }
+    }
     if !r.requested.is_empty() {
         out.push_str(&format!(
             "requested by tool {}\n",

@@ -6,7 +6,9 @@ use super::*;
 mod errors;
 mod floor;
 mod gate_keys;
+mod presets;
 mod props;
+mod with;
 use crate::spec::Requests;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -38,6 +40,7 @@ impl Env {
             tmp: root.join("tmp"),
             cwd: root.join("cwd"),
             xdg_state_home: None,
+            env: Default::default(),
         };
         Env {
             _dir: dir,
@@ -309,9 +312,9 @@ fn roots_are_canonical_and_deduplicated() {
 #[test]
 fn a_symlinked_protected_path_is_kept_under_both_names() {
     let e = Env::new();
-    std::os::unix::fs::symlink(e.p("tooldir"), e.p("project/tools")).unwrap();
+    std::os::unix::fs::symlink(e.p("tooldir"), e.p("project/.tools")).unwrap();
     let r = e.resolve(None, None, &Overrides::default()).unwrap();
-    assert!(r.grant.protected.contains(&e.p("project/tools")));
+    assert!(r.grant.protected.contains(&e.p("project/.tools")));
     assert!(r.grant.protected.contains(&e.p("tooldir")));
 }
 
