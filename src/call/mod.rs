@@ -12,7 +12,6 @@ pub mod result;
 pub mod validate;
 
 use crate::discover::{Catalog, Options, Runner, ToolSpec};
-use crate::policy::search_path::DroppedDir;
 use crate::policy::{Context, Overrides, PolicyError, PolicyStack, Resolved, Sources, ToolInput};
 use crate::sandbox::{CancelToken, Outcome, SandboxError};
 use encode::EncodeError;
@@ -49,8 +48,6 @@ pub struct CallResult {
     pub text: String,
     pub is_error: bool,
     pub outcome: Outcome,
-    /// Directories of the operator's PATH the call's PATH left out.
-    pub path_dropped: Vec<DroppedDir>,
 }
 
 /// A call that did not run, or could not.
@@ -228,7 +225,6 @@ impl Engine {
             text,
             is_error,
             outcome,
-            path_dropped: call.resolved.path_dropped.clone(),
         })
     }
 

@@ -233,7 +233,12 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
         super::say(&format!("warning: {note}"));
     }
     if args.json {
-        match serde_json::to_string(&result) {
+        // The result, and the PATH directories the call did not get.
+        let json = serde_json::to_value(&result).and_then(|mut v| {
+            v["path_dropped"] = serde_json::to_value(prepared.resolved.path_dropped(&engine.ctx))?;
+            serde_json::to_string(&v)
+        });
+        match json {
             Ok(s) => println!("{s}"),
             Err(e) => return fail(args, &e.to_string(), status::INTERNAL),
         }

@@ -109,7 +109,8 @@ fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
     if args.json {
         // The outcome, and the PATH directories the call did not get.
         let mut json = serde_json::to_value(&outcome).map_err(internal)?;
-        json["path_dropped"] = serde_json::to_value(&resolved.path_dropped).map_err(internal)?;
+        let dropped = resolved.path_dropped(&ctx);
+        json["path_dropped"] = serde_json::to_value(dropped).map_err(internal)?;
         eprintln!("{json}");
     }
     Ok(match outcome.exit {

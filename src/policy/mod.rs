@@ -13,7 +13,7 @@
 //! let ctx = Context::detect(std::path::Path::new(".")).unwrap();
 //! let stack = policy::load(&Sources { profile: Some("ci".into()), policy_file: None }, &ctx).unwrap();
 //! let resolved = stack.resolve(&ctx, &Overrides::default(), None).unwrap();
-//! print!("{}", policy::render_text(&resolved));
+//! print!("{}", policy::render_text(&resolved, &resolved.path_dropped(&ctx)));
 //! ```
 //!
 //! The file format is documented in `file.rs` and in `policies/default.toml`.

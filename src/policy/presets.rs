@@ -202,11 +202,30 @@ pub fn additions(preset: Preset, host: &Host) -> Additions {
 /// The first preset whose additions let the call read `path` (a resolved
 /// program outside the grant, a PATH directory), for hints.
 pub fn covering(path: &Path, host: &Host) -> Option<Preset> {
-    let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    Preset::ALL.into_iter().find(|&p| {
-        let a = additions(p, host);
-        a.read.iter().any(|r| real.starts_with(r)) && !a.denied.iter().any(|d| real.starts_with(d))
-    })
+    Covering::new(host).find(path)
+}
+
+/// Every preset's additions, computed once to test many paths.
+pub struct Covering(Vec<(Preset, Additions)>);
+
+impl Covering {
+    pub fn new(host: &Host) -> Covering {
+        Covering(
+            Preset::ALL
+                .into_iter()
+                .map(|p| (p, additions(p, host)))
+                .collect(),
+        )
+    }
+
+    /// The first preset that lets the call read `path`.
+    pub fn find(&self, path: &Path) -> Option<Preset> {
+        let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        self.0.iter().find_map(|(p, a)| {
+            let read = a.read.iter().any(|r| real.starts_with(r));
+            (read && !a.denied.iter().any(|d| real.starts_with(d))).then_some(*p)
+        })
+    }
 }
 
 fn rust(host: &Host, a: &mut Additions) {
@@ -345,6 +364,8 @@ fn list(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// The real targets of the symlinks directly in `dir` that lead out of it.
+/// A link to a plain name (`cargo -> rustup`, `python -> python3`) names
+/// an entry of the same dir, which is judged itself: not resolved.
 fn link_targets(dir: &Path) -> Vec<PathBuf> {
     let Ok(real_dir) = dir.canonicalize() else {
         return Vec::new();
@@ -352,8 +373,7 @@ fn link_targets(dir: &Path) -> Vec<PathBuf> {
     list(dir)
         .into_iter()
         .filter(|p| {
-            p.symlink_metadata()
-                .is_ok_and(|m| m.file_type().is_symlink())
+            std::fs::read_link(p).is_ok_and(|t| t.is_absolute() || t.components().count() != 1)
         })
         .filter_map(|p| p.canonicalize().ok())
         .filter(|t| !t.starts_with(&real_dir))

@@ -132,9 +132,15 @@ pub struct Resolved {
     pub provenance: Vec<Provenance>,
     /// What the tool asked for and what it got.
     pub requested: Vec<RequestOutcome>,
+}
+
+impl Resolved {
     /// Directories of the operator's PATH that the call's PATH leaves out
     /// (the grant cannot read them), with the flag that would keep each.
-    pub path_dropped: Vec<DroppedDir>,
+    /// Computed on demand: only `policy` and the `--json` results show it.
+    pub fn path_dropped(&self, ctx: &Context) -> Vec<DroppedDir> {
+        search_path::dropped(&self.grant, &ctx.host())
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -290,7 +296,6 @@ impl PolicyStack {
         st.add_floor(&ctx.state_base(), policy_file)?;
         st.check_env_dirs(&ctx.env)?;
         let (grant, mut provenance) = st.finish(project.clone())?;
-        let path_dropped = search_path::dropped(&grant, &ctx.host());
         provenance.insert(
             0,
             Provenance {
@@ -304,7 +309,6 @@ impl PolicyStack {
             grant,
             provenance,
             requested,
-            path_dropped,
         })
     }
 }

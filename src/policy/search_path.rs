@@ -13,6 +13,7 @@ use super::grant::Grant;
 use super::paths::normalize;
 use super::presets::{self, Host};
 use serde::Serialize;
+use std::cell::OnceCell;
 use std::path::{Component, Path, PathBuf};
 
 /// The PATH a call gets when none is passed through or set.
@@ -22,19 +23,41 @@ pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// roots, or `extra_read`) and not beneath a denied path. Symlinks are
 /// resolved first, as the kernel checks the file it finally opens.
 pub fn can_read(grant: &Grant, extra_read: &[PathBuf], file: &Path) -> bool {
-    let Ok(real) = file.canonicalize() else {
-        return false;
-    };
-    let beneath = |root: &PathBuf| {
-        real.starts_with(root) || root.canonicalize().is_ok_and(|r| real.starts_with(r))
-    };
-    let allowed = grant
-        .read
-        .iter()
-        .chain(&grant.write)
-        .chain(extra_read)
-        .any(beneath);
-    allowed && !grant.denied.iter().any(beneath)
+    Roots::new(grant, extra_read).can_read(file)
+}
+
+/// A grant's readable roots and denied paths, each canonicalized at most
+/// once (lazily: the grant's own are canonical already, a hand-built
+/// grant's `/bin` may be a link) however many paths are checked.
+struct Roots<'a> {
+    allow: Vec<(&'a Path, OnceCell<Option<PathBuf>>)>,
+    deny: Vec<(&'a Path, OnceCell<Option<PathBuf>>)>,
+}
+
+impl<'a> Roots<'a> {
+    fn new(grant: &'a Grant, extra_read: &'a [PathBuf]) -> Roots<'a> {
+        let cells = |it: &mut dyn Iterator<Item = &'a PathBuf>| {
+            it.map(|p| (p.as_path(), OnceCell::new())).collect()
+        };
+        Roots {
+            allow: cells(&mut grant.read.iter().chain(&grant.write).chain(extra_read)),
+            deny: cells(&mut grant.denied.iter()),
+        }
+    }
+
+    fn can_read(&self, file: &Path) -> bool {
+        let Ok(real) = file.canonicalize() else {
+            return false;
+        };
+        let beneath = |(root, real_root): &(&Path, OnceCell<Option<PathBuf>>)| {
+            real.starts_with(root)
+                || real_root
+                    .get_or_init(|| root.canonicalize().ok())
+                    .as_ref()
+                    .is_some_and(|r| real.starts_with(r))
+        };
+        self.allow.iter().any(beneath) && !self.deny.iter().any(beneath)
+    }
 }
 
 /// One entry of the operator's PATH and what the call gets for it.
@@ -51,12 +74,13 @@ pub struct PathEntry {
 /// Every entry of `path` with its fate. Relative entries (and the empty
 /// one) are taken from the project, the working directory of every call.
 pub fn entries(grant: &Grant, path: &str) -> Vec<PathEntry> {
+    let roots = Roots::new(grant, &[]);
     path.split(':')
         .map(|dir| {
             let p = normalize(&grant.project.join(dir));
             let real = p.canonicalize().ok().filter(|r| r.is_dir());
             let inside = match &real {
-                Some(real) if can_read(grant, &[], real) => {
+                Some(real) if roots.can_read(real) => {
                     if Path::new(dir).is_relative() || visible(grant, &p) {
                         Some(dir.to_string())
                     } else {
@@ -112,12 +136,14 @@ pub struct DroppedDir {
 /// it leaves out, once each, with the flag that would keep them.
 pub fn dropped(grant: &Grant, host: &Host) -> Vec<DroppedDir> {
     let mut out: Vec<DroppedDir> = Vec::new();
+    let mut covering = None;
     for e in entries(grant, source(grant, host.env.get("PATH"))) {
         if e.inside.is_some() || !e.exists || out.iter().any(|d| d.dir == e.dir) {
             continue;
         }
         let dir = normalize(&grant.project.join(&e.dir));
-        let fix = match presets::covering(&dir, host) {
+        let covering = covering.get_or_insert_with(|| presets::Covering::new(host));
+        let fix = match covering.find(&dir) {
             Some(p) => p.flag(),
             None => format!("--read {}", dir.canonicalize().unwrap_or(dir).display()),
         };

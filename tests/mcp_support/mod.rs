@@ -138,7 +138,6 @@ fn result(exit: Exit, text: &str, started: Instant) -> CallResult {
         text: text.into(),
         is_error: !exit.success(),
         outcome: outcome(exit, text, started.elapsed()),
-        path_dropped: Vec::new(),
     }
 }
 
@@ -184,7 +183,6 @@ impl ToolHost for FakeHost {
                 grant: Grant::closed(self.dir.clone()),
                 provenance: vec![],
                 requested: vec![],
-                path_dropped: vec![],
             },
             definition_sha256: String::new(),
         })

@@ -212,7 +212,7 @@ fn a_policy_file_inside_a_write_root_is_protected() {
     let r = with_policy_at(&e, &inside, None, &Overrides::default());
     assert!(r.grant.protected.contains(&inside));
     assert_eq!(sources_of(&r, "protected", &inside), [POLICY_FILE_SOURCE]);
-    let text = render_text(&r);
+    let text = render_text(&r, &[]);
     let line = text
         .lines()
         .find(|l| l.contains(&inside.display().to_string()))

@@ -164,7 +164,7 @@ fn shipped_profiles_parse_and_resolve() {
     let e = Env::new();
     for name in profile_names() {
         let r = e.resolve(Some(name), None, &Overrides::default()).unwrap();
-        assert!(!render_text(&r).is_empty());
+        assert!(!render_text(&r, &[]).is_empty());
         serde_json::to_string(&r).unwrap();
     }
     let untrusted = e
@@ -436,7 +436,8 @@ fn timeout_requests_are_clamped() {
     );
     assert!(source_of(&r, "timeout").contains("clamped"));
     assert!(
-        render_text(&r).contains("requested 1h, granted 5m  (clamped: above requests.max_timeout")
+        render_text(&r, &[])
+            .contains("requested 1h, granted 5m  (clamped: above requests.max_timeout")
     );
     // An operator timeout above max_timeout is never reduced by a request.
     let r = e.tool(Some("[limits]\ntimeout = \"10m\"\n"), "t", &ask(3600));
@@ -487,7 +488,7 @@ fn approval_and_rate_limit_only_tighten() {
 fn render_shows_every_setting_with_its_source() {
     let e = Env::new();
     let r = e.resolve(Some("ci"), None, &Overrides::default()).unwrap();
-    let text = render_text(&r);
+    let text = render_text(&r, &[]);
     assert!(text.starts_with("policy defaults (no tool)\n"));
     let line = text
         .lines()

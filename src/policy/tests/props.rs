@@ -63,7 +63,7 @@ proptest! {
         let tool = ToolInput { name: "t", requests: &req, extra_read: vec![] };
         for t in [None, Some(&tool)] {
             let Ok(r) = stack.resolve(&e.ctx, &cli, t) else { continue };
-            let _ = render_text(&r);
+            let _ = render_text(&r, &[]);
             if cli.allow_net {
                 prop_assert_eq!(&r.grant.network, &Network::On);
             }

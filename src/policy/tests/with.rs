@@ -291,7 +291,7 @@ fn path_directories_the_grant_cannot_read_are_listed_with_the_flag() {
     ]);
     let r = e.resolve(None, None, &Overrides::default()).unwrap();
     assert_eq!(
-        r.path_dropped,
+        r.path_dropped(&e.ctx),
         [
             DroppedDir {
                 dir: e.p("home/.pyenv/shims").display().to_string(),
@@ -304,7 +304,7 @@ fn path_directories_the_grant_cannot_read_are_listed_with_the_flag() {
         ]
     );
     let r = e.resolve(None, None, &with(&["python"])).unwrap();
-    assert_eq!(r.path_dropped.len(), 1, "{:?}", r.path_dropped);
+    assert_eq!(r.path_dropped(&e.ctx).len(), 1);
     // Not passed through: the default PATH, nothing of the operator's.
     let r = e
         .resolve(
@@ -313,5 +313,5 @@ fn path_directories_the_grant_cannot_read_are_listed_with_the_flag() {
             &Overrides::default(),
         )
         .unwrap();
-    assert!(r.path_dropped.is_empty());
+    assert!(r.path_dropped(&e.ctx).is_empty());
 }
