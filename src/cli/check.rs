@@ -365,7 +365,7 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
     let catalog = crate::discover::discover(&project, &global.options());
     let mut problems = Vec::new();
     let mut section_warnings = Vec::new();
-    let mut tools_protected = false;
+    let mut tools_protected = None;
     match Engine::with_catalog(
         &global.project,
         &super::exec::sources(&args.policy),
@@ -375,7 +375,7 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
     ) {
         Ok(engine) => {
             if let Ok(r) = engine.stack.resolve(&engine.ctx, &engine.overrides, None) {
-                tools_protected = r.grant.protected.contains(&project.join("tools"));
+                tools_protected = Some(r.grant.protected.contains(&project.join("tools")));
             }
             section_warnings = unmatched_sections(
                 &engine.stack.tool_sections(),
@@ -396,7 +396,9 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
             message: e.to_string(),
         }),
     }
-    let tools = tools_dir(&project, tools_protected);
+    // Without a grant there is nothing to say about tools/ (the policy
+    // problem is reported instead).
+    let tools = tools_protected.and_then(|protected| tools_dir(&project, protected));
     let report = build(&project, &catalog, problems, section_warnings, tools);
     if args.json {
         match serde_json::to_string_pretty(&report) {
