@@ -30,7 +30,11 @@ pub fn run(global: &Global, args: &PolicyCmdArgs) -> u8 {
             return code;
         }
     };
-    let dropped = resolved.path_dropped(&engine.ctx);
+    // The operator's PATH as the call would get it (the context of this
+    // process, as the grant was resolved in).
+    let dropped = crate::policy::Context::detect(&global.project)
+        .map(|ctx| resolved.path_dropped(&ctx))
+        .unwrap_or_default();
     if args.json {
         let json = serde_json::to_value(&resolved).and_then(|mut v| {
             v["path_dropped"] = serde_json::to_value(&dropped)?;

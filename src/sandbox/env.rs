@@ -4,7 +4,9 @@
 //! policy checked that the call can use it). `PATH` keeps only the
 //! directories the grant can read.
 
-use crate::policy::{Grant, PRIVATE_TMP, TMP_VARS, is_explicit, search_path};
+/// The call's private tmpfs inside its constructed root.
+pub use crate::policy::PRIVATE_TMP;
+use crate::policy::{Grant, TMP_VARS, is_explicit, search_path};
 use std::collections::BTreeMap;
 
 /// Build the environment from `host` (toolcage's own environment).
