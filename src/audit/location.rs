@@ -67,6 +67,7 @@ mod tests {
             tmp: "/tmp".into(),
             cwd: "/".into(),
             xdg_state_home: Some("/x/state".into()),
+            env: Default::default(),
         };
         let p = Path::new("/nonexistent/a");
         assert_eq!(

@@ -216,6 +216,10 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
     }
     let result = match run {
         Ok(r) => r,
+        Err(CallError::Sandbox(e)) => {
+            let message = super::hints::explain(&e, &prepared.resolved, &engine.ctx);
+            return fail(args, &message, CallError::Sandbox(e).exit_status());
+        }
         Err(e) => return fail(args, &e.to_string(), e.exit_status()),
     };
     let outcome = &result.outcome;
@@ -229,7 +233,12 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
         super::say(&format!("warning: {note}"));
     }
     if args.json {
-        match serde_json::to_string(&result) {
+        // The result, and the PATH directories the call did not get.
+        let json = serde_json::to_value(&result).and_then(|mut v| {
+            v["path_dropped"] = serde_json::to_value(prepared.resolved.path_dropped(&engine.ctx))?;
+            serde_json::to_string(&v)
+        });
+        match json {
             Ok(s) => println!("{s}"),
             Err(e) => return fail(args, &e.to_string(), status::INTERNAL),
         }

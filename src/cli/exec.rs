@@ -76,6 +76,7 @@ fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
     let stack = policy::load(&sources(&args.policy), &ctx).map_err(internal)?;
     let overrides = Overrides {
         allow_net: args.allow_net,
+        with: args.policy.with.clone(),
         read: args.read.clone(),
         write: args.write.clone(),
         env: args.env.clone(),
@@ -88,8 +89,12 @@ fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
         inherit_stdio: true,
         ..Default::default()
     };
+    let program = args.command[0].to_string_lossy();
+    if let Some(note) = super::hints::shadowed(&program, &resolved, &ctx) {
+        eprintln!("toolcage: {note}");
+    }
     let outcome = sandbox::run(&resolved.grant, &cmd, None).map_err(|e| ExecError {
-        message: e.to_string(),
+        message: super::hints::explain(&e, &resolved, &ctx),
         status: e.exit_status(),
     })?;
     if !outcome.enforcement.degraded.is_empty() {
@@ -102,7 +107,10 @@ fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
         eprintln!("toolcage: warning: {note}");
     }
     if args.json {
-        let json = serde_json::to_string(&outcome).map_err(internal)?;
+        // The outcome, and the PATH directories the call did not get.
+        let mut json = serde_json::to_value(&outcome).map_err(internal)?;
+        let dropped = resolved.path_dropped(&ctx);
+        json["path_dropped"] = serde_json::to_value(dropped).map_err(internal)?;
         eprintln!("{json}");
     }
     Ok(match outcome.exit {

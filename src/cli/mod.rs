@@ -10,6 +10,7 @@ mod call;
 mod check;
 mod doctor;
 mod exec;
+mod hints;
 mod list;
 mod policy;
 mod schema;
@@ -122,15 +123,19 @@ pub struct PolicyArgs {
     /// A policy file (TOML), layered over the profile (later wins).
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
+    /// A toolchain in your home to use inside the sandbox: its dirs readable, its variables set. Repeatable.
+    #[arg(long = "with", value_name = "PRESET", value_parser = crate::policy::presets::NAMES.to_vec())]
+    pub with: Vec<String>,
     /// Run even if the kernel cannot enforce Landlock (reported as degraded).
     #[arg(long)]
     pub allow_degraded: bool,
 }
 
 impl PolicyArgs {
-    /// The CLI layer for the tool commands: only `--allow-degraded`.
+    /// The CLI layer for the tool commands: `--with` and `--allow-degraded`.
     pub fn overrides(&self) -> crate::policy::Overrides {
         crate::policy::Overrides {
+            with: self.with.clone(),
             allow_degraded: self.allow_degraded,
             ..Default::default()
         }

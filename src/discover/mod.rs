@@ -34,6 +34,7 @@ pub mod shellctx;
 pub mod template;
 #[cfg(test)]
 mod tests;
+pub mod tooldirs;
 
 /// One discovered tool, format-neutral.
 #[derive(Debug, Clone, Serialize)]

@@ -18,17 +18,27 @@ pub enum Kind {
     Guard,
 }
 
-/// The entries of one `[fs]` list of a file layer.
+/// The guard that names the project's `tools/` only when it is an A3S
+/// tool directory: in an ordinary repository `tools/` is just source.
+pub const A3S_TOOLS: &str = "{a3s_tools}";
+
+/// The entries of one `[fs]` list of a file layer. A `{a3s_tools}` guard
+/// that names nothing here goes to `skipped` (shown by `toolcage policy`).
 pub fn from_list(
     l: &Layer,
     key: &str,
     list: &[String],
     kind: Kind,
     vars: &Vars,
+    skipped: &mut Vec<Entry<PathBuf>>,
 ) -> Result<Vec<Entry<PathBuf>>, PolicyError> {
     let mut out = Vec::new();
     for (i, raw) in list.iter().enumerate() {
         let o = l.origin("fs", key, Some(i));
+        if raw.contains(A3S_TOOLS) {
+            a3s_tools(raw, kind, vars, o, &mut out, skipped)?;
+            continue;
+        }
         let glob = kind == Kind::Guard && wildcard(raw).map_err(|m| o.error(m))?;
         let p = expand(raw, vars, vars.project).map_err(|m| o.error(m))?;
         if glob {
@@ -38,6 +48,42 @@ pub fn from_list(
         }
     }
     Ok(out)
+}
+
+/// `{a3s_tools}`: `{project}/tools` when it holds A3S tool files (see
+/// [`Vars::a3s_tools`]), else nothing.
+fn a3s_tools(
+    raw: &str,
+    kind: Kind,
+    vars: &Vars,
+    o: Origin,
+    out: &mut Vec<Entry<PathBuf>>,
+    skipped: &mut Vec<Entry<PathBuf>>,
+) -> Result<(), PolicyError> {
+    if kind != Kind::Guard || raw != A3S_TOOLS {
+        return Err(o.error(format!(
+            "\"{raw}\": {A3S_TOOLS} stands alone, and only in protected and denied paths \
+             (write \"{{project}}/tools\" for the directory itself)"
+        )));
+    }
+    let dir = vars.project.join("tools");
+    if vars.a3s_tools {
+        let o = Origin {
+            source: format!("{}: {A3S_TOOLS}, it holds A3S tool files", o.source),
+            ..o
+        };
+        guard(&dir, &o, out);
+    } else if dir.exists() {
+        let o = Origin {
+            source: format!(
+                "{}: {A3S_TOOLS}, no A3S tool files (*.md with front matter) in it",
+                o.source
+            ),
+            ..o
+        };
+        skipped.push(Entry { v: dir, o });
+    }
+    Ok(())
 }
 
 /// Whether a guard as written ends in a wildcard component. The decision is

@@ -170,6 +170,9 @@ impl State {
                 source: o.source.clone(),
             })
         };
+        for w in self.presets_named() {
+            push("with", w.v.name().to_string(), &w.o);
+        }
         for (key, list) in [
             ("read", &self.read),
             ("write", &self.write),
@@ -179,6 +182,9 @@ impl State {
             for e in list {
                 push(key, e.v.display().to_string(), &e.o);
             }
+        }
+        for (key, e) in &self.not_guarded {
+            push(&format!("not_{key}"), e.v.display().to_string(), &e.o);
         }
         push(
             "private_tmp",

@@ -223,7 +223,7 @@ timeout = "5s"
         let e = err("[fs]\nread = []\n[netwrk]\nmode = \"on\"\n");
         assert!(
             e.starts_with(
-                "policy /x/p.toml:3: unknown key 'netwrk' (expected one of fs, network, env"
+                "policy /x/p.toml:3: unknown key 'netwrk' (expected one of with, fs, network, env"
             ),
             "{e}"
         );

@@ -20,6 +20,7 @@ pub const NAMESPACE_FREE_GAPS: &[&str] = &[
 ];
 use super::parse::FileText;
 use super::paths::{Vars, expand};
+use super::presets::Preset;
 use super::resolve::Overrides;
 use super::units::parse_duration;
 use std::collections::BTreeMap;
@@ -113,9 +114,13 @@ pub struct Layer<'a> {
 
 impl Layer<'_> {
     pub fn origin(&self, section: &str, key: &str, index: Option<usize>) -> Origin {
+        self.origin_at(&[section, key], index)
+    }
+
+    /// The origin of a key outside any section (`with`), or of any key path.
+    pub fn origin_at(&self, keys: &[&str], index: Option<usize>) -> Origin {
         let mut path = self.prefix.clone();
-        path.push(section.to_string());
-        path.push(key.to_string());
+        path.extend(keys.iter().map(|k| k.to_string()));
         Origin {
             source: self.source.clone(),
             at: At::File {
@@ -143,6 +148,11 @@ pub struct Entry<T> {
 /// Everything a grant holds, each value with its origin.
 #[derive(Debug, Clone)]
 pub struct State {
+    /// Toolchain presets, from every layer (applied in `with.rs`).
+    pub with: Vec<Entry<Preset>>,
+    /// Guards written as `{a3s_tools}` that name nothing here (`tools/`
+    /// holds no A3S tool files), with their list's key, for `policy`.
+    pub not_guarded: Vec<(&'static str, Entry<PathBuf>)>,
     pub read: Vec<Entry<PathBuf>>,
     pub write: Vec<Entry<PathBuf>>,
     pub protected: Vec<Entry<PathBuf>>,
@@ -250,6 +260,8 @@ impl State {
         let g = Grant::closed(PathBuf::new());
         let o = Origin::input("built-in".into(), 0);
         State {
+            with: Vec::new(),
+            not_guarded: Vec::new(),
             read: Vec::new(),
             write: Vec::new(),
             protected: Vec::new(),
@@ -284,6 +296,11 @@ impl State {
 
     /// Apply one file layer.
     pub fn apply(&mut self, l: &Layer, b: &Body, vars: &Vars) -> Result<(), PolicyError> {
+        for (i, name) in b.with.iter().flatten().enumerate() {
+            let o = l.origin_at(&["with"], Some(i));
+            let v = Preset::parse(name).map_err(|m| o.error(m))?;
+            self.with.push(Entry { v, o });
+        }
         let fs = &b.fs;
         let lists = [
             (&fs.read, &fs.add_read, "read", "add_read", Kind::Root),
@@ -310,12 +327,17 @@ impl State {
                 2 => &mut self.protected,
                 _ => &mut self.denied,
             };
+            let mut skipped = Vec::new();
             if let Some(list) = set {
-                *target = from_list(l, set_key, list, kind, vars)?;
+                *target = from_list(l, set_key, list, kind, vars, &mut skipped)?;
+                self.not_guarded.retain(|(k, _)| *k != set_key);
             }
             if let Some(list) = add {
-                target.extend(from_list(l, add_key, list, kind, vars)?);
+                target.extend(from_list(l, add_key, list, kind, vars, &mut skipped)?);
             }
+            let key = if i == 2 { "protected" } else { "denied" };
+            self.not_guarded
+                .extend(skipped.into_iter().map(|e| (key, e)));
         }
         if let Some(v) = fs.private_tmp {
             self.private_tmp = val(v, &l.origin("fs", "private_tmp", None));
@@ -482,6 +504,11 @@ impl State {
     ) -> Result<(), PolicyError> {
         if cli.allow_net {
             self.mode = val(NetMode::On, &Origin::flag("--allow-net", seq));
+        }
+        for name in &cli.with {
+            let o = Origin::flag("--with", seq);
+            let v = Preset::parse(name).map_err(|m| o.error(m))?;
+            self.with.push(Entry { v, o });
         }
         for (list, flag) in [(&cli.read, "--read"), (&cli.write, "--write")] {
             let o = Origin::flag(flag, seq);

@@ -6,7 +6,9 @@ use super::*;
 mod errors;
 mod floor;
 mod gate_keys;
+mod presets;
 mod props;
+mod with;
 use crate::spec::Requests;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -38,6 +40,7 @@ impl Env {
             tmp: root.join("tmp"),
             cwd: root.join("cwd"),
             xdg_state_home: None,
+            env: Default::default(),
         };
         Env {
             _dir: dir,
@@ -161,7 +164,7 @@ fn shipped_profiles_parse_and_resolve() {
     let e = Env::new();
     for name in profile_names() {
         let r = e.resolve(Some(name), None, &Overrides::default()).unwrap();
-        assert!(!render_text(&r).is_empty());
+        assert!(!render_text(&r, &[]).is_empty());
         serde_json::to_string(&r).unwrap();
     }
     let untrusted = e
@@ -310,9 +313,9 @@ fn roots_are_canonical_and_deduplicated() {
 #[test]
 fn a_symlinked_protected_path_is_kept_under_both_names() {
     let e = Env::new();
-    std::os::unix::fs::symlink(e.p("tooldir"), e.p("project/tools")).unwrap();
+    std::os::unix::fs::symlink(e.p("tooldir"), e.p("project/.tools")).unwrap();
     let r = e.resolve(None, None, &Overrides::default()).unwrap();
-    assert!(r.grant.protected.contains(&e.p("project/tools")));
+    assert!(r.grant.protected.contains(&e.p("project/.tools")));
     assert!(r.grant.protected.contains(&e.p("tooldir")));
 }
 
@@ -434,7 +437,8 @@ fn timeout_requests_are_clamped() {
     );
     assert!(source_of(&r, "timeout").contains("clamped"));
     assert!(
-        render_text(&r).contains("requested 1h, granted 5m  (clamped: above requests.max_timeout")
+        render_text(&r, &[])
+            .contains("requested 1h, granted 5m  (clamped: above requests.max_timeout")
     );
     // An operator timeout above max_timeout is never reduced by a request.
     let r = e.tool(Some("[limits]\ntimeout = \"10m\"\n"), "t", &ask(3600));
@@ -485,7 +489,7 @@ fn approval_and_rate_limit_only_tighten() {
 fn render_shows_every_setting_with_its_source() {
     let e = Env::new();
     let r = e.resolve(Some("ci"), None, &Overrides::default()).unwrap();
-    let text = render_text(&r);
+    let text = render_text(&r, &[]);
     assert!(text.starts_with("policy defaults (no tool)\n"));
     let line = text
         .lines()
