@@ -64,14 +64,7 @@ rflags=()
 rust_flags() {
   if [ -x "$cargo_home/bin/cargo" ]; then
     rust_path="$cargo_home/bin:$syspath"
-    if "$bin" exec --help 2>/dev/null | grep -q -- '--with'; then
-      rflags=(--with rust)
-    else
-      # SWITCH when `--with rust` is on main: delete this branch (the
-      # explicit equivalent of the preset), keeping only `--with rust`.
-      rflags=(--read "$cargo_home" --read "$rustup_home"
-        --env "CARGO_HOME=$cargo_home" --env "RUSTUP_HOME=$rustup_home")
-    fi
+    rflags=(--with rust)
   fi
 }
 rust_flags
