@@ -18,8 +18,9 @@ use toolcage::gate::{
     ApprovalAnswer, ApprovalChannel, ApprovalRequest, AsyncApprovalChannel, BoxFuture, Decision,
     DenyReason, Gate, PreApproved, Ran, Refusal, SessionId,
 };
+use toolcage::policy::Requests;
 use toolcage::policy::{Overrides, RateLimit, Sources};
-use toolcage::spec::{Format, Requests};
+use toolcage::spec::Format;
 
 /// A scratch project whose gate state lives beside it (never inside a write root).
 struct Env {

@@ -130,7 +130,8 @@ pub fn digest(tool: &ToolSpec, grant: &Grant) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{Format, Requests};
+    use crate::policy::Requests;
+    use crate::spec::Format;
     use std::os::unix::fs::PermissionsExt;
 
     fn octomind(dir: &Path, body: &str) -> ToolSpec {

@@ -3,7 +3,7 @@
 use super::{Global, PolicyArgs, status};
 use crate::mcp::auth::{self, Auth, Token};
 use crate::mcp::{self, EngineHost, McpServer, ServeConfig};
-use crate::policy::{parse_duration, parse_size};
+use crate::text::{parse_duration, parse_size};
 use clap::Args;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -21,7 +21,8 @@ use super::frontmatter::{MAX_FLOW_DEPTH, MAX_FRONT_MATTER, first_paragraph, flow
 pub use super::frontmatter::{expand_env, split_front_matter};
 use super::fsread::{self, io_message};
 use super::{Diagnostic, Found, Runner, ToolSpec, schema, valid_tool_name};
-use crate::spec::{Format, Requests};
+use crate::policy::Requests;
+use crate::spec::Format;
 use serde_yaml_ng::{Mapping, Value as Yaml};
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;

@@ -20,7 +20,8 @@
 use super::fsread::{self, io_message};
 use super::schema::{self, Param};
 use super::{Diagnostic, Found, Runner, ToolSpec, valid_tool_name};
-use crate::spec::{Format, Requests};
+use crate::policy::Requests;
+use crate::spec::Format;
 use serde_json::{Map, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -82,7 +83,7 @@ pub fn key_line(text: &str, key: &str) -> Option<usize> {
         let at = from + p;
         let after = text[at + needle.len()..].trim_start();
         if after.starts_with(':') {
-            return Some(crate::policy::line_at(text, at));
+            return Some(crate::text::line_at(text, at));
         }
         from = at + needle.len();
     }

@@ -14,7 +14,8 @@
 //! two runs over the same tree give the same [`Catalog`]. Name collisions
 //! are resolved in [`collide`].
 
-use crate::spec::{Format, Requests};
+use crate::policy::Requests;
+use crate::spec::Format;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -23,7 +23,8 @@
 use super::fsread::{self, io_message};
 use super::schema::{self, Param};
 use super::{Diagnostic, Found, Runner, ToolSpec, valid_env_name, valid_tool_name};
-use crate::spec::{Format, Requests};
+use crate::policy::Requests;
+use crate::spec::Format;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 

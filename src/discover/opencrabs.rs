@@ -29,8 +29,9 @@ use super::schema::{self, Param};
 use super::template;
 use super::{Coerce, CrabParam, Diagnostic, Found, Runner, ToolSpec, valid_tool_name};
 use crate::policy::RateLimit;
-use crate::policy::line_at;
-use crate::spec::{Format, Requests};
+use crate::policy::Requests;
+use crate::spec::Format;
+use crate::text::line_at;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::{Table, Value as Toml};
@@ -392,7 +393,7 @@ fn parse_rate(r: &Toml, cx: &mut Cx) -> Option<RateLimit> {
     }
     .filter(|n| *n > 0);
     let window = match r.get("window") {
-        Some(Toml::String(s)) => crate::policy::parse_duration(s).ok(),
+        Some(Toml::String(s)) => crate::text::parse_duration(s).ok(),
         Some(Toml::Integer(i)) => u64::try_from(*i).ok().map(Duration::from_secs),
         _ => None,
     }

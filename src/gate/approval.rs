@@ -29,8 +29,9 @@
 //! Never fail open: when approval is needed and no channel can ask, the call
 //! is denied ([`ApprovalAnswer::NoChannel`]) with text saying how to allow it.
 
-use crate::policy::{Grant, Network, format_duration};
+use crate::policy::{Grant, Network};
 use crate::spec::Format;
+use crate::text::format_duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;

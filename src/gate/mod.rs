@@ -59,7 +59,8 @@ pub use decision::{Approval, Decision, Denial, DenyReason, Permit, Ran};
 
 use crate::audit::{AuditLog, AuditRecord, location};
 use crate::call::{Engine, PreparedCall};
-use crate::policy::{PolicyError, RateLimit, SessionPolicy, format_duration};
+use crate::policy::{PolicyError, RateLimit, SessionPolicy};
+use crate::text::format_duration;
 use approval::{Memory, Need};
 use persist::{FileRates, FileSlots, RateCheck, RateRefusal, Slot, SlotStore};
 use ratelimit::{Clock, Concurrency, RateLimiter, WallClock, wait_text};

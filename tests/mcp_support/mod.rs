@@ -14,11 +14,12 @@ use std::time::{Duration, Instant};
 use toolcage::call::{CallError, CallResult, PreparedCall};
 use toolcage::discover::{Runner, ToolSpec};
 use toolcage::mcp::{ToolDef, ToolHost};
+use toolcage::policy::Requests;
 use toolcage::policy::{Grant, Resolved};
 use toolcage::sandbox::{
     CancelToken, Captured, EnforcementReport, Exit, LandlockReport, LandlockStatus, Outcome,
 };
-use toolcage::spec::{Format, Requests};
+use toolcage::spec::Format;
 
 pub struct FakeHost {
     pub dir: PathBuf,
