@@ -29,51 +29,16 @@
 //! Never fail open: when approval is needed and no channel can ask, the call
 //! is denied ([`ApprovalAnswer::NoChannel`]) with text saying how to allow it.
 
-use crate::policy::{Grant, Network};
 use crate::spec::Format;
-use crate::text::format_duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Mutex;
 
+pub use crate::audit::GrantSummary;
 pub use crate::policy::ApprovalMode;
-
-/// What a person needs to see to decide about a grant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GrantSummary {
-    pub read: Vec<PathBuf>,
-    pub write: Vec<PathBuf>,
-    /// `off`, `on`, or `tcp connect [..] bind [..]`.
-    pub network: String,
-    pub timeout_secs: f64,
-}
-
-impl GrantSummary {
-    pub fn of(g: &Grant) -> GrantSummary {
-        let network = match &g.network {
-            Network::Off => "off".to_string(),
-            Network::On => "on".to_string(),
-            Network::Tcp { connect, bind } => format!("tcp connect {connect:?} bind {bind:?}"),
-        };
-        GrantSummary {
-            read: g.read.clone(),
-            write: g.write.clone(),
-            network,
-            timeout_secs: g.timeout.as_secs_f64(),
-        }
-    }
-
-    /// `30s`, `2m`, ...
-    pub fn timeout_text(&self) -> String {
-        format_duration(std::time::Duration::from_secs_f64(
-            self.timeout_secs.max(0.0),
-        ))
-    }
-}
 
 /// One question to a person: may this call run?
 #[derive(Debug, Clone, PartialEq, Serialize)]

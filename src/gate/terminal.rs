@@ -304,7 +304,7 @@ impl ApprovalChannel for Terminal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::approval::GrantSummary;
+    use crate::audit::GrantSummary;
     use crate::spec::Format;
     use nix::pty::openpty;
     use std::os::fd::{AsRawFd, OwnedFd};
