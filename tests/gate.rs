@@ -186,7 +186,7 @@ fn rate_limit_exceed_and_recovery_with_a_fake_clock() {
     assert_eq!(d.retry_after, Some(Duration::from_secs(40)));
     assert!(d.message.contains("try again in 40s"), "{}", d.message);
     assert!(d.message.contains("2 call(s) per 1m"), "{}", d.message);
-    assert_eq!(d.exit_status(), 3);
+    assert_eq!(toolcage::cli::status::of_denial(d.reason), 3);
     clock.advance(Duration::from_secs(39));
     let d = call(&e, &gate, &s, &ch, "echo", json!({})).unwrap();
     assert_eq!(d.retry_after, Some(Duration::from_secs(1)));
@@ -594,7 +594,7 @@ fn an_audit_log_inside_a_write_root_is_refused() {
     match gate.check(&p, &SessionId::new("s"), &Scripted::new(vec![])) {
         Decision::Denied(d) => {
             assert_eq!(d.reason, DenyReason::Unavailable);
-            assert_eq!(d.exit_status(), 125);
+            assert_eq!(toolcage::cli::status::of_denial(d.reason), 125);
             assert!(d.message.contains("inside write root"), "{}", d.message);
         }
         other => panic!("{other:?}"),

@@ -75,16 +75,27 @@ fn did_you_mean(known: &[String]) -> String {
     }
 }
 
+/// What kind of failure a [`CallError`] is: the surfaces decide what each
+/// means to them (the CLI's exit status, an MCP error or `isError` result).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallErrorKind {
+    UnknownTool,
+    InvalidArguments,
+    Denied,
+    Unsupported,
+    Policy,
+    Sandbox,
+}
+
 impl CallError {
-    /// The `toolcage call` exit status (DESIGN.md section 1).
-    pub fn exit_status(&self) -> u8 {
-        use crate::cli::status;
+    pub fn kind(&self) -> CallErrorKind {
         match self {
-            CallError::UnknownTool { .. } | CallError::InvalidArguments { .. } => status::INVALID,
-            CallError::Denied(_) => status::DENIED,
-            CallError::Unsupported(_) | CallError::Policy(_) | CallError::Sandbox(_) => {
-                status::INTERNAL
-            }
+            CallError::UnknownTool { .. } => CallErrorKind::UnknownTool,
+            CallError::InvalidArguments { .. } => CallErrorKind::InvalidArguments,
+            CallError::Denied(_) => CallErrorKind::Denied,
+            CallError::Unsupported(_) => CallErrorKind::Unsupported,
+            CallError::Policy(_) => CallErrorKind::Policy,
+            CallError::Sandbox(_) => CallErrorKind::Sandbox,
         }
     }
 }

@@ -123,7 +123,7 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
                 tool: args.name.clone(),
                 message,
             };
-            return fail(args, &e.to_string(), e.exit_status());
+            return fail(args, &e.to_string(), status::of_call(e.kind()));
         }
     };
     let gate = match Gate::shared(&engine) {
@@ -140,7 +140,7 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
             if let Err(audit) = gate.reject(tool, &args.name, &map, &session, &e) {
                 return fail(args, &format!("{e}; {audit}"), status::INTERNAL);
             }
-            return fail(args, &e.to_string(), e.exit_status());
+            return fail(args, &e.to_string(), status::of_call(e.kind()));
         }
     };
     // From here on SIGTERM, SIGINT and SIGHUP cancel the call (at the
@@ -163,7 +163,7 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
     };
     let decision = gate.check(&prepared, &session, channel.as_ref());
     if let Decision::Denied(d) = &decision {
-        let (message, code) = (d.message.clone(), d.exit_status());
+        let (message, code) = (d.message.clone(), status::of_denial(d.reason));
         let code = received().map_or(code, signals::exit_status);
         if let Err(e) = gate.finish(&prepared, &session, decision, Ran::NotRun) {
             return fail(args, &format!("{message}; {e}"), code);
@@ -218,9 +218,10 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
         Ok(r) => r,
         Err(CallError::Sandbox(e)) => {
             let message = super::hints::explain(&e, &prepared.resolved, &engine.ctx);
-            return fail(args, &message, CallError::Sandbox(e).exit_status());
+            let code = status::of_call(CallError::Sandbox(e).kind());
+            return fail(args, &message, code);
         }
-        Err(e) => return fail(args, &e.to_string(), e.exit_status()),
+        Err(e) => return fail(args, &e.to_string(), status::of_call(e.kind())),
     };
     let outcome = &result.outcome;
     if !outcome.enforcement.degraded.is_empty() {

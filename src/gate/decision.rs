@@ -110,15 +110,6 @@ impl Denial {
             retry_after: None,
         }
     }
-
-    /// `toolcage call`: 3 denied; 125 when the gate itself is unusable.
-    pub fn exit_status(&self) -> u8 {
-        use crate::cli::status;
-        match self.reason {
-            DenyReason::Unavailable => status::INTERNAL,
-            _ => status::DENIED,
-        }
-    }
 }
 
 /// What happened after the gate.
