@@ -1,6 +1,10 @@
-//! What a call will run, for the person who approves it and for the
-//! approval memory: the command or entry point ([`runs`]) and a digest of
-//! the whole definition ([`digest`]).
+//! What a tool is, as an agent and as a person approving it see it.
+//!
+//! - [`Definition`]: the MCP tool definition (`name`, `description`,
+//!   `inputSchema`, `annotations`), the one shape `toolcage schema` prints
+//!   and `tools/list` serves ([`crate::call::Engine::definition`]).
+//! - [`runs`] and [`digest`]: the command or entry point a call will run,
+//!   and a digest of the whole definition that an approval is bound to.
 //!
 //! The digest covers the tool's spec as discovered (name, format, source
 //! file and line, description, input schema, requests, runner: the command
@@ -24,6 +28,50 @@ use std::fs::OpenOptions;
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+/// One tool as an MCP client sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Definition {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema, `type: object`.
+    pub input_schema: serde_json::Value,
+    /// MCP `ToolAnnotations` as JSON (`readOnlyHint`, ...); `{}` when the
+    /// tool's grant did not resolve, so nothing can be promised.
+    pub annotations: serde_json::Value,
+}
+
+impl Definition {
+    /// `tool` with `annotations`; a schema that is not an object (which
+    /// MCP does not allow) is shown as `{"type": "object"}`.
+    pub fn new(tool: &ToolSpec, annotations: serde_json::Value) -> Definition {
+        let input_schema = if tool.input_schema.is_object() {
+            tool.input_schema.clone()
+        } else {
+            serde_json::json!({"type": "object"})
+        };
+        Definition {
+            name: tool.name.clone(),
+            description: tool.description.clone(),
+            input_schema,
+            annotations,
+        }
+    }
+
+    /// `{name, description, inputSchema, annotations}`; annotations are
+    /// left out when there are none.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+        });
+        if self.annotations.as_object().is_some_and(|o| !o.is_empty()) {
+            v["annotations"] = self.annotations.clone();
+        }
+        v
+    }
+}
 
 /// The command line a person is shown: the script, `<interpreter>
 /// <entrypoint>`, or `sh -c '<command template>'`. Raw project text: the

@@ -14,6 +14,7 @@ pub mod validate;
 use crate::discover::{Catalog, Options, Runner, ToolSpec};
 use crate::policy::{Context, Overrides, PolicyError, PolicyStack, Resolved, Sources, ToolInput};
 use crate::sandbox::{CancelToken, Outcome, SandboxError};
+pub use definition::Definition;
 use encode::EncodeError;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -167,16 +168,18 @@ impl Engine {
         self.stack.resolve(&self.ctx, &self.overrides, Some(&input))
     }
 
-    /// The tool's MCP definition: `{name, description, inputSchema, annotations}`,
-    /// annotations from its resolved grant.
-    pub fn definition(&self, tool: &ToolSpec) -> Result<serde_json::Value, PolicyError> {
-        let resolved = self.resolve(tool)?;
-        Ok(serde_json::json!({
-            "name": tool.name,
-            "description": tool.description,
-            "inputSchema": tool.input_schema,
-            "annotations": annotations::annotations(&resolved.grant),
-        }))
+    /// The tool's MCP definition, the one `toolcage schema` prints and
+    /// `tools/list` serves: annotations from its resolved grant. When the
+    /// grant does not resolve, the definition has no annotations and the
+    /// error says why (`schema` refuses, `tools/list` warns).
+    pub fn definition(&self, tool: &ToolSpec) -> (Definition, Option<PolicyError>) {
+        match self.resolve(tool) {
+            Ok(r) => (
+                Definition::new(tool, annotations::annotations(&r.grant)),
+                None,
+            ),
+            Err(e) => (Definition::new(tool, serde_json::json!({})), Some(e)),
+        }
     }
 
     /// Look up and validate; resolve the grant. Nothing runs.

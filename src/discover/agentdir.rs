@@ -593,9 +593,12 @@ fn finish(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) ->
     })
 }
 
+/// Where A3S AgentDir tools live (`<name>.md`), relative to the project.
+pub const DIR: &str = "tools";
+
 /// Scan `<project>/tools/*.md`.
 pub(crate) fn scan(project: &Path) -> Found {
-    let dir = project.join("tools");
+    let dir = project.join(DIR);
     let mut f = Found::default();
     if fsread::refuse_outside(&dir, project, "the project", &mut f.diagnostics) {
         f.examined.push(dir);

@@ -410,9 +410,12 @@ fn parse_param(name: &str, def: &Value) -> Result<(Param, Option<String>), Strin
     Ok((p, warn))
 }
 
+/// Where clawd tools live (`<id>/tool.json`), relative to the project.
+pub const DIR: &str = ".clawd/tools";
+
 /// Scan `<project>/.clawd/tools/*/tool.json`.
 pub(crate) fn scan(project: &Path) -> Found {
-    let dir = project.join(".clawd").join("tools");
+    let dir = project.join(DIR);
     let mut f = Found::default();
     if fsread::refuse_outside(&dir, project, "the project", &mut f.diagnostics) {
         f.examined.push(dir);

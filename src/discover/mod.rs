@@ -281,6 +281,19 @@ pub fn valid_env_name(s: &str) -> bool {
         && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
 }
 
+/// Every file and directory discovery reads for `project`: what a reloader
+/// watches (a change there may change the catalog).
+pub fn watch_paths(project: &Path, options: &Options) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = [octomind::DIR, clawd::DIR, opencrabs::FILE, agentdir::DIR]
+        .iter()
+        .map(|p| project.join(p))
+        .collect();
+    if let Some(t) = &options.tools_toml {
+        paths.push(t.clone());
+    }
+    paths
+}
+
 /// Discover every tool of `project` (an absolute, existing directory).
 pub fn discover(project: &Path, options: &Options) -> Catalog {
     let run = std::panic::AssertUnwindSafe(|| discover_inner(project, options));

@@ -375,9 +375,12 @@ pub fn to_spec(name: &str, path: &Path, header: Header) -> ToolSpec {
     }
 }
 
+/// Where Octomind tools live, relative to the project.
+pub const DIR: &str = ".agents/tools";
+
 /// Scan `<project>/.agents/tools`.
 pub(crate) fn scan(project: &Path) -> Found {
-    let dir = project.join(".agents").join("tools");
+    let dir = project.join(DIR);
     let mut f = Found::default();
     if fsread::refuse_outside(&dir, project, "the project", &mut f.diagnostics) {
         f.examined.push(dir);

@@ -565,10 +565,13 @@ fn scan_file(path: &Path, required: bool, f: &mut Found) {
     f.diagnostics.append(&mut diags);
 }
 
+/// The project's OpenCrabs file, relative to the project.
+pub const FILE: &str = "tools.toml";
+
 /// Scan `<project>/tools.toml` and the `--tools-toml` file.
 pub(crate) fn scan(project: &Path, extra: Option<&Path>) -> Found {
     let mut f = Found::default();
-    let own = project.join("tools.toml");
+    let own = project.join(FILE);
     // The project's own tools.toml must be the project's: a link to any
     // other file would be read (and quoted in errors) with our rights.
     // `--tools-toml` is the operator's choice and may be anywhere.

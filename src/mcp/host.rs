@@ -2,28 +2,17 @@
 //! the protocol layer can be tested with a fake host, and its implementation
 //! over [`Engine`].
 
-use crate::call::{CallError, CallResult, Engine, PreparedCall};
+use crate::call::{CallError, CallResult, Definition, Engine, PreparedCall};
 use crate::sandbox::CancelToken;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
-
-/// One tool as `tools/list` shows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolDef {
-    pub name: String,
-    pub description: String,
-    /// JSON Schema, `type: object`.
-    pub input_schema: Value,
-    /// MCP `ToolAnnotations` as JSON (readOnlyHint, destructiveHint, ...).
-    pub annotations: Value,
-}
 
 /// The tools a server exposes and how a call runs. `prepare` and `run` are
 /// separate so the gate (approval, rate limit) sits between them.
 pub trait ToolHost: Send + Sync + 'static {
     /// The current definitions, sorted by name.
-    fn tools(&self) -> Arc<[ToolDef]>;
+    fn tools(&self) -> Arc<[Definition]>;
     /// Look up and validate; resolve the grant. Nothing runs.
     fn prepare(&self, name: &str, args: Value) -> Result<PreparedCall, CallError>;
     /// Run a prepared call. Blocking: the server calls it on a blocking thread.
@@ -51,7 +40,7 @@ pub struct EngineHost {
 
 struct Snapshot {
     engine: Engine,
-    defs: Arc<[ToolDef]>,
+    defs: Arc<[Definition]>,
 }
 
 impl EngineHost {
@@ -71,7 +60,7 @@ impl EngineHost {
 }
 
 impl ToolHost for EngineHost {
-    fn tools(&self) -> Arc<[ToolDef]> {
+    fn tools(&self) -> Arc<[Definition]> {
         self.snapshot().defs.clone()
     }
 
@@ -110,43 +99,23 @@ impl ToolHost for EngineHost {
 
     fn watch_paths(&self) -> Vec<PathBuf> {
         let snap = self.snapshot();
-        let project = &snap.engine.ctx.project;
-        let mut paths: Vec<PathBuf> = [".agents/tools", ".clawd/tools", "tools.toml", "tools"]
-            .iter()
-            .map(|p| project.join(p))
-            .collect();
-        if let Some(t) = &snap.engine.options.tools_toml {
-            paths.push(t.clone());
-        }
-        paths
+        crate::discover::watch_paths(&snap.engine.ctx.project, &snap.engine.options)
     }
 }
 
-/// The `tools/list` entries for every discovered tool.
-fn definitions(engine: &Engine) -> Arc<[ToolDef]> {
+/// The `tools/list` entries for every discovered tool: the definitions
+/// `toolcage schema` prints.
+fn definitions(engine: &Engine) -> Arc<[Definition]> {
     engine
         .catalog
         .tools
         .iter()
         .map(|t| {
-            let annotations = match engine.resolve(t) {
-                Ok(r) => crate::call::annotations::annotations(&r.grant),
-                Err(e) => {
-                    tracing::warn!("{}: cannot resolve its grant: {e}", t.name);
-                    json!({})
-                }
-            };
-            let input_schema = if t.input_schema.is_object() {
-                t.input_schema.clone()
-            } else {
-                json!({"type": "object"})
-            };
-            ToolDef {
-                name: t.name.clone(),
-                description: t.description.clone(),
-                input_schema,
-                annotations,
+            let (definition, unresolved) = engine.definition(t);
+            if let Some(e) = unresolved {
+                tracing::warn!("{}: cannot resolve its grant: {e}", t.name);
             }
+            definition
         })
         .collect()
 }

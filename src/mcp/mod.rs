@@ -26,7 +26,7 @@ pub mod server;
 pub mod stdio;
 
 pub use gate::Gate;
-pub use host::{EngineHost, ToolDef, ToolHost};
+pub use host::{EngineHost, ToolHost};
 pub use server::McpServer;
 
 /// Limits and knobs shared by both transports.

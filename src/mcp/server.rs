@@ -6,7 +6,8 @@
 #![allow(deprecated)]
 
 use super::admission::{Admission, Limits, SessionKey};
-use super::{Gate, ServeConfig, ToolDef, ToolHost};
+use super::{Gate, ServeConfig, ToolHost};
+use crate::call::Definition;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ListToolsResult, LoggingLevel,
     LoggingMessageNotificationParam, PaginatedRequestParams, ProtocolVersion, ServerConfig,
@@ -240,7 +241,7 @@ fn server_info() -> ServerConfig {
 /// A `tools/list` cursor: `n:<name of the last tool served>`, so pages stay
 /// consistent across a reload.
 fn page(
-    tools: &[ToolDef],
+    tools: &[Definition],
     cursor: Option<&str>,
     size: usize,
 ) -> Result<(Vec<Tool>, Option<String>), McpError> {
@@ -263,16 +264,8 @@ fn page(
     Ok((tools, next))
 }
 
-fn to_tool(def: &ToolDef) -> Option<Tool> {
-    let mut v = json!({
-        "name": def.name,
-        "description": def.description,
-        "inputSchema": def.input_schema,
-    });
-    if def.annotations.as_object().is_some_and(|o| !o.is_empty()) {
-        v["annotations"] = def.annotations.clone();
-    }
-    match serde_json::from_value(v) {
+fn to_tool(def: &Definition) -> Option<Tool> {
+    match serde_json::from_value(def.to_json()) {
         Ok(t) => Some(t),
         Err(e) => {
             tracing::warn!("{}: cannot list the tool: {e}", def.name);
@@ -334,9 +327,9 @@ impl ServerHandler for McpServer {
 mod tests {
     use super::*;
 
-    fn defs(n: usize) -> Vec<ToolDef> {
+    fn defs(n: usize) -> Vec<Definition> {
         (0..n)
-            .map(|i| ToolDef {
+            .map(|i| Definition {
                 name: format!("t{i:03}"),
                 description: String::new(),
                 input_schema: json!({"type": "object"}),

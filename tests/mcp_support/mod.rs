@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
-use toolcage::call::{CallError, CallResult, PreparedCall};
+use toolcage::call::{CallError, CallResult, Definition, PreparedCall};
 use toolcage::discover::{Runner, ToolSpec};
-use toolcage::mcp::{ToolDef, ToolHost};
+use toolcage::mcp::ToolHost;
 use toolcage::policy::Requests;
 use toolcage::policy::{Grant, Resolved};
 use toolcage::sandbox::{
@@ -23,7 +23,7 @@ use toolcage::spec::Format;
 
 pub struct FakeHost {
     pub dir: PathBuf,
-    tools: RwLock<Arc<[ToolDef]>>,
+    tools: RwLock<Arc<[Definition]>>,
     /// Calls that ended because they were cancelled.
     pub cancelled: AtomicUsize,
     /// Calls running right now, and the most seen at once.
@@ -31,8 +31,8 @@ pub struct FakeHost {
     pub max_running: AtomicUsize,
 }
 
-fn def(name: &str, desc: &str, schema: Value) -> ToolDef {
-    ToolDef {
+fn def(name: &str, desc: &str, schema: Value) -> Definition {
+    Definition {
         name: name.into(),
         description: desc.into(),
         input_schema: schema,
@@ -59,7 +59,7 @@ impl FakeHost {
         Arc::new(h)
     }
 
-    fn base() -> Vec<ToolDef> {
+    fn base() -> Vec<Definition> {
         let s = json!({"type": "string"});
         vec![
             def("echo", "echo the text", obj(json!({"text": s}), &["text"])),
@@ -88,7 +88,7 @@ impl FakeHost {
         ]
     }
 
-    fn find(&self, name: &str) -> Option<ToolDef> {
+    fn find(&self, name: &str) -> Option<Definition> {
         self.tools().iter().find(|t| t.name == name).cloned()
     }
 }
@@ -143,7 +143,7 @@ fn result(exit: Exit, text: &str, started: Instant) -> CallResult {
 }
 
 impl ToolHost for FakeHost {
-    fn tools(&self) -> Arc<[ToolDef]> {
+    fn tools(&self) -> Arc<[Definition]> {
         self.tools.read().unwrap().clone()
     }
 
@@ -255,7 +255,7 @@ impl ToolHost for FakeHost {
             }
         }
         defs.sort_by(|a, b| a.name.cmp(&b.name));
-        let new: Arc<[ToolDef]> = Arc::from(defs);
+        let new: Arc<[Definition]> = Arc::from(defs);
         let mut g = self.tools.write().unwrap();
         let changed = *g != new;
         *g = new;
