@@ -21,7 +21,8 @@
 //! (`./deploy.sh` called from a `tools.toml` command); those are project
 //! files the person is trusting when they approve.
 
-use crate::discover::{Runner, ToolSpec};
+use super::runner::runner_for;
+use crate::discover::ToolSpec;
 use crate::policy::Grant;
 use sha2::{Digest, Sha256};
 use std::fs::OpenOptions;
@@ -74,55 +75,18 @@ impl Definition {
 }
 
 /// The command line a person is shown: the script, `<interpreter>
-/// <entrypoint>`, or `sh -c '<command template>'`. Raw project text: the
-/// caller neutralises it ([`crate::text`]) before showing it.
+/// <entrypoint>`, or `sh -c '<command template>'` ([`super::runner::ToolRunner::runs`]).
+/// Raw project text: the caller neutralises it ([`crate::text`]) before
+/// showing it.
 pub fn runs(tool: &ToolSpec) -> String {
-    match &tool.runner {
-        Runner::Octomind { program } => program.display().to_string(),
-        Runner::Clawd {
-            interpreter,
-            entrypoint,
-        } => match interpreter {
-            Some(i) => format!("{i} {}", entrypoint.display()),
-            None => entrypoint.display().to_string(),
-        },
-        Runner::OpencrabsShell { command, .. } => format!("sh -c '{command}'"),
-        Runner::OpencrabsHttp { method, url, .. } => format!("http {method} {url}"),
-        Runner::AgentdirScript { path, .. } => format!("script {}", path.display()),
-        Runner::AgentdirMcp { command, url, .. } => match (command, url) {
-            (Some(c), _) => format!("mcp server {c}"),
-            (None, Some(u)) => format!("mcp server {u}"),
-            (None, None) => "mcp server".into(),
-        },
-    }
+    runner_for(tool).runs()
 }
 
 /// The files whose content is part of the definition: the source file
-/// (except a `tools.toml`, whose entry is the spec) and what it executes.
+/// (except a `tools.toml`, whose entry is the spec) and what it executes
+/// ([`super::runner::ToolRunner::files`]).
 pub fn files(tool: &ToolSpec) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = Vec::new();
-    let mut add = |p: &Path| {
-        if !out.iter().any(|q| q == p) {
-            out.push(p.to_path_buf());
-        }
-    };
-    match &tool.runner {
-        Runner::Octomind { program } => {
-            add(&tool.source);
-            add(program);
-        }
-        Runner::Clawd { entrypoint, .. } => {
-            add(&tool.source);
-            add(entrypoint);
-        }
-        Runner::AgentdirScript { path, .. } => {
-            add(&tool.source);
-            add(path);
-        }
-        Runner::AgentdirMcp { .. } => add(&tool.source),
-        Runner::OpencrabsShell { .. } | Runner::OpencrabsHttp { .. } => {}
-    }
-    out
+    runner_for(tool).files()
 }
 
 /// `sha256:<hex>` of a regular file's content, or why it cannot be read
@@ -178,6 +142,7 @@ pub fn digest(tool: &ToolSpec, grant: &Grant) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::discover::Runner;
     use crate::policy::Requests;
     use crate::spec::Format;
     use std::os::unix::fs::PermissionsExt;

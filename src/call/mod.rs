@@ -9,13 +9,13 @@ pub mod definition;
 pub mod encode;
 pub mod params_file;
 pub mod result;
+pub mod runner;
 pub mod validate;
 
-use crate::discover::{Catalog, Options, Runner, ToolSpec};
+use crate::discover::{Catalog, Options, ToolSpec};
 use crate::policy::{Context, Overrides, PolicyError, PolicyStack, Resolved, Sources, ToolInput};
 use crate::sandbox::{CancelToken, Outcome, SandboxError};
 pub use definition::Definition;
-use encode::EncodeError;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -191,14 +191,9 @@ impl Engine {
                 name: name.to_string(),
                 known: self.catalog.tools.iter().map(|t| t.name.clone()).collect(),
             })?;
-        match &tool.runner {
-            Runner::OpencrabsHttp { .. } => {
-                return Err(CallError::Unsupported(encode::unsupported_http(tool)));
-            }
-            Runner::AgentdirScript { .. } | Runner::AgentdirMcp { .. } => {
-                return Err(CallError::Unsupported(encode::unsupported_agentdir(tool)));
-            }
-            Runner::Octomind { .. } | Runner::Clawd { .. } | Runner::OpencrabsShell { .. } => {}
+        let runner = runner::runner_for(tool);
+        if let Some(refusal) = runner.refusal() {
+            return Err(CallError::Unsupported(refusal));
         }
         let args =
             validate::arguments(tool, args).map_err(|message| CallError::InvalidArguments {
@@ -222,24 +217,12 @@ impl Engine {
         call: &PreparedCall,
         cancel: Option<&CancelToken>,
     ) -> Result<CallResult, CallError> {
-        let grant = &call.resolved.grant;
-        let encoded = encode::encode(&call.tool, &call.args, grant).map_err(|e| match e {
-            EncodeError::Unsupported(m) => CallError::Unsupported(m),
-            EncodeError::Invalid(message) => CallError::InvalidArguments {
-                tool: call.tool.name.clone(),
-                message,
-            },
-            EncodeError::Internal(m) => CallError::Sandbox(SandboxError::Prepare(m)),
-        })?;
-        // `encoded` (and its parameters file) lives until the run is over.
-        let outcome = crate::sandbox::run(grant, &encoded.command, cancel)?;
-        drop(encoded);
-        let (text, is_error) = result::format(&outcome, grant);
-        Ok(CallResult {
-            text,
-            is_error,
-            outcome,
-        })
+        runner::runner_for(&call.tool).run(
+            &call.tool.name,
+            &call.args,
+            &call.resolved.grant,
+            cancel,
+        )
     }
 
     /// [`Engine::prepare`] then [`Engine::run`], for surfaces without a gate.
