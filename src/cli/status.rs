@@ -15,14 +15,20 @@ pub const INTERNAL: u8 = 125;
 pub const CANNOT_EXECUTE: u8 = 126;
 pub const NOT_FOUND: u8 = 127;
 
-/// `toolcage call`: 2 unknown tool or invalid arguments, 3 denied, 125
-/// everything that is toolcage's own failure (an unsupported runner, a
-/// policy that does not apply, the sandbox, an unusable gate or audit log).
+/// `toolcage call`: 2 unknown tool or invalid arguments, 3 denied (by the
+/// gate, or stopped before it ran), 125 everything that is toolcage's own
+/// failure (an unsupported runner, a policy that does not apply, the
+/// sandbox, an unusable gate or audit log).
 pub fn of_call(kind: CallErrorKind) -> u8 {
     match kind {
         CallErrorKind::UnknownTool | CallErrorKind::InvalidArguments => INVALID,
-        CallErrorKind::Denied => DENIED,
-        CallErrorKind::Unsupported | CallErrorKind::Policy | CallErrorKind::Sandbox => INTERNAL,
+        CallErrorKind::Denied(reason) => of_denial(reason),
+        CallErrorKind::NotRun => DENIED,
+        CallErrorKind::Unsupported
+        | CallErrorKind::Policy
+        | CallErrorKind::Sandbox
+        | CallErrorKind::Audit
+        | CallErrorKind::Internal => INTERNAL,
     }
 }
 

@@ -1,31 +1,18 @@
 //! What the MCP server needs from the rest of toolcage, as a small trait so
 //! the protocol layer can be tested with a fake host, and its implementation
-//! over [`Engine`].
+//! over [`Engine`] (with hot-reload snapshots).
 
-use crate::call::{CallError, CallResult, Definition, Engine, PreparedCall};
+use crate::call::{CallError, CallResult, Definition, Engine, PreparedCall, Toolbox};
 use crate::sandbox::CancelToken;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
-/// The tools a server exposes and how a call runs. `prepare` and `run` are
-/// separate so the gate (approval, rate limit) sits between them.
-pub trait ToolHost: Send + Sync + 'static {
+/// The tools a server exposes: their definitions for `tools/list`, the
+/// tool side of the call pipeline ([`Toolbox`]), and hot reload.
+pub trait ToolHost: Toolbox {
     /// The current definitions, sorted by name.
     fn tools(&self) -> Arc<[Definition]>;
-    /// Look up and validate; resolve the grant. Nothing runs.
-    fn prepare(&self, name: &str, args: Value) -> Result<PreparedCall, CallError>;
-    /// Run a prepared call. Blocking: the server calls it on a blocking thread.
-    fn run(
-        &self,
-        call: &PreparedCall,
-        cancel: Option<&CancelToken>,
-    ) -> Result<CallResult, CallError>;
-    /// The discovered tool behind `name`, for the audit record of a call
-    /// refused before it ran.
-    fn spec(&self, _name: &str) -> Option<crate::discover::ToolSpec> {
-        None
-    }
     /// Discover again. True when the tool definitions changed.
     fn reload(&self) -> bool;
     /// Files and directories whose changes should trigger [`ToolHost::reload`].
@@ -59,25 +46,27 @@ impl EngineHost {
     }
 }
 
-impl ToolHost for EngineHost {
-    fn tools(&self) -> Arc<[Definition]> {
-        self.snapshot().defs.clone()
-    }
-
+impl Toolbox for EngineHost {
     fn prepare(&self, name: &str, args: Value) -> Result<PreparedCall, CallError> {
         self.snapshot().engine.prepare(name, args)
+    }
+
+    fn execute(
+        &self,
+        call: &PreparedCall,
+        cancel: Option<&CancelToken>,
+    ) -> Result<CallResult, CallError> {
+        self.snapshot().engine.execute(call, cancel)
     }
 
     fn spec(&self, name: &str) -> Option<crate::discover::ToolSpec> {
         self.snapshot().engine.catalog.get(name).cloned()
     }
+}
 
-    fn run(
-        &self,
-        call: &PreparedCall,
-        cancel: Option<&CancelToken>,
-    ) -> Result<CallResult, CallError> {
-        self.snapshot().engine.run(call, cancel)
+impl ToolHost for EngineHost {
+    fn tools(&self) -> Arc<[Definition]> {
+        self.snapshot().defs.clone()
     }
 
     fn reload(&self) -> bool {

@@ -5,9 +5,10 @@
 // target 2025-11-25, where it is current.
 #![allow(deprecated)]
 
-use super::admission::{Admission, Limits, SessionKey};
-use super::{Gate, ServeConfig, ToolHost};
-use crate::call::Definition;
+use super::queue::{CallQueue, QueueLimits, SessionKey};
+use super::{ServeConfig, ToolHost};
+use crate::call::{Definition, Pipeline};
+use crate::gate::Gatekeeper;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ListToolsResult, LoggingLevel,
     LoggingMessageNotificationParam, PaginatedRequestParams, ProtocolVersion, ServerConfig,
@@ -28,11 +29,11 @@ pub struct Shared {
     pub config: ServeConfig,
     /// Pending-call caps and the `--max-concurrent` run slots, handed out
     /// round robin across sessions.
-    pub admission: Arc<Admission>,
+    pub queue: Arc<CallQueue>,
     clients: Mutex<Vec<Client>>,
     info: ServerConfig,
-    /// Approval / rate limit / audit between prepare and run (issue 5).
-    pub gate: Option<Arc<dyn Gate>>,
+    /// Approval, rate limits and the audit log of every call.
+    pub gate: Option<Arc<dyn Gatekeeper>>,
     /// Cancelled when the server stops ([`McpServer::stop_calls`]): calls
     /// in flight are cancelled and new ones refused.
     pub stopping: CancellationToken,
@@ -54,7 +55,7 @@ pub struct Session {
     /// Approvals for `once` / `once-per-args` are remembered per session,
     /// and the audit log names it.
     pub id: crate::gate::SessionId,
-    /// This session's place in [`Admission`]'s queues.
+    /// This session's place in the [`CallQueue`].
     pub key: SessionKey,
     /// Minimum level of `notifications/message` this client wants
     /// ([`level_rank`]); `warning` until it sends `logging/setLevel`.
@@ -83,7 +84,7 @@ pub struct McpServer {
 
 impl McpServer {
     pub fn new(host: Arc<dyn ToolHost>, config: ServeConfig) -> McpServer {
-        let admission = Admission::new(Limits {
+        let queue = CallQueue::new(QueueLimits {
             max_concurrent: config.max_concurrent,
             max_pending: config.max_pending,
             max_pending_per_session: config.max_pending_per_session,
@@ -92,7 +93,7 @@ impl McpServer {
             shared: Arc::new(Shared {
                 host,
                 config,
-                admission,
+                queue,
                 clients: Mutex::new(Vec::new()),
                 info: server_info(),
                 gate: None,
@@ -106,11 +107,11 @@ impl McpServer {
 
     /// Install the gate every call passes between prepare and run. Call it
     /// before serving (it replaces the shared state).
-    pub fn with_gate(self, gate: Arc<dyn Gate>) -> McpServer {
+    pub fn with_gate(self, gate: Arc<dyn Gatekeeper>) -> McpServer {
         let shared = Shared {
             host: self.shared.host.clone(),
             config: self.shared.config.clone(),
-            admission: self.shared.admission.clone(),
+            queue: self.shared.queue.clone(),
             clients: Mutex::new(Vec::new()),
             info: self.shared.info.clone(),
             gate: Some(gate),
@@ -121,6 +122,14 @@ impl McpServer {
         McpServer {
             shared: Arc::new(shared),
             session: self.session,
+        }
+    }
+
+    /// The call pipeline through this server's tools and gate.
+    pub fn pipeline(&self) -> Pipeline {
+        Pipeline {
+            tools: self.shared.host.clone(),
+            gate: self.shared.gate.clone(),
         }
     }
 

@@ -11,13 +11,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
-use toolcage::call::{CallError, CallResult, Definition, PreparedCall};
+use toolcage::call::{CallError, CallResult, Definition, PreparedCall, Toolbox};
 use toolcage::discover::{Runner, ToolSpec};
 use toolcage::mcp::ToolHost;
 use toolcage::policy::Requests;
 use toolcage::policy::{Grant, Resolved};
 use toolcage::sandbox::{
     CancelToken, Captured, EnforcementReport, Exit, LandlockReport, LandlockStatus, Outcome,
+    SandboxError,
 };
 use toolcage::spec::Format;
 
@@ -142,11 +143,7 @@ fn result(exit: Exit, text: &str, started: Instant) -> CallResult {
     }
 }
 
-impl ToolHost for FakeHost {
-    fn tools(&self) -> Arc<[Definition]> {
-        self.tools.read().unwrap().clone()
-    }
-
+impl Toolbox for FakeHost {
     fn prepare(&self, name: &str, args: Value) -> Result<PreparedCall, CallError> {
         let Some(d) = self.find(name) else {
             return Err(CallError::UnknownTool {
@@ -186,10 +183,11 @@ impl ToolHost for FakeHost {
                 requested: vec![],
             },
             definition_sha256: String::new(),
+            runs: String::new(),
         })
     }
 
-    fn run(
+    fn execute(
         &self,
         call: &PreparedCall,
         cancel: Option<&CancelToken>,
@@ -220,9 +218,9 @@ impl ToolHost for FakeHost {
                 result(Exit::Code(1), "boom: the tool failed", started)
             }
             "denied" => {
-                return Err(CallError::Denied(
+                return Err(CallError::Sandbox(SandboxError::Prepare(
                     "network is off for this tool (grant it with --allow-net)".into(),
-                ));
+                )));
             }
             "sleep" => {
                 let secs = call.args["secs"].as_f64().unwrap_or(0.0);
@@ -241,6 +239,12 @@ impl ToolHost for FakeHost {
             }
             _ => result(Exit::Code(0), &format!("hello from {name}"), started),
         })
+    }
+}
+
+impl ToolHost for FakeHost {
+    fn tools(&self) -> Arc<[Definition]> {
+        self.tools.read().unwrap().clone()
     }
 
     fn reload(&self) -> bool {
