@@ -265,3 +265,6 @@ fn audit_failed(error: String, refused: Option<CallError>) -> CallError {
         refused: refused.map(Box::new),
     }
 }
+
+#[cfg(test)]
+mod tests;
