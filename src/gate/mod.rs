@@ -28,6 +28,7 @@
 
 pub mod admission;
 pub mod approval;
+mod journal;
 pub mod persist;
 mod prepared;
 pub mod ratelimit;
@@ -43,10 +44,11 @@ pub use approval::{
 pub use prepared::PreparedCall;
 pub use verdict::{Approval, Denial, DenyReason, Permit, Verdict};
 
-use crate::audit::{AuditLog, AuditRecord, location};
+use crate::audit::location;
 use crate::policy::{Context, Overrides, PolicyError, PolicyStack, RateLimit, SessionPolicy};
 use crate::text::format_duration;
 use approval::{Memory, Need};
+use journal::{Journal, Unwritten};
 use persist::{FileRates, FileSlots, RateCheck, RateRefusal, Slot, SlotStore};
 use ratelimit::{Clock, Concurrency, RateLimiter, WallClock, wait_text};
 use std::path::{Path, PathBuf};
@@ -95,9 +97,7 @@ pub struct Setup<'a> {
 /// project. `Send + Sync`: share one per server.
 pub struct Gate {
     session: SessionPolicy,
-    state_dir: PathBuf,
-    audit_path: PathBuf,
-    audit: Option<AuditLog>,
+    journal: Journal,
     clock: Arc<dyn Clock>,
     memory: Memory,
     rates: Box<dyn RateCheck>,
@@ -107,8 +107,8 @@ pub struct Gate {
 impl std::fmt::Debug for Gate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gate")
-            .field("state_dir", &self.state_dir)
-            .field("audit_path", &self.audit_path)
+            .field("state_dir", &self.journal.state_dir())
+            .field("audit_path", &self.journal.path())
             .finish_non_exhaustive()
     }
 }
@@ -130,16 +130,30 @@ impl Gate {
     }
 
     /// Rate limits and slots in the project's state directory, shared by
-    /// every process (`toolcage call`).
+    /// every process (`toolcage call`). The audit log is opened at the
+    /// first record, checked against that call's grant
+    /// ([`journal::Journal::open_later`]).
     pub fn shared(setup: &Setup<'_>) -> Result<Gate, GateError> {
         let dir = location::state_dir(setup.project_root, setup.ctx);
-        Gate::build(
-            setup,
-            dir.clone(),
+        let session = setup.stack.session(setup.ctx)?;
+        let audit_path = location::audit_path(&session.audit, &dir);
+        let (stack, ctx, overrides) = (
+            setup.stack.clone(),
+            setup.ctx.clone(),
+            setup.overrides.clone(),
+        );
+        let defaults: journal::Defaults = Box::new(move || {
+            let resolved = stack.resolve(&ctx, &overrides, None);
+            resolved.map(|r| r.grant).map_err(|e| e.to_string())
+        });
+        let journal = Journal::open_later(session.audit.clone(), audit_path, dir.clone(), defaults);
+        Ok(Gate::with_parts(
+            session,
+            journal,
             Arc::new(WallClock),
             Box::new(FileRates::new(&dir)),
             Box::new(FileSlots::new(&dir)),
-        )
+        ))
     }
 
     /// In memory, with a clock the caller moves and an explicit state
@@ -169,49 +183,38 @@ impl Gate {
         let audit_path = location::audit_path(&session.audit, &state_dir);
         // The defaults must not let a call write the log or the state.
         let defaults = setup.stack.resolve(setup.ctx, setup.overrides, None)?;
-        Gate::check_locations(&audit_path, &state_dir, &defaults.grant)
-            .map_err(GateError::Audit)?;
-        let audit = match AuditLog::open(&audit_path) {
-            Ok(l) => Some(l),
-            Err(e) if session.audit.fail_closed => {
-                return Err(GateError::Audit(format!(
-                    "{e} (the policy's [audit] fail_closed = true refuses calls without an audit log)"
-                )));
-            }
-            Err(e) => {
-                tracing::warn!(
-                    "{e}; calls run without an audit record ([audit] fail_closed = false)"
-                );
-                None
-            }
-        };
-        Ok(Gate {
-            session,
-            state_dir,
+        let journal = Journal::open_now(
+            session.audit.clone(),
             audit_path,
-            audit,
+            state_dir,
+            &defaults.grant,
+        )?;
+        Ok(Gate::with_parts(session, journal, clock, rates, slots))
+    }
+
+    fn with_parts(
+        session: SessionPolicy,
+        journal: Journal,
+        clock: Arc<dyn Clock>,
+        rates: Box<dyn RateCheck>,
+        slots: Box<dyn SlotStore>,
+    ) -> Gate {
+        Gate {
+            session,
+            journal,
             clock,
             memory: Memory::default(),
             rates,
             slots,
-        })
-    }
-
-    fn check_locations(
-        audit: &Path,
-        state: &Path,
-        grant: &crate::policy::Grant,
-    ) -> Result<(), String> {
-        location::check_outside_write_roots("audit log", audit, grant)?;
-        location::check_outside_write_roots("state directory", state, grant)
+        }
     }
 
     pub fn audit_path(&self) -> &Path {
-        &self.audit_path
+        self.journal.path()
     }
 
     pub fn state_dir(&self) -> &Path {
-        &self.state_dir
+        self.journal.state_dir()
     }
 
     pub fn session_policy(&self) -> &SessionPolicy {
@@ -260,7 +263,8 @@ impl Gate {
     ) -> Result<(Slot, Need, String), Denial> {
         let grant = &call.resolved.grant;
         let name = &call.tool.name;
-        Gate::check_locations(&self.audit_path, &self.state_dir, grant)
+        self.journal
+            .check_locations(grant)
             .map_err(|m| Denial::new(DenyReason::Unavailable, m))?;
         let slot = match self.slots.try_enter(name, grant.concurrent) {
             Ok(Some(s)) => s,
@@ -418,24 +422,6 @@ impl Gate {
         let settled = approval::settle(|| answer, pre, allow_yes, &self.memory, key);
         self.conclude(call, slot, settled)
     }
-
-    /// Append `record`; a failure is an error only under `fail_closed`.
-    fn write(&self, record: &AuditRecord, consequence: &str) -> Result<(), String> {
-        let written = match &self.audit {
-            Some(log) => log.append(record),
-            None => Ok(()),
-        };
-        match written {
-            Err(e) if self.session.audit.fail_closed => {
-                Err(format!("{e}; {consequence} ([audit] fail_closed = true)"))
-            }
-            Err(e) => {
-                tracing::warn!("{e} ([audit] fail_closed = false: the call goes on)");
-                Ok(())
-            }
-            Ok(()) => Ok(()),
-        }
-    }
 }
 
 impl Gatekeeper for Gate {
@@ -449,21 +435,27 @@ impl Gatekeeper for Gate {
     }
 
     fn record(&self, entry: &Entry<'_>) -> Result<(), String> {
-        let record = records::of_entry(entry, self.session.audit.redact);
+        let record = records::of_entry(entry, self.journal.redact());
         let consequence = match entry.ran {
             Ran::Starting => "the call is not run",
             _ => "the call's result is withheld",
         };
-        self.write(&record, consequence)
+        let grant = &entry.call.resolved.grant;
+        match self.journal.write(&record, Some(grant), consequence) {
+            Ok(()) => Ok(()),
+            // The denial is this very problem: a log this call's grant
+            // could write is never opened, so there is nothing to write to.
+            Err(Unwritten::Misplaced(_)) if matches!(entry.verdict, Verdict::Denied(d) if d.reason == DenyReason::Unavailable) => {
+                Ok(())
+            }
+            Err(Unwritten::Misplaced(e) | Unwritten::Failed(e)) => Err(e),
+        }
     }
 
     /// Every call leaves a record; `Err` whenever the write failed.
     fn reject(&self, rejected: &Rejected<'_>) -> Result<(), String> {
-        let record = records::of_rejected(rejected, self.session.audit.redact);
-        match &self.audit {
-            Some(log) => log.append(&record),
-            None => Ok(()),
-        }
+        let record = records::of_rejected(rejected, self.journal.redact());
+        self.journal.append(&record)
     }
 }
 
