@@ -5,6 +5,7 @@
 mod common;
 
 use common::Project;
+use futures::executor::block_on;
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -15,11 +16,12 @@ use toolcage::call::{Engine, PreparedCall};
 use toolcage::discover::{Catalog, Options, Runner, ToolSpec};
 use toolcage::gate::ratelimit::FakeClock;
 use toolcage::gate::{
-    ApprovalAnswer, ApprovalChannel, ApprovalRequest, AsyncApprovalChannel, BoxFuture, Decision,
-    DenyReason, Gate, PreApproved, Ran, Refusal, SessionId,
+    Admission, ApprovalAnswer, ApprovalChannel, ApprovalRequest, BoxFuture, DenyReason, Gate,
+    Gatekeeper, PreApproved, Ran, Refusal, Refused, SessionId, admit,
 };
+use toolcage::policy::Requests;
 use toolcage::policy::{Overrides, RateLimit, Sources};
-use toolcage::spec::{Format, Requests};
+use toolcage::spec::Format;
 
 /// A scratch project whose gate state lives beside it (never inside a write root).
 struct Env {
@@ -85,8 +87,10 @@ impl Env {
         self.state.path().join("audit.jsonl")
     }
 
-    fn gate(&self, engine: &Engine, clock: Arc<FakeClock>) -> Gate {
-        Gate::with_clock(engine, clock, self.state.path().join("state")).unwrap()
+    fn gate(&self, engine: &Engine, clock: Arc<FakeClock>) -> Arc<dyn Gatekeeper> {
+        let root = engine.project_root();
+        let setup = engine.gate_setup(&root);
+        Arc::new(Gate::with_clock(&setup, clock, self.state.path().join("state")).unwrap())
     }
 
     fn records(&self) -> Vec<AuditRecord> {
@@ -120,9 +124,10 @@ impl ApprovalChannel for Scripted {
     fn name(&self) -> &str {
         "scripted"
     }
-    fn ask(&self, r: &ApprovalRequest) -> ApprovalAnswer {
+    fn ask<'a>(&'a self, r: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
         self.asked.lock().unwrap().push(r.clone());
-        self.answers.lock().unwrap().remove(0)
+        let answer = self.answers.lock().unwrap().remove(0);
+        Box::pin(std::future::ready(answer))
     }
 }
 
@@ -132,37 +137,38 @@ fn yes() -> ApprovalAnswer {
     }
 }
 
-/// check, run when allowed, finish; the decision's denial if any.
+/// Ask the gate about `p` (blocking).
+fn admit_now(
+    gate: &Arc<dyn Gatekeeper>,
+    p: &Arc<PreparedCall>,
+    s: &SessionId,
+    ch: &dyn ApprovalChannel,
+) -> Result<Admission, Refused> {
+    block_on(admit(gate, p.clone(), s, ch, Arc::new(|| "gone".into())))
+}
+
+/// Admit, run when allowed, record; the denial if any.
 fn call(
     e: &Engine,
-    gate: &Gate,
+    gate: &Arc<dyn Gatekeeper>,
     s: &SessionId,
     ch: &dyn ApprovalChannel,
     name: &str,
     args: Value,
 ) -> Option<toolcage::gate::Denial> {
-    let prepared = e.prepare(name, args).unwrap();
-    let decision = gate.check(&prepared, s, ch);
-    finish(e, gate, s, &prepared, decision)
-}
-
-fn finish(
-    e: &Engine,
-    gate: &Gate,
-    s: &SessionId,
-    prepared: &PreparedCall,
-    decision: Decision,
-) -> Option<toolcage::gate::Denial> {
-    match decision {
-        Decision::Denied(d) => {
-            gate.finish(prepared, s, Decision::Denied(d.clone()), Ran::NotRun)
-                .unwrap();
-            Some(d)
+    let prepared = Arc::new(e.prepare(name, args).unwrap());
+    match admit_now(gate, &prepared, s, ch) {
+        Err(refused) => {
+            refused.recorded.unwrap();
+            Some(refused.denial)
         }
-        Decision::Allowed(p) => {
-            let r = e.run(prepared, None).unwrap();
-            gate.finish(prepared, s, Decision::Allowed(p), Ran::Finished(&r))
-                .unwrap();
+        Ok(admission) => {
+            let r = e.execute(&prepared, None).unwrap();
+            let ran = Ran::Finished {
+                outcome: &r.outcome,
+                is_error: r.is_error,
+            };
+            admission.complete(ran, None).unwrap();
             None
         }
     }
@@ -185,7 +191,7 @@ fn rate_limit_exceed_and_recovery_with_a_fake_clock() {
     assert_eq!(d.retry_after, Some(Duration::from_secs(40)));
     assert!(d.message.contains("try again in 40s"), "{}", d.message);
     assert!(d.message.contains("2 call(s) per 1m"), "{}", d.message);
-    assert_eq!(d.exit_status(), 3);
+    assert_eq!(toolcage::cli::status::of_denial(d.reason), 3);
     clock.advance(Duration::from_secs(39));
     let d = call(&e, &gate, &s, &ch, "echo", json!({})).unwrap();
     assert_eq!(d.retry_after, Some(Duration::from_secs(1)));
@@ -246,19 +252,19 @@ fn the_concurrency_cap_holds_until_finish() {
     let gate = env.gate(&e, Arc::new(FakeClock::default()));
     let s = SessionId::new("s");
     let ch = Scripted::new(vec![]);
-    let p = e.prepare("echo", json!({})).unwrap();
-    let first = gate.check(&p, &s, &ch);
-    assert!(matches!(first, Decision::Allowed(_)));
-    match gate.check(&p, &s, &ch) {
-        Decision::Denied(d) => {
+    let p = Arc::new(e.prepare("echo", json!({})).unwrap());
+    let first = admit_now(&gate, &p, &s, &ch);
+    assert!(first.is_ok());
+    match admit_now(&gate, &p, &s, &ch) {
+        Err(refused) => {
+            let d = refused.denial;
             assert_eq!(d.reason, DenyReason::Concurrency);
             assert!(d.message.contains("concurrent = 1"), "{}", d.message);
-            gate.finish(&p, &s, Decision::Denied(d), Ran::NotRun)
-                .unwrap();
+            refused.recorded.unwrap();
         }
         other => panic!("{other:?}"),
     }
-    gate.finish(&p, &s, first, Ran::NotRun).unwrap();
+    first.unwrap().complete(Ran::NotRun, None).unwrap();
     // Control: the slot is free again.
     assert!(call(&e, &gate, &s, &ch, "echo", json!({})).is_none());
 }
@@ -356,7 +362,7 @@ impl ApprovalChannel for Unreachable {
     fn can_ask(&self) -> bool {
         false
     }
-    fn ask(&self, _: &ApprovalRequest) -> ApprovalAnswer {
+    fn ask<'a>(&'a self, _: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
         panic!("asked a channel that cannot ask")
     }
 }
@@ -394,7 +400,7 @@ fn approval_no_one_can_give_uses_up_no_rate_limit() {
 
 struct AsyncScripted(ApprovalAnswer, Mutex<u32>);
 
-impl AsyncApprovalChannel for AsyncScripted {
+impl ApprovalChannel for AsyncScripted {
     fn name(&self) -> &str {
         "elicitation"
     }
@@ -406,16 +412,13 @@ impl AsyncApprovalChannel for AsyncScripted {
 }
 
 #[test]
-fn check_async_asks_an_async_channel() {
+fn admit_asks_an_async_channel() {
     let env = Env::new("gate-async");
     let t = env.tool("echo", ECHO, Requests::default());
     let e = env.engine("[approval]\nmode = \"always\"\n", vec![t]);
     let gate = env.gate(&e, Arc::new(FakeClock::default()));
     let s = SessionId::new("s");
-    let p = e.prepare("echo", json!({})).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
+    let p = Arc::new(e.prepare("echo", json!({})).unwrap());
     for (answer, want) in [
         (ApprovalAnswer::Declined, Some(Refusal::Declined)),
         (ApprovalAnswer::Cancelled, Some(Refusal::Cancelled)),
@@ -429,14 +432,17 @@ fn check_async_asks_an_async_channel() {
         ),
     ] {
         let ch = AsyncScripted(answer, Mutex::new(0));
-        let d = rt.block_on(gate.check_async(&p, &s, &ch));
+        let d = admit_now(&gate, &p, &s, &ch);
         match (&d, want) {
-            (Decision::Denied(d), Some(r)) => assert_eq!(d.reason, DenyReason::Approval(r)),
-            (Decision::Allowed(_), None) => {}
+            (Err(d), Some(r)) => assert_eq!(d.denial.reason, DenyReason::Approval(r)),
+            (Ok(_), None) => {}
             other => panic!("{other:?}"),
         }
         assert_eq!(*ch.1.lock().unwrap(), 1);
-        gate.finish(&p, &s, d, Ran::NotRun).unwrap();
+        match d {
+            Ok(a) => a.complete(Ran::NotRun, None).unwrap(),
+            Err(refused) => refused.recorded.unwrap(),
+        }
     }
 }
 
@@ -464,11 +470,14 @@ fn audit_records_allowed_denied_and_failed_calls() {
     assert!(call(&e, &gate, &s, &ch, "fail", json!({})).is_some());
     assert!(call(&e, &gate, &s, &ch, "fail", json!({})).is_none());
     // A call that cannot start is recorded as failed.
-    let p = e.prepare("broken", json!({})).unwrap();
-    let d = gate.check(&p, &s, &ch);
-    let err = e.run(&p, None).unwrap_err();
-    gate.finish(&p, &s, d, Ran::Failed(&err, Duration::from_millis(5)))
-        .unwrap();
+    let p = Arc::new(e.prepare("broken", json!({})).unwrap());
+    let admitted = admit_now(&gate, &p, &s, &ch).unwrap();
+    let err = e.execute(&p, None).unwrap_err().to_string();
+    let ran = Ran::Failed {
+        error: &err,
+        after: Duration::from_millis(5),
+    };
+    admitted.complete(ran, None).unwrap();
 
     let r = env.records();
     assert_eq!(r.len(), 4);
@@ -575,9 +584,14 @@ fn an_audit_log_inside_a_write_root_is_refused() {
         },
     )
     .unwrap();
-    let err = Gate::with_clock(&e, Arc::new(FakeClock::default()), env.state.path().into())
-        .unwrap_err()
-        .to_string();
+    let root = e.project_root();
+    let err = Gate::with_clock(
+        &e.gate_setup(&root),
+        Arc::new(FakeClock::default()),
+        env.state.path().into(),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("inside write root"), "{err}");
     assert!(!env.p.path("logs/audit.jsonl").exists());
     // A tool-level grant that adds a write root over the log is refused per call.
@@ -589,11 +603,11 @@ fn an_audit_log_inside_a_write_root_is_refused() {
     );
     let e = env.engine(&policy, vec![t]);
     let gate = env.gate(&e, Arc::new(FakeClock::default()));
-    let p = e.prepare("echo", json!({})).unwrap();
-    match gate.check(&p, &SessionId::new("s"), &Scripted::new(vec![])) {
-        Decision::Denied(d) => {
+    let p = Arc::new(e.prepare("echo", json!({})).unwrap());
+    match admit_now(&gate, &p, &SessionId::new("s"), &Scripted::new(vec![])) {
+        Err(Refused { denial: d, .. }) => {
             assert_eq!(d.reason, DenyReason::Unavailable);
-            assert_eq!(d.exit_status(), 125);
+            assert_eq!(toolcage::cli::status::of_denial(d.reason), 125);
             assert!(d.message.contains("inside write root"), "{}", d.message);
         }
         other => panic!("{other:?}"),
@@ -610,10 +624,14 @@ fn a_failed_audit_write_fails_the_call_unless_configured() {
         let policy = format!("[audit]\npath = \"/dev/full\"\nfail_closed = {fail_closed}\n");
         let e = env.engine(&policy, vec![t.clone()]);
         let gate = env.gate(&e, Arc::new(FakeClock::default()));
-        let p = e.prepare("echo", json!({})).unwrap();
-        let d = gate.check(&p, &s, &ch);
-        let r = e.run(&p, None).unwrap();
-        let out = gate.finish(&p, &s, d, Ran::Finished(&r));
+        let p = Arc::new(e.prepare("echo", json!({})).unwrap());
+        let admitted = admit_now(&gate, &p, &s, &ch).unwrap();
+        let r = e.execute(&p, None).unwrap();
+        let ran = Ran::Finished {
+            outcome: &r.outcome,
+            is_error: r.is_error,
+        };
+        let out = admitted.complete(ran, None);
         assert_eq!(
             out.is_err(),
             want_err,

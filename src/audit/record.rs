@@ -13,7 +13,7 @@
 //!   size and the first [`PREFIX_KEPT`] bytes of that text (`args_sha256` is
 //!   always the hash of the whole arguments).
 
-use crate::gate::approval::GrantSummary;
+use super::GrantSummary;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -1,7 +1,7 @@
+use super::GrantSummary;
 use super::log::AuditLog;
 use super::read::{parse, read};
 use super::record::{AuditRecord, Decision};
-use crate::gate::GrantSummary;
 use std::io::Write;
 
 fn rec(tool: &str) -> AuditRecord {

@@ -2,8 +2,9 @@
 //! then `[stderr]` and stderr when there is any; a failed run starts with a
 //! line saying how it failed.
 
-use crate::policy::{Grant, format_duration};
+use crate::policy::Grant;
 use crate::sandbox::{Exit, Outcome};
+use crate::text::format_duration;
 
 /// The first line of a failed run's text; `None` when the run succeeded.
 pub fn failure_line(exit: Exit, grant: &Grant) -> Option<String> {

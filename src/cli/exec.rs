@@ -95,7 +95,7 @@ fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
     }
     let outcome = sandbox::run(&resolved.grant, &cmd, None).map_err(|e| ExecError {
         message: super::hints::explain(&e, &resolved, &ctx),
-        status: e.exit_status(),
+        status: super::status::of_sandbox(e.kind()),
     })?;
     if !outcome.enforcement.degraded.is_empty() {
         eprintln!(

@@ -16,18 +16,7 @@ mod policy;
 mod schema;
 mod serve;
 pub mod signals;
-
-/// Exit statuses shared by the subcommands (DESIGN.md section 1).
-pub mod status {
-    pub const OK: u8 = 0;
-    pub const TOOL_ERROR: u8 = 1;
-    pub const INVALID: u8 = 2;
-    pub const DENIED: u8 = 3;
-    pub const TIMEOUT: u8 = 124;
-    pub const INTERNAL: u8 = 125;
-    pub const CANNOT_EXECUTE: u8 = 126;
-    pub const NOT_FOUND: u8 = 127;
-}
+pub mod status;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -21,7 +21,8 @@ use super::frontmatter::{MAX_FLOW_DEPTH, MAX_FRONT_MATTER, first_paragraph, flow
 pub use super::frontmatter::{expand_env, split_front_matter};
 use super::fsread::{self, io_message};
 use super::{Diagnostic, Found, Runner, ToolSpec, schema, valid_tool_name};
-use crate::spec::{Format, Requests};
+use crate::policy::Requests;
+use crate::spec::Format;
 use serde_yaml_ng::{Mapping, Value as Yaml};
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
@@ -592,9 +593,12 @@ fn finish(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) ->
     })
 }
 
+/// Where A3S AgentDir tools live (`<name>.md`), relative to the project.
+pub const DIR: &str = "tools";
+
 /// Scan `<project>/tools/*.md`.
 pub(crate) fn scan(project: &Path) -> Found {
-    let dir = project.join("tools");
+    let dir = project.join(DIR);
     let mut f = Found::default();
     if fsread::refuse_outside(&dir, project, "the project", &mut f.diagnostics) {
         f.examined.push(dir);

@@ -20,7 +20,8 @@
 use super::fsread::{self, io_message};
 use super::schema::{self, Param};
 use super::{Diagnostic, Found, Runner, ToolSpec, valid_tool_name};
-use crate::spec::{Format, Requests};
+use crate::policy::Requests;
+use crate::spec::Format;
 use serde_json::{Map, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -82,7 +83,7 @@ pub fn key_line(text: &str, key: &str) -> Option<usize> {
         let at = from + p;
         let after = text[at + needle.len()..].trim_start();
         if after.starts_with(':') {
-            return Some(crate::policy::line_at(text, at));
+            return Some(crate::text::line_at(text, at));
         }
         from = at + needle.len();
     }
@@ -409,9 +410,12 @@ fn parse_param(name: &str, def: &Value) -> Result<(Param, Option<String>), Strin
     Ok((p, warn))
 }
 
+/// Where clawd tools live (`<id>/tool.json`), relative to the project.
+pub const DIR: &str = ".clawd/tools";
+
 /// Scan `<project>/.clawd/tools/*/tool.json`.
 pub(crate) fn scan(project: &Path) -> Found {
-    let dir = project.join(".clawd").join("tools");
+    let dir = project.join(DIR);
     let mut f = Found::default();
     if fsread::refuse_outside(&dir, project, "the project", &mut f.diagnostics) {
         f.examined.push(dir);

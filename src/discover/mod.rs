@@ -14,7 +14,8 @@
 //! two runs over the same tree give the same [`Catalog`]. Name collisions
 //! are resolved in [`collide`].
 
-use crate::spec::{Format, Requests};
+use crate::policy::Requests;
+use crate::spec::Format;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -278,6 +279,19 @@ pub fn valid_env_name(s: &str) -> bool {
     let mut b = s.bytes();
     matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
         && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
+/// Every file and directory discovery reads for `project`: what a reloader
+/// watches (a change there may change the catalog).
+pub fn watch_paths(project: &Path, options: &Options) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = [octomind::DIR, clawd::DIR, opencrabs::FILE, agentdir::DIR]
+        .iter()
+        .map(|p| project.join(p))
+        .collect();
+    if let Some(t) = &options.tools_toml {
+        paths.push(t.clone());
+    }
+    paths
 }
 
 /// Discover every tool of `project` (an absolute, existing directory).

@@ -23,7 +23,8 @@
 use super::fsread::{self, io_message};
 use super::schema::{self, Param};
 use super::{Diagnostic, Found, Runner, ToolSpec, valid_env_name, valid_tool_name};
-use crate::spec::{Format, Requests};
+use crate::policy::Requests;
+use crate::spec::Format;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -374,9 +375,12 @@ pub fn to_spec(name: &str, path: &Path, header: Header) -> ToolSpec {
     }
 }
 
+/// Where Octomind tools live, relative to the project.
+pub const DIR: &str = ".agents/tools";
+
 /// Scan `<project>/.agents/tools`.
 pub(crate) fn scan(project: &Path) -> Found {
-    let dir = project.join(".agents").join("tools");
+    let dir = project.join(DIR);
     let mut f = Found::default();
     if fsread::refuse_outside(&dir, project, "the project", &mut f.diagnostics) {
         f.examined.push(dir);

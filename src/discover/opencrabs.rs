@@ -29,8 +29,9 @@ use super::schema::{self, Param};
 use super::template;
 use super::{Coerce, CrabParam, Diagnostic, Found, Runner, ToolSpec, valid_tool_name};
 use crate::policy::RateLimit;
-use crate::policy::line_at;
-use crate::spec::{Format, Requests};
+use crate::policy::Requests;
+use crate::spec::Format;
+use crate::text::line_at;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::{Table, Value as Toml};
@@ -392,7 +393,7 @@ fn parse_rate(r: &Toml, cx: &mut Cx) -> Option<RateLimit> {
     }
     .filter(|n| *n > 0);
     let window = match r.get("window") {
-        Some(Toml::String(s)) => crate::policy::parse_duration(s).ok(),
+        Some(Toml::String(s)) => crate::text::parse_duration(s).ok(),
         Some(Toml::Integer(i)) => u64::try_from(*i).ok().map(Duration::from_secs),
         _ => None,
     }
@@ -564,10 +565,13 @@ fn scan_file(path: &Path, required: bool, f: &mut Found) {
     f.diagnostics.append(&mut diags);
 }
 
+/// The project's OpenCrabs file, relative to the project.
+pub const FILE: &str = "tools.toml";
+
 /// Scan `<project>/tools.toml` and the `--tools-toml` file.
 pub(crate) fn scan(project: &Path, extra: Option<&Path>) -> Found {
     let mut f = Found::default();
-    let own = project.join("tools.toml");
+    let own = project.join(FILE);
     // The project's own tools.toml must be the project's: a link to any
     // other file would be read (and quoted in errors) with our rights.
     // `--tools-toml` is the operator's choice and may be anywhere.

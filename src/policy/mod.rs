@@ -37,8 +37,10 @@ mod session;
 mod state;
 #[cfg(test)]
 mod tests;
-mod units;
 mod with;
+// Durations and sizes live in the bottom text module; the policy files
+// use them as `super::units`.
+use crate::text::units;
 
 pub use env_dirs::{PRIVATE_TMP, TMP_VARS, is_explicit};
 pub use error::PolicyError;
@@ -46,11 +48,10 @@ pub use grant::{
     ApprovalMode, Enforcement, Grant, Limits, NamespaceFree, NamespaceFreePolicy, Network,
     OutputCaps, RateLimit,
 };
-pub use parse::line_at;
 pub use paths::{canonical_lenient, state_base};
 pub use profiles::profile_names;
 pub use render::render_text;
-pub use requests::{Decision, RequestOutcome};
+pub use requests::{Decision, RequestOutcome, Requests};
 pub use resolve::{
     Context, Overrides, PolicyStack, Provenance, Resolved, Sources, ToolInput, load,
 };

@@ -6,9 +6,23 @@ use super::file::NetMode;
 use super::grant::{ApprovalMode, RateLimit};
 use super::state::{Origin, State, Val, enum_name, mode_name};
 use super::units::format_duration;
-use crate::spec::Requests;
 use serde::Serialize;
 use std::time::Duration;
+
+/// What a tool's own files ask for (discovery fills it in). The operator's
+/// policy decides what is granted: a request never widens a grant by itself.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Requests {
+    /// The tool asks for network access.
+    pub network: Option<bool>,
+    /// The tool asks for a different timeout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
+    /// The tool asks to be approved by a person before each run.
+    pub requires_approval: Option<bool>,
+    /// `requests` per `window`, from the tool's own definition.
+    pub rate_limit: Option<RateLimit>,
+}
 
 /// What happened to one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

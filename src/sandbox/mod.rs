@@ -186,13 +186,26 @@ pub enum SandboxError {
     Refused(String),
 }
 
+/// What kind of failure a [`SandboxError`] is (the CLI maps kinds to exit
+/// statuses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxErrorKind {
+    /// The program does not exist.
+    NotFound,
+    /// The program exists but cannot be executed.
+    CannotExecute,
+    /// toolcage's own failure: the policy cannot be enforced, setup failed.
+    Setup,
+}
+
 impl SandboxError {
-    /// The exit status `toolcage exec` uses for this error.
-    pub fn exit_status(&self) -> u8 {
+    pub fn kind(&self) -> SandboxErrorKind {
         match self {
-            SandboxError::NotFound(_) => 127,
-            SandboxError::CannotExecute { .. } | SandboxError::OutsideGrant { .. } => 126,
-            _ => 125,
+            SandboxError::NotFound(_) => SandboxErrorKind::NotFound,
+            SandboxError::CannotExecute { .. } | SandboxError::OutsideGrant { .. } => {
+                SandboxErrorKind::CannotExecute
+            }
+            _ => SandboxErrorKind::Setup,
         }
     }
 }

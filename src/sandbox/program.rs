@@ -148,7 +148,7 @@ mod tests {
                 text.contains(&format!("--read {}", pyenv.display())),
                 "{text}"
             );
-            assert_eq!(err.exit_status(), 126);
+            assert_eq!(err.kind(), super::super::SandboxErrorKind::CannotExecute);
         }
         // Control: with the target granted it runs.
         let got = resolve(&OsString::from(".venv/bin/python"), &project, "", |_| true);

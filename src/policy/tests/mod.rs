@@ -9,7 +9,6 @@ mod gate_keys;
 mod presets;
 mod props;
 mod with;
-use crate::spec::Requests;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
