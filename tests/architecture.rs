@@ -29,7 +29,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     (
         "call",
-        &["gate", "audit", "discover", "policy", "sandbox", "spec", "text"],
+        &[
+            "gate", "audit", "discover", "policy", "sandbox", "spec", "text",
+        ],
     ),
     (
         "mcp",
@@ -233,7 +235,10 @@ fn arrows_point_down() {
             }
         }
     }
-    assert!(seen > 100, "the scan found only {seen} references: is it broken?");
+    assert!(
+        seen > 100,
+        "the scan found only {seen} references: is it broken?"
+    );
     assert!(
         wrong.is_empty(),
         "imports against the arrows (see ARCHITECTURE.md, 'Dependencies'):\n{}",
@@ -275,10 +280,21 @@ fn the_checker_sees_upward_imports() {
         .filter(|(_, p)| !allowed("discover", p, &table))
         .map(|(l, p)| format!("{l}:{}", p.join("::")))
         .collect();
-    assert_eq!(bad, ["1:cli::status", "2:call::Engine", "3:policy::line_at"]);
+    assert_eq!(
+        bad,
+        ["1:cli::status", "2:call::Engine", "3:policy::line_at"]
+    );
     // Control: the same file's allowed uses pass.
-    assert!(allowed("discover", &["text".into(), "one_line".into()], &table));
-    assert!(allowed("discover", &["policy".into(), "Requests".into()], &table));
+    assert!(allowed(
+        "discover",
+        &["text".into(), "one_line".into()],
+        &table
+    ));
+    assert!(allowed(
+        "discover",
+        &["policy".into(), "Requests".into()],
+        &table
+    ));
     let climbs = references("use super::super::cli::x;\nuse super::y;\n", 2);
     assert_eq!(climbs, [(1, vec!["cli".to_string(), "x".to_string()])]);
 }

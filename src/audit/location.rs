@@ -79,6 +79,7 @@ mod tests {
             cwd: "/".into(),
             xdg_state_home: Some("/x/state".into()),
             env: Default::default(),
+            holds_a3s_tools: |_| false,
         };
         let p = Path::new("/nonexistent/a");
         assert_eq!(

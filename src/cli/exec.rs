@@ -65,7 +65,7 @@ fn internal(message: impl ToString) -> ExecError {
 }
 
 fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
-    let ctx = Context::detect(project)
+    let ctx = Context::detect(project, crate::discover::tooldirs::holds_a3s_tools)
         .map_err(|e| internal(format!("cannot resolve the project: {e}")))?;
     if !ctx.project.is_dir() {
         return Err(internal(format!(

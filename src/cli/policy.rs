@@ -32,9 +32,10 @@ pub fn run(global: &Global, args: &PolicyCmdArgs) -> u8 {
     };
     // The operator's PATH as the call would get it (the context of this
     // process, as the grant was resolved in).
-    let dropped = crate::policy::Context::detect(&global.project)
-        .map(|ctx| resolved.path_dropped(&ctx))
-        .unwrap_or_default();
+    let dropped =
+        crate::policy::Context::detect(&global.project, crate::discover::tooldirs::holds_a3s_tools)
+            .map(|ctx| resolved.path_dropped(&ctx))
+            .unwrap_or_default();
     if args.json {
         let json = serde_json::to_value(&resolved).and_then(|mut v| {
             v["path_dropped"] = serde_json::to_value(&dropped)?;

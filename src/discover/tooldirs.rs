@@ -11,6 +11,13 @@ use std::path::{Path, PathBuf};
 /// or not: `*.md` files directly in it (not hidden, not leading out of it)
 /// that start with a front matter line. A README without front matter is
 /// not one. Nothing when `tools/` is missing or leads out of the project.
+/// Whether `<project>/tools` holds A3S tool files (what the policy's
+/// `{a3s_tools}` needs; see `policy::Context::holds_a3s_tools`).
+pub fn holds_a3s_tools(project: &Path) -> bool {
+    !a3s_tool_files(project).is_empty()
+}
+
+/// The files of `<project>/tools` that discovery reads as A3S tools (see above).
 pub fn a3s_tool_files(project: &Path) -> Vec<PathBuf> {
     let dir = project.join("tools");
     if fsread::leads_outside(&dir, project).is_some() {

@@ -10,7 +10,7 @@
 //!
 //! ```no_run
 //! use toolcage::policy::{self, Context, Overrides, Sources};
-//! let ctx = Context::detect(std::path::Path::new(".")).unwrap();
+//! let ctx = Context::detect(std::path::Path::new("."), |_| false).unwrap();
 //! let stack = policy::load(&Sources { profile: Some("ci".into()), policy_file: None }, &ctx).unwrap();
 //! let resolved = stack.resolve(&ctx, &Overrides::default(), None).unwrap();
 //! print!("{}", policy::render_text(&resolved, &resolved.path_dropped(&ctx)));

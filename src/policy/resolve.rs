@@ -40,12 +40,16 @@ pub struct Context {
     /// The operator's variables that presets, the call's PATH and explicit
     /// `TMPDIR`/`HOME` values are resolved from.
     pub env: HostEnv,
+    /// Whether the project's `tools/` holds A3S tool files (`{a3s_tools}`):
+    /// discover's rule, given by the caller so that policy does not depend
+    /// on it.
+    pub holds_a3s_tools: fn(&Path) -> bool,
 }
 
 impl Context {
     /// The context of this process: `project` relative to the current
     /// directory, `$HOME`, `$XDG_STATE_HOME` and the system temp directory.
-    pub fn detect(project: &Path) -> std::io::Result<Context> {
+    pub fn detect(project: &Path, holds_a3s_tools: fn(&Path) -> bool) -> std::io::Result<Context> {
         let cwd = std::env::current_dir()?;
         let home =
             std::env::var_os("HOME").map_or_else(|| PathBuf::from("/nonexistent"), PathBuf::from);
@@ -56,6 +60,7 @@ impl Context {
             cwd,
             xdg_state_home: std::env::var_os("XDG_STATE_HOME").map(PathBuf::from),
             env: HostEnv::capture(),
+            holds_a3s_tools,
         })
     }
 
@@ -256,7 +261,7 @@ impl PolicyStack {
             project: &project,
             home: &ctx.home,
             tmp: &ctx.tmp,
-            a3s_tools: !crate::discover::tooldirs::a3s_tool_files(&project).is_empty(),
+            a3s_tools: (ctx.holds_a3s_tools)(&project),
         };
         let mut st = State::closed();
         let mut seq = 1;

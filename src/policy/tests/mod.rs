@@ -40,6 +40,7 @@ impl Env {
             cwd: root.join("cwd"),
             xdg_state_home: None,
             env: Default::default(),
+            holds_a3s_tools: holds_a3s_tools_for_tests,
         };
         Env {
             _dir: dir,
@@ -524,4 +525,15 @@ fn policy_paths_are_relative_to_the_project_not_the_cwd() {
         .unwrap();
     assert!(r.grant.read.contains(&e.p("project/src")));
     assert!(!Path::new(&e.p("cwd/src")).exists());
+}
+
+/// Stand-in for discover's rule (policy may not depend on discover): a
+/// `tools/*.md` whose first line opens a front matter.
+fn holds_a3s_tools_for_tests(project: &Path) -> bool {
+    std::fs::read_dir(project.join("tools")).is_ok_and(|rd| {
+        rd.flatten().any(|e| {
+            e.file_name().to_string_lossy().ends_with(".md")
+                && std::fs::read_to_string(e.path()).is_ok_and(|t| t.starts_with("---"))
+        })
+    })
 }
