@@ -11,13 +11,13 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use toolcage::audit::{AuditRecord, Decision as Recorded, read};
+use toolcage::audit::{AuditRecord, RecordedDecision as Recorded, read};
 use toolcage::call::{Engine, PreparedCall};
 use toolcage::discover::{Catalog, Options, Runner, ToolSpec};
 use toolcage::gate::ratelimit::FakeClock;
 use toolcage::gate::{
-    Admission, ApprovalAnswer, ApprovalChannel, ApprovalRequest, BoxFuture, DenyReason, Gate,
-    Gatekeeper, PreApproved, Ran, Refusal, Refused, SessionId, admit,
+    Admission, ApprovalAnswer, ApprovalChannel, ApprovalRequest, BoxFuture, DeniedCall, DenyReason,
+    Gate, Gatekeeper, PreApproved, Ran, Refusal, SessionId, admit,
 };
 use toolcage::policy::Requests;
 use toolcage::policy::{Overrides, RateLimit, Sources};
@@ -143,7 +143,7 @@ fn admit_now(
     p: &Arc<PreparedCall>,
     s: &SessionId,
     ch: &dyn ApprovalChannel,
-) -> Result<Admission, Refused> {
+) -> Result<Admission, DeniedCall> {
     block_on(admit(gate, p.clone(), s, ch, Arc::new(|| "gone".into())))
 }
 
@@ -605,7 +605,7 @@ fn an_audit_log_inside_a_write_root_is_refused() {
     let gate = env.gate(&e, Arc::new(FakeClock::default()));
     let p = Arc::new(e.prepare("echo", json!({})).unwrap());
     match admit_now(&gate, &p, &SessionId::new("s"), &Scripted::new(vec![])) {
-        Err(Refused { denial: d, .. }) => {
+        Err(DeniedCall { denial: d, .. }) => {
             assert_eq!(d.reason, DenyReason::Unavailable);
             assert_eq!(toolcage::cli::status::of_denial(d.reason), 125);
             assert!(d.message.contains("inside write root"), "{}", d.message);

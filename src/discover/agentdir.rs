@@ -469,7 +469,7 @@ fn parse_mcp(m: &Mapping, cx: &mut Cx) -> Option<Kind> {
 }
 
 /// File-system checks (script path) and env expansion; the tool.
-fn finish(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -> Option<ToolSpec> {
+fn to_spec(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -> Option<ToolSpec> {
     let mut requests = Requests::default();
     let mut needs_read = Vec::new();
     let (runner, input_schema) = match doc.kind {
@@ -629,7 +629,7 @@ pub(crate) fn scan(project: &Path) -> Found {
         let (doc, mut diags) = parse_md(&text, &path);
         f.diagnostics.append(&mut diags);
         if let Some(doc) = doc
-            && let Some(spec) = finish(project, &path, doc, &mut f.diagnostics)
+            && let Some(spec) = to_spec(project, &path, doc, &mut f.diagnostics)
         {
             f.tools.push(spec);
         }

@@ -510,7 +510,7 @@ pub(crate) fn scan(project: &Path) -> Found {
         let (def, mut diags) = parse_tool_json(&bytes, &file);
         f.diagnostics.append(&mut diags);
         let Some(def) = def else { continue };
-        if let Some(spec) = finish(&e.name, &e.path, &file, def, &mut f.diagnostics) {
+        if let Some(spec) = to_spec(&e.name, &e.path, &file, def, &mut f.diagnostics) {
             f.tools.push(spec);
         }
     }
@@ -518,7 +518,7 @@ pub(crate) fn scan(project: &Path) -> Found {
 }
 
 /// File-system checks on the entrypoint, then the tool.
-fn finish(
+fn to_spec(
     id: &str,
     dir: &Path,
     file: &Path,

@@ -3,7 +3,7 @@
 //! each stop has its control (the same call, not stopped, runs).
 
 use super::*;
-use crate::gate::{Approval, Entry, Permit, PreApproved, Verdict};
+use crate::gate::{Approval, CallEvent, Permit, PreApproved, Verdict};
 use crate::policy::{Grant, Requests, Resolved};
 use crate::sandbox::{Captured, EnforcementReport, LandlockReport, LandlockStatus, Outcome};
 use crate::spec::Format;
@@ -123,7 +123,7 @@ impl Gatekeeper for Log {
         ))))
     }
 
-    fn record(&self, entry: &Entry<'_>) -> Result<(), String> {
+    fn record(&self, entry: &CallEvent<'_>) -> Result<(), String> {
         let line = match entry.ran {
             Ran::Starting => "started".to_string(),
             Ran::Finished { .. } => "finished".to_string(),
