@@ -131,8 +131,7 @@ impl Gate {
 
     /// Rate limits and slots in the project's state directory, shared by
     /// every process (`toolcage call`). The audit log is opened at the
-    /// first record, checked against that call's grant
-    /// ([`journal::Journal::open_later`]).
+    /// first record, checked against that call's grant (`gate::journal`).
     pub fn shared(setup: &Setup<'_>) -> Result<Gate, GateError> {
         let dir = location::state_dir(setup.project_root, setup.ctx);
         let session = setup.stack.session(setup.ctx)?;
