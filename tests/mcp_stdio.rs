@@ -419,7 +419,7 @@ impl Gatekeeper for RefuseSleep {
         Ok(())
     }
 
-    fn record(&self, entry: &toolcage::gate::Entry<'_>) -> Result<(), String> {
+    fn record(&self, entry: &toolcage::gate::CallEvent<'_>) -> Result<(), String> {
         use toolcage::gate::{Ran, Verdict};
         if let Ran::Starting = entry.ran {
             return Ok(());
@@ -500,7 +500,7 @@ impl Gatekeeper for NeverAnswers {
         self.0.reject(rejected)
     }
 
-    fn record(&self, entry: &toolcage::gate::Entry<'_>) -> Result<(), String> {
+    fn record(&self, entry: &toolcage::gate::CallEvent<'_>) -> Result<(), String> {
         self.0.record(entry)
     }
 }

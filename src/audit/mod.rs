@@ -22,4 +22,4 @@ mod tests;
 
 pub use grant_summary::GrantSummary;
 pub use log::AuditLog;
-pub use record::{AuditRecord, Decision, StreamBytes};
+pub use record::{AuditRecord, RecordedDecision, StreamBytes};

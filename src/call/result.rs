@@ -47,12 +47,12 @@ pub fn format(outcome: &Outcome, grant: &Grant) -> (String, bool) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::sandbox::{Captured, EnforcementReport, LandlockReport, LandlockStatus};
     use std::time::Duration;
 
-    fn cap(text: &str, omitted: u64) -> Captured {
+    pub(crate) fn cap(text: &str, omitted: u64) -> Captured {
         Captured {
             text: text.into(),
             bytes_kept: text.len() as u64,
@@ -60,7 +60,8 @@ mod tests {
         }
     }
 
-    fn outcome(exit: Exit, out: Captured, err: Captured) -> Outcome {
+    /// A fully enforced run's outcome (the call module's tests share it).
+    pub(crate) fn outcome(exit: Exit, out: Captured, err: Captured) -> Outcome {
         Outcome {
             exit,
             stdout: out,

@@ -267,6 +267,19 @@ impl Found {
     }
 }
 
+/// The entries of a format's tool directory `<project>/<rel>`, or `None`
+/// (and in `f` why, where it is more than a missing directory) when it
+/// leads out of the project or cannot be listed.
+fn tool_dir(project: &Path, rel: &str, f: &mut Found) -> Option<(PathBuf, Vec<fsread::Entry>)> {
+    let dir = project.join(rel);
+    if fsread::refuse_outside(&dir, project, "the project", &mut f.diagnostics) {
+        f.examined.push(dir);
+        return None;
+    }
+    let entries = fsread::list_dir(&dir, &mut f.diagnostics)?;
+    Some((dir, entries))
+}
+
 /// `[A-Za-z0-9_-]+`: the names every format accepts for a tool.
 pub fn valid_tool_name(s: &str) -> bool {
     !s.is_empty()

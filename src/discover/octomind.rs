@@ -380,13 +380,8 @@ pub const DIR: &str = ".agents/tools";
 
 /// Scan `<project>/.agents/tools`.
 pub(crate) fn scan(project: &Path) -> Found {
-    let dir = project.join(DIR);
     let mut f = Found::default();
-    if fsread::refuse_outside(&dir, project, "the project", &mut f.diagnostics) {
-        f.examined.push(dir);
-        return f;
-    }
-    let Some(entries) = fsread::list_dir(&dir, &mut f.diagnostics) else {
+    let Some((dir, entries)) = super::tool_dir(project, DIR, &mut f) else {
         return f;
     };
     for e in entries {

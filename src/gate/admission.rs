@@ -47,7 +47,7 @@ pub trait Gatekeeper: Send + Sync + 'static {
     /// Append one record of a call that reached the gate. `Err`: it was not
     /// written and the policy (`[audit] fail_closed`) says the call must
     /// fail (not run, or its result withheld).
-    fn record(&self, entry: &Entry<'_>) -> Result<(), String>;
+    fn record(&self, entry: &CallEvent<'_>) -> Result<(), String>;
 
     /// Append the record of a call refused before the gate (unknown tool,
     /// invalid arguments, a surface that refused it). `Err`: not written.
@@ -56,7 +56,7 @@ pub trait Gatekeeper: Send + Sync + 'static {
 
 /// One record of a call that reached the gate.
 #[derive(Debug, Clone, Copy)]
-pub struct Entry<'a> {
+pub struct CallEvent<'a> {
     pub call: &'a PreparedCall,
     pub session: &'a SessionId,
     pub verdict: &'a Verdict,
@@ -96,7 +96,7 @@ pub struct Rejected<'a> {
 
 /// A denied call: the denial, and whether its record was written.
 #[derive(Debug)]
-pub struct Refused {
+pub struct DeniedCall {
     pub denial: Denial,
     /// `Err`: the denial's record could not be written.
     pub recorded: Result<(), String>,
@@ -112,7 +112,7 @@ pub fn admit<'a>(
     session: &SessionId,
     channel: &'a dyn ApprovalChannel,
     gone: Gone,
-) -> impl Future<Output = Result<Admission, Refused>> + Send + 'a {
+) -> impl Future<Output = Result<Admission, DeniedCall>> + Send + 'a {
     let mut pending = Undecided {
         gate: gate.clone(),
         call,
@@ -128,14 +128,14 @@ pub fn admit<'a>(
         pending.armed = false;
         match verdict {
             Verdict::Denied(denial) => {
-                let recorded = pending.gate.record(&Entry {
+                let recorded = pending.gate.record(&CallEvent {
                     call: &pending.call,
                     session: &pending.session,
                     verdict: &Verdict::Denied(denial.clone()),
                     ran: Ran::NotRun,
                     stopped_by: None,
                 });
-                Err(Refused { denial, recorded })
+                Err(DeniedCall { denial, recorded })
             }
             allowed => Ok(Admission {
                 gate: pending.gate.clone(),
@@ -219,7 +219,7 @@ impl Admission {
     }
 
     fn write(&self, ran: Ran<'_>, stopped_by: Option<&str>) -> Result<(), String> {
-        self.gate.record(&Entry {
+        self.gate.record(&CallEvent {
             call: &self.call,
             session: &self.session,
             verdict: &self.verdict,

@@ -36,7 +36,7 @@ mod records;
 pub mod terminal;
 mod verdict;
 
-pub use admission::{Admission, Entry, Gatekeeper, Gone, Ran, Refused, Rejected, admit};
+pub use admission::{Admission, CallEvent, DeniedCall, Gatekeeper, Gone, Ran, Rejected, admit};
 pub use approval::{
     ApprovalAnswer, ApprovalChannel, ApprovalMode, ApprovalRequest, BoxFuture, GrantSummary,
     PreApproved, Refusal,
@@ -131,8 +131,7 @@ impl Gate {
 
     /// Rate limits and slots in the project's state directory, shared by
     /// every process (`toolcage call`). The audit log is opened at the
-    /// first record, checked against that call's grant
-    /// ([`journal::Journal::open_later`]).
+    /// first record, checked against that call's grant (`gate::journal`).
     pub fn shared(setup: &Setup<'_>) -> Result<Gate, GateError> {
         let dir = location::state_dir(setup.project_root, setup.ctx);
         let session = setup.stack.session(setup.ctx)?;
@@ -434,18 +433,18 @@ impl Gatekeeper for Gate {
         Box::pin(self.verdict(call, session, channel))
     }
 
-    fn record(&self, entry: &Entry<'_>) -> Result<(), String> {
-        let record = records::of_entry(entry, self.journal.redact());
-        let consequence = match entry.ran {
+    fn record(&self, event: &CallEvent<'_>) -> Result<(), String> {
+        let record = records::of_event(event, self.journal.redact());
+        let consequence = match event.ran {
             Ran::Starting => "the call is not run",
             _ => "the call's result is withheld",
         };
-        let grant = &entry.call.resolved.grant;
+        let grant = &event.call.resolved.grant;
         match self.journal.write(&record, Some(grant), consequence) {
             Ok(()) => Ok(()),
             // The denial is this very problem: a log this call's grant
             // could write is never opened, so there is nothing to write to.
-            Err(Unwritten::Misplaced(_)) if matches!(entry.verdict, Verdict::Denied(d) if d.reason == DenyReason::Unavailable) => {
+            Err(Unwritten::Misplaced(_)) if matches!(event.verdict, Verdict::Denied(d) if d.reason == DenyReason::Unavailable) => {
                 Ok(())
             }
             Err(Unwritten::Misplaced(e) | Unwritten::Failed(e)) => Err(e),

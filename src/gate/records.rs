@@ -1,12 +1,14 @@
 //! The audit records of the calls that reach the gate (denied, started,
 //! ended) and of those refused before it, built from what the gate saw.
 
-use super::admission::{Entry, Ran, Rejected};
+use super::admission::{CallEvent, Ran, Rejected};
 use super::approval::args_digest;
 use super::mode_name;
 use super::verdict::{Approval, Verdict};
 use crate::audit::GrantSummary;
-use crate::audit::record::{AuditRecord, Decision as Recorded, Phase, StreamBytes, rfc3339};
+use crate::audit::record::{
+    AuditRecord, Phase, RecordedDecision as Recorded, StreamBytes, rfc3339,
+};
 use std::time::{Duration, SystemTime};
 
 fn millis(d: Duration) -> u64 {
@@ -22,14 +24,14 @@ fn format_name(format: crate::spec::Format) -> String {
 
 /// The record of a call that reached the gate; `redact`: keep only the
 /// arguments' digest.
-pub fn of_entry(entry: &Entry<'_>, redact: bool) -> AuditRecord {
-    let call = entry.call;
+pub fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
+    let call = event.call;
     let args = serde_json::Value::Object(call.args.clone());
-    let call_id = match entry.verdict {
+    let call_id = match event.verdict {
         Verdict::Allowed(p) => Some(p.call_id.clone()),
         Verdict::Denied(_) => None,
     };
-    let decision = match entry.verdict {
+    let decision = match event.verdict {
         Verdict::Allowed(p) => match &p.approval {
             Approval::NotNeeded => Recorded::Allowed,
             Approval::Approved { by, remembered } => Recorded::Approved {
@@ -46,7 +48,7 @@ pub fn of_entry(entry: &Entry<'_>, redact: bool) -> AuditRecord {
         time: rfc3339(SystemTime::now()),
         phase: None,
         call_id,
-        session: entry.session.0.clone(),
+        session: event.session.0.clone(),
         tool: call.tool.name.clone(),
         format: format_name(call.tool.format),
         source: call.tool.source.display().to_string(),
@@ -62,12 +64,12 @@ pub fn of_entry(entry: &Entry<'_>, redact: bool) -> AuditRecord {
         exit_status: None,
         is_error: None,
         error: None,
-        stopped_by: entry.stopped_by.map(str::to_string),
+        stopped_by: event.stopped_by.map(str::to_string),
         duration_ms: None,
         stdout: None,
         stderr: None,
     };
-    match entry.ran {
+    match event.ran {
         Ran::NotRun => {}
         Ran::Starting => r.phase = Some(Phase::Started),
         Ran::Finished { outcome, is_error } => {

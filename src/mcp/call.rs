@@ -21,7 +21,7 @@
 
 use super::McpServer;
 use super::elicitation::Elicitation;
-use super::queue::Ticket;
+use super::queue::Place;
 use crate::call::pipeline::{Job, JobDone, Turn};
 use crate::call::{CallError, CallResult, NotRun, NotRunKind, Surface};
 use crate::gate::{ApprovalChannel, BoxFuture, Denial, SessionId};
@@ -46,7 +46,7 @@ pub async fn call_tool(
 
     // Too many calls pending (this session's, or the server's): refused at
     // once, audited, and the arguments dropped with the request.
-    let ticket = match server.shared.queue.enqueue(server.session.key) {
+    let place = match server.shared.queue.enqueue(server.session.key) {
         Ok(t) => t,
         Err(busy) => {
             let stopped = CallError::NotRun(NotRun {
@@ -65,7 +65,7 @@ pub async fn call_tool(
             timeout: server.shared.config.approval_timeout,
         },
         context: context.clone(),
-        ticket: Mutex::new(Some(ticket)),
+        place: Mutex::new(Some(place)),
     });
     match pipeline.call(&name, args, call).await {
         Ok(result) => {
@@ -82,7 +82,7 @@ struct ServerCall {
     approval: Elicitation,
     context: RequestContext<RoleServer>,
     /// The call's place in the queue until its turn (then the turn holds it).
-    ticket: Mutex<Option<Ticket>>,
+    place: Mutex<Option<Place>>,
 }
 
 impl Surface for ServerCall {
@@ -119,12 +119,12 @@ impl Surface for ServerCall {
     fn turn<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Turn, NotRun>> {
         let shared = &self.server.shared;
         Box::pin(async move {
-            let taken = self.ticket.lock().unwrap_or_else(|p| p.into_inner()).take();
-            let Some(ticket) = taken else {
+            let taken = self.place.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let Some(place) = taken else {
                 return Err(stopping(format!("{name}: not run: no place in the queue")));
             };
             let slot = tokio::select! {
-                s = ticket.slot() => s,
+                s = place.slot() => s,
                 _ = self.context.ct.cancelled() => {
                     return Err(NotRun {
                         kind: NotRunKind::Cancelled,
@@ -141,7 +141,7 @@ impl Surface for ServerCall {
             };
             // Pending (and holding its slot) until the run and its record
             // end; a stopping server waits for it.
-            let turn: Turn = Box::new((ticket, slot, shared.calls.token()));
+            let turn: Turn = Box::new((place, slot, shared.calls.token()));
             Ok(turn)
         })
     }

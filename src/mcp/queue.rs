@@ -2,11 +2,11 @@
 //! not finished: waiting for approval or a run slot, or running) per session
 //! and overall, and who gets the next of the `--max-concurrent` run slots.
 //!
-//! - [`CallQueue::enqueue`] answers at once: a [`Ticket`] while the session
+//! - [`CallQueue::enqueue`] answers at once: a [`Place`] while the session
 //!   is under `max_pending_per_session` and the server under `max_pending`, a
-//!   [`Busy`] refusal otherwise. The ticket counts the call as pending until it is
+//!   [`Busy`] refusal otherwise. The place counts the call as pending until it is
 //!   dropped (when the call has ended, its run included).
-//! - [`Ticket::slot`] waits for a run slot. Waiting calls queue per session
+//! - [`Place::slot`] waits for a run slot. Waiting calls queue per session
 //!   (FIFO). A freed slot goes to the waiting session that runs the fewest
 //!   calls now, the longest-waiting of those first (round robin among
 //!   equals), so one session's flood cannot starve another session's call:
@@ -97,7 +97,7 @@ impl CallQueue {
     }
 
     /// Admit one more call of `session`, or refuse it at once.
-    pub fn enqueue(self: &Arc<Self>, session: SessionKey) -> Result<Ticket, Busy> {
+    pub fn enqueue(self: &Arc<Self>, session: SessionKey) -> Result<Place, Busy> {
         let mut st = self.lock();
         let mine = st.sessions.get(&session).map_or(0, |s| s.pending);
         if mine >= self.limits.max_pending_per_session {
@@ -114,7 +114,7 @@ impl CallQueue {
         }
         st.pending += 1;
         st.sessions.entry(session).or_default().pending += 1;
-        Ok(Ticket {
+        Ok(Place {
             queue: self.clone(),
             session,
         })
@@ -172,13 +172,13 @@ impl CallQueue {
     }
 }
 
-/// One admitted call: counts as pending until dropped.
-pub struct Ticket {
+/// A call's place in the queue: counts it as pending until dropped.
+pub struct Place {
     queue: Arc<CallQueue>,
     session: SessionKey,
 }
 
-impl Ticket {
+impl Place {
     /// Wait for a run slot, in this session's turn. `None` only if the
     /// slot can never come (the queue was torn down).
     pub async fn slot(&self) -> Option<RunSlot> {
@@ -218,7 +218,7 @@ impl Ticket {
     }
 }
 
-impl Drop for Ticket {
+impl Drop for Place {
     fn drop(&mut self) {
         let mut st = self.queue.lock();
         st.pending = st.pending.saturating_sub(1);
@@ -321,10 +321,10 @@ mod tests {
         let mut tasks = Vec::new();
         // Session 1 queues five calls, then session 2 queues one.
         for (i, session) in [1, 1, 1, 1, 1, 2].into_iter().enumerate() {
-            let ticket = a.enqueue(session).unwrap();
+            let place = a.enqueue(session).unwrap();
             let order = order.clone();
             tasks.push(tokio::spawn(async move {
-                let slot = ticket.slot().await.unwrap();
+                let slot = place.slot().await.unwrap();
                 order.lock().unwrap().push((i, session));
                 drop(slot);
             }));
@@ -350,10 +350,10 @@ mod tests {
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
         for session in [1, 1, 2] {
-            let ticket = a.enqueue(session).unwrap();
+            let place = a.enqueue(session).unwrap();
             let order = order.clone();
             tasks.push(tokio::spawn(async move {
-                let slot = ticket.slot().await.unwrap();
+                let slot = place.slot().await.unwrap();
                 order.lock().unwrap().push(session);
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 drop(slot);

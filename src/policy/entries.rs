@@ -5,7 +5,7 @@
 
 use super::error::PolicyError;
 use super::paths::{Vars, canonical, canonical_lenient, expand};
-use super::state::{Entry, Layer, Origin};
+use super::state::{Layer, Origin, Sourced};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -30,8 +30,8 @@ pub fn from_list(
     list: &[String],
     kind: Kind,
     vars: &Vars,
-    skipped: &mut Vec<Entry<PathBuf>>,
-) -> Result<Vec<Entry<PathBuf>>, PolicyError> {
+    skipped: &mut Vec<Sourced<PathBuf>>,
+) -> Result<Vec<Sourced<PathBuf>>, PolicyError> {
     let mut out = Vec::new();
     for (i, raw) in list.iter().enumerate() {
         let o = l.origin("fs", key, Some(i));
@@ -57,8 +57,8 @@ fn a3s_tools(
     kind: Kind,
     vars: &Vars,
     o: Origin,
-    out: &mut Vec<Entry<PathBuf>>,
-    skipped: &mut Vec<Entry<PathBuf>>,
+    out: &mut Vec<Sourced<PathBuf>>,
+    skipped: &mut Vec<Sourced<PathBuf>>,
 ) -> Result<(), PolicyError> {
     if kind != Kind::Guard || raw != A3S_TOOLS {
         return Err(o.error(format!(
@@ -81,7 +81,7 @@ fn a3s_tools(
             ),
             ..o
         };
-        skipped.push(Entry { v: dir, o });
+        skipped.push(Sourced { v: dir, o });
     }
     Ok(())
 }
@@ -131,7 +131,7 @@ pub fn matches(pattern: &[u8], name: &[u8]) -> bool {
 /// existing name in the parent directory that matches, in name order. A
 /// parent that is missing or cannot be listed matches nothing (protected
 /// and denied paths may be missing).
-pub fn expand_glob(p: &Path, o: &Origin, out: &mut Vec<Entry<PathBuf>>) {
+pub fn expand_glob(p: &Path, o: &Origin, out: &mut Vec<Sourced<PathBuf>>) {
     let (Some(parent), Some(pattern)) = (p.parent(), p.file_name()) else {
         return;
     };
@@ -158,11 +158,11 @@ pub fn resolve_path(
     shipped: bool,
     o: &Origin,
     what: &str,
-    out: &mut Vec<Entry<PathBuf>>,
+    out: &mut Vec<Sourced<PathBuf>>,
 ) -> Result<(), PolicyError> {
     match kind {
         Kind::Root => match canonical(p) {
-            Ok(c) => out.push(Entry { v: c, o: o.clone() }),
+            Ok(c) => out.push(Sourced { v: c, o: o.clone() }),
             Err(e) if shipped && e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let hint = if p.as_os_str().as_bytes().contains(&b'*') {
@@ -182,8 +182,8 @@ pub fn resolve_path(
     Ok(())
 }
 
-fn guard(p: &Path, o: &Origin, out: &mut Vec<Entry<PathBuf>>) {
-    let mut push = |v: PathBuf| out.push(Entry { v, o: o.clone() });
+fn guard(p: &Path, o: &Origin, out: &mut Vec<Sourced<PathBuf>>) {
+    let mut push = |v: PathBuf| out.push(Sourced { v, o: o.clone() });
     let c = canonical_lenient(p);
     let is_link = std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink());
     if is_link && c != p {

@@ -5,7 +5,7 @@ use super::error::PolicyError;
 use super::file::NetMode;
 use super::grant::{ApprovalMode, Grant, Limits, Network, OutputCaps, RateLimit};
 use super::resolve::Provenance;
-use super::state::{At, Entry, Origin, State, dedup, dedup_by, enum_name, mode_name};
+use super::state::{At, Origin, Sourced, State, dedup, dedup_by, enum_name, mode_name};
 use super::units::{format_duration, format_size};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -46,7 +46,7 @@ impl State {
             }
             (None, None) => None,
         };
-        let paths = |l: &[Entry<PathBuf>]| l.iter().map(|e| e.v.clone()).collect::<Vec<_>>();
+        let paths = |l: &[Sourced<PathBuf>]| l.iter().map(|e| e.v.clone()).collect::<Vec<_>>();
         let grant = Grant {
             project,
             read: paths(&self.read),

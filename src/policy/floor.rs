@@ -17,7 +17,7 @@
 use super::entries::{Kind, expand_glob, resolve_path};
 use super::error::PolicyError;
 use super::paths::canonical_lenient;
-use super::state::{Entry, Origin, State};
+use super::state::{Origin, Sourced, State};
 use std::path::{Path, PathBuf};
 
 /// Secrets inside the read roots, each with why it is on the list. A `*`
@@ -91,7 +91,7 @@ impl State {
             let o = Origin::floor(POLICY_FILE_SOURCE);
             for p in policy_file_names(file) {
                 if self.inside_write_root(&p) && !self.protected.iter().any(|e| e.v == p) {
-                    self.protected.push(Entry { v: p, o: o.clone() });
+                    self.protected.push(Sourced { v: p, o: o.clone() });
                 }
             }
         }

@@ -6,7 +6,7 @@
 use super::entries::{Kind, resolve_path};
 use super::error::PolicyError;
 use super::presets::{self, Host, Preset};
-use super::state::{Entry, Origin, State, Val};
+use super::state::{Origin, Sourced, State};
 
 impl State {
     /// Add what each preset named in any layer adds, once per preset (the
@@ -32,7 +32,7 @@ impl State {
                 resolve_path(p, Kind::Guard, true, &o, &what, &mut self.denied)?;
             }
             for (name, value) in add.env {
-                self.env_set.entry(name).or_insert(Entry {
+                self.env_set.entry(name).or_insert(Sourced {
                     v: value,
                     o: o.clone(),
                 });
@@ -42,11 +42,11 @@ impl State {
     }
 
     /// The presets in effect, in order, with where each was named first.
-    pub fn presets_named(&self) -> Vec<Val<Preset>> {
-        let mut out: Vec<Val<Preset>> = Vec::new();
+    pub fn presets_named(&self) -> Vec<Sourced<Preset>> {
+        let mut out: Vec<Sourced<Preset>> = Vec::new();
         for w in &self.with {
             if !out.iter().any(|v| v.v == w.v) {
-                out.push(Val {
+                out.push(Sourced {
                     v: w.v,
                     o: w.o.clone(),
                 });

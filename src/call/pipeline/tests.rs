@@ -3,14 +3,13 @@
 //! each stop has its control (the same call, not stopped, runs).
 
 use super::*;
-use crate::gate::{Approval, Entry, Permit, PreApproved, Verdict};
+use crate::gate::{Approval, CallEvent, Permit, PreApproved, Verdict};
 use crate::policy::{Grant, Requests, Resolved};
-use crate::sandbox::{Captured, EnforcementReport, LandlockReport, LandlockStatus, Outcome};
+use crate::sandbox::Outcome;
 use crate::spec::Format;
 use futures::executor::block_on;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 /// One tool, `t`; counts its runs.
 #[derive(Default)]
@@ -19,41 +18,8 @@ struct Tools {
 }
 
 fn outcome() -> Outcome {
-    let none = Captured {
-        text: String::new(),
-        bytes_kept: 0,
-        bytes_omitted: 0,
-    };
-    Outcome {
-        exit: Exit::Code(0),
-        stdout: none.clone(),
-        stderr: none,
-        duration: Duration::ZERO,
-        enforcement: EnforcementReport {
-            mode: crate::sandbox::mode::IsolationMode::Namespaces,
-            lacking: vec![],
-            landlock: LandlockReport {
-                abi: 0,
-                status: LandlockStatus::NotEnforced,
-                missing: vec![],
-            },
-            seccomp: false,
-            capabilities_dropped: false,
-            no_new_privs: false,
-            pid_namespace: false,
-            mount_namespace: false,
-            constructed_root: false,
-            ipc_namespace: false,
-            network_namespace: false,
-            rlimits: false,
-            rlimits_clamped: vec![],
-            degraded: vec![],
-        },
-        created_protected: vec![],
-        quarantined: vec![],
-        restored: vec![],
-        unrestorable: vec![],
-    }
+    use crate::call::result::tests::{cap, outcome};
+    outcome(Exit::Code(0), cap("", 0), cap("", 0))
 }
 
 impl Toolbox for Tools {
@@ -123,7 +89,7 @@ impl Gatekeeper for Log {
         ))))
     }
 
-    fn record(&self, entry: &Entry<'_>) -> Result<(), String> {
+    fn record(&self, entry: &CallEvent<'_>) -> Result<(), String> {
         let line = match entry.ran {
             Ran::Starting => "started".to_string(),
             Ran::Finished { .. } => "finished".to_string(),

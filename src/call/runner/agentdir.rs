@@ -17,12 +17,12 @@ fn unsupported(tool: &ToolSpec, kind: &str) -> String {
     )
 }
 
-pub struct Script<'a> {
+pub struct JsScript<'a> {
     pub tool: &'a ToolSpec,
     pub path: &'a Path,
 }
 
-impl ToolRunner for Script<'_> {
+impl ToolRunner for JsScript<'_> {
     fn refusal(&self) -> Option<String> {
         Some(unsupported(self.tool, "kind: script (a QuickJS program)"))
     }
@@ -43,13 +43,13 @@ impl ToolRunner for Script<'_> {
     }
 }
 
-pub struct Mcp<'a> {
+pub struct Upstream<'a> {
     pub tool: &'a ToolSpec,
     pub command: Option<&'a str>,
     pub url: Option<&'a str>,
 }
 
-impl ToolRunner for Mcp<'_> {
+impl ToolRunner for Upstream<'_> {
     fn refusal(&self) -> Option<String> {
         Some(unsupported(self.tool, "kind: mcp (an upstream MCP server)"))
     }

@@ -48,7 +48,7 @@ pub trait ToolRunner {
     /// Encode, run under `grant`, format the result. Blocking; `cancel`
     /// kills the call's process tree. A kind that does not run a command
     /// in the sandbox replaces this.
-    fn run(
+    fn execute(
         &self,
         tool: &str,
         args: &Map<String, Value>,
@@ -78,7 +78,7 @@ pub trait ToolRunner {
 /// The runner for `tool`'s kind.
 pub fn runner_for(tool: &ToolSpec) -> Box<dyn ToolRunner + '_> {
     match &tool.runner {
-        Runner::Octomind { program } => Box::new(octomind::Script { tool, program }),
+        Runner::Octomind { program } => Box::new(octomind::Executable { tool, program }),
         Runner::Clawd {
             interpreter,
             entrypoint,
@@ -91,8 +91,8 @@ pub fn runner_for(tool: &ToolSpec) -> Box<dyn ToolRunner + '_> {
         Runner::OpencrabsHttp { method, url, .. } => {
             Box::new(opencrabs::Http { tool, method, url })
         }
-        Runner::AgentdirScript { path, .. } => Box::new(agentdir::Script { tool, path }),
-        Runner::AgentdirMcp { command, url, .. } => Box::new(agentdir::Mcp {
+        Runner::AgentdirScript { path, .. } => Box::new(agentdir::JsScript { tool, path }),
+        Runner::AgentdirMcp { command, url, .. } => Box::new(agentdir::Upstream {
             tool,
             command: command.as_deref(),
             url: url.as_deref(),

@@ -10,12 +10,12 @@ use crate::sandbox::Command;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
-pub struct Script<'a> {
+pub struct Executable<'a> {
     pub tool: &'a ToolSpec,
     pub program: &'a Path,
 }
 
-impl ToolRunner for Script<'_> {
+impl ToolRunner for Executable<'_> {
     fn runs(&self) -> String {
         self.program.display().to_string()
     }
