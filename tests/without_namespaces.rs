@@ -113,3 +113,53 @@ print("unshare_fs", sc({unshare}, 0x200))
         assert!(plain.contains("clone_newuser ok"), "control: {plain}");
     }
 }
+
+#[test]
+fn a_read_root_split_around_a_denied_path_needs_few_descriptors() {
+    // Namespace-free, a read root that holds a denied path becomes one
+    // Landlock rule per entry. With a descriptor limit far below the
+    // number of entries the call must still run (one descriptor open at a
+    // time), read every entry, and still not reach the denied path.
+    // Control: the same call with namespaces (a constructed root).
+    let p = common::Project::new("split-fds");
+    let work = common::Project::new("split-fds-work");
+    let many = p.dir.join("many");
+    std::fs::create_dir_all(&many).unwrap();
+    for i in 0..400 {
+        std::fs::write(many.join(format!("f{i}")), "x").unwrap();
+        std::fs::create_dir(p.dir.join(format!("d{i}"))).unwrap();
+    }
+    let home = p.dir.join("home");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::write(home.join("secret"), "s").unwrap();
+    let policy = p.dir.join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!("[fs]\nadd_denied = [{:?}]\n", home.display().to_string()),
+    )
+    .unwrap();
+    let script = "ulimit -n 64 && exec \"$TC\" exec --allow-degraded --policy \"$ROOT/policy.toml\" --read \"$ROOT\" -- \
+        sh -c 'ls \"$1/many\" | wc -l; cat \"$1/home/secret\" && echo LEAK' sh \"$ROOT\"";
+    for nons in [false, true] {
+        let mut cmd = Command::new("/bin/sh");
+        cmd.args(["-c", script])
+            .env("HOME", &home)
+            .env("TC", env!("CARGO_BIN_EXE_toolcage"))
+            .env("ROOT", &p.dir)
+            .current_dir(&work.dir);
+        if nons {
+            without_namespaces(&mut cmd);
+        }
+        let out = cmd.output().expect("spawn");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stdout.lines().next() == Some("400"),
+            "namespace-free {nons}: every entry readable: {stdout} {stderr}"
+        );
+        assert!(
+            !stdout.contains("LEAK"),
+            "namespace-free {nons}: home readable: {stdout}"
+        );
+    }
+}
