@@ -10,8 +10,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use toolcage::call::{CallError, Engine};
 use toolcage::discover::{Catalog, Coerce, CrabParam, Options, Runner, ToolSpec};
+use toolcage::policy::Requests;
 use toolcage::policy::{Overrides, Sources};
-use toolcage::spec::{Format, Requests};
+use toolcage::spec::Format;
 
 fn spec(name: &str, format: Format, source: &Path, schema: Value, runner: Runner) -> ToolSpec {
     ToolSpec {

@@ -67,7 +67,7 @@ fn internal(message: impl ToString) -> ExecError {
 fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
     // Made on another CPU while the policy is resolved (sandbox/netns.rs).
     sandbox::network_namespace_ahead();
-    let ctx = Context::detect(project)
+    let ctx = Context::detect(project, crate::discover::tooldirs::holds_a3s_tools)
         .map_err(|e| internal(format!("cannot resolve the project: {e}")))?;
     if !ctx.project.is_dir() {
         return Err(internal(format!(
@@ -77,6 +77,7 @@ fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
     }
     let overrides = Overrides {
         allow_net: args.allow_net,
+        with: args.policy.with.clone(),
         read: args.read.clone(),
         write: args.write.clone(),
         env: args.env.clone(),
@@ -90,9 +91,13 @@ fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
         inherit_stdio: true,
         ..Default::default()
     };
+    let program = args.command[0].to_string_lossy();
+    if let Some(note) = super::hints::shadowed(&program, &resolved, &ctx) {
+        eprintln!("toolcage: {note}");
+    }
     let outcome = sandbox::run(&resolved.grant, &cmd, None).map_err(|e| ExecError {
-        message: e.to_string(),
-        status: e.exit_status(),
+        message: super::hints::explain(&e, &resolved, &ctx),
+        status: super::status::of_sandbox(e.kind()),
     })?;
     if !outcome.enforcement.degraded.is_empty() {
         eprintln!(
@@ -104,7 +109,10 @@ fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
         eprintln!("toolcage: warning: {note}");
     }
     if args.json {
-        let json = serde_json::to_string(&outcome).map_err(internal)?;
+        // The outcome, and the PATH directories the call did not get.
+        let mut json = serde_json::to_value(&outcome).map_err(internal)?;
+        let dropped = resolved.path_dropped(&ctx);
+        json["path_dropped"] = serde_json::to_value(dropped).map_err(internal)?;
         eprintln!("{json}");
     }
     Ok(match outcome.exit {

@@ -10,23 +10,13 @@ mod call;
 mod check;
 mod doctor;
 mod exec;
+mod hints;
 mod list;
 mod policy;
 mod schema;
 mod serve;
 pub mod signals;
-
-/// Exit statuses shared by the subcommands (DESIGN.md section 1).
-pub mod status {
-    pub const OK: u8 = 0;
-    pub const TOOL_ERROR: u8 = 1;
-    pub const INVALID: u8 = 2;
-    pub const DENIED: u8 = 3;
-    pub const TIMEOUT: u8 = 124;
-    pub const INTERNAL: u8 = 125;
-    pub const CANNOT_EXECUTE: u8 = 126;
-    pub const NOT_FOUND: u8 = 127;
-}
+pub mod status;
 
 const ABOUT: &str = "Discover agent tools and run every call in a kernel-enforced sandbox";
 const EXEC_ABOUT: &str = "Run any command under the sandbox.";
@@ -184,15 +174,19 @@ pub struct PolicyArgs {
     /// A policy file (TOML), layered over the profile (later wins).
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
+    /// A toolchain in your home to use inside the sandbox: its dirs readable, its variables set. Repeatable.
+    #[arg(long = "with", value_name = "PRESET", value_parser = crate::policy::presets::NAMES.to_vec())]
+    pub with: Vec<String>,
     /// Run even if the kernel cannot enforce Landlock (reported as degraded).
     #[arg(long)]
     pub allow_degraded: bool,
 }
 
 impl PolicyArgs {
-    /// The CLI layer for the tool commands: only `--allow-degraded`.
+    /// The CLI layer for the tool commands: `--with` and `--allow-degraded`.
     pub fn overrides(&self) -> crate::policy::Overrides {
         crate::policy::Overrides {
+            with: self.with.clone(),
             allow_degraded: self.allow_degraded,
             ..Default::default()
         }

@@ -6,7 +6,7 @@
 use super::canon;
 use super::error::PolicyError;
 use super::paths::{Vars, expand};
-use super::state::{Entry, Layer, Origin};
+use super::state::{Layer, Origin, Sourced};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -19,17 +19,27 @@ pub enum Kind {
     Guard,
 }
 
-/// The entries of one `[fs]` list of a file layer.
+/// The guard that names the project's `tools/` only when it is an A3S
+/// tool directory: in an ordinary repository `tools/` is just source.
+pub const A3S_TOOLS: &str = "{a3s_tools}";
+
+/// The entries of one `[fs]` list of a file layer. A `{a3s_tools}` guard
+/// that names nothing here goes to `skipped` (shown by `toolcage policy`).
 pub fn from_list(
     l: &Layer,
     key: &str,
     list: &[String],
     kind: Kind,
     vars: &Vars,
-) -> Result<Vec<Entry<PathBuf>>, PolicyError> {
+    skipped: &mut Vec<Sourced<PathBuf>>,
+) -> Result<Vec<Sourced<PathBuf>>, PolicyError> {
     let mut out = Vec::new();
     for (i, raw) in list.iter().enumerate() {
         let o = l.origin("fs", key, Some(i));
+        if raw.contains(A3S_TOOLS) {
+            a3s_tools(raw, kind, vars, o, &mut out, skipped)?;
+            continue;
+        }
         let glob = kind == Kind::Guard && wildcard(raw).map_err(|m| o.error(m))?;
         let p = expand(raw, vars, vars.project).map_err(|m| o.error(m))?;
         if glob {
@@ -39,6 +49,42 @@ pub fn from_list(
         }
     }
     Ok(out)
+}
+
+/// `{a3s_tools}`: `{project}/tools` when it holds A3S tool files (see
+/// [`Vars::a3s_tools`]), else nothing.
+fn a3s_tools(
+    raw: &str,
+    kind: Kind,
+    vars: &Vars,
+    o: Origin,
+    out: &mut Vec<Sourced<PathBuf>>,
+    skipped: &mut Vec<Sourced<PathBuf>>,
+) -> Result<(), PolicyError> {
+    if kind != Kind::Guard || raw != A3S_TOOLS {
+        return Err(o.error(format!(
+            "\"{raw}\": {A3S_TOOLS} stands alone, and only in protected and denied paths \
+             (write \"{{project}}/tools\" for the directory itself)"
+        )));
+    }
+    let dir = vars.project.join("tools");
+    if vars.a3s_tools {
+        let o = Origin {
+            source: format!("{}: {A3S_TOOLS}, it holds A3S tool files", o.source),
+            ..o
+        };
+        guard(&dir, &o, out);
+    } else if dir.exists() {
+        let o = Origin {
+            source: format!(
+                "{}: {A3S_TOOLS}, no A3S tool files (*.md with front matter) in it",
+                o.source
+            ),
+            ..o
+        };
+        skipped.push(Sourced { v: dir, o });
+    }
+    Ok(())
 }
 
 /// Whether a guard as written ends in a wildcard component. The decision is
@@ -86,7 +132,7 @@ pub fn matches(pattern: &[u8], name: &[u8]) -> bool {
 /// existing name in the parent directory that matches, in name order. A
 /// parent that is missing or cannot be listed matches nothing (protected
 /// and denied paths may be missing).
-pub fn expand_glob(p: &Path, o: &Origin, out: &mut Vec<Entry<PathBuf>>) {
+pub fn expand_glob(p: &Path, o: &Origin, out: &mut Vec<Sourced<PathBuf>>) {
     let (Some(parent), Some(pattern)) = (p.parent(), p.file_name()) else {
         return;
     };
@@ -113,11 +159,11 @@ pub fn resolve_path(
     shipped: bool,
     o: &Origin,
     what: &str,
-    out: &mut Vec<Entry<PathBuf>>,
+    out: &mut Vec<Sourced<PathBuf>>,
 ) -> Result<(), PolicyError> {
     match kind {
         Kind::Root => match canon::canonical(p) {
-            Ok(c) => out.push(Entry { v: c, o: o.clone() }),
+            Ok(c) => out.push(Sourced { v: c, o: o.clone() }),
             Err(e) if shipped && e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let hint = if p.as_os_str().as_bytes().contains(&b'*') {
@@ -137,8 +183,8 @@ pub fn resolve_path(
     Ok(())
 }
 
-fn guard(p: &Path, o: &Origin, out: &mut Vec<Entry<PathBuf>>) {
-    let mut push = |v: PathBuf| out.push(Entry { v, o: o.clone() });
+fn guard(p: &Path, o: &Origin, out: &mut Vec<Sourced<PathBuf>>) {
+    let mut push = |v: PathBuf| out.push(Sourced { v, o: o.clone() });
     let c = canon::lenient(p);
     if canon::is_symlink(p) && c != p {
         push(canon::lenient(p.parent().unwrap_or(p)).join(p.file_name().unwrap_or_default()));

@@ -6,6 +6,9 @@
 //! `policy FILE:LINE: KEY: MESSAGE`.
 //!
 //! ```toml
+//! with = ["rust"]              # toolchain presets: rust, node, python (top
+//!                              # level, before any [section]; added to earlier layers' presets)
+//!
 //! [fs]
 //! read = ["/usr", "/bin"]      # read + execute roots (replaces earlier layers)
 //! write = ["{project}"]        # full-access roots (replaces)
@@ -86,6 +89,8 @@ pub struct PolicyFile {
     // The fields of `Body`, repeated: serde's `flatten` cannot be combined
     // with `deny_unknown_fields` and loses the spans our messages need.
     #[serde(default)]
+    with: Option<Vec<String>>,
+    #[serde(default)]
     fs: FsSection,
     #[serde(default)]
     network: NetworkSection,
@@ -117,6 +122,7 @@ impl PolicyFile {
     /// only sections are taken first with [`PolicyFile::session_parts`]).
     pub fn into_parts(self) -> (Body, BTreeMap<String, Body>) {
         let body = Body {
+            with: self.with,
             fs: self.fs,
             network: self.network,
             env: self.env,
@@ -139,6 +145,9 @@ impl PolicyFile {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Body {
+    /// Toolchain presets (`presets.rs`), added to those of earlier layers.
+    #[serde(default)]
+    pub with: Option<Vec<String>>,
     #[serde(default)]
     pub fs: FsSection,
     #[serde(default)]
@@ -159,6 +168,7 @@ pub struct Body {
 
 /// The names `Body` accepts, for "unknown key" messages.
 pub const SECTIONS: &[&str] = &[
+    "with",
     "fs",
     "network",
     "env",

@@ -6,7 +6,7 @@ use super::file::NetMode;
 use super::grant::{ApprovalMode, Grant, Limits, Network, OutputCaps, RateLimit};
 use super::paths::within;
 use super::resolve::Provenance;
-use super::state::{At, Entry, Origin, State, dedup, dedup_by, enum_name, mode_name};
+use super::state::{At, Origin, Sourced, State, dedup, dedup_by, enum_name, mode_name};
 use super::units::{format_duration, format_size};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -47,7 +47,7 @@ impl State {
             }
             (None, None) => None,
         };
-        let paths = |l: &[Entry<PathBuf>]| l.iter().map(|e| e.v.clone()).collect::<Vec<_>>();
+        let paths = |l: &[Sourced<PathBuf>]| l.iter().map(|e| e.v.clone()).collect::<Vec<_>>();
         let grant = Grant {
             project,
             read: paths(&self.read),
@@ -135,6 +135,20 @@ impl State {
                 }
             }
         }
+        // The call's private /tmp is mounted over /tmp: a root that is /tmp
+        // itself would be hidden by it (and a project beneath it with it).
+        if self.private_tmp.v {
+            for (roots, name) in [(&self.write, "write root"), (&self.read, "read root")] {
+                if let Some(r) = roots.iter().find(|r| r.v == std::path::Path::new("/tmp")) {
+                    return Err(r.o.error(format!(
+                        "/tmp as a {name} would be hidden by the call's private /tmp \
+                         (private_tmp = true, {}); grant a directory beneath /tmp instead, \
+                         or set [fs] private_tmp = false to share the host's /tmp",
+                        self.private_tmp.o.source
+                    )));
+                }
+            }
+        }
         for ports in [&self.connect, &self.bind] {
             if self.mode.v != NetMode::Tcp && !ports.v.is_empty() && ports.o.seq >= self.mode.o.seq
             {
@@ -157,6 +171,9 @@ impl State {
                 source: o.source.clone(),
             })
         };
+        for w in self.presets_named() {
+            push("with", w.v.name().to_string(), &w.o);
+        }
         for (key, list) in [
             ("read", &self.read),
             ("write", &self.write),
@@ -166,6 +183,9 @@ impl State {
             for e in list {
                 push(key, e.v.display().to_string(), &e.o);
             }
+        }
+        for (key, e) in &self.not_guarded {
+            push(&format!("not_{key}"), e.v.display().to_string(), &e.o);
         }
         push(
             "private_tmp",

@@ -18,7 +18,7 @@ use super::canon;
 use super::entries::{Kind, expand_glob, resolve_path};
 use super::error::PolicyError;
 use super::paths::within;
-use super::state::{Entry, Origin, State};
+use super::state::{Origin, Sourced, State};
 use std::path::{Path, PathBuf};
 
 /// Secrets inside the read roots, each with why it is on the list. A `*`
@@ -92,7 +92,7 @@ impl State {
             let o = Origin::floor(POLICY_FILE_SOURCE);
             for p in policy_file_names(file) {
                 if self.inside_write_root(&p) && !self.protected.iter().any(|e| e.v == p) {
-                    self.protected.push(Entry { v: p, o: o.clone() });
+                    self.protected.push(Sourced { v: p, o: o.clone() });
                 }
             }
         }

@@ -173,6 +173,15 @@ impl Grant {
         }
     }
 
+    /// Whether the operator's variable `name` is passed through (a name or
+    /// `PREFIX*` pattern of the allowlist matches it).
+    pub fn passes(&self, name: &str) -> bool {
+        self.env_allow.iter().any(|p| match p.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == p,
+        })
+    }
+
     /// True when the grant lets the call change nothing outside its private
     /// tmp. `/dev/null` does not count: every profile grants it.
     pub fn is_read_only(&self) -> bool {

@@ -3,6 +3,7 @@
 
 use super::error::PolicyError;
 use super::file::{PolicyFile, SECTIONS};
+use crate::text::line_at;
 use std::sync::Arc;
 
 /// The text of a policy file, kept to turn key paths into line numbers.
@@ -73,17 +74,6 @@ fn find_key(table: &toml::de::DeTable, pos: usize, path: &mut Vec<String>) -> bo
         path.pop();
     }
     false
-}
-
-/// 1-based line number of byte `offset` in `text` (clamped to the text);
-/// shared by the policy and tool-file parsers.
-pub fn line_at(text: &str, offset: usize) -> usize {
-    let end = offset.min(text.len());
-    text.as_bytes()[..end]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
 }
 
 /// Parse a policy file, turning any error into a one-line message.
@@ -223,7 +213,7 @@ timeout = "5s"
         let e = err("[fs]\nread = []\n[netwrk]\nmode = \"on\"\n");
         assert!(
             e.starts_with(
-                "policy /x/p.toml:3: unknown key 'netwrk' (expected one of fs, network, env"
+                "policy /x/p.toml:3: unknown key 'netwrk' (expected one of with, fs, network, env"
             ),
             "{e}"
         );

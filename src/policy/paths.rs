@@ -12,6 +12,9 @@ pub struct Vars<'a> {
     pub project: &'a Path,
     pub home: &'a Path,
     pub tmp: &'a Path,
+    /// The project's `tools/` holds A3S tool files: `{a3s_tools}` in a
+    /// protected or denied list names it (`entries.rs`).
+    pub a3s_tools: bool,
 }
 
 /// Expand `{project}`, `{home}`, `{tmp}` and make the result absolute
@@ -165,6 +168,7 @@ mod tests {
             project: &p,
             home: &h,
             tmp: &t,
+            a3s_tools: false,
         };
         let base = Path::new("/p");
         assert_eq!(
@@ -194,6 +198,7 @@ mod tests {
             project: &p,
             home: &h,
             tmp: &t,
+            a3s_tools: false,
         };
         let base = Path::new("/p");
         assert!(

@@ -2,10 +2,12 @@
 //! came from, then what the tool requested and what it was granted.
 
 use super::resolve::Resolved;
+use super::search_path::DroppedDir;
 use super::state::enum_name;
 
-/// Render a resolved grant, e.g. `network        off      (profile ci)`.
-pub fn render_text(r: &Resolved) -> String {
+/// Render a resolved grant, e.g. `network        off      (profile ci)`,
+/// and the PATH directories it leaves out ([`Resolved::path_dropped`]).
+pub fn render_text(r: &Resolved, path_dropped: &[DroppedDir]) -> String {
     let mut out = match &r.tool {
         Some(name) => format!("policy for tool {name}\n"),
         None => "policy defaults (no tool)\n".to_string(),
@@ -29,6 +31,13 @@ pub fn render_text(r: &Resolved) -> String {
             "  {:<kw$}  {:<vw$}  ({})\n",
             p.key, p.value, p.source
         ));
+    }
+    if !path_dropped.is_empty() {
+        out.push_str("PATH directories left out (the grant cannot read them)\n");
+        let dw = path_dropped.iter().map(|d| d.dir.len()).max().unwrap_or(0);
+        for d in path_dropped {
+            out.push_str(&format!("  {:<dw$}  (fix: {})\n", d.dir, d.fix));
+        }
     }
     if !r.requested.is_empty() {
         out.push_str(&format!(

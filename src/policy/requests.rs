@@ -4,11 +4,25 @@
 
 use super::file::NetMode;
 use super::grant::{ApprovalMode, RateLimit};
-use super::state::{Origin, State, Val, enum_name, mode_name};
+use super::state::{Origin, Sourced, State, enum_name, mode_name};
 use super::units::format_duration;
-use crate::spec::Requests;
 use serde::Serialize;
 use std::time::Duration;
+
+/// What a tool's own files ask for (discovery fills it in). The operator's
+/// policy decides what is granted: a request never widens a grant by itself.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Requests {
+    /// The tool asks for network access.
+    pub network: Option<bool>,
+    /// The tool asks for a different timeout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
+    /// The tool asks to be approved by a person before each run.
+    pub requires_approval: Option<bool>,
+    /// `requests` per `window`, from the tool's own definition.
+    pub rate_limit: Option<RateLimit>,
+}
 
 /// What happened to one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -79,7 +93,7 @@ pub fn apply(st: &mut State, tool: &str, r: &Requests, seq: usize) -> Vec<Reques
             );
         } else if want && st.req_network.v {
             let why = format!("requests.network = true ({})", st.req_network.o.source);
-            st.mode = Val {
+            st.mode = Sourced {
                 v: NetMode::On,
                 o: origin(format!("allowed by {why}")),
             };
@@ -107,7 +121,7 @@ pub fn apply(st: &mut State, tool: &str, r: &Requests, seq: usize) -> Vec<Reques
                 format!("{src} wins"),
             );
         } else {
-            st.mode = Val {
+            st.mode = Sourced {
                 v: NetMode::Off,
                 o: origin("a tool may always ask for less".into()),
             };
@@ -157,7 +171,7 @@ pub fn apply(st: &mut State, tool: &str, r: &Requests, seq: usize) -> Vec<Reques
             } else {
                 format!("within {max_src}")
             };
-            st.timeout = Val {
+            st.timeout = Sourced {
                 v: t,
                 o: origin(format!("granted: {why}")),
             };
@@ -166,7 +180,7 @@ pub fn apply(st: &mut State, tool: &str, r: &Requests, seq: usize) -> Vec<Reques
             let new = max.max(cur);
             let why = format!("above {max_src}");
             if new != cur {
-                st.timeout = Val {
+                st.timeout = Sourced {
                     v: new,
                     o: origin(format!("clamped: {why}")),
                 };
@@ -185,7 +199,7 @@ pub fn apply(st: &mut State, tool: &str, r: &Requests, seq: usize) -> Vec<Reques
         // SECURITY.md: `--yes` is off for tools that asked for approval
         // unless the operator turns it on (`allow_yes` set in any layer).
         if want && st.allow_yes.is_none() {
-            st.allow_yes = Some(Val {
+            st.allow_yes = Some(Sourced {
                 v: false,
                 o: origin("--yes is off for a tool that asks for approval (set approval.allow_yes to allow it)".into()),
             });
@@ -194,7 +208,7 @@ pub fn apply(st: &mut State, tool: &str, r: &Requests, seq: usize) -> Vec<Reques
         let cur = enum_name(&st.approval.v);
         let src = st.approval.o.source.clone();
         if want && st.approval.v == ApprovalMode::Never {
-            st.approval = Val {
+            st.approval = Sourced {
                 v: ApprovalMode::Always,
                 o: origin("a tool may always ask for approval".into()),
             };
@@ -271,11 +285,11 @@ pub fn apply(st: &mut State, tool: &str, r: &Requests, seq: usize) -> Vec<Reques
                 Some((_, src)) => format!("stricter than the policy's {cur_text} ({src})"),
             };
             let o = origin(format!("granted: {why}"));
-            st.rl_requests = Some(Val {
+            st.rl_requests = Some(Sourced {
                 v: want.requests,
                 o: o.clone(),
             });
-            st.rl_window = Some(Val { v: want.window, o });
+            st.rl_window = Some(Sourced { v: want.window, o });
             note("rate_limit", asked.clone(), asked, Decision::Granted, why);
         }
     }

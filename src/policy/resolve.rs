@@ -13,10 +13,12 @@ use super::file::{AuditSection, Body, RateLimitSection};
 use super::grant::Grant;
 use super::parse::{self, FileText};
 use super::paths::{Vars, normalize, state_base};
+use super::presets::{Host, HostEnv};
 use super::profiles::{profile_names, profile_text};
+use super::requests::Requests;
 use super::requests::{self, RequestOutcome};
+use super::search_path::{self, DroppedDir};
 use super::state::{Layer, State};
-use crate::spec::Requests;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -36,12 +38,19 @@ pub struct Context {
     /// `$XDG_STATE_HOME` as found (`None` when unset): with `home`, where
     /// toolcage keeps its own state ([`Context::state_base`]).
     pub xdg_state_home: Option<PathBuf>,
+    /// The operator's variables that presets, the call's PATH and explicit
+    /// `TMPDIR`/`HOME` values are resolved from.
+    pub env: HostEnv,
+    /// Whether the project's `tools/` holds A3S tool files (`{a3s_tools}`):
+    /// discover's rule, given by the caller so that policy does not depend
+    /// on it.
+    pub holds_a3s_tools: fn(&Path) -> bool,
 }
 
 impl Context {
     /// The context of this process: `project` relative to the current
     /// directory, `$HOME`, `$XDG_STATE_HOME` and the system temp directory.
-    pub fn detect(project: &Path) -> std::io::Result<Context> {
+    pub fn detect(project: &Path, holds_a3s_tools: fn(&Path) -> bool) -> std::io::Result<Context> {
         let cwd = std::env::current_dir()?;
         let home =
             std::env::var_os("HOME").map_or_else(|| PathBuf::from("/nonexistent"), PathBuf::from);
@@ -51,6 +60,8 @@ impl Context {
             tmp: std::env::temp_dir(),
             cwd,
             xdg_state_home: std::env::var_os("XDG_STATE_HOME").map(PathBuf::from),
+            env: HostEnv::capture(),
+            holds_a3s_tools,
         })
     }
 
@@ -59,6 +70,14 @@ impl Context {
     pub fn state_base(&self) -> PathBuf {
         state_base(self.xdg_state_home.as_deref(), &self.home)
     }
+
+    /// The operator as toolchain presets see them.
+    pub fn host(&self) -> Host<'_> {
+        Host {
+            home: &self.home,
+            env: &self.env,
+        }
+    }
 }
 
 /// What the CLI flags say. The last layer: these always win over files.
@@ -66,6 +85,8 @@ impl Context {
 pub struct Overrides {
     /// `--allow-net`: network on.
     pub allow_net: bool,
+    /// `--with PRESET`: toolchain presets (rust, node, python).
+    pub with: Vec<String>,
     /// `--read PATH`: extra read roots (relative to the cwd; must exist).
     pub read: Vec<PathBuf>,
     /// `--write PATH`: extra write roots (relative to the cwd; must exist).
@@ -117,6 +138,15 @@ pub struct Resolved {
     pub provenance: Vec<Provenance>,
     /// What the tool asked for and what it got.
     pub requested: Vec<RequestOutcome>,
+}
+
+impl Resolved {
+    /// Directories of the operator's PATH that the call's PATH leaves out
+    /// (the grant cannot read them), with the flag that would keep each.
+    /// Computed on demand: only `policy` and the `--json` results show it.
+    pub fn path_dropped(&self, ctx: &Context) -> Vec<DroppedDir> {
+        search_path::dropped(&self.grant, &ctx.host())
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -264,6 +294,7 @@ impl PolicyStack {
             project: &project,
             home: &ctx.home,
             tmp: &ctx.tmp,
+            a3s_tools: (ctx.holds_a3s_tools)(&project),
         };
         let mut st = State::closed();
         let mut seq = 1;
@@ -293,6 +324,7 @@ impl PolicyStack {
         }
         st.apply_cli(cli, &vars, &ctx.cwd, seq)?;
         seq += 1;
+        st.apply_presets(&ctx.host())?;
         let mut requested = Vec::new();
         if let Some(t) = tool {
             st.add_tool_dirs(t.name, &t.extra_read, &ctx.cwd, seq)?;
@@ -300,6 +332,7 @@ impl PolicyStack {
         }
         let policy_file = self.layers.iter().find_map(|l| l.path.as_deref());
         st.add_floor(&ctx.state_base(), policy_file)?;
+        st.check_env_dirs(&ctx.env)?;
         let (grant, mut provenance) = st.finish(project.clone())?;
         provenance.insert(
             0,

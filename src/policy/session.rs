@@ -48,6 +48,7 @@ impl PolicyStack {
             project: &project,
             home: &ctx.home,
             tmp: &ctx.tmp,
+            a3s_tools: false,
         };
         let mut out = SessionPolicy::default();
         let mut requests: Option<u32> = None;

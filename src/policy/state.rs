@@ -20,6 +20,7 @@ pub const NAMESPACE_FREE_GAPS: &[&str] = &[
 ];
 use super::parse::FileText;
 use super::paths::{Vars, expand, is_plain, within};
+use super::presets::Preset;
 use super::resolve::Overrides;
 use super::units::parse_duration;
 use std::collections::BTreeMap;
@@ -114,9 +115,13 @@ pub struct Layer<'a> {
 
 impl Layer<'_> {
     pub fn origin(&self, section: &str, key: &str, index: Option<usize>) -> Origin {
+        self.origin_at(&[section, key], index)
+    }
+
+    /// The origin of a key outside any section (`with`), or of any key path.
+    pub fn origin_at(&self, keys: &[&str], index: Option<usize>) -> Origin {
         let mut path = self.prefix.clone();
-        path.push(section.to_string());
-        path.push(key.to_string());
+        path.extend(keys.iter().map(|k| k.to_string()));
         Origin {
             source: self.source.clone(),
             at: At::File {
@@ -129,14 +134,9 @@ impl Layer<'_> {
     }
 }
 
+/// A value and where it came from (a list entry, or a single setting).
 #[derive(Debug, Clone)]
-pub struct Val<T> {
-    pub v: T,
-    pub o: Origin,
-}
-
-#[derive(Debug, Clone)]
-pub struct Entry<T> {
+pub struct Sourced<T> {
     pub v: T,
     pub o: Origin,
 }
@@ -144,41 +144,46 @@ pub struct Entry<T> {
 /// Everything a grant holds, each value with its origin.
 #[derive(Debug, Clone)]
 pub struct State {
-    pub read: Vec<Entry<PathBuf>>,
-    pub write: Vec<Entry<PathBuf>>,
-    pub protected: Vec<Entry<PathBuf>>,
-    pub denied: Vec<Entry<PathBuf>>,
-    pub private_tmp: Val<bool>,
-    pub mode: Val<NetMode>,
-    pub connect: Val<Vec<u16>>,
-    pub bind: Val<Vec<u16>>,
-    pub env_allow: Vec<Entry<String>>,
-    pub env_set: BTreeMap<String, Entry<String>>,
-    pub timeout: Val<Duration>,
-    pub kill_grace: Val<Duration>,
-    pub address_space: Val<Option<u64>>,
-    pub cpu: Val<Option<u64>>,
-    pub processes: Val<Option<u64>>,
-    pub file_size: Val<Option<u64>>,
-    pub open_files: Val<Option<u64>>,
-    pub stdout: Val<u64>,
-    pub stderr: Val<u64>,
-    pub enforcement: Val<Enforcement>,
-    pub namespace_free: Val<NamespaceFree>,
-    pub namespace_free_accepts: Val<Vec<String>>,
-    pub approval: Val<ApprovalMode>,
-    pub req_network: Val<bool>,
-    pub max_timeout: Val<Duration>,
-    pub rl_requests: Option<Val<u32>>,
-    pub rl_window: Option<Val<Duration>>,
+    /// Toolchain presets, from every layer (applied in `with.rs`).
+    pub with: Vec<Sourced<Preset>>,
+    /// Guards written as `{a3s_tools}` that name nothing here (`tools/`
+    /// holds no A3S tool files), with their list's key, for `policy`.
+    pub not_guarded: Vec<(&'static str, Sourced<PathBuf>)>,
+    pub read: Vec<Sourced<PathBuf>>,
+    pub write: Vec<Sourced<PathBuf>>,
+    pub protected: Vec<Sourced<PathBuf>>,
+    pub denied: Vec<Sourced<PathBuf>>,
+    pub private_tmp: Sourced<bool>,
+    pub mode: Sourced<NetMode>,
+    pub connect: Sourced<Vec<u16>>,
+    pub bind: Sourced<Vec<u16>>,
+    pub env_allow: Vec<Sourced<String>>,
+    pub env_set: BTreeMap<String, Sourced<String>>,
+    pub timeout: Sourced<Duration>,
+    pub kill_grace: Sourced<Duration>,
+    pub address_space: Sourced<Option<u64>>,
+    pub cpu: Sourced<Option<u64>>,
+    pub processes: Sourced<Option<u64>>,
+    pub file_size: Sourced<Option<u64>>,
+    pub open_files: Sourced<Option<u64>>,
+    pub stdout: Sourced<u64>,
+    pub stderr: Sourced<u64>,
+    pub enforcement: Sourced<Enforcement>,
+    pub namespace_free: Sourced<NamespaceFree>,
+    pub namespace_free_accepts: Sourced<Vec<String>>,
+    pub approval: Sourced<ApprovalMode>,
+    pub req_network: Sourced<bool>,
+    pub max_timeout: Sourced<Duration>,
+    pub rl_requests: Option<Sourced<u32>>,
+    pub rl_window: Option<Sourced<Duration>>,
     /// `[approval] allow_yes`; unset: false for `always`, true otherwise.
-    pub allow_yes: Option<Val<bool>>,
+    pub allow_yes: Option<Sourced<bool>>,
     /// `[limits] concurrent`.
-    pub concurrent: Option<Val<u32>>,
+    pub concurrent: Option<Sourced<u32>>,
 }
 
-fn val<T>(v: T, o: &Origin) -> Val<T> {
-    Val { v, o: o.clone() }
+fn val<T>(v: T, o: &Origin) -> Sourced<T> {
+    Sourced { v, o: o.clone() }
 }
 
 fn nonzero<T: PartialEq + Default>(v: T, o: &Origin, hint: &str) -> Result<T, PolicyError> {
@@ -193,7 +198,7 @@ fn rlimit<T>(
     l: Limit<T>,
     o: &Origin,
     f: impl Fn(T) -> u64,
-) -> Result<Val<Option<u64>>, PolicyError> {
+) -> Result<Sourced<Option<u64>>, PolicyError> {
     match l {
         Limit::Unlimited => Ok(val(None, o)),
         Limit::Set(t) => {
@@ -251,6 +256,8 @@ impl State {
         let g = Grant::closed(PathBuf::new());
         let o = Origin::input("built-in".into(), 0);
         State {
+            with: Vec::new(),
+            not_guarded: Vec::new(),
             read: Vec::new(),
             write: Vec::new(),
             protected: Vec::new(),
@@ -285,6 +292,11 @@ impl State {
 
     /// Apply one file layer.
     pub fn apply(&mut self, l: &Layer, b: &Body, vars: &Vars) -> Result<(), PolicyError> {
+        for (i, name) in b.with.iter().flatten().enumerate() {
+            let o = l.origin_at(&["with"], Some(i));
+            let v = Preset::parse(name).map_err(|m| o.error(m))?;
+            self.with.push(Sourced { v, o });
+        }
         let fs = &b.fs;
         let lists = [
             (&fs.read, &fs.add_read, "read", "add_read", Kind::Root),
@@ -311,12 +323,17 @@ impl State {
                 2 => &mut self.protected,
                 _ => &mut self.denied,
             };
+            let mut skipped = Vec::new();
             if let Some(list) = set {
-                *target = from_list(l, set_key, list, kind, vars)?;
+                *target = from_list(l, set_key, list, kind, vars, &mut skipped)?;
+                self.not_guarded.retain(|(k, _)| *k != set_key);
             }
             if let Some(list) = add {
-                target.extend(from_list(l, add_key, list, kind, vars)?);
+                target.extend(from_list(l, add_key, list, kind, vars, &mut skipped)?);
             }
+            let key = if i == 2 { "protected" } else { "denied" };
+            self.not_guarded
+                .extend(skipped.into_iter().map(|e| (key, e)));
         }
         if let Some(v) = fs.private_tmp {
             self.private_tmp = val(v, &l.origin("fs", "private_tmp", None));
@@ -357,7 +374,7 @@ impl State {
             for (i, name) in list.iter().enumerate() {
                 let o = l.origin("env", key, Some(i));
                 check_env_name(name, true).map_err(|m| o.error(m))?;
-                entries.push(Entry { v: name.clone(), o });
+                entries.push(Sourced { v: name.clone(), o });
             }
             if replace {
                 self.env_allow = entries;
@@ -377,7 +394,7 @@ impl State {
                 }
                 self.env_set.insert(
                     name.clone(),
-                    Entry {
+                    Sourced {
                         v: value.clone(),
                         o,
                     },
@@ -484,6 +501,11 @@ impl State {
         if cli.allow_net {
             self.mode = val(NetMode::On, &Origin::flag("--allow-net", seq));
         }
+        for name in &cli.with {
+            let o = Origin::flag("--with", seq);
+            let v = Preset::parse(name).map_err(|m| o.error(m))?;
+            self.with.push(Sourced { v, o });
+        }
         for (list, flag) in [(&cli.read, "--read"), (&cli.write, "--write")] {
             let o = Origin::flag(flag, seq);
             let mut entries = Vec::new();
@@ -506,14 +528,14 @@ impl State {
                 check_env_name(name, false).map_err(|m| o.error(m))?;
                 self.env_set.insert(
                     name.to_string(),
-                    Entry {
+                    Sourced {
                         v: value.to_string(),
                         o,
                     },
                 );
             } else {
                 check_env_name(spec, true).map_err(|m| o.error(m))?;
-                self.env_allow.push(Entry { v: spec.clone(), o });
+                self.env_allow.push(Sourced { v: spec.clone(), o });
             }
         }
         if let Some(t) = &cli.timeout {
@@ -566,7 +588,7 @@ impl State {
 
 /// Remove duplicates and paths beneath another path of the same list
 /// (`/usr/bin` when `/usr` is there), keeping the first of equals.
-pub fn dedup(list: &mut Vec<Entry<PathBuf>>) {
+pub fn dedup(list: &mut Vec<Sourced<PathBuf>>) {
     if list.iter().all(|e| is_plain(&e.v)) {
         // Normal paths: equal bytes are equal paths, and a path lies beneath
         // another exactly when one of its ancestors is that other.
@@ -584,7 +606,7 @@ pub fn dedup(list: &mut Vec<Entry<PathBuf>>) {
     list.retain(|e| !all.iter().any(|a| *a != e.v && within(&e.v, a)));
 }
 
-pub fn dedup_by<T, K: Ord>(list: &mut Vec<Entry<T>>, key: impl Fn(&Entry<T>) -> K) {
+pub fn dedup_by<T, K: Ord>(list: &mut Vec<Sourced<T>>, key: impl Fn(&Sourced<T>) -> K) {
     let mut seen = std::collections::BTreeSet::new();
     list.retain(|e| seen.insert(key(e)));
 }

@@ -5,8 +5,8 @@ use super::report::{Degradation, LandlockReport, LandlockStatus};
 use super::rootfs::STANDARD_DEVICES;
 use crate::policy::{Grant, Network};
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, Scope,
 };
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -46,7 +46,7 @@ pub enum LandlockError {
     #[error("cannot open {path} for a Landlock rule: {source}")]
     Path {
         path: String,
-        source: landlock::PathFdError,
+        source: std::io::Error,
     },
     #[error("building the Landlock ruleset failed: {0}")]
     Ruleset(#[from] landlock::RulesetError),
@@ -161,6 +161,41 @@ fn split_around(root: &Path, excluded: &[PathBuf], out: &mut Vec<PathBuf>) {
     }
 }
 
+/// One path rule before it is opened.
+struct RuleSpec {
+    path: PathBuf,
+    rights: landlock::BitFlags<AccessFs>,
+    /// Skipped when it does not exist (else an error).
+    optional: bool,
+}
+
+/// An `O_PATH` descriptor for `spec` and whether it is a directory; `None`
+/// for an optional path that is gone or is a symlink by the time it is
+/// opened. Optional paths are entries of a split read root, listed a moment
+/// earlier: /tmp changes while we look, and a concurrent call may replace an
+/// entry inside its write root with a symlink to a secret, which must not
+/// become a rule on the secret.
+fn open_for_rule(spec: &RuleSpec) -> std::io::Result<Option<(OwnedFd, bool)>> {
+    use nix::fcntl::{OFlag, open};
+    use nix::sys::stat::{Mode, SFlag, fstat};
+    let mut flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
+    if spec.optional {
+        flags |= OFlag::O_NOFOLLOW;
+    }
+    let fd = match open(spec.path.as_path(), flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR) if spec.optional => {
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let kind = SFlag::from_bits_truncate(fstat(&fd)?.st_mode) & SFlag::S_IFMT;
+    if spec.optional && kind == SFlag::S_IFLNK {
+        return Ok(None);
+    }
+    Ok(Some((fd, kind == SFlag::S_IFDIR)))
+}
+
 /// Build the ruleset for `grant`. `extra_read` are files readable for this
 /// call only (a parameters file, `resolv.conf`'s target). The standard
 /// device nodes of the constructed root (`/dev/null`, `zero`, `full`,
@@ -215,27 +250,36 @@ pub fn prepare(
         }
     };
     let file_rights = AccessFs::from_file(abi);
-    let rule = |path: &Path, rights: landlock::BitFlags<AccessFs>| {
-        let rights = if is_dir(path) {
-            rights
-        } else {
-            rights & file_rights
-        };
-        PathFd::new(path)
-            .map(|fd| PathBeneath::new(fd, rights))
-            .map_err(|source| LandlockError::Path {
-                path: path.display().to_string(),
+    let rule = |spec: &RuleSpec| -> Option<Result<PathBeneath<OwnedFd>, LandlockError>> {
+        match open_for_rule(spec) {
+            Ok(Some((fd, dir))) => {
+                let rights = if dir {
+                    spec.rights
+                } else {
+                    spec.rights & file_rights
+                };
+                Some(Ok(PathBeneath::new(fd, rights)))
+            }
+            Ok(None) => None,
+            Err(source) => Some(Err(LandlockError::Path {
+                path: spec.path.display().to_string(),
                 source,
-            })
+            })),
+        }
     };
-    let mut fs_rules = Vec::with_capacity(grant.read.len() + grant.write.len() + 8);
+    let mut fs_rules: Vec<RuleSpec> = Vec::with_capacity(grant.read.len() + grant.write.len() + 8);
+    let required = |path: &Path, rights| RuleSpec {
+        path: path.to_path_buf(),
+        rights,
+        optional: false,
+    };
     match layout {
         Layout::Constructed => {
             for root in grant.read.iter().chain(extra_read) {
                 if root.starts_with("/proc") {
                     continue; // the call's /proc is its own; see `read_access`
                 }
-                fs_rules.push(rule(root, AccessFs::from_read(abi))?);
+                fs_rules.push(required(root, AccessFs::from_read(abi)));
             }
         }
         Layout::Host {
@@ -248,13 +292,15 @@ pub fn prepare(
                 split_around(root, &excluded, &mut parts);
             }
             parts.push(PathBuf::from("/proc"));
-            for part in &parts {
-                if part.exists() {
-                    fs_rules.push(rule(part, AccessFs::from_read(abi))?);
-                }
+            for part in parts {
+                fs_rules.push(RuleSpec {
+                    path: part,
+                    rights: AccessFs::from_read(abi),
+                    optional: true,
+                });
             }
             if let Some(tmp) = private_tmp {
-                fs_rules.push(rule(tmp, AccessFs::from_all(abi))?);
+                fs_rules.push(required(tmp, AccessFs::from_all(abi)));
             }
         }
     }
@@ -265,21 +311,19 @@ pub fn prepare(
         if !constructed && root.starts_with("/proc") {
             continue;
         }
-        fs_rules.push(rule(root, AccessFs::from_all(abi))?);
+        fs_rules.push(required(root, AccessFs::from_all(abi)));
     }
     for dev in STANDARD_DEVICES {
-        let p = Path::new(dev);
-        if p.exists() {
-            fs_rules.push(rule(
-                p,
-                (AccessFs::from_read(abi) | AccessFs::WriteFile | AccessFs::Truncate)
-                    & AccessFs::from_all(abi),
-            )?);
-        }
+        fs_rules.push(RuleSpec {
+            path: PathBuf::from(dev),
+            rights: (AccessFs::from_read(abi) | AccessFs::WriteFile | AccessFs::Truncate)
+                & AccessFs::from_all(abi),
+            optional: true,
+        });
     }
     let created = ruleset
         .create()?
-        .add_rules(fs_rules.into_iter().map(Ok::<_, landlock::RulesetError>))?
+        .add_rules(fs_rules.iter().filter_map(rule))?
         .add_rules(net_rules.into_iter().map(Ok::<_, landlock::RulesetError>))?;
     let status = if missing.iter().any(|d| !d.compensated) {
         LandlockStatus::PartiallyEnforced
@@ -346,5 +390,31 @@ mod tests {
                 .iter()
                 .any(|d| d.feature.contains("TCP port") && !d.compensated)
         );
+    }
+
+    #[test]
+    fn split_entries_never_follow_symlinks_and_may_vanish() {
+        let dir = std::env::temp_dir().join(format!("tc-ll-open-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("file"), "x").unwrap();
+        std::os::unix::fs::symlink(dir.join("sub"), dir.join("link")).unwrap();
+        let spec = |name: &str, optional| RuleSpec {
+            path: dir.join(name),
+            rights: AccessFs::from_all(ABI::V1),
+            optional,
+        };
+        let opened = |name, optional| open_for_rule(&spec(name, optional));
+        // An entry of a split root: the symlink is left out, a vanished
+        // entry is skipped; files and directories open as what they are.
+        assert!(opened("link", true).unwrap().is_none());
+        assert!(opened("gone", true).unwrap().is_none());
+        assert!(opened("sub", true).unwrap().unwrap().1);
+        assert!(!opened("file", true).unwrap().unwrap().1);
+        // A root the grant names: followed (resolution already
+        // canonicalised it), and missing is an error, never a silent skip.
+        assert!(opened("link", false).unwrap().unwrap().1);
+        assert!(opened("gone", false).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -37,7 +37,7 @@ pub use supervise::CancelToken;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// What to run. The working directory is always the grant's project.
@@ -165,6 +165,16 @@ pub enum SandboxError {
     NotFound(String),
     #[error("{program}: cannot execute: {reason}")]
     CannotExecute { program: String, reason: String },
+    /// The program (found on PATH or named by path) resolves, through its
+    /// symlinks, to a file the grant does not let the call read.
+    #[error("{}", outside_message(.program, .found, .resolved, None))]
+    OutsideGrant {
+        program: String,
+        /// The path the program was found at.
+        found: PathBuf,
+        /// Where its symlinks lead.
+        resolved: PathBuf,
+    },
     #[error("the kernel cannot enforce this policy: {0} (pass --allow-degraded to run anyway)")]
     NotEnforceable(String),
     #[error("sandbox setup failed at {stage}: {source}")]
@@ -179,13 +189,45 @@ pub enum SandboxError {
     Refused(String),
 }
 
+/// What kind of failure a [`SandboxError`] is (the CLI maps kinds to exit
+/// statuses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxErrorKind {
+    /// The program does not exist.
+    NotFound,
+    /// The program exists but cannot be executed.
+    CannotExecute,
+    /// toolcage's own failure: the policy cannot be enforced, setup failed.
+    Setup,
+}
+
 impl SandboxError {
-    /// The exit status `toolcage exec` uses for this error.
-    pub fn exit_status(&self) -> u8 {
+    pub fn kind(&self) -> SandboxErrorKind {
         match self {
-            SandboxError::NotFound(_) => 127,
-            SandboxError::CannotExecute { .. } => 126,
-            _ => 125,
+            SandboxError::NotFound(_) => SandboxErrorKind::NotFound,
+            SandboxError::CannotExecute { .. } | SandboxError::OutsideGrant { .. } => {
+                SandboxErrorKind::CannotExecute
+            }
+            _ => SandboxErrorKind::Setup,
         }
     }
+}
+
+/// `prog: cannot execute: FOUND resolves to RESOLVED, outside ... (fix: FIX)`;
+/// the fix defaults to reading the resolved file's directory.
+pub fn outside_message(program: &str, found: &Path, resolved: &Path, fix: Option<&str>) -> String {
+    let fix = fix.map_or_else(
+        || format!("--read {}", resolved.parent().unwrap_or(resolved).display()),
+        str::to_string,
+    );
+    let what = if found == resolved {
+        format!("{} is", found.display())
+    } else {
+        format!(
+            "{} resolves to {}, which is",
+            found.display(),
+            resolved.display()
+        )
+    };
+    format!("{program}: cannot execute: {what} outside the policy's read roots (fix: {fix})")
 }

@@ -1,13 +1,16 @@
 //! Finding the program to execute, before the child starts.
 //!
-//! A bare name is searched in the sandbox's `PATH` the way `execvp(3)` does,
-//! except that a candidate the grant cannot read is passed over: a version
-//! manager's shim in the user's home (pyenv, nvm) is first on the operator's
-//! PATH but unreadable inside the sandbox, while the system's copy in
-//! `/usr/bin` runs fine.
+//! A bare name is searched in the sandbox's `PATH` the way `execvp(3)`
+//! does; that `PATH` holds only directories the grant can read (`env.rs`),
+//! so a version manager's shim dir in the operator's home is not searched.
+//! The program found, or named by its path, must resolve (through its
+//! symlinks: a venv's `python`, a toolchain proxy) to a file the grant can
+//! read. When it does not, the call fails here with the resolved path
+//! ([`SandboxError::OutsideGrant`]), which the caller turns into the flag
+//! that grants it; the kernel would only say EACCES or ENOENT.
 
 use super::SandboxError;
-use crate::policy::Grant;
+use crate::policy::{Grant, search_path};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
@@ -19,27 +22,23 @@ fn is_executable_file(p: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Whether `file` lies beneath a root the sandbox can read (read or write
-/// roots, or `extra_read`) and not beneath a denied path. Symlinks are
-/// resolved first, as the kernel checks the file it finally opens.
+/// Whether the grant (with `extra_read`) lets the call read `file`, judged
+/// by the file its symlinks lead to.
 pub(super) fn grant_can_read(grant: &Grant, extra_read: &[PathBuf], file: &Path) -> bool {
-    let Ok(real) = file.canonicalize() else {
-        return false;
-    };
-    let beneath = |root: &PathBuf| {
-        real.starts_with(root) || root.canonicalize().is_ok_and(|r| real.starts_with(r))
-    };
-    let allowed = grant
-        .read
-        .iter()
-        .chain(&grant.write)
-        .chain(extra_read)
-        .any(beneath);
-    allowed && !grant.denied.iter().any(beneath)
+    search_path::can_read(grant, extra_read, file)
+}
+
+fn outside(program: String, found: PathBuf) -> SandboxError {
+    let resolved = found.canonicalize().unwrap_or_else(|_| found.clone());
+    SandboxError::OutsideGrant {
+        program,
+        found,
+        resolved,
+    }
 }
 
 /// Resolve the program: `/` in the name means a path (relative to the
-/// project); otherwise search `path_var`, skipping what `readable` rejects.
+/// project); otherwise search `path_var`. The result must be `readable`.
 pub(super) fn resolve(
     argv0: &OsStr,
     project: &Path,
@@ -62,31 +61,23 @@ pub(super) fn resolve(
                 program: name,
                 reason: "permission denied (not executable: chmod +x)".into(),
             }),
+            Ok(_) if !readable(&p) => Err(outside(name, p)),
             Ok(_) => Ok(p),
         };
     }
-    let mut unreadable: Option<PathBuf> = None;
     for dir in path_var.split(':').filter(|d| !d.is_empty()) {
         let candidate = project.join(dir).join(argv0);
         if !is_executable_file(&candidate) {
             continue;
         }
+        // The first candidate is the program the PATH names: running a
+        // later one instead would run another program silently.
         if readable(&candidate) {
             return Ok(candidate);
         }
-        unreadable.get_or_insert(candidate);
+        return Err(outside(name, candidate));
     }
-    match unreadable {
-        Some(p) => Err(SandboxError::CannotExecute {
-            program: name,
-            reason: format!(
-                "found only at {}, outside the policy's read roots (fix: --read {} or a policy read root)",
-                p.display(),
-                p.parent().unwrap_or(Path::new("/")).display()
-            ),
-        }),
-        None => Err(SandboxError::NotFound(name)),
-    }
+    Err(SandboxError::NotFound(name))
 }
 
 #[cfg(test)]
@@ -110,34 +101,58 @@ mod tests {
     }
 
     #[test]
-    fn the_first_readable_candidate_on_path_wins() {
+    fn the_first_candidate_on_path_is_the_program() {
         let t = tempfile::tempdir().unwrap();
-        let (shim, system) = (t.path().join("shim"), t.path().join("system"));
-        std::fs::create_dir_all(&shim).unwrap();
-        std::fs::create_dir_all(&system).unwrap();
-        let in_shim = exe(&shim, "python3");
-        let in_system = exe(&system, "python3");
-        let path = format!("{}:{}", shim.display(), system.display());
-
-        assert_eq!(search("python3", &path, |_| true).unwrap(), in_shim);
-        let beneath_system = |p: &Path| p.starts_with(&system);
-        assert_eq!(search("python3", &path, beneath_system).unwrap(), in_system);
+        let (first, second) = (t.path().join("first"), t.path().join("second"));
+        std::fs::create_dir_all(&first).unwrap();
+        std::fs::create_dir_all(&second).unwrap();
+        let in_first = exe(&first, "python3");
+        exe(&second, "python3");
+        let path = format!("{}:{}", first.display(), second.display());
+        assert_eq!(search("python3", &path, |_| true).unwrap(), in_first);
+        // Unreadable, it is an error naming it, not a silent switch to the
+        // second one.
+        let beneath_second = |p: &Path| p.starts_with(&second);
+        let err = search("python3", &path, beneath_second).unwrap_err();
+        assert!(
+            matches!(&err, SandboxError::OutsideGrant { found, .. } if *found == in_first),
+            "{err}"
+        );
+        let missing = search("no-such-tool", &path, |_| true);
+        assert!(matches!(missing, Err(SandboxError::NotFound(_))));
     }
 
     #[test]
-    fn a_program_found_only_outside_the_grant_names_the_fix() {
+    fn a_program_that_resolves_outside_the_grant_names_the_resolved_path() {
         let t = tempfile::tempdir().unwrap();
-        exe(t.path(), "tool");
-        let err = search("tool", &t.path().display().to_string(), |_| false).unwrap_err();
-        let text = err.to_string();
-        assert!(matches!(err, SandboxError::CannotExecute { .. }), "{text}");
-        assert!(text.contains("outside the policy's read roots"), "{text}");
-        assert!(
-            text.contains(&format!("--read {}", t.path().display())),
-            "{text}"
-        );
-        let missing = search("no-such-tool", &t.path().display().to_string(), |_| true);
-        assert!(matches!(missing, Err(SandboxError::NotFound(_))));
+        let root = t.path().canonicalize().unwrap();
+        let (venv, pyenv) = (root.join("p/.venv/bin"), root.join("home/.pyenv/bin"));
+        std::fs::create_dir_all(&venv).unwrap();
+        std::fs::create_dir_all(&pyenv).unwrap();
+        let real = exe(&pyenv, "python3.11");
+        std::os::unix::fs::symlink(&real, venv.join("python")).unwrap();
+        let project = root.join("p");
+        let in_project = |p: &Path| p.canonicalize().is_ok_and(|r| r.starts_with(&project));
+        for (argv0, path) in [
+            (".venv/bin/python", String::new()),
+            ("python", venv.display().to_string()),
+        ] {
+            let err = resolve(&OsString::from(argv0), &project, &path, in_project).unwrap_err();
+            let text = err.to_string();
+            assert!(
+                matches!(&err, SandboxError::OutsideGrant { resolved, .. } if *resolved == real),
+                "{text}"
+            );
+            assert!(text.contains(&real.display().to_string()), "{text}");
+            assert!(
+                text.contains(&format!("--read {}", pyenv.display())),
+                "{text}"
+            );
+            assert_eq!(err.kind(), super::super::SandboxErrorKind::CannotExecute);
+        }
+        // Control: with the target granted it runs.
+        let got = resolve(&OsString::from(".venv/bin/python"), &project, "", |_| true);
+        assert_eq!(got.unwrap(), project.join(".venv/bin/python"));
     }
 
     #[test]

@@ -22,7 +22,7 @@ fn file_errors_name_file_line_and_key() {
         ),
         (
             "\n\n[netwrk]\n",
-            "policy $T/p.toml:3: unknown key 'netwrk' (expected one of fs, network, env, limits, sandbox, requests, approval, rate_limit, global_rate_limit, audit, tools)",
+            "policy $T/p.toml:3: unknown key 'netwrk' (expected one of with, fs, network, env, limits, sandbox, requests, approval, rate_limit, global_rate_limit, audit, tools)",
         ),
         (
             "[fs]\nadd_read = [\n  \"src\",\n  \"nope\",\n]\n",
@@ -171,5 +171,27 @@ fn unreadable_policy_file() {
     assert!(
         err.starts_with("policy $T/cwd/nope.toml: cannot read: "),
         "{err}"
+    );
+}
+
+#[test]
+fn tmp_as_a_root_is_refused_while_the_private_tmp_covers_it() {
+    let e = Env::new();
+    assert_eq!(
+        e.err("[fs]\nadd_write = [\"/tmp\"]\n"),
+        "policy $T/p.toml:2: fs.add_write: /tmp as a write root would be hidden by the call's \
+         private /tmp (private_tmp = true, profile default); grant a directory beneath /tmp \
+         instead, or set [fs] private_tmp = false to share the host's /tmp"
+    );
+    // Control: without the private tmp, the host's /tmp can be granted.
+    let shared = "[fs]\nadd_write = [\"/tmp\"]\nprivate_tmp = false\n";
+    let r = e
+        .resolve(None, Some(shared), &Overrides::default())
+        .expect("host /tmp without a private tmp");
+    assert!(
+        r.grant
+            .write
+            .iter()
+            .any(|w| w == std::path::Path::new("/tmp"))
     );
 }

@@ -212,7 +212,7 @@ fn a_policy_file_inside_a_write_root_is_protected() {
     let r = with_policy_at(&e, &inside, None, &Overrides::default());
     assert!(r.grant.protected.contains(&inside));
     assert_eq!(sources_of(&r, "protected", &inside), [POLICY_FILE_SOURCE]);
-    let text = render_text(&r);
+    let text = render_text(&r, &[]);
     let line = text
         .lines()
         .find(|l| l.contains(&inside.display().to_string()))
@@ -295,7 +295,6 @@ fn the_protected_list_covers_tools_and_config_that_run_commands_later() {
     for name in [
         ".agents",
         ".clawd",
-        "tools",
         "tools.toml",
         ".mcp.json",
         ".git",
@@ -316,6 +315,18 @@ fn the_protected_list_covers_tools_and_config_that_run_commands_later() {
         assert!(r.grant.protected.contains(&p), "{name}");
         assert_eq!(sources_of(&r, "protected", &p), ["profile default"]);
     }
+    // tools/ only as an A3S tool directory (tests/with.rs).
+    std::fs::create_dir_all(e.p("project/tools")).unwrap();
+    std::fs::write(
+        e.p("project/tools/t.md"),
+        "---
+kind: script
+---
+",
+    )
+    .unwrap();
+    let r = e.resolve(None, None, &Overrides::default()).unwrap();
+    assert!(r.grant.protected.contains(&e.p("project/tools")));
 }
 
 #[test]

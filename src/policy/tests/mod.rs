@@ -6,8 +6,9 @@ use super::*;
 mod errors;
 mod floor;
 mod gate_keys;
+mod presets;
 mod props;
-use crate::spec::Requests;
+mod with;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -38,6 +39,8 @@ impl Env {
             tmp: root.join("tmp"),
             cwd: root.join("cwd"),
             xdg_state_home: None,
+            env: Default::default(),
+            holds_a3s_tools: holds_a3s_tools_for_tests,
         };
         Env {
             _dir: dir,
@@ -161,7 +164,7 @@ fn shipped_profiles_parse_and_resolve() {
     let e = Env::new();
     for name in profile_names() {
         let r = e.resolve(Some(name), None, &Overrides::default()).unwrap();
-        assert!(!render_text(&r).is_empty());
+        assert!(!render_text(&r, &[]).is_empty());
         serde_json::to_string(&r).unwrap();
     }
     let untrusted = e
@@ -175,7 +178,8 @@ fn shipped_profiles_parse_and_resolve() {
     let ci = e.resolve(Some("ci"), None, &Overrides::default()).unwrap();
     assert_eq!(ci.grant.enforcement, Enforcement::Strict);
     assert_eq!(source_of(&ci, "enforcement"), "profile ci");
-    assert_eq!(source_of(&ci, "timeout"), "profile default");
+    assert_eq!(source_of(&ci, "timeout"), "profile ci");
+    assert_eq!(ci.grant.timeout, std::time::Duration::from_secs(30 * 60));
     let net = e
         .resolve(Some("network"), None, &Overrides::default())
         .unwrap();
@@ -309,9 +313,9 @@ fn roots_are_canonical_and_deduplicated() {
 #[test]
 fn a_symlinked_protected_path_is_kept_under_both_names() {
     let e = Env::new();
-    std::os::unix::fs::symlink(e.p("tooldir"), e.p("project/tools")).unwrap();
+    std::os::unix::fs::symlink(e.p("tooldir"), e.p("project/.tools")).unwrap();
     let r = e.resolve(None, None, &Overrides::default()).unwrap();
-    assert!(r.grant.protected.contains(&e.p("project/tools")));
+    assert!(r.grant.protected.contains(&e.p("project/.tools")));
     assert!(r.grant.protected.contains(&e.p("tooldir")));
 }
 
@@ -433,7 +437,8 @@ fn timeout_requests_are_clamped() {
     );
     assert!(source_of(&r, "timeout").contains("clamped"));
     assert!(
-        render_text(&r).contains("requested 1h, granted 5m  (clamped: above requests.max_timeout")
+        render_text(&r, &[])
+            .contains("requested 1h, granted 5m  (clamped: above requests.max_timeout")
     );
     // An operator timeout above max_timeout is never reduced by a request.
     let r = e.tool(Some("[limits]\ntimeout = \"10m\"\n"), "t", &ask(3600));
@@ -484,7 +489,7 @@ fn approval_and_rate_limit_only_tighten() {
 fn render_shows_every_setting_with_its_source() {
     let e = Env::new();
     let r = e.resolve(Some("ci"), None, &Overrides::default()).unwrap();
-    let text = render_text(&r);
+    let text = render_text(&r, &[]);
     assert!(text.starts_with("policy defaults (no tool)\n"));
     let line = text
         .lines()
@@ -520,4 +525,15 @@ fn policy_paths_are_relative_to_the_project_not_the_cwd() {
         .unwrap();
     assert!(r.grant.read.contains(&e.p("project/src")));
     assert!(!Path::new(&e.p("cwd/src")).exists());
+}
+
+/// Stand-in for discover's rule (policy may not depend on discover): a
+/// `tools/*.md` whose first line opens a front matter.
+fn holds_a3s_tools_for_tests(project: &Path) -> bool {
+    std::fs::read_dir(project.join("tools")).is_ok_and(|rd| {
+        rd.flatten().any(|e| {
+            e.file_name().to_string_lossy().ends_with(".md")
+                && std::fs::read_to_string(e.path()).is_ok_and(|t| t.starts_with("---"))
+        })
+    })
 }

@@ -16,10 +16,12 @@ fn overrides() -> impl Strategy<Value = Overrides> {
         proptest::collection::vec("[A-Za-z_=*0-9 ]{0,8}", 0..3),
         proptest::option::of(prop_oneof!["[0-9]{1,4}(ms|s|m|h)?", ".{0,6}"]),
         any::<bool>(),
+        proptest::collection::vec(prop_oneof!["rust", "node", "python", "[a-z]{0,5}"], 0..3),
     )
         .prop_map(
-            |(allow_net, read, write, env, timeout, allow_degraded)| Overrides {
+            |(allow_net, read, write, env, timeout, allow_degraded, with)| Overrides {
                 allow_net,
+                with,
                 read: read.into_iter().map(PathBuf::from).collect(),
                 write: write.into_iter().map(PathBuf::from).collect(),
                 env,
@@ -61,7 +63,7 @@ proptest! {
         let tool = ToolInput { name: "t", requests: &req, extra_read: vec![] };
         for t in [None, Some(&tool)] {
             let Ok(r) = stack.resolve(&e.ctx, &cli, t) else { continue };
-            let _ = render_text(&r);
+            let _ = render_text(&r, &[]);
             if cli.allow_net {
                 prop_assert_eq!(&r.grant.network, &Network::On);
             }

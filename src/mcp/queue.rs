@@ -1,17 +1,17 @@
-//! Admission of `tools/call`: how many calls may be pending (admitted and
+//! The server's call queue: how many `tools/call` may be pending (taken and
 //! not finished: waiting for approval or a run slot, or running) per session
 //! and overall, and who gets the next of the `--max-concurrent` run slots.
 //!
-//! - [`Admission::admit`] answers at once: a [`Ticket`] while the session is
-//!   under `max_pending_per_session` and the server under `max_pending`, a
-//!   [`Refusal`] otherwise. The ticket counts the call as pending until it is
+//! - [`CallQueue::enqueue`] answers at once: a [`Place`] while the session
+//!   is under `max_pending_per_session` and the server under `max_pending`, a
+//!   [`Busy`] refusal otherwise. The place counts the call as pending until it is
 //!   dropped (when the call has ended, its run included).
-//! - [`Ticket::slot`] waits for a run slot. Waiting calls queue per session
+//! - [`Place::slot`] waits for a run slot. Waiting calls queue per session
 //!   (FIFO). A freed slot goes to the waiting session that runs the fewest
 //!   calls now, the longest-waiting of those first (round robin among
 //!   equals), so one session's flood cannot starve another session's call:
 //!   a session with nothing running gets the very next slot.
-//! - A [`Slot`] is one running call; dropping it hands the slot straight to
+//! - A [`RunSlot`] is one running call; dropping it hands the slot straight to
 //!   the next waiting call, or frees it.
 
 use std::collections::{HashMap, VecDeque};
@@ -21,7 +21,7 @@ use tokio::sync::oneshot;
 /// The limits, from `serve --max-concurrent`, `--max-pending`,
 /// `--max-pending-per-session`.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub struct QueueLimits {
     pub max_concurrent: usize,
     pub max_pending: usize,
     pub max_pending_per_session: usize,
@@ -31,8 +31,8 @@ pub struct Limits {
 pub type SessionKey = u64;
 
 /// Pending counts and run slots of one server.
-pub struct Admission {
-    limits: Limits,
+pub struct CallQueue {
+    limits: QueueLimits,
     state: Mutex<State>,
 }
 
@@ -54,19 +54,19 @@ struct SessionQueue {
 
 /// A call refused because too many are pending.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
+pub enum Busy {
     Session { pending: usize, limit: usize },
     Server { pending: usize, limit: usize },
 }
 
-impl std::fmt::Display for Refusal {
+impl std::fmt::Display for Busy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Refusal::Session { pending, limit } => write!(
+            Busy::Session { pending, limit } => write!(
                 f,
                 "{pending} calls already pending for this session (limit {limit}); retry later"
             ),
-            Refusal::Server { pending, limit } => write!(
+            Busy::Server { pending, limit } => write!(
                 f,
                 "{pending} calls already pending on this server (limit {limit}); retry later"
             ),
@@ -74,20 +74,20 @@ impl std::fmt::Display for Refusal {
     }
 }
 
-impl Admission {
-    pub fn new(limits: Limits) -> Arc<Admission> {
-        let limits = Limits {
+impl CallQueue {
+    pub fn new(limits: QueueLimits) -> Arc<CallQueue> {
+        let limits = QueueLimits {
             max_concurrent: limits.max_concurrent.max(1),
             max_pending: limits.max_pending.max(1),
             max_pending_per_session: limits.max_pending_per_session.max(1),
         };
-        Arc::new(Admission {
+        Arc::new(CallQueue {
             limits,
             state: Mutex::new(State::default()),
         })
     }
 
-    pub fn limits(&self) -> Limits {
+    pub fn limits(&self) -> QueueLimits {
         self.limits
     }
 
@@ -97,25 +97,25 @@ impl Admission {
     }
 
     /// Admit one more call of `session`, or refuse it at once.
-    pub fn admit(self: &Arc<Self>, session: SessionKey) -> Result<Ticket, Refusal> {
+    pub fn enqueue(self: &Arc<Self>, session: SessionKey) -> Result<Place, Busy> {
         let mut st = self.lock();
         let mine = st.sessions.get(&session).map_or(0, |s| s.pending);
         if mine >= self.limits.max_pending_per_session {
-            return Err(Refusal::Session {
+            return Err(Busy::Session {
                 pending: mine,
                 limit: self.limits.max_pending_per_session,
             });
         }
         if st.pending >= self.limits.max_pending {
-            return Err(Refusal::Server {
+            return Err(Busy::Server {
                 pending: st.pending,
                 limit: self.limits.max_pending,
             });
         }
         st.pending += 1;
         st.sessions.entry(session).or_default().pending += 1;
-        Ok(Ticket {
-            admission: self.clone(),
+        Ok(Place {
+            queue: self.clone(),
             session,
         })
     }
@@ -172,23 +172,23 @@ impl Admission {
     }
 }
 
-/// One admitted call: counts as pending until dropped.
-pub struct Ticket {
-    admission: Arc<Admission>,
+/// A call's place in the queue: counts it as pending until dropped.
+pub struct Place {
+    queue: Arc<CallQueue>,
     session: SessionKey,
 }
 
-impl Ticket {
+impl Place {
     /// Wait for a run slot, in this session's turn. `None` only if the
-    /// slot can never come (the admission state was torn down).
-    pub async fn slot(&self) -> Option<Slot> {
+    /// slot can never come (the queue was torn down).
+    pub async fn slot(&self) -> Option<RunSlot> {
         let rx = {
-            let mut st = self.admission.lock();
-            if st.running < self.admission.limits.max_concurrent && st.turn.is_empty() {
+            let mut st = self.queue.lock();
+            if st.running < self.queue.limits.max_concurrent && st.turn.is_empty() {
                 st.running += 1;
                 st.sessions.entry(self.session).or_default().running += 1;
-                return Some(Slot {
-                    admission: self.admission.clone(),
+                return Some(RunSlot {
+                    queue: self.queue.clone(),
                     session: self.session,
                 });
             }
@@ -203,7 +203,7 @@ impl Ticket {
         };
         let mut waiting = Waiting {
             rx: Some(rx),
-            admission: &self.admission,
+            queue: &self.queue,
             session: self.session,
         };
         let got = match waiting.rx.as_mut() {
@@ -211,16 +211,16 @@ impl Ticket {
             None => false,
         };
         waiting.rx = None;
-        got.then(|| Slot {
-            admission: self.admission.clone(),
+        got.then(|| RunSlot {
+            queue: self.queue.clone(),
             session: self.session,
         })
     }
 }
 
-impl Drop for Ticket {
+impl Drop for Place {
     fn drop(&mut self) {
-        let mut st = self.admission.lock();
+        let mut st = self.queue.lock();
         st.pending = st.pending.saturating_sub(1);
         if let Some(queue) = st.sessions.get_mut(&self.session) {
             queue.pending = queue.pending.saturating_sub(1);
@@ -235,7 +235,7 @@ impl Drop for Ticket {
 /// the queue goes, and a slot handed to it meanwhile is passed on.
 struct Waiting<'a> {
     rx: Option<oneshot::Receiver<()>>,
-    admission: &'a Admission,
+    queue: &'a CallQueue,
     session: SessionKey,
 }
 
@@ -247,7 +247,7 @@ impl Drop for Waiting<'_> {
         rx.close();
         let handed = rx.try_recv().is_ok();
         {
-            let mut st = self.admission.lock();
+            let mut st = self.queue.lock();
             let State { sessions, turn, .. } = &mut *st;
             if let Some(queue) = sessions.get_mut(&self.session) {
                 queue.waiting.retain(|tx| !tx.is_closed());
@@ -257,20 +257,20 @@ impl Drop for Waiting<'_> {
             }
         }
         if handed {
-            self.admission.release_slot(self.session);
+            self.queue.release_slot(self.session);
         }
     }
 }
 
 /// One of the `--max-concurrent` run slots, held while the call runs.
-pub struct Slot {
-    admission: Arc<Admission>,
+pub struct RunSlot {
+    queue: Arc<CallQueue>,
     session: SessionKey,
 }
 
-impl Drop for Slot {
+impl Drop for RunSlot {
     fn drop(&mut self) {
-        self.admission.release_slot(self.session);
+        self.queue.release_slot(self.session);
     }
 }
 
@@ -279,8 +279,8 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn limits(c: usize, p: usize, s: usize) -> Limits {
-        Limits {
+    fn limits(c: usize, p: usize, s: usize) -> QueueLimits {
+        QueueLimits {
             max_concurrent: c,
             max_pending: p,
             max_pending_per_session: s,
@@ -289,42 +289,42 @@ mod tests {
 
     #[test]
     fn caps_per_session_and_overall() {
-        let a = Admission::new(limits(1, 3, 2));
-        let t1 = a.admit(1).unwrap();
-        let _t2 = a.admit(1).unwrap();
+        let a = CallQueue::new(limits(1, 3, 2));
+        let t1 = a.enqueue(1).unwrap();
+        let _t2 = a.enqueue(1).unwrap();
         assert_eq!(
-            a.admit(1).err(),
-            Some(Refusal::Session {
+            a.enqueue(1).err(),
+            Some(Busy::Session {
                 pending: 2,
                 limit: 2
             })
         );
-        let _t3 = a.admit(2).unwrap();
+        let _t3 = a.enqueue(2).unwrap();
         assert_eq!(
-            a.admit(3).err(),
-            Some(Refusal::Server {
+            a.enqueue(3).err(),
+            Some(Busy::Server {
                 pending: 3,
                 limit: 3
             })
         );
         drop(t1);
-        assert!(a.admit(1).is_ok());
+        assert!(a.enqueue(1).is_ok());
         assert_eq!(a.pending(), 3 - 1);
     }
 
     #[tokio::test]
     async fn slots_go_round_robin_across_sessions() {
-        let a = Admission::new(limits(1, 100, 100));
-        let first = a.admit(1).unwrap();
+        let a = CallQueue::new(limits(1, 100, 100));
+        let first = a.enqueue(1).unwrap();
         let running = first.slot().await.unwrap();
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
         // Session 1 queues five calls, then session 2 queues one.
         for (i, session) in [1, 1, 1, 1, 1, 2].into_iter().enumerate() {
-            let ticket = a.admit(session).unwrap();
+            let place = a.enqueue(session).unwrap();
             let order = order.clone();
             tasks.push(tokio::spawn(async move {
-                let slot = ticket.slot().await.unwrap();
+                let slot = place.slot().await.unwrap();
                 order.lock().unwrap().push((i, session));
                 drop(slot);
             }));
@@ -343,17 +343,17 @@ mod tests {
 
     #[tokio::test]
     async fn the_session_running_fewest_gets_the_next_slot() {
-        let a = Admission::new(limits(2, 100, 100));
+        let a = CallQueue::new(limits(2, 100, 100));
         // Session 1 runs two calls and queues two more; session 2 queues one.
-        let (ta, tb) = (a.admit(1).unwrap(), a.admit(1).unwrap());
+        let (ta, tb) = (a.enqueue(1).unwrap(), a.enqueue(1).unwrap());
         let (sa, _sb) = (ta.slot().await.unwrap(), tb.slot().await.unwrap());
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
         for session in [1, 1, 2] {
-            let ticket = a.admit(session).unwrap();
+            let place = a.enqueue(session).unwrap();
             let order = order.clone();
             tasks.push(tokio::spawn(async move {
-                let slot = ticket.slot().await.unwrap();
+                let slot = place.slot().await.unwrap();
                 order.lock().unwrap().push(session);
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 drop(slot);
@@ -371,19 +371,19 @@ mod tests {
 
     #[tokio::test]
     async fn a_cancelled_waiter_passes_its_turn_on() {
-        let a = Admission::new(limits(1, 100, 100));
-        let t0 = a.admit(1).unwrap();
+        let a = CallQueue::new(limits(1, 100, 100));
+        let t0 = a.enqueue(1).unwrap();
         let running = t0.slot().await.unwrap();
-        let gone = a.admit(2).unwrap();
+        let gone = a.enqueue(2).unwrap();
         let waited = tokio::time::timeout(Duration::from_millis(20), gone.slot()).await;
         assert!(waited.is_err());
-        let next = a.admit(3).unwrap();
+        let next = a.enqueue(3).unwrap();
         let later = tokio::spawn(async move { next.slot().await.is_some() });
         tokio::time::sleep(Duration::from_millis(5)).await;
         drop(running);
         assert!(later.await.unwrap());
         // The slot went back when the last holder finished.
-        let t4 = a.admit(4).unwrap();
+        let t4 = a.enqueue(4).unwrap();
         assert!(
             tokio::time::timeout(Duration::from_millis(100), t4.slot())
                 .await

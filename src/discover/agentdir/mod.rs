@@ -17,13 +17,17 @@
 //! - Script tools take `{"inputs": {...}}`; mcp tools an open object.
 //! - Unknown keys are Warnings.
 
+mod kinds;
+
 use super::frontmatter::{MAX_FLOW_DEPTH, MAX_FRONT_MATTER, first_paragraph, flow_depth};
 pub use super::frontmatter::{expand_env, split_front_matter};
 use super::fsread::{self, io_message};
 use super::{Diagnostic, Found, Runner, ToolSpec, schema, valid_tool_name};
-use crate::spec::{Format, Requests};
+use crate::policy::Requests;
+use crate::spec::Format;
+use kinds::{parse_mcp, parse_script};
 use serde_yaml_ng::{Mapping, Value as Yaml};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const READ_CAP: usize = 1024 * 1024;
@@ -302,173 +306,8 @@ pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
     }
 }
 
-fn limit(limits: &Mapping, key: &str, max: u64, cx: &mut Cx) -> Option<u64> {
-    match limits.get(key) {
-        None | Some(Yaml::Null) => None,
-        Some(Yaml::Number(n)) => match n.as_u64() {
-            Some(v) if (1..=max).contains(&v) => Some(v),
-            _ => {
-                cx.err_at(
-                    key,
-                    format!("illegal limit {key}: {n}"),
-                    &format!("use an integer from 1 to {max}"),
-                );
-                None
-            }
-        },
-        Some(_) => {
-            cx.err_at(
-                key,
-                format!("illegal limit {key}: not a number"),
-                &format!("use an integer from 1 to {max}"),
-            );
-            None
-        }
-    }
-}
-
-fn parse_script(m: &Mapping, cx: &mut Cx) -> Option<Kind> {
-    let path = cx.string(m, "path");
-    let allowed_tools = cx.strings(m, "allowed_tools");
-    let (mut timeout_ms, mut max_tool_calls, mut max_output_bytes) = (None, None, None);
-    match m.get("limits") {
-        None | Some(Yaml::Null) => {}
-        Some(Yaml::Mapping(l)) => {
-            for k in l.keys() {
-                let known = matches!(
-                    k.as_str(),
-                    Some("timeoutMs" | "maxToolCalls" | "maxOutputBytes")
-                );
-                if !known {
-                    let k = k.as_str().unwrap_or("?");
-                    cx.diags.push(
-                        Diagnostic::warning(
-                            cx.file,
-                            Some(1),
-                            format!("unknown limit '{k}' ignored"),
-                        )
-                        .fix("use timeoutMs, maxToolCalls or maxOutputBytes"),
-                    );
-                }
-            }
-            timeout_ms = limit(l, "timeoutMs", 600_000, cx);
-            max_tool_calls = limit(l, "maxToolCalls", 10_000, cx);
-            max_output_bytes = limit(l, "maxOutputBytes", 64 << 20, cx);
-        }
-        Some(_) => cx.err_at(
-            "limits",
-            "'limits' must be a mapping",
-            "write timeoutMs/maxToolCalls/maxOutputBytes under limits",
-        ),
-    }
-    let Some(path) = path.filter(|p| !p.is_empty()) else {
-        cx.err(
-            "script tool without 'path'",
-            "add `path: scripts/<name>.js`",
-        );
-        return None;
-    };
-    if let Err(e) = lexically_inside(&path) {
-        cx.err_at(
-            "path",
-            format!("path '{path}' {e}"),
-            "use a path inside the AgentDir",
-        );
-        return None;
-    }
-    Some(Kind::Script {
-        path,
-        allowed_tools,
-        timeout_ms,
-        max_tool_calls,
-        max_output_bytes,
-    })
-}
-
-/// A relative path whose `..` never climbs above the root.
-fn lexically_inside(p: &str) -> Result<(), &'static str> {
-    let mut depth: usize = 0;
-    for c in Path::new(p).components() {
-        match c {
-            Component::RootDir | Component::Prefix(_) => return Err("is absolute"),
-            Component::ParentDir => depth = depth.checked_sub(1).ok_or("escapes the AgentDir")?,
-            Component::Normal(_) => depth += 1,
-            Component::CurDir => {}
-        }
-    }
-    Ok(())
-}
-
-fn parse_mcp(m: &Mapping, cx: &mut Cx) -> Option<Kind> {
-    let transport = cx.string(m, "transport").unwrap_or_default();
-    let command = cx.string(m, "command");
-    let args = cx.strings(m, "args");
-    let url = cx.string(m, "url");
-    let mut env = Vec::new();
-    match m.get("env") {
-        None | Some(Yaml::Null) => {}
-        Some(Yaml::Mapping(e)) => {
-            for (k, v) in e {
-                let v = match v {
-                    Yaml::String(s) => Some(s.clone()),
-                    Yaml::Number(n) => Some(n.to_string()),
-                    Yaml::Bool(b) => Some(b.to_string()),
-                    _ => None,
-                };
-                match (k.as_str(), v) {
-                    (Some(k), Some(v)) if super::valid_env_name(k) => env.push((k.to_owned(), v)),
-                    (k, _) => cx.err_at(
-                        k.unwrap_or("env"),
-                        format!("env entry {:?} must be NAME: string", k.unwrap_or("?")),
-                        "write `NAME: \"${VAR}\"`",
-                    ),
-                }
-            }
-        }
-        Some(_) => cx.err_at(
-            "env",
-            "'env' must be a mapping",
-            "write `NAME: \"${VAR}\"` lines under env",
-        ),
-    }
-    match transport.as_str() {
-        "stdio" => {
-            if command.as_deref().is_none_or(str::is_empty) {
-                cx.err(
-                    "stdio mcp tool without 'command'",
-                    "add `command: npx` (and args)",
-                );
-            }
-        }
-        "http" => match url.as_deref() {
-            Some(u) if u.starts_with("http://") || u.starts_with("https://") => {}
-            _ => cx.err_at(
-                "url",
-                "http mcp tool needs an http(s):// 'url'",
-                "add `url: https://...`",
-            ),
-        },
-        "" => cx.err(
-            "mcp tool without 'transport'",
-            "add `transport: stdio` or `transport: http`",
-        ),
-        t => cx.err_at(
-            "transport",
-            format!("unknown transport '{t}'"),
-            "use stdio or http",
-        ),
-    }
-    Some(Kind::Mcp {
-        transport,
-        command,
-        args,
-        url,
-        env,
-    })
-}
-
 /// File-system checks (script path) and env expansion; the tool.
-fn finish(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -> Option<ToolSpec> {
+fn to_spec(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -> Option<ToolSpec> {
     let mut requests = Requests::default();
     let mut needs_read = Vec::new();
     let (runner, input_schema) = match doc.kind {
@@ -592,15 +431,13 @@ fn finish(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) ->
     })
 }
 
+/// Where A3S AgentDir tools live (`<name>.md`), relative to the project.
+pub const DIR: &str = "tools";
+
 /// Scan `<project>/tools/*.md`.
 pub(crate) fn scan(project: &Path) -> Found {
-    let dir = project.join("tools");
     let mut f = Found::default();
-    if fsread::refuse_outside(&dir, project, "the project", &mut f.diagnostics) {
-        f.examined.push(dir);
-        return f;
-    }
-    let Some(entries) = fsread::list_dir(&dir, &mut f.diagnostics) else {
+    let Some((dir, entries)) = super::tool_dir(project, DIR, &mut f) else {
         return f;
     };
     for e in entries {
@@ -625,7 +462,7 @@ pub(crate) fn scan(project: &Path) -> Found {
         let (doc, mut diags) = parse_md(&text, &path);
         f.diagnostics.append(&mut diags);
         if let Some(doc) = doc
-            && let Some(spec) = finish(project, &path, doc, &mut f.diagnostics)
+            && let Some(spec) = to_spec(project, &path, doc, &mut f.diagnostics)
         {
             f.tools.push(spec);
         }

@@ -17,10 +17,14 @@
 //!   (`http:`, `file:`, another file) skips the tool (see
 //!   [`schema::remote_reference`]).
 
+mod params;
+
 use super::fsread::{self, io_message};
 use super::schema::{self, Param};
 use super::{Diagnostic, Found, Runner, ToolSpec, valid_tool_name};
-use crate::spec::{Format, Requests};
+use crate::policy::Requests;
+use crate::spec::Format;
+use params::{parse_param, unwrap_json_schema};
 use serde_json::{Map, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -82,7 +86,7 @@ pub fn key_line(text: &str, key: &str) -> Option<usize> {
         let at = from + p;
         let after = text[at + needle.len()..].trim_start();
         if after.starts_with(':') {
-            return Some(crate::policy::line_at(text, at));
+            return Some(crate::text::line_at(text, at));
         }
         from = at + needle.len();
     }
@@ -337,87 +341,13 @@ pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diag
     )
 }
 
-/// One parameter definition; an optional warning on success.
-/// clawd's `parameters` is a map of name -> definition, but authors used
-/// to JSON Schema write `{"type": "object", "properties": {...},
-/// "required": [...]}` there. That shape is unambiguous (a parameter
-/// definition is an object, never the string "object"), so it is read as
-/// the properties and their required list.
-fn unwrap_json_schema(parameters: Option<&Value>) -> (Option<&Value>, Option<&[Value]>) {
-    let Some(Value::Object(map)) = parameters else {
-        return (parameters, None);
-    };
-    match (map.get("type"), map.get("properties")) {
-        (Some(Value::String(t)), Some(props @ Value::Object(_))) if t == "object" => {
-            let required = map
-                .get("required")
-                .and_then(Value::as_array)
-                .map(Vec::as_slice);
-            (Some(props), Some(required.unwrap_or(&[])))
-        }
-        _ => (parameters, None),
-    }
-}
-
-fn parse_param(name: &str, def: &Value) -> Result<(Param, Option<String>), String> {
-    let Some(def) = def.as_object() else {
-        return Err(format!("parameter '{name}' must be an object"));
-    };
-    if name.is_empty() {
-        return Err("empty parameter name".into());
-    }
-    let mut warn = None;
-    let kind = match def.get("type") {
-        // Only a reference: its target says the type.
-        None if def.contains_key("$ref") => "",
-        None => {
-            warn = Some(format!("parameter '{name}' has no \"type\"; using string"));
-            "string"
-        }
-        Some(Value::String(t)) => match t.as_str() {
-            "string" | "number" | "integer" | "boolean" | "array" | "object" => t.as_str(),
-            _ => return Err(format!("parameter '{name}': unsupported type '{t}'")),
-        },
-        Some(t) => {
-            return Err(format!(
-                "parameter '{name}': \"type\" must be a string, got {t}"
-            ));
-        }
-    };
-    let description = match def.get("description") {
-        None | Some(Value::Null) => "",
-        Some(Value::String(s)) => s.as_str(),
-        Some(_) => {
-            return Err(format!(
-                "parameter '{name}': \"description\" must be a string"
-            ));
-        }
-    };
-    if let Some(e) = def.get("enum")
-        && !matches!(e, Value::Array(a) if !a.is_empty())
-    {
-        return Err(format!(
-            "parameter '{name}': \"enum\" must be a non-empty array"
-        ));
-    }
-    let mut p = Param::new(name, kind, description, false);
-    p.extra = def
-        .iter()
-        .filter(|(k, _)| *k != "type" && *k != "description" && *k != "required")
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect::<Map<_, _>>();
-    Ok((p, warn))
-}
+/// Where clawd tools live (`<id>/tool.json`), relative to the project.
+pub const DIR: &str = ".clawd/tools";
 
 /// Scan `<project>/.clawd/tools/*/tool.json`.
 pub(crate) fn scan(project: &Path) -> Found {
-    let dir = project.join(".clawd").join("tools");
     let mut f = Found::default();
-    if fsread::refuse_outside(&dir, project, "the project", &mut f.diagnostics) {
-        f.examined.push(dir);
-        return f;
-    }
-    let Some(entries) = fsread::list_dir(&dir, &mut f.diagnostics) else {
+    let Some((dir, entries)) = super::tool_dir(project, DIR, &mut f) else {
         return f;
     };
     for e in entries {
@@ -506,7 +436,7 @@ pub(crate) fn scan(project: &Path) -> Found {
         let (def, mut diags) = parse_tool_json(&bytes, &file);
         f.diagnostics.append(&mut diags);
         let Some(def) = def else { continue };
-        if let Some(spec) = finish(&e.name, &e.path, &file, def, &mut f.diagnostics) {
+        if let Some(spec) = to_spec(&e.name, &e.path, &file, def, &mut f.diagnostics) {
             f.tools.push(spec);
         }
     }
@@ -514,7 +444,7 @@ pub(crate) fn scan(project: &Path) -> Found {
 }
 
 /// File-system checks on the entrypoint, then the tool.
-fn finish(
+fn to_spec(
     id: &str,
     dir: &Path,
     file: &Path,

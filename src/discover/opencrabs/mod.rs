@@ -23,14 +23,18 @@
 //!   not sit inside shell quotes (see [`super::template`]).
 //! - Unknown keys are Warnings.
 
+mod params;
+
 pub use super::crabparams::{convert_default, parse_coerce};
 use super::fsread::{self, io_message};
 use super::schema::{self, Param};
 use super::template;
-use super::{Coerce, CrabParam, Diagnostic, Found, Runner, ToolSpec, valid_tool_name};
+use super::{CrabParam, Diagnostic, Found, Runner, ToolSpec, valid_tool_name};
 use crate::policy::RateLimit;
-use crate::policy::line_at;
-use crate::spec::{Format, Requests};
+use crate::policy::Requests;
+use crate::spec::Format;
+use crate::text::line_at;
+use params::parse_params;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::{Table, Value as Toml};
@@ -49,15 +53,6 @@ const TOOL_KEYS: [&str; 12] = [
     "headers",
     "params",
     "rate_limit",
-];
-const PARAM_KEYS: [&str; 7] = [
-    "name",
-    "type",
-    "description",
-    "required",
-    "default",
-    "coerce_empty_to",
-    "coerce_null_to",
 ];
 const METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
 
@@ -392,7 +387,7 @@ fn parse_rate(r: &Toml, cx: &mut Cx) -> Option<RateLimit> {
     }
     .filter(|n| *n > 0);
     let window = match r.get("window") {
-        Some(Toml::String(s)) => crate::policy::parse_duration(s).ok(),
+        Some(Toml::String(s)) => crate::text::parse_duration(s).ok(),
         Some(Toml::Integer(i)) => u64::try_from(*i).ok().map(Duration::from_secs),
         _ => None,
     }
@@ -418,134 +413,6 @@ fn parse_rate(r: &Toml, cx: &mut Cx) -> Option<RateLimit> {
     }
 }
 
-fn parse_params(v: Option<&Toml>, cx: &mut Cx) -> Vec<(Param, CrabParam)> {
-    let items = match v {
-        None => return Vec::new(),
-        Some(Toml::Array(a)) => a,
-        Some(_) => {
-            cx.err(
-                "params",
-                "must be an array of tables",
-                "use [[tools.params]]",
-            );
-            return Vec::new();
-        }
-    };
-    let mut out: Vec<(Param, CrabParam)> = Vec::new();
-    for (m, item) in items.iter().enumerate() {
-        let key = |k: &str| format!("params[{m}].{k}");
-        let Some(t) = item.as_table() else {
-            cx.err(&key(""), "must be a table", "use [[tools.params]]");
-            continue;
-        };
-        for k in t.keys() {
-            if !PARAM_KEYS.contains(&k.as_str()) {
-                cx.warn(&key(k), "unknown key ignored");
-            }
-        }
-        let name = match t.get("name") {
-            Some(Toml::String(s)) if template::valid_param_name(s) => s.clone(),
-            Some(v) => {
-                cx.err(
-                    &key("name"),
-                    format!("{v} must match [A-Za-z_][A-Za-z0-9_-]*"),
-                    "rename the param",
-                );
-                continue;
-            }
-            None => {
-                cx.err(&key("name"), "missing", "add `name = \"...\"`");
-                continue;
-            }
-        };
-        if out.iter().any(|(p, _)| p.name == name) {
-            cx.err(
-                &key("name"),
-                format!("duplicate param '{name}'"),
-                "declare each param once",
-            );
-            continue;
-        }
-        let kind = match t.get("type") {
-            None => "string".to_owned(),
-            Some(Toml::String(s)) if schema::TYPES.contains(&s.as_str()) => s.clone(),
-            Some(v) => {
-                cx.err(
-                    &key("type"),
-                    format!("unsupported type {v}"),
-                    "use string, number, integer, boolean, array or object",
-                );
-                continue;
-            }
-        };
-        let description = match t.get("description") {
-            None => String::new(),
-            Some(Toml::String(s)) => s.clone(),
-            Some(_) => {
-                cx.err(&key("description"), "must be a string", "quote the value");
-                continue;
-            }
-        };
-        let required = match t.get("required") {
-            None => false,
-            Some(Toml::Boolean(b)) => *b,
-            Some(_) => {
-                cx.err(
-                    &key("required"),
-                    "must be true or false",
-                    "write true or false",
-                );
-                continue;
-            }
-        };
-        let default = match t.get("default").map(|d| convert_default(&kind, d)) {
-            None => None,
-            Some(Ok(v)) => Some(v),
-            Some(Err(e)) => {
-                cx.err(
-                    &key("default"),
-                    e,
-                    "write a default matching the param's type",
-                );
-                continue;
-            }
-        };
-        let mut coerce = [Coerce::Keep; 2];
-        let mut ok = true;
-        for (i, k) in ["coerce_empty_to", "coerce_null_to"].iter().enumerate() {
-            match t.get(*k).map(|v| v.as_str().and_then(parse_coerce)) {
-                None => {}
-                Some(Some(c)) => coerce[i] = c,
-                Some(None) => {
-                    cx.err(
-                        &key(k),
-                        "must be \"keep\", \"omit\", \"null\" or \"error\"",
-                        "pick one of the four",
-                    );
-                    ok = false;
-                }
-            }
-        }
-        if !ok {
-            continue;
-        }
-        let mut p = Param::new(&name, &kind, &description, required);
-        if let Some(d) = &default {
-            p.extra.insert("default".into(), d.clone());
-        }
-        let c = CrabParam {
-            name,
-            kind,
-            required,
-            default,
-            coerce_empty_to: coerce[0],
-            coerce_null_to: coerce[1],
-        };
-        out.push((p, c));
-    }
-    out
-}
-
 fn scan_file(path: &Path, required: bool, f: &mut Found) {
     match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return,
@@ -564,10 +431,13 @@ fn scan_file(path: &Path, required: bool, f: &mut Found) {
     f.diagnostics.append(&mut diags);
 }
 
+/// The project's OpenCrabs file, relative to the project.
+pub const FILE: &str = "tools.toml";
+
 /// Scan `<project>/tools.toml` and the `--tools-toml` file.
 pub(crate) fn scan(project: &Path, extra: Option<&Path>) -> Found {
     let mut f = Found::default();
-    let own = project.join("tools.toml");
+    let own = project.join(FILE);
     // The project's own tools.toml must be the project's: a link to any
     // other file would be read (and quoted in errors) with our rights.
     // `--tools-toml` is the operator's choice and may be anywhere.

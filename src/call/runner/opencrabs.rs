@@ -1,0 +1,95 @@
+//! OpenCrabs: the shell executor runs `/bin/sh -c <rendered command> sh
+//! <values...>`, each `{{param}}` a positional parameter reference (never
+//! pasted source); `$OPENCRABS_PARAMS` names a 0600 JSON file removed after
+//! the call. The http executor is listed and refused until the network
+//! gateway exists.
+
+use super::ToolRunner;
+use crate::call::encode::{EncodeError, Encoded, stdin_json};
+use crate::call::params_file::ParamsFile;
+use crate::discover::ToolSpec;
+use crate::policy::Grant;
+use crate::sandbox::Command;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+pub struct Shell<'a> {
+    pub command: &'a str,
+}
+
+impl ToolRunner for Shell<'_> {
+    fn runs(&self) -> String {
+        format!("sh -c '{}'", self.command)
+    }
+
+    /// The `tools.toml` entry is the spec itself: editing another entry in
+    /// the same file does not change this tool's digest.
+    fn files(&self) -> Vec<PathBuf> {
+        Vec::new()
+    }
+
+    fn encode(&self, args: &Map<String, Value>, _grant: &Grant) -> Result<Encoded, EncodeError> {
+        let rendered = crate::discover::template::render(self.command, args).map_err(|e| {
+            EncodeError::Invalid(format!("cannot render the command template: {e}"))
+        })?;
+        let file = ParamsFile::create(&stdin_json(args))
+            .map_err(|e| EncodeError::Internal(format!("cannot write the parameters file: {e}")))?;
+        let mut env = BTreeMap::new();
+        env.insert(
+            "OPENCRABS_PARAMS".to_string(),
+            file.path().display().to_string(),
+        );
+        // Values travel as positional parameters, never as shell source.
+        let mut argv: Vec<std::ffi::OsString> = vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            rendered.script.into(),
+            "sh".into(),
+        ];
+        argv.extend(rendered.args.into_iter().map(Into::into));
+        Ok(Encoded {
+            command: Command {
+                argv,
+                env,
+                extra_read: vec![file.path().to_path_buf()],
+                ..Default::default()
+            },
+            params_file: Some(file),
+        })
+    }
+}
+
+pub struct Http<'a> {
+    pub tool: &'a ToolSpec,
+    pub method: &'a str,
+    pub url: &'a str,
+}
+
+impl Http<'_> {
+    fn unsupported(&self) -> String {
+        format!(
+            "http executor not supported yet: tool {} ({}) runs once the network gateway lands",
+            self.tool.name,
+            self.tool.source.display()
+        )
+    }
+}
+
+impl ToolRunner for Http<'_> {
+    fn refusal(&self) -> Option<String> {
+        Some(self.unsupported())
+    }
+
+    fn runs(&self) -> String {
+        format!("http {} {}", self.method, self.url)
+    }
+
+    fn files(&self) -> Vec<PathBuf> {
+        Vec::new()
+    }
+
+    fn encode(&self, _: &Map<String, Value>, _: &Grant) -> Result<Encoded, EncodeError> {
+        Err(EncodeError::Unsupported(self.unsupported()))
+    }
+}
