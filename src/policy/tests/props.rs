@@ -107,10 +107,10 @@ proptest! {
         proptest::collection::vec("(/[ab.]{0,2}){0,3}/?", 0..12),
         proptest::collection::vec("/|(/[ab]{1,2}){1,3}", 0..12),
     ]) {
-        use crate::policy::state::{dedup, Entry, Origin};
-        let entries = |ps: &[String]| -> Vec<Entry<PathBuf>> {
+        use crate::policy::state::{dedup, Origin, Sourced};
+        let entries = |ps: &[String]| -> Vec<Sourced<PathBuf>> {
             ps.iter()
-                .map(|p| Entry { v: PathBuf::from(p), o: Origin::input("t".into(), 0) })
+                .map(|p| Sourced { v: PathBuf::from(p), o: Origin::input("t".into(), 0) })
                 .collect()
         };
         let mut fast = entries(&paths);
