@@ -65,6 +65,8 @@ fn internal(message: impl ToString) -> ExecError {
 }
 
 fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
+    // Made on another CPU while the policy is resolved (sandbox/netns.rs).
+    sandbox::network_namespace_ahead();
     let ctx = Context::detect(project, crate::discover::tooldirs::holds_a3s_tools)
         .map_err(|e| internal(format!("cannot resolve the project: {e}")))?;
     if !ctx.project.is_dir() {
@@ -73,7 +75,6 @@ fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
             ctx.project.display()
         )));
     }
-    let stack = policy::load(&sources(&args.policy), &ctx).map_err(internal)?;
     let overrides = Overrides {
         allow_net: args.allow_net,
         with: args.policy.with.clone(),
@@ -83,7 +84,8 @@ fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
         timeout: args.timeout.clone(),
         allow_degraded: args.policy.allow_degraded,
     };
-    let resolved = stack.resolve(&ctx, &overrides, None).map_err(internal)?;
+    let (_, resolved) =
+        policy::load_and_resolve(&sources(&args.policy), &ctx, &overrides).map_err(internal)?;
     let cmd = sandbox::Command {
         argv: args.command.clone(),
         inherit_stdio: true,

@@ -3,8 +3,9 @@
 //! paths) may be missing, are kept under both names when they are symlinks,
 //! and may end in a `*` wildcard that is expanded against what exists.
 
+use super::canon;
 use super::error::PolicyError;
-use super::paths::{Vars, canonical, canonical_lenient, expand};
+use super::paths::{Vars, expand};
 use super::state::{Layer, Origin, Sourced};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -161,7 +162,7 @@ pub fn resolve_path(
     out: &mut Vec<Sourced<PathBuf>>,
 ) -> Result<(), PolicyError> {
     match kind {
-        Kind::Root => match canonical(p) {
+        Kind::Root => match canon::canonical(p) {
             Ok(c) => out.push(Sourced { v: c, o: o.clone() }),
             Err(e) if shipped && e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -184,10 +185,9 @@ pub fn resolve_path(
 
 fn guard(p: &Path, o: &Origin, out: &mut Vec<Sourced<PathBuf>>) {
     let mut push = |v: PathBuf| out.push(Sourced { v, o: o.clone() });
-    let c = canonical_lenient(p);
-    let is_link = std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink());
-    if is_link && c != p {
-        push(canonical_lenient(p.parent().unwrap_or(p)).join(p.file_name().unwrap_or_default()));
+    let c = canon::lenient(p);
+    if canon::is_symlink(p) && c != p {
+        push(canon::lenient(p.parent().unwrap_or(p)).join(p.file_name().unwrap_or_default()));
     }
     push(c);
 }

@@ -4,6 +4,7 @@
 use super::error::PolicyError;
 use super::file::NetMode;
 use super::grant::{ApprovalMode, Grant, Limits, Network, OutputCaps, RateLimit};
+use super::paths::within;
 use super::resolve::Provenance;
 use super::state::{At, Origin, Sourced, State, dedup, dedup_by, enum_name, mode_name};
 use super::units::{format_duration, format_size};
@@ -100,7 +101,7 @@ impl State {
         for (roots, root_name, guards, guard_name) in pairs {
             for r in roots {
                 for g in guards {
-                    if !r.v.starts_with(&g.v) {
+                    if !within(&r.v, &g.v) {
                         continue;
                     }
                     let how = if r.v == g.v { "is also" } else { "is inside" };

@@ -14,9 +14,10 @@
 //!   the grant, is protected: a call must not rewrite the policy that the
 //!   next call runs under.
 
+use super::canon;
 use super::entries::{Kind, expand_glob, resolve_path};
 use super::error::PolicyError;
-use super::paths::canonical_lenient;
+use super::paths::within;
 use super::state::{Origin, Sourced, State};
 use std::path::{Path, PathBuf};
 
@@ -78,7 +79,7 @@ impl State {
             let mut found = Vec::new();
             if raw.contains('*') {
                 expand_glob(p, &secret, &mut found);
-            } else if p.symlink_metadata().is_ok() {
+            } else if canon::exists_nofollow(p) {
                 // Only what exists: the grant is resolved again for every
                 // call, and `toolcage policy` stays readable.
                 resolve_path(p, Kind::Guard, true, &secret, "", &mut found)?;
@@ -102,7 +103,7 @@ impl State {
     fn inside_write_root(&self, p: &Path) -> bool {
         self.write
             .iter()
-            .any(|r| r.v.as_os_str() != "/dev/null" && p.starts_with(&r.v))
+            .any(|r| r.v.as_os_str() != "/dev/null" && within(p, &r.v))
     }
 }
 
@@ -110,13 +111,10 @@ impl State {
 /// and, when it is a symlink, the link itself (replacing the link changes
 /// the policy too).
 fn policy_file_names(file: &Path) -> Vec<PathBuf> {
-    let canonical = canonical_lenient(file);
+    let canonical = canon::lenient(file);
     let mut names = vec![canonical.clone()];
-    if file
-        .symlink_metadata()
-        .is_ok_and(|m| m.file_type().is_symlink())
-    {
-        let link = canonical_lenient(file.parent().unwrap_or(file))
+    if canon::is_symlink(file) {
+        let link = canon::lenient(file.parent().unwrap_or(file))
             .join(file.file_name().unwrap_or_default());
         if link != canonical {
             names.push(link);

@@ -18,6 +18,7 @@
 //!
 //! The file format is documented in `file.rs` and in `policies/default.toml`.
 
+mod canon;
 mod entries;
 mod env_dirs;
 mod error;
@@ -48,12 +49,13 @@ pub use grant::{
     ApprovalMode, Enforcement, Grant, Limits, NamespaceFree, NamespaceFreePolicy, Network,
     OutputCaps, RateLimit,
 };
-pub use paths::{canonical_lenient, state_base};
+pub use paths::{canonical_lenient, state_base, within};
 pub use profiles::profile_names;
 pub use render::render_text;
 pub use requests::{Decision, RequestOutcome, Requests};
 pub use resolve::{
     Context, Overrides, PolicyStack, Provenance, Resolved, Sources, ToolInput, load,
+    load_and_resolve,
 };
 pub use session::{AuditPolicy, SessionPolicy};
 pub use units::{format_duration, format_size, parse_duration, parse_size};

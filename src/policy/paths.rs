@@ -4,7 +4,7 @@
 //! the only filesystem access in the policy layer besides reading policy
 //! files.
 
-use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 /// The values of `{project}`, `{home}` and `{tmp}`.
@@ -78,9 +78,46 @@ pub fn normalize(p: &Path) -> PathBuf {
     out
 }
 
-/// Canonicalize a root that must exist.
-pub fn canonical(p: &Path) -> io::Result<PathBuf> {
-    std::fs::canonicalize(p)
+/// `p.starts_with(base)`, whole components compared. Grant paths are
+/// normal (absolute, no `.`, no empty or trailing components), for which
+/// comparing bytes says the same; anything else takes `Path::starts_with`.
+/// Resolution compares every root with every guard: this keeps it cheap.
+pub fn within(p: &Path, base: &Path) -> bool {
+    let (a, b) = (p.as_os_str().as_bytes(), base.as_os_str().as_bytes());
+    if plain(a) && plain(b) {
+        a.starts_with(b) && (a.len() == b.len() || b == b"/" || a[b.len()] == b'/')
+    } else {
+        p.starts_with(base)
+    }
+}
+
+/// `p` is absolute and normal: its bytes compare as its components do.
+pub fn is_plain(p: &Path) -> bool {
+    plain(p.as_os_str().as_bytes())
+}
+
+/// Absolute, and no component that `Path::components` would drop (empty,
+/// `.`, a trailing `/`).
+fn plain(p: &[u8]) -> bool {
+    if p == b"/" {
+        return true;
+    }
+    if p.first() != Some(&b'/') || p.last() == Some(&b'/') {
+        return false;
+    }
+    // After each `/`: neither another `/` nor a `.` that ends the name.
+    let mut i = 0;
+    while i < p.len() {
+        if p[i] == b'/' {
+            match p.get(i + 1) {
+                Some(b'/') => return false,
+                Some(b'.') if matches!(p.get(i + 2), None | Some(b'/')) => return false,
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+    true
 }
 
 /// Canonicalize a path that may not exist: the longest existing ancestor is
@@ -179,6 +216,20 @@ mod tests {
     }
 
     #[test]
+    fn within_agrees_with_starts_with() {
+        let paths = [
+            "/", "/a", "/a/", "/a/b", "/ab", "/a/b/c", "/a/./b", "/a//b", "/a/.", "/a/..",
+            "/a/../b", "a", "a/b", "./a", ".", "", "/./a", "//a", "/a/b/", "/.a", "/a.",
+        ];
+        for p in paths {
+            for b in paths {
+                let (p, b) = (Path::new(p), Path::new(b));
+                assert_eq!(within(p, b), p.starts_with(b), "{p:?} within {b:?}");
+            }
+        }
+    }
+
+    #[test]
     fn state_base_follows_xdg_then_home() {
         let home = Path::new("/home/u");
         assert_eq!(
@@ -202,10 +253,10 @@ mod tests {
         std::fs::create_dir(&real).unwrap();
         std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
         let got = canonical_lenient(&dir.path().join("link/missing/x"));
-        assert_eq!(got, canonical(&real).unwrap().join("missing/x"));
+        assert_eq!(got, std::fs::canonicalize(&real).unwrap().join("missing/x"));
         assert_eq!(
             canonical_lenient(&dir.path().join("link")),
-            canonical(&real).unwrap()
+            std::fs::canonicalize(&real).unwrap()
         );
     }
 }

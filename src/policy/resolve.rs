@@ -7,11 +7,12 @@
 //! general one, and CLI flags still beat every file). Then the tool's own
 //! requests apply, bounded by the operator's `[requests]` section.
 
+use super::canon;
 use super::error::PolicyError;
 use super::file::{AuditSection, Body, RateLimitSection};
 use super::grant::Grant;
 use super::parse::{self, FileText};
-use super::paths::{Vars, canonical_lenient, normalize, state_base};
+use super::paths::{Vars, normalize, state_base};
 use super::presets::{Host, HostEnv};
 use super::profiles::{profile_names, profile_text};
 use super::requests::Requests;
@@ -80,7 +81,7 @@ impl Context {
 }
 
 /// What the CLI flags say. The last layer: these always win over files.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Overrides {
     /// `--allow-net`: network on.
     pub allow_net: bool,
@@ -193,6 +194,28 @@ fn shipped(name: &str) -> Result<FileLayer, PolicyError> {
 /// Parse the layers named by `sources` and check that they resolve (for the
 /// defaults and for every `[tools.NAME]` section), so errors surface here.
 pub fn load(sources: &Sources, ctx: &Context) -> Result<PolicyStack, PolicyError> {
+    load_checked(sources, ctx).map(|(stack, _)| stack)
+}
+
+/// [`load`], then the grant for `cli` without a tool (`exec`). When `cli`
+/// changes nothing, that is the resolution `load` checked: it is not done
+/// twice.
+pub fn load_and_resolve(
+    sources: &Sources,
+    ctx: &Context,
+    cli: &Overrides,
+) -> Result<(PolicyStack, Resolved), PolicyError> {
+    let (stack, defaults) = load_checked(sources, ctx)?;
+    let resolved = if *cli == Overrides::default() {
+        defaults
+    } else {
+        stack.resolve(ctx, cli, None)?
+    };
+    Ok((stack, resolved))
+}
+
+/// [`load`], with the resolution of the defaults.
+fn load_checked(sources: &Sources, ctx: &Context) -> Result<(PolicyStack, Resolved), PolicyError> {
     let mut layers = vec![shipped("default")?];
     if let Some(name) = &sources.profile
         && name != "default"
@@ -221,7 +244,7 @@ pub fn load(sources: &Sources, ctx: &Context) -> Result<PolicyStack, PolicyError
         });
     }
     let stack = PolicyStack { layers };
-    stack.resolve(ctx, &Overrides::default(), None)?;
+    let defaults = stack.resolve(ctx, &Overrides::default(), None)?;
     stack.session(ctx)?;
     let none = Requests::default();
     for name in stack.tool_sections() {
@@ -232,7 +255,7 @@ pub fn load(sources: &Sources, ctx: &Context) -> Result<PolicyStack, PolicyError
         };
         stack.resolve(ctx, &Overrides::default(), Some(&tool))?;
     }
-    Ok(stack)
+    Ok((stack, defaults))
 }
 
 impl PolicyStack {
@@ -256,7 +279,17 @@ impl PolicyStack {
         cli: &Overrides,
         tool: Option<&ToolInput>,
     ) -> Result<Resolved, PolicyError> {
-        let project = canonical_lenient(&ctx.project);
+        // Each path component is looked at once per resolution.
+        canon::memo(|| self.resolve_here(ctx, cli, tool))
+    }
+
+    fn resolve_here(
+        &self,
+        ctx: &Context,
+        cli: &Overrides,
+        tool: Option<&ToolInput>,
+    ) -> Result<Resolved, PolicyError> {
+        let project = canon::lenient(&ctx.project);
         let vars = Vars {
             project: &project,
             home: &ctx.home,

@@ -2,9 +2,10 @@
 //! `[global_rate_limit]` (all tools together) and `[audit]`. Top level only;
 //! later layers win key by key, like every other setting.
 
+use super::canon;
 use super::error::PolicyError;
 use super::grant::RateLimit;
-use super::paths::{Vars, canonical_lenient, expand};
+use super::paths::{Vars, expand};
 use super::resolve::{Context, PolicyStack};
 use super::state::{At, Origin};
 use std::path::PathBuf;
@@ -42,7 +43,7 @@ pub struct SessionPolicy {
 impl PolicyStack {
     /// The session-wide settings (`[global_rate_limit]`, `[audit]`).
     pub fn session(&self, ctx: &Context) -> Result<SessionPolicy, PolicyError> {
-        let project = canonical_lenient(&ctx.project);
+        let project = canon::lenient(&ctx.project);
         let vars = Vars {
             project: &project,
             home: &ctx.home,

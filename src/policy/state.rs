@@ -19,11 +19,12 @@ pub const NAMESPACE_FREE_GAPS: &[&str] = &[
     "proc",
 ];
 use super::parse::FileText;
-use super::paths::{Vars, expand};
+use super::paths::{Vars, expand, is_plain, within};
 use super::presets::Preset;
 use super::resolve::Overrides;
 use super::units::parse_duration;
 use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -588,9 +589,21 @@ impl State {
 /// Remove duplicates and paths beneath another path of the same list
 /// (`/usr/bin` when `/usr` is there), keeping the first of equals.
 pub fn dedup(list: &mut Vec<Sourced<PathBuf>>) {
+    if list.iter().all(|e| is_plain(&e.v)) {
+        // Normal paths: equal bytes are equal paths, and a path lies beneath
+        // another exactly when one of its ancestors is that other.
+        let mut seen = std::collections::BTreeSet::new();
+        list.retain(|e| seen.insert(e.v.as_os_str().as_bytes().to_vec()));
+        list.retain(|e| {
+            !e.v.ancestors()
+                .skip(1)
+                .any(|a| seen.contains(a.as_os_str().as_bytes()))
+        });
+        return;
+    }
     dedup_by(list, |e| e.v.clone());
     let all: Vec<PathBuf> = list.iter().map(|e| e.v.clone()).collect();
-    list.retain(|e| !all.iter().any(|a| *a != e.v && e.v.starts_with(a)));
+    list.retain(|e| !all.iter().any(|a| *a != e.v && within(&e.v, a)));
 }
 
 pub fn dedup_by<T, K: Ord>(list: &mut Vec<Sourced<T>>, key: impl Fn(&Sourced<T>) -> K) {

@@ -126,6 +126,8 @@ pub struct ChildPlan {
     pub steps: Vec<Step>,
     /// Bring up `lo` (the call has its own network namespace).
     pub loopback: Option<libc::ifreq>,
+    /// A network namespace made ahead (`netns.rs`) to join; -1 for none.
+    pub netns_fd: RawFd,
     pub cap_last: libc::c_int,
     pub sigrtmax: libc::c_int,
     /// No namespaces: the init is a subreaper that kills the tool's process
@@ -224,7 +226,7 @@ unsafe fn default_signals(sigrtmax: libc::c_int) {
 }
 
 /// Bring up `lo` in the call's fresh network namespace.
-unsafe fn loopback_up(req: &libc::ifreq) -> bool {
+pub(super) unsafe fn loopback_up(req: &libc::ifreq) -> bool {
     // SAFETY: socket/ioctl/close on our own descriptor and a stack copy.
     unsafe {
         let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
@@ -289,6 +291,9 @@ pub extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
         // /proc/self files belong to root. From here on nobody can ptrace us
         // or read our memory through /proc (which matters without Landlock).
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        if plan.netns_fd >= 0 && libc::setns(plan.netns_fd, libc::CLONE_NEWNET) != 0 {
+            fail(plan, Stage::Network);
+        }
         for (i, step) in plan.steps.iter().enumerate() {
             if steps::execute(step).is_err() {
                 fail_at(plan, Stage::Mount, i as u32);

@@ -4,12 +4,14 @@
 //! exit status, capped stdout/stderr with truncation counts, duration and
 //! the enforcement report. See DESIGN.md section 4 for the mechanics.
 
+mod bpf;
 mod child;
 mod env;
 mod landlock;
 mod limits;
 pub mod mode;
 mod namespace_free;
+mod netns;
 pub mod output;
 pub mod probe;
 mod program;
@@ -26,6 +28,7 @@ mod supervise;
 pub use env::build_env;
 pub use landlock::kernel_abi;
 pub use namespace_free::{namespaces_failed, namespaces_unavailable_reason};
+pub use netns::ahead as network_namespace_ahead;
 pub use output::Captured;
 pub use report::{Degradation, EnforcementReport, LandlockReport, LandlockStatus};
 pub use spawn::run;

@@ -1,17 +1,14 @@
-//! The seccomp filters, compiled to BPF in the parent before fork.
+//! The seccomp filter, compiled to BPF in the parent before fork.
 //!
-//! Two programs are installed: the main deny list (seccompiler, which also
-//! kills any process of a foreign architecture), and a small hand-written one
-//! that makes `clone3` and `openat2` return ENOSYS (so libc falls back to
-//! `clone` and `openat`, whose arguments we can inspect) and refuses the x32
-//! syscall ABI, which would otherwise bypass a filter keyed on x86_64
-//! syscall numbers.
+//! One program (see [`super::bpf`]): any process of a foreign architecture
+//! is killed; the deny list below gets EPERM; `clone3` and `openat2` return
+//! ENOSYS (so libc falls back to `clone` and `openat`, whose arguments we can
+//! inspect); and the x32 syscall ABI is refused, which would otherwise
+//! bypass a filter keyed on x86_64 syscall numbers.
 
+use super::bpf;
 use crate::policy::Network;
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition,
-    SeccompFilter, SeccompRule, TargetArch,
-};
+use seccompiler::{SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition, SeccompRule};
 use std::collections::BTreeMap;
 
 /// Syscalls denied with EPERM whatever the grant says.
@@ -96,12 +93,6 @@ const NAMESPACE_FLAGS: &[u64] = &[
     libc::CLONE_NEWPID as u64,
     libc::CLONE_NEWNET as u64,
 ];
-
-/// The compiled programs, ready to install in the child.
-pub struct Filters {
-    pub main: BpfProgram,
-    pub guard: Vec<libc::sock_filter>,
-}
 
 fn cond(arg: u8, len: Len, op: Op, value: u64) -> SeccompCondition {
     SeccompCondition::new(arg, len, op, value).expect("valid seccomp condition")
@@ -233,28 +224,21 @@ pub fn rules(network: &Network) -> BTreeMap<i64, Vec<SeccompRule>> {
     rules
 }
 
-fn target_arch() -> TargetArch {
-    #[cfg(target_arch = "x86_64")]
-    return TargetArch::x86_64;
-    #[cfg(target_arch = "aarch64")]
-    return TargetArch::aarch64;
-    #[cfg(target_arch = "riscv64")]
-    return TargetArch::riscv64;
-}
-
-/// Compile both programs for `network`.
-pub fn compile(network: &Network) -> Result<Filters, seccompiler::BackendError> {
-    let filter = SeccompFilter::new(
-        rules(network),
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        target_arch(),
-    )?;
-    let main: BpfProgram = filter.try_into()?;
-    Ok(Filters {
-        main,
-        guard: guard_program(),
-    })
+/// The program for `network`.
+pub fn compile(network: &Network) -> Result<Vec<libc::sock_filter>, String> {
+    let mut table = bpf::Table::new(libc::SECCOMP_RET_ALLOW, bpf::errno(libc::EPERM));
+    for (nr, rules) in rules(network) {
+        table.rules(nr, rules)?;
+    }
+    table.ret(libc::SYS_clone3, bpf::errno(libc::ENOSYS))?;
+    table.ret(libc::SYS_openat2, bpf::errno(libc::ENOSYS))?;
+    let x32_bit: u32 = if cfg!(target_arch = "x86_64") {
+        0x4000_0000
+    } else {
+        u32::MAX
+    };
+    table.at_or_above(x32_bit, bpf::errno(libc::EPERM));
+    table.compile()
 }
 
 fn stmt(code: u16, k: u32) -> libc::sock_filter {
@@ -268,30 +252,6 @@ fn stmt(code: u16, k: u32) -> libc::sock_filter {
 
 fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
-}
-
-/// `clone3` and `openat2` -> ENOSYS; x32 syscall numbers -> EPERM;
-/// everything else allowed.
-fn guard_program() -> Vec<libc::sock_filter> {
-    const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
-    const JEQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
-    const JGE: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
-    const RET: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
-    let errno = |e: i32| libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA);
-    let x32_bit: u32 = if cfg!(target_arch = "x86_64") {
-        0x4000_0000
-    } else {
-        u32::MAX
-    };
-    vec![
-        stmt(LD_W_ABS, 0), // seccomp_data.nr
-        jump(JEQ, libc::SYS_clone3 as u32, 1, 0),
-        jump(JEQ, libc::SYS_openat2 as u32, 0, 1),
-        stmt(RET, errno(libc::ENOSYS)),
-        jump(JGE, x32_bit, 0, 1),
-        stmt(RET, errno(libc::EPERM)),
-        stmt(RET, libc::SECCOMP_RET_ALLOW),
-    ]
 }
 
 /// Syscalls namespace-free mode turns into no-ops (they return 0 and do
@@ -387,9 +347,7 @@ mod tests {
                 bind: vec![],
             },
         ] {
-            let f = compile(&net).unwrap();
-            assert!(f.main.len() > 10);
-            assert_eq!(f.guard.len(), 7);
+            assert!(compile(&net).unwrap().len() > 10);
         }
     }
 

@@ -12,7 +12,7 @@ use super::namespace_free::{
 use super::report::{EnforcementReport, LandlockStatus};
 use super::rootfs::{self, FreshAccess};
 use super::supervise::{CancelToken, Running, supervise};
-use super::{Command, Outcome, SandboxError, build_env, program, runtime_dir, seccomp};
+use super::{Command, Outcome, SandboxError, build_env, netns, program, runtime_dir, seccomp};
 use super::{quarantine, restore};
 use crate::policy::{Grant, Network};
 use std::ffi::{CString, OsStr, OsString};
@@ -152,7 +152,7 @@ fn network_files(grant: &Grant) -> Vec<PathBuf> {
     }
 }
 
-fn loopback_request() -> libc::ifreq {
+pub(super) fn loopback_request() -> libc::ifreq {
     // SAFETY: ifreq is plain old data; all-zero is a valid value.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
@@ -264,6 +264,11 @@ fn run_in(
         .argv
         .first()
         .ok_or_else(|| SandboxError::Prepare("no command given".into()))?;
+    // As root the call's network namespace is made meanwhile (netns.rs).
+    let early_netns =
+        (grant.network == Network::Off && !namespace_free && nix::unistd::geteuid().is_root())
+            .then(netns::ahead_or_start)
+            .flatten();
     let runtime = runtime_dir::get()?;
     let mut env = build_env(grant, std::env::vars(), &cmd.env);
     let host_tmp = match namespace_free && grant.private_tmp {
@@ -334,19 +339,9 @@ fn run_in(
             .map(|l| format!("namespace-free: '{}' not confined (toolcage doctor)", l.id)),
     );
 
-    let filters = seccomp::compile(&grant.network)
+    let filter = seccomp::compile(&grant.network)
         .map_err(|e| SandboxError::Prepare(format!("seccomp: {e}")))?;
-    let main_prog: Vec<libc::sock_filter> = filters
-        .main
-        .iter()
-        .map(|f| libc::sock_filter {
-            code: f.code,
-            jt: f.jt,
-            jf: f.jf,
-            k: f.k,
-        })
-        .collect();
-    let mut programs = vec![filters.guard, main_prog];
+    let mut programs = vec![filter];
     if namespace_free {
         programs.push(seccomp::namespace_free_program(&grant.network));
     }
@@ -439,7 +434,14 @@ fn run_in(
     let (status_r, status_w) = pipe()?;
     let landlock_fd = prepared.fd.as_ref().map_or(-1, |f| f.as_raw_fd());
     let mut keep_fds: Vec<RawFd> = stdio.to_vec();
-    keep_fds.extend([report_w.as_raw_fd(), status_w.as_raw_fd(), landlock_fd]);
+    let netns = early_netns.and_then(netns::Early::finish);
+    let netns_fd = netns.as_ref().map_or(-1, |f| f.as_raw_fd());
+    keep_fds.extend([
+        report_w.as_raw_fd(),
+        status_w.as_raw_fd(),
+        landlock_fd,
+        netns_fd,
+    ]);
     keep_fds.retain(|fd| *fd >= 0);
     keep_fds.sort_unstable();
     keep_fds.dedup();
@@ -487,7 +489,8 @@ fn run_in(
         rlimits,
         proc_writes,
         steps: root.steps,
-        loopback: new_netns.then(loopback_request),
+        loopback: (new_netns && netns.is_none()).then(loopback_request),
+        netns_fd,
         cap_last: cap_last(),
         sigrtmax: libc::SIGRTMAX(),
         namespace_free,
@@ -497,7 +500,7 @@ fn run_in(
     // check of /proc/sys/kernel/hostname.
     let mut ns_flags =
         libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
-    if new_netns {
+    if new_netns && netns.is_none() {
         ns_flags |= libc::CLONE_NEWNET;
     }
     if rootless {
@@ -527,7 +530,10 @@ fn run_in(
         }
     };
     // The init has its own copy of all of this.
-    drop((plan, stacks, report_w, status_w));
+    drop((report_w, status_w, netns));
+    // The plan and the stacks are freed after the init is gone: until then
+    // every page the allocator writes is copied (the init shares them).
+    let _after_the_init = (plan, stacks);
     let parent_ends = pipes.map(|(child_ends, parent_ends)| {
         drop(child_ends);
         parent_ends

@@ -4,6 +4,7 @@
 
 use std::ffi::CString;
 use std::ptr;
+use std::sync::OnceLock;
 
 /// One filesystem operation in the child. Paths are absolute in the
 /// child's view at the time the step runs.
@@ -40,8 +41,9 @@ pub enum Step {
         set: u64,
         recursive: bool,
         /// Flags for the fallback `MS_REMOUNT | MS_BIND` (the locked flags of
-        /// the source plus what `set` asks for).
-        remount_flags: libc::c_ulong,
+        /// the source plus what `set` asks for); `None` where the parent
+        /// found `mount_setattr` ([`has_mount_setattr`]).
+        remount_flags: Option<libc::c_ulong>,
     },
     Chdir {
         path: CString,
@@ -68,6 +70,28 @@ struct MountAttr {
     attr_clr: u64,
     propagation: u64,
     userns_fd: u64,
+}
+
+/// Whether `mount_setattr(2)` exists here (kernel 5.12, and no filter of
+/// a container runtime answering ENOSYS). Asked once: where it exists the
+/// parent need not read every source's mount flags for the fallback.
+pub fn has_mount_setattr() -> bool {
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| {
+        // SAFETY: a bad descriptor, an empty path and no attribute: the
+        // kernel refuses the call (EINVAL) before it looks at anything.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_mount_setattr,
+                -1,
+                c"".as_ptr(),
+                0u32,
+                ptr::null::<MountAttr>(),
+                0usize,
+            )
+        };
+        !(rc < 0 && errno() == libc::ENOSYS)
+    })
 }
 
 fn errno() -> i32 {
@@ -148,16 +172,15 @@ pub unsafe fn execute(step: &Step) -> Result<(), i32> {
                     &attr as *const MountAttr,
                     std::mem::size_of::<MountAttr>(),
                 );
-                if rc != 0 && errno() == libc::ENOSYS {
-                    libc::mount(
+                match remount_flags {
+                    Some(flags) if rc != 0 && errno() == libc::ENOSYS => libc::mount(
                         ptr::null(),
                         path.as_ptr(),
                         ptr::null(),
-                        libc::MS_REMOUNT | libc::MS_BIND | *remount_flags,
+                        libc::MS_REMOUNT | libc::MS_BIND | *flags,
                         ptr::null(),
-                    )
-                } else {
-                    rc as libc::c_int
+                    ),
+                    _ => rc as libc::c_int,
                 }
             }
             Step::Chdir { path } => libc::chdir(path.as_ptr()),

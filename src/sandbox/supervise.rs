@@ -158,7 +158,12 @@ pub fn supervise(
     let mut killed: Option<Exit> = None; // why we killed it
     let mut kill_at: Option<Instant> = None;
     let mut drain_until: Option<Instant> = None;
-    let mut buf = vec![0u8; 64 * 1024];
+    // Only with pipes to read: a fresh buffer after clone is pages to copy.
+    let mut buf = if stdout.is_some() || stderr.is_some() {
+        vec![0u8; 64 * 1024]
+    } else {
+        Vec::new()
+    };
 
     loop {
         if exit.is_some() && stdout.is_none() && stderr.is_none() {

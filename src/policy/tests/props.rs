@@ -98,3 +98,30 @@ proptest! {
         let _ = e.resolve(None, Some(&text), &Overrides::default());
     }
 }
+
+proptest! {
+    /// The byte-wise dedup of normal paths keeps what the component-wise one
+    /// keeps, in the same order.
+    #[test]
+    fn dedup_matches_components(paths in prop_oneof![
+        proptest::collection::vec("(/[ab.]{0,2}){0,3}/?", 0..12),
+        proptest::collection::vec("/|(/[ab]{1,2}){1,3}", 0..12),
+    ]) {
+        use crate::policy::state::{dedup, Origin, Sourced};
+        let entries = |ps: &[String]| -> Vec<Sourced<PathBuf>> {
+            ps.iter()
+                .map(|p| Sourced { v: PathBuf::from(p), o: Origin::input("t".into(), 0) })
+                .collect()
+        };
+        let mut fast = entries(&paths);
+        dedup(&mut fast);
+        let mut slow = entries(&paths);
+        let mut seen = std::collections::BTreeSet::new();
+        slow.retain(|e| seen.insert(e.v.clone()));
+        let all: Vec<PathBuf> = slow.iter().map(|e| e.v.clone()).collect();
+        slow.retain(|e| !all.iter().any(|a| *a != e.v && e.v.starts_with(a)));
+        let got: Vec<&PathBuf> = fast.iter().map(|e| &e.v).collect();
+        let want: Vec<&PathBuf> = slow.iter().map(|e| &e.v).collect();
+        prop_assert_eq!(got, want);
+    }
+}

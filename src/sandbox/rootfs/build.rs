@@ -6,6 +6,9 @@ use super::*;
 pub(super) struct Builder {
     pub steps: Vec<Step>,
     pub what: Vec<String>,
+    /// Device nodes in the fresh `/dev` get nosuid from one recursive
+    /// `mount_setattr` on `/dev` at the end, not one call each.
+    pub dev_nosuid_at_end: bool,
 }
 
 impl Builder {
@@ -41,16 +44,19 @@ impl Builder {
         set: u64,
         recursive: bool,
     ) -> Result<(), SandboxError> {
-        let mut remount_flags = locked_flags(host);
-        for (attr, ms) in [
-            (MOUNT_ATTR_RDONLY, libc::MS_RDONLY),
-            (MOUNT_ATTR_NOSUID, libc::MS_NOSUID),
-            (MOUNT_ATTR_NODEV, libc::MS_NODEV),
-        ] {
-            if set & attr != 0 {
-                remount_flags |= ms;
+        let remount_flags = (!has_mount_setattr()).then(|| {
+            let mut flags = locked_flags(host);
+            for (attr, ms) in [
+                (MOUNT_ATTR_RDONLY, libc::MS_RDONLY),
+                (MOUNT_ATTR_NOSUID, libc::MS_NOSUID),
+                (MOUNT_ATTR_NODEV, libc::MS_NODEV),
+            ] {
+                if set & attr != 0 {
+                    flags |= ms;
+                }
             }
-        }
+            flags
+        });
         let step = Step::SetAttr {
             path: cstr(target)?,
             set,
@@ -104,7 +110,12 @@ pub(super) fn mount_entry(
         // Device nodes (and /dev/pts-like directories): no nodev.
         Kind::Device => {
             let what = format!("binding the device {shown}");
-            b.bind(&e.path, &target, MOUNT_ATTR_NOSUID, what)?;
+            if b.dev_nosuid_at_end && within(&e.path, Path::new("/dev")) {
+                let source = cstr(under(OLD, &e.path))?;
+                b.mount(Some(source), &target, None, bind, None, what)?;
+            } else {
+                b.bind(&e.path, &target, MOUNT_ATTR_NOSUID, what)?;
+            }
         }
         Kind::Pin | Kind::Protect => {
             let ro = if e.kind == Kind::Protect {
@@ -192,6 +203,8 @@ pub(super) fn mount_entry(
             watch(plan, &e.path);
         }
         Kind::MaskFile => {
+            // A bind takes the flags of its source: `/.mask` is read-only,
+            // nosuid and nodev already (see `plan`).
             b.mount(
                 Some(lit("/.mask")),
                 &target,
@@ -199,12 +212,6 @@ pub(super) fn mount_entry(
                 libc::MS_BIND,
                 None,
                 format!("covering the denied file {shown}"),
-            )?;
-            b.set_attr(
-                &target,
-                &e.path,
-                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-                false,
             )?;
             watch(plan, &e.path);
         }

@@ -12,7 +12,19 @@ pub(super) struct Inputs<'a> {
 }
 
 fn beneath(p: &Path, roots: &[PathBuf]) -> bool {
-    roots.iter().any(|r| p.starts_with(r))
+    roots.iter().any(|r| within(p, r))
+}
+
+/// Whether `p` exists (a final symlink not followed), and whether what it
+/// names is a directory (`None`: a dangling link). One `lstat`, and a
+/// `stat` only for a symlink.
+fn probe(p: &Path) -> Option<Option<bool>> {
+    let own = p.symlink_metadata().ok()?;
+    if own.file_type().is_symlink() {
+        Some(p.metadata().ok().map(|m| m.is_dir()))
+    } else {
+        Some(Some(own.is_dir()))
+    }
 }
 
 pub(super) fn collect(inp: &Inputs, plan: &mut RootPlan) -> Vec<Entry> {
@@ -23,26 +35,29 @@ pub(super) fn collect(inp: &Inputs, plan: &mut RootPlan) -> Vec<Entry> {
     let ptmx = Path::new("/dev/ptmx");
     let pts = Path::new("/dev/pts");
     let wants_pty = g.write.iter().any(|w| w == ptmx || w == pts);
-    let usable = |p: &&PathBuf| {
-        !p.starts_with(proc_) && p != &ptmx && !p.starts_with(pts) && p.symlink_metadata().is_ok()
+    // Each usable root with whether it is a directory (`None`: it names
+    // nothing, and gets no entry).
+    let usable = |p: &PathBuf| {
+        if within(p, proc_) || p == ptmx || within(p, pts) {
+            return None;
+        }
+        probe(p).map(|dir| (p.clone(), dir))
     };
-    let writes: Vec<PathBuf> = g.write.iter().filter(usable).cloned().collect();
-    let reads: Vec<PathBuf> = g
+    let write_roots: Vec<(PathBuf, Option<bool>)> = g.write.iter().filter_map(usable).collect();
+    let read_roots: Vec<(PathBuf, Option<bool>)> = g
         .read
         .iter()
         .chain(inp.extra_read)
-        .filter(usable)
-        .cloned()
+        .filter_map(usable)
         .collect();
+    let writes: Vec<PathBuf> = write_roots.iter().map(|(p, _)| p.clone()).collect();
+    let reads: Vec<PathBuf> = read_roots.iter().map(|(p, _)| p.clone()).collect();
     let mut entries = Vec::new();
-    let root_entry = |p: &PathBuf, writable: bool, entries: &mut Vec<Entry>| {
-        let meta = match p.metadata() {
-            Ok(m) => m,
-            Err(_) => return,
-        };
+    let root_entry = |p: &PathBuf, dir: Option<bool>, writable: bool, entries: &mut Vec<Entry>| {
+        let Some(dir) = dir else { return };
         // Beneath /dev: device nodes and their directories (/dev/pts), bound
         // without nodev.
-        let kind = if p.starts_with(dev) && p != dev {
+        let kind = if within(p, dev) && p != dev {
             Kind::Device
         } else {
             Kind::Bind { writable }
@@ -50,29 +65,29 @@ pub(super) fn collect(inp: &Inputs, plan: &mut RootPlan) -> Vec<Entry> {
         entries.push(Entry {
             path: p.clone(),
             kind,
-            dir: meta.is_dir(),
+            dir,
         });
     };
-    for (i, w) in writes.iter().enumerate() {
+    for (i, (w, dir)) in write_roots.iter().enumerate() {
         // A write root inside another write root adds nothing.
         let covered = writes
             .iter()
             .enumerate()
-            .any(|(j, o)| j != i && w.starts_with(o) && (w != o || j < i));
+            .any(|(j, o)| j != i && within(w, o) && (w != o || j < i));
         if !covered {
-            root_entry(w, true, &mut entries);
+            root_entry(w, *dir, true, &mut entries);
         }
     }
-    for (i, r) in reads.iter().enumerate() {
+    for (i, (r, dir)) in read_roots.iter().enumerate() {
         // Landlock's rights are a union: beneath a write root, or beneath
         // another read root, a read root adds nothing.
         let covered = beneath(r, &writes)
             || reads
                 .iter()
                 .enumerate()
-                .any(|(j, o)| j != i && r.starts_with(o) && (r != o || j < i));
+                .any(|(j, o)| j != i && within(r, o) && (r != o || j < i));
         if !covered {
-            root_entry(r, false, &mut entries);
+            root_entry(r, *dir, false, &mut entries);
         }
     }
     let all_roots: Vec<PathBuf> = writes.iter().chain(&reads).cloned().collect();
@@ -250,7 +265,7 @@ pub(super) fn pins(entries: &[Entry]) -> Vec<Entry> {
         let Some(base) = entries
             .iter()
             .filter(|w| matches!(w.kind, Kind::Bind { writable: true }))
-            .filter(|w| e.path.starts_with(&w.path) && e.path != w.path)
+            .filter(|w| within(&e.path, &w.path) && e.path != w.path)
             .map(|w| &w.path)
             .max_by_key(|p| p.components().count())
         else {
@@ -258,7 +273,7 @@ pub(super) fn pins(entries: &[Entry]) -> Vec<Entry> {
         };
         let mut dir = e.path.parent();
         while let Some(d) = dir {
-            if d == base.as_path() || !d.starts_with(base) {
+            if d == base.as_path() || !within(d, base) {
                 break;
             }
             let taken = entries.iter().any(|x| x.path == d) || out.iter().any(|x| x.path == d);

@@ -21,8 +21,10 @@
 //! [`Step`]s.
 
 use super::SandboxError;
-use super::steps::{MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY, Step};
-use crate::policy::Grant;
+use super::steps::{
+    MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY, Step, has_mount_setattr,
+};
+use crate::policy::{Grant, within};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -213,9 +215,15 @@ pub fn plan(
             .then(a.kind.layer().cmp(&b.kind.layer()))
     });
 
+    let fresh_dev = entries
+        .iter()
+        .any(|e| e.path == Path::new("/dev") && e.kind.fresh());
     let mut b = Builder {
         steps: Vec::new(),
         what: Vec::new(),
+        // The fallback remount is not recursive: without mount_setattr
+        // every device gets its own.
+        dev_nosuid_at_end: fresh_dev && has_mount_setattr(),
     };
     let base_c = cstr(base)?;
     b.mount(
@@ -269,6 +277,26 @@ pub fn plan(
         },
         "creating the mask file".into(),
     );
+    // Read-only once here: every bind of it that covers a denied file
+    // inherits the flags.
+    b.mount(
+        Some(lit(".mask")),
+        Path::new(".mask"),
+        None,
+        libc::MS_BIND,
+        None,
+        "binding the mask file onto itself".into(),
+    )?;
+    b.push(
+        Step::SetAttr {
+            path: lit(".mask"),
+            set: MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+            recursive: false,
+            remount_flags: (!has_mount_setattr())
+                .then_some(libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV),
+        },
+        "making the mask file read-only".into(),
+    );
     b.push(
         Step::PivotRoot {
             new_root: lit("."),
@@ -287,7 +315,7 @@ pub fn plan(
         let container = entries[..i]
             .iter()
             .rev()
-            .filter(|c| e.path.starts_with(&c.path))
+            .filter(|c| within(&e.path, &c.path))
             .find(|c| c.dir || c.path == e.path);
         let needs_create = match container {
             None => true,
@@ -305,7 +333,7 @@ pub fn plan(
             let mut parts: Vec<&Path> = e.path.ancestors().skip(1).collect();
             parts.reverse();
             for d in parts {
-                if d.starts_with(&start) && d != start && !created.iter().any(|c| c == d) {
+                if within(d, &start) && d != start && !created.iter().any(|c| c == d) {
                     b.push(
                         Step::Mkdir {
                             path: cstr(under(NEW, d))?,
@@ -355,7 +383,11 @@ pub fn plan(
         .iter()
         .find(|e| e.path == Path::new("/dev") && e.kind.fresh())
     {
-        b.set_attr(&under(NEW, &dev.path), &dev.path, MOUNT_ATTR_RDONLY, false)?;
+        let target = under(NEW, &dev.path);
+        if b.dev_nosuid_at_end {
+            b.set_attr(&target, &dev.path, MOUNT_ATTR_NOSUID, true)?;
+        }
+        b.set_attr(&target, &dev.path, MOUNT_ATTR_RDONLY, false)?;
     }
     let new = PathBuf::from(NEW);
     if !entries.iter().any(|e| e.path == Path::new("/")) {
