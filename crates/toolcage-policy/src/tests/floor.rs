@@ -2,7 +2,7 @@
 //! toolcage's own state, the operator's policy file, the protected list.
 
 use super::*;
-use crate::policy::floor::{POLICY_FILE_SOURCE, SECRET_SOURCE, SECRETS, STATE_SOURCE};
+use crate::floor::{POLICY_FILE_SOURCE, SECRET_SOURCE, SECRETS, STATE_SOURCE};
 
 fn sources_of(r: &Resolved, key: &str, value: &Path) -> Vec<String> {
     let value = value.display().to_string();
@@ -331,7 +331,7 @@ kind: script
 
 #[test]
 fn the_default_profile_documents_every_built_in_secret() {
-    let text = crate::policy::profiles::profile_text("default").unwrap();
+    let text = crate::profiles::profile_text("default").unwrap();
     for (raw, why) in SECRETS {
         assert!(
             text.contains(raw),

@@ -375,9 +375,9 @@ mod tests {
 
     #[test]
     fn same_verdicts_as_the_programs_it_replaces() {
-        use crate::policy::Network;
-        use crate::sandbox::seccomp;
+        use crate::seccomp;
         use seccompiler::{SeccompAction, SeccompFilter, TargetArch};
+        use toolcage_policy::Network;
         #[cfg(target_arch = "x86_64")]
         let target = TargetArch::x86_64;
         #[cfg(target_arch = "aarch64")]

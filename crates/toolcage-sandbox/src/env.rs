@@ -4,10 +4,10 @@
 //! policy checked that the call can use it). `PATH` keeps only the
 //! directories the grant can read.
 
-/// The call's private tmpfs inside its constructed root.
-pub use crate::policy::PRIVATE_TMP;
-use crate::policy::{Grant, TMP_VARS, is_explicit, search_path};
 use std::collections::BTreeMap;
+/// The call's private tmpfs inside its constructed root.
+pub use toolcage_policy::PRIVATE_TMP;
+use toolcage_policy::{Grant, TMP_VARS, is_explicit, search_path};
 
 /// Build the environment from `host` (toolcage's own environment).
 pub fn build_env(

@@ -3,8 +3,8 @@
 //! does not get.
 
 use super::*;
-use crate::policy::presets::HostEnv;
-use crate::policy::search_path::DroppedDir;
+use crate::presets::HostEnv;
+use crate::search_path::DroppedDir;
 
 fn line<'a>(r: &'a Resolved, key: &str, value: &str) -> Option<&'a Provenance> {
     r.provenance

@@ -76,7 +76,7 @@ impl State {
                 stderr: usize::try_from(self.stderr.v).unwrap_or(usize::MAX),
             },
             enforcement: self.enforcement.v,
-            namespace_free: crate::policy::NamespaceFreePolicy {
+            namespace_free: crate::NamespaceFreePolicy {
                 mode: self.namespace_free.v,
                 accepts: self.namespace_free_accepts.v.clone(),
             },

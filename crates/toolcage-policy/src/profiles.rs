@@ -3,10 +3,13 @@
 /// Every shipped profile: name and TOML text. `default` is always applied
 /// first; the others are layered over it.
 pub const PROFILES: &[(&str, &str)] = &[
-    ("default", include_str!("../../policies/default.toml")),
-    ("untrusted", include_str!("../../policies/untrusted.toml")),
-    ("ci", include_str!("../../policies/ci.toml")),
-    ("network", include_str!("../../policies/network.toml")),
+    ("default", include_str!("../../../policies/default.toml")),
+    (
+        "untrusted",
+        include_str!("../../../policies/untrusted.toml"),
+    ),
+    ("ci", include_str!("../../../policies/ci.toml")),
+    ("network", include_str!("../../../policies/network.toml")),
 ];
 
 /// The names accepted by `--profile`.

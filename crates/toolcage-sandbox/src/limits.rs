@@ -4,7 +4,7 @@
 
 use super::SandboxError;
 use super::report::{EnforcementReport, LandlockStatus};
-use crate::policy::{Enforcement, Grant};
+use toolcage_policy::{Enforcement, Grant};
 
 /// The grant's rlimits, each clamped to the current hard limit (a lower
 /// limit set by the operator, say `ulimit -n 512` in a CI container, is

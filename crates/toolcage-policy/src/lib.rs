@@ -9,7 +9,7 @@
 //! protected.
 //!
 //! ```no_run
-//! use toolcage::policy::{self, Context, Overrides, Sources};
+//! use toolcage_policy::{self as policy, Context, Overrides, Sources};
 //! let ctx = Context::detect(std::path::Path::new("."), |_| false).unwrap();
 //! let stack = policy::load(&Sources { profile: Some("ci".into()), policy_file: None }, &ctx).unwrap();
 //! let resolved = stack.resolve(&ctx, &Overrides::default(), None).unwrap();
@@ -17,6 +17,7 @@
 //! ```
 //!
 //! The file format is documented in `file.rs` and in `policies/default.toml`.
+#![forbid(unsafe_code)]
 
 mod canon;
 mod entries;
@@ -41,7 +42,7 @@ mod tests;
 mod with;
 // Durations and sizes live in the bottom text module; the policy files
 // use them as `super::units`.
-use crate::text::units;
+use toolcage_text::units;
 
 pub use env_dirs::{PRIVATE_TMP, TMP_VARS, is_explicit};
 pub use error::PolicyError;

@@ -132,7 +132,7 @@ const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
 pub fn supervise(
     child: Running,
     stdin_data: &[u8],
-    caps: crate::policy::OutputCaps,
+    caps: toolcage_policy::OutputCaps,
     timeout: Duration,
     grace: Duration,
     cancel: Option<&CancelToken>,

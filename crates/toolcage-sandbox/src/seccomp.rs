@@ -7,9 +7,9 @@
 //! bypass a filter keyed on x86_64 syscall numbers.
 
 use super::bpf;
-use crate::policy::Network;
 use seccompiler::{SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition, SeccompRule};
 use std::collections::BTreeMap;
+use toolcage_policy::Network;
 
 /// Syscalls denied with EPERM whatever the grant says.
 const ALWAYS_DENIED: &[(i64, &str)] = &[

@@ -6,6 +6,7 @@
 //!   ([`one_line`], [`multi_line`]).
 //! - [`units`]: durations and sizes as policy files and flags spell them.
 //! - [`lines`]: byte offsets to 1-based line numbers for `file:line`.
+#![forbid(unsafe_code)]
 
 pub mod lines;
 pub mod neutral;

@@ -1,7 +1,7 @@
 //! The resolved permission set for one call: what the sandbox enforces.
 //!
-//! A `Grant` is produced by [`crate::policy::PolicyStack::resolve`] and consumed by
-//! [`crate::sandbox::run`]. It is plain data: no syscalls, no I/O.
+//! A `Grant` is produced by [`crate::PolicyStack::resolve`] and consumed by
+//! `toolcage_sandbox::run`. It is plain data: no syscalls, no I/O.
 
 use serde::Serialize;
 use std::collections::BTreeMap;

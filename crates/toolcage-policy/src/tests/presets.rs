@@ -1,7 +1,7 @@
 //! Toolchain presets resolved against a fake home: the dirs that exist,
 //! the real targets of their symlinks, the variables, the secrets denied.
 
-use crate::policy::presets::{self, Additions, Host, HostEnv, Preset};
+use crate::presets::{self, Additions, Host, HostEnv, Preset};
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 

@@ -3,7 +3,6 @@
 
 use super::report::{Degradation, LandlockReport, LandlockStatus};
 use super::rootfs::STANDARD_DEVICES;
-use crate::policy::{Grant, Network};
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, Ruleset,
     RulesetAttr, RulesetCreatedAttr, Scope,
@@ -11,6 +10,7 @@ use landlock::{
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use toolcage_policy::{Grant, Network};
 
 /// The Landlock ABI version this kernel supports (0 = none).
 pub fn kernel_abi() -> i32 {

@@ -24,11 +24,11 @@ use super::SandboxError;
 use super::steps::{
     MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY, Step, has_mount_setattr,
 };
-use crate::policy::{Grant, within};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use toolcage_policy::{Grant, within};
 
 mod build;
 mod collect;

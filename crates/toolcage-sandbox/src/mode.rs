@@ -6,8 +6,8 @@
 //! [`decide`] says, for one grant, what namespace-free mode would lack and
 //! what compensates each part, and whether the grant's policy accepts it.
 
-use crate::policy::{Grant, NamespaceFree, Network};
 use serde::Serialize;
+use toolcage_policy::{Grant, NamespaceFree, Network};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -218,8 +218,8 @@ pub fn decide_here(grant: &Grant, host: &super::probe::HostSupport) -> ModeDecis
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::NamespaceFreePolicy;
     use std::path::PathBuf;
+    use toolcage_policy::NamespaceFreePolicy;
 
     fn grant(mode: NamespaceFree, accepts: &[&str]) -> Grant {
         let mut g = Grant::closed(PathBuf::from("/p"));

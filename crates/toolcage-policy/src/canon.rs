@@ -289,7 +289,7 @@ fn names(p: &Path) -> Vec<OsString> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::paths::canonical_lenient;
+    use crate::paths::canonical_lenient;
     use std::os::unix::fs::symlink;
 
     /// A tree with every kind of link the walk must follow.

@@ -10,11 +10,11 @@
 //! that grants it; the kernel would only say EACCES or ENOENT.
 
 use super::SandboxError;
-use crate::policy::{Grant, search_path};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use toolcage_policy::{Grant, search_path};
 
 fn is_executable_file(p: &Path) -> bool {
     p.metadata()

@@ -3,8 +3,8 @@
 
 use super::error::PolicyError;
 use super::file::{PolicyFile, SECTIONS};
-use crate::text::line_at;
 use std::sync::Arc;
+use toolcage_text::line_at;
 
 /// The text of a policy file, kept to turn key paths into line numbers.
 #[derive(Debug)]
@@ -130,7 +130,7 @@ fn expected_list(raw: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::file::{Bytes, Count, Dur, Limit, NetMode};
+    use crate::file::{Bytes, Count, Dur, Limit, NetMode};
     use std::time::Duration;
 
     fn text(s: &str) -> Arc<FileText> {

@@ -14,13 +14,13 @@ use super::rootfs::{self, FreshAccess};
 use super::supervise::{CancelToken, Running, supervise};
 use super::{Command, Outcome, SandboxError, build_env, netns, program, runtime_dir, seccomp};
 use super::{quarantine, restore};
-use crate::policy::{Grant, Network};
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
+use toolcage_policy::{Grant, Network};
 
 fn cstring(s: &OsStr) -> Result<CString, SandboxError> {
     CString::new(s.as_bytes())
