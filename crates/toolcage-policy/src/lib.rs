@@ -27,6 +27,7 @@ mod file;
 mod finish;
 mod floor;
 mod grant;
+mod origin;
 mod parse;
 mod paths;
 pub mod presets;

@@ -9,6 +9,7 @@
 mod bpf;
 mod child;
 mod env;
+mod init_guard;
 mod landlock;
 mod limits;
 pub mod mode;
