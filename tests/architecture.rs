@@ -1,12 +1,16 @@
 //! The module map of ARCHITECTURE.md, checked: arrows point down. Each
-//! top-level module of `src/` may use only the modules below it (the
-//! table), and only `sandbox` may hold `unsafe`. An upward import (a
-//! surface's helper used by the gate, a policy helper reaching into the
-//! sandbox) fails here with the file, the line and the rule, so the split
-//! into crates (toolcage-policy, toolcage-sandbox, toolcage) stays a move.
+//! top-level module of `src/`, and each library crate under `crates/`
+//! (`toolcage-text` is the module `text`, `toolcage-policy` is `policy`,
+//! `toolcage-sandbox` is `sandbox`), may use only the modules below it (the
+//! table), and only the sandbox crate may hold `unsafe`. An upward import
+//! (a surface's helper used by the gate, a policy helper reaching into the
+//! sandbox) fails here with the file, the line and the rule. Between the
+//! crates the compiler enforces it too: a crate's manifest names only the
+//! crates below it, which is checked here as well.
 //!
-//! Reads the source text: `crate::...` paths (in `use` trees too) and
-//! `super::` paths that climb out of a module, outside comments.
+//! Reads the source text: `crate::...` and `toolcage_<crate>::...` paths
+//! (in `use` trees too) and `super::` paths that climb out of a module,
+//! outside comments.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -198,37 +202,91 @@ fn allowed(from: &str, path: &[String], table: &BTreeMap<&str, &[&str]>) -> bool
         .any(|a| *a == target.as_str() || Some(a.to_string()) == item)
 }
 
-fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+/// The library crates split out of `src/`, as the modules they were.
+const CRATES: &[(&str, &str)] = &[
+    ("toolcage-text", "text"),
+    ("toolcage-policy", "policy"),
+    ("toolcage-sandbox", "sandbox"),
+];
+
+fn top() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `toolcage_policy::x` → `crate::policy::x`, and so on for each crate.
+fn crate_paths_as_modules(text: &str) -> String {
+    let mut text = text.to_string();
+    for (krate, module) in CRATES {
+        let from = format!("{}::", krate.replace('-', "_"));
+        text = text.replace(&from, &format!("crate::{module}::"));
+    }
+    text
+}
+
+/// Every Rust file of the workspace with its module path: `src/gate/x.rs`
+/// → `[gate, x]`, `crates/toolcage-policy/src/grant.rs` → `[policy,
+/// grant]`, and the text as the checker reads it (a crate's
+/// `toolcage_policy::` is `crate::policy::`; its own `crate::` stays and
+/// names items of its own module).
+fn sources() -> Vec<(String, Vec<String>, String)> {
+    let mut out = Vec::new();
+    let mut files = Vec::new();
+    rust_files(&top().join("src"), &mut files);
+    for file in files {
+        let rel = file.strip_prefix(top().join("src")).unwrap().to_path_buf();
+        let module = module_path(&rel);
+        let text = std::fs::read_to_string(&file).unwrap();
+        out.push((format!("src/{}", rel.display()), module, text));
+    }
+    for (krate, module_name) in CRATES {
+        let root = top().join("crates").join(krate).join("src");
+        let mut files = Vec::new();
+        rust_files(&root, &mut files);
+        for file in files {
+            let rel = file.strip_prefix(&root).unwrap().to_path_buf();
+            let mut module = vec![module_name.to_string()];
+            if rel != Path::new("lib.rs") {
+                module.extend(module_path(&rel));
+            }
+            let mut text = std::fs::read_to_string(&file).unwrap();
+            for (other, name) in CRATES {
+                text = text.replace(
+                    &format!("{}::", other.replace('-', "_")),
+                    &format!("crate::{name}::"),
+                );
+            }
+            let shown = format!("crates/{krate}/src/{}", rel.display());
+            out.push((shown, module, text));
+        }
+    }
+    out
 }
 
 #[test]
 fn arrows_point_down() {
     let table: BTreeMap<&str, &[&str]> = ALLOWED.iter().copied().collect();
-    let root = src();
-    let mut files = Vec::new();
-    rust_files(&root, &mut files);
     let mut wrong = Vec::new();
     let mut seen = 0;
-    for file in &files {
-        let rel = file.strip_prefix(&root).unwrap();
-        let module = module_path(rel);
+    for (shown, module, text) in sources() {
         let Some(top) = module.first() else { continue };
         if top == "lib" || top == "main" {
             continue;
         }
         assert!(
             table.contains_key(top.as_str()),
-            "src/{}: module '{top}' is not in the table of tests/architecture.rs and ARCHITECTURE.md: add it",
-            rel.display()
+            "{shown}: module '{top}' is not in the table of tests/architecture.rs and ARCHITECTURE.md: add it"
         );
-        let text = std::fs::read_to_string(file).unwrap();
-        for (line, path) in references(&text, module.len()) {
+        // A crate's own modules sit one level higher than they did in src/.
+        let depth = if shown.starts_with("crates/") {
+            module.len() - 1
+        } else {
+            module.len()
+        };
+        for (line, path) in references(&text, depth) {
             seen += 1;
             if !allowed(top, &path, &table) {
                 wrong.push(format!(
-                    "src/{}:{line}: {top} uses {} (allowed: {})",
-                    rel.display(),
+                    "{shown}:{line}: {top} uses {} (allowed: {})",
                     path.join("::"),
                     table[top.as_str()].join(", ")
                 ));
@@ -247,25 +305,50 @@ fn arrows_point_down() {
 }
 
 #[test]
+fn crate_manifests_name_only_the_crates_below() {
+    let table: BTreeMap<&str, &[&str]> = ALLOWED.iter().copied().collect();
+    for (krate, module) in CRATES {
+        let manifest = top().join("crates").join(krate).join("Cargo.toml");
+        let text = std::fs::read_to_string(&manifest)
+            .unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+        let value: toml::Table = toml::from_str(&text).unwrap();
+        let deps = value.get("dependencies").and_then(|d| d.as_table());
+        for name in deps.into_iter().flat_map(|d| d.keys()) {
+            let Some((_, below)) = CRATES.iter().find(|(c, _)| c == name) else {
+                assert!(
+                    !name.starts_with("toolcage"),
+                    "crates/{krate}: depends on {name}, which is above it"
+                );
+                continue;
+            };
+            assert!(
+                table[module].contains(below),
+                "crates/{krate}/Cargo.toml: depends on {name}, but {module} may use only {:?}",
+                table[module]
+            );
+        }
+    }
+}
+
+#[test]
 fn unsafe_lives_in_the_sandbox_only() {
-    let root = src();
-    let mut files = Vec::new();
-    rust_files(&root, &mut files);
     let mut found = Vec::new();
-    for file in &files {
-        let rel = file.strip_prefix(&root).unwrap();
-        if rel.starts_with("sandbox") {
+    for (shown, module, text) in sources() {
+        if module.first().is_some_and(|m| m == "sandbox") {
             continue;
         }
-        let code = strip_comments(&std::fs::read_to_string(file).unwrap());
+        let code = strip_comments(&text);
         for (n, line) in code.lines().enumerate() {
             let words = line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
             if words.into_iter().any(|w| w == "unsafe") && !line.contains('"') {
-                found.push(format!("src/{}:{}", rel.display(), n + 1));
+                found.push(format!("{shown}:{}", n + 1));
             }
         }
     }
-    assert!(found.is_empty(), "unsafe outside src/sandbox: {found:?}");
+    assert!(
+        found.is_empty(),
+        "unsafe outside the sandbox crate: {found:?}"
+    );
 }
 
 /// The checker itself: an upward import is caught, in every spelling.
@@ -295,6 +378,15 @@ fn the_checker_sees_upward_imports() {
         &["policy".into(), "Requests".into()],
         &table
     ));
+    // A library crate that names a crate above it, by its crate name.
+    let from_policy =
+        crate_paths_as_modules("use toolcage_sandbox::run;\nuse toolcage_text::one_line;\n");
+    let bad: Vec<String> = references(&from_policy, 1)
+        .iter()
+        .filter(|(_, p)| !allowed("policy", p, &table))
+        .map(|(l, p)| format!("{l}:{}", p.join("::")))
+        .collect();
+    assert_eq!(bad, ["1:sandbox::run"]);
     let climbs = references("use super::super::cli::x;\nuse super::y;\n", 2);
     assert_eq!(climbs, [(1, vec!["cli".to_string(), "x".to_string()])]);
 }
