@@ -3,7 +3,9 @@
 //! whole `toolcage exec` process, under util-linux `unshare` with the same
 //! namespaces, and under `bwrap` building an equivalent root.
 //!
-//! Run with `cargo bench --bench runner`. Prints medians and ratios; asserts nothing.
+//! Run with `cargo bench --bench runner`. Prints the fastest and the median
+//! run and the ratios of both; asserts nothing. The commands run in rounds
+//! (each once per round), so load on the machine reaches them alike.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -72,6 +74,67 @@ fn quiet(cmd: &mut Command) -> &mut Command {
         .stderr(Stdio::null())
 }
 
+/// Fastest and median of a set of runs.
+#[derive(Clone, Copy)]
+struct Stats {
+    min: Duration,
+    median: Duration,
+}
+
+fn stats(mut v: Vec<Duration>) -> Stats {
+    v.sort();
+    Stats {
+        min: v[0],
+        median: v[v.len() / 2],
+    }
+}
+
+/// Run each command once per round, in an order that rotates, so that the
+/// machine's load reaches them all alike: the ratios are what counts.
+fn interleaved(cmds: &mut [(&str, Command)]) -> Vec<Stats> {
+    let mut times = vec![Vec::with_capacity(ROUNDS); cmds.len()];
+    for round in 0..20 + ROUNDS {
+        for k in 0..cmds.len() {
+            let i = (round + k) % cmds.len();
+            let (name, cmd) = &mut cmds[i];
+            let t = Instant::now();
+            let ok = quiet(cmd).status().unwrap().success();
+            let took = t.elapsed();
+            assert!(ok, "{name} failed");
+            if round >= 20 {
+                times[i].push(took); // after 20 rounds of warm-up
+            }
+        }
+    }
+    times.into_iter().map(stats).collect()
+}
+
+fn bwrap_command(project: &std::path::Path) -> Command {
+    let mut cmd = Command::new("bwrap");
+    for dir in ["/usr", "/etc"] {
+        cmd.args(["--ro-bind", dir, dir]);
+    }
+    for (link, target) in [
+        ("/bin", "usr/bin"),
+        ("/sbin", "usr/sbin"),
+        ("/lib", "usr/lib"),
+        ("/lib64", "usr/lib64"),
+    ] {
+        cmd.args(["--symlink", target, link]);
+    }
+    cmd.args(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"])
+        .arg("--bind")
+        .arg(project)
+        .arg(project)
+        .args([
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "/bin/true",
+        ]);
+    cmd
+}
+
 fn main() {
     let project = std::env::temp_dir().join(format!("tc-bench-{}", std::process::id()));
     std::fs::create_dir_all(project.join(".git")).unwrap();
@@ -81,102 +144,66 @@ fn main() {
         ..Default::default()
     };
 
-    let plain = measure(|| {
-        quiet(&mut Command::new("/bin/true")).status().unwrap();
-    });
     let runner = measure(|| {
         let o = sandbox::run(&grant, &true_cmd, None).unwrap();
         assert!(o.exit.success());
     });
     let exe = env!("CARGO_BIN_EXE_toolcage");
-    let whole =
-        measure(|| {
-            let ok = quiet(Command::new(exe).args(["-C"]).arg(&project).args([
-                "exec",
-                "--",
-                "/bin/true",
-            ]))
-            .status()
-            .unwrap()
-            .success();
-            assert!(ok);
-        });
-
-    println!("sandbox overhead, median of {ROUNDS} runs of /bin/true");
-    println!("  plain fork/exec            {:>9.3} ms", ms(plain));
-    println!(
-        "  toolcage runner (in proc)  {:>9.3} ms   +{:.3} ms over plain ({:.2}x)",
-        ms(runner),
-        ms(runner) - ms(plain),
-        ms(runner) / ms(plain)
-    );
-    println!("  toolcage exec (process)    {:>9.3} ms", ms(whole));
+    let mut exec = Command::new(exe);
+    exec.arg("-C")
+        .arg(&project)
+        .args(["exec", "--", "/bin/true"]);
+    let mut version = Command::new(exe);
+    version.arg("--version");
     // The same kernel work done by C tools: util-linux's unshare with the
     // namespaces toolcage creates, and bubblewrap building an equivalent root.
-    let unshare_true = |cmd: &mut Command| {
-        let ok = quiet(cmd).status().unwrap().success();
-        assert!(ok);
-    };
-    if which("unshare") {
-        let unshare = measure(|| {
-            unshare_true(Command::new("unshare").args([
-                "-m",
-                "-p",
-                "-i",
-                "-n",
-                "-f",
-                "--mount-proc",
-                "/bin/true",
-            ]))
-        });
+    let mut unshare = Command::new("unshare");
+    unshare.args(["-m", "-p", "-i", "-n", "-f", "--mount-proc", "/bin/true"]);
+    let mut cmds: Vec<(&str, Command)> = vec![
+        ("/bin/true", Command::new("/bin/true")),
+        ("toolcage exec -- /bin/true", exec),
+        ("toolcage --version", version),
+    ];
+    let has_unshare = which("unshare");
+    if has_unshare {
+        cmds.push(("unshare -m -p -i -n -f --mount-proc", unshare));
+    }
+    let has_bwrap = which("bwrap");
+    if has_bwrap {
+        cmds.push(("bwrap (equivalent root)", bwrap_command(&project)));
+    }
+    let s = interleaved(&mut cmds);
+
+    println!("sandbox overhead: {ROUNDS} rounds of each command, interleaved; fastest and median");
+    for ((name, _), st) in cmds.iter().zip(&s) {
         println!(
-            "  unshare -m -p -i -n -f --mount-proc  {:>9.3} ms",
-            ms(unshare)
-        );
-        println!(
-            "  ratio toolcage exec / unshare = {:.2} (target <= 1.15)",
-            ms(whole) / ms(unshare)
+            "  {name:<38} min {:>7.3} ms   median {:>7.3} ms",
+            ms(st.min),
+            ms(st.median)
         );
     }
-    if which("bwrap") {
-        let bwrap = measure(|| {
-            let mut cmd = Command::new("bwrap");
-            for dir in ["/usr", "/etc"] {
-                cmd.args(["--ro-bind", dir, dir]);
-            }
-            for (link, target) in [
-                ("/bin", "usr/bin"),
-                ("/sbin", "usr/sbin"),
-                ("/lib", "usr/lib"),
-                ("/lib64", "usr/lib64"),
-            ] {
-                cmd.args(["--symlink", target, link]);
-            }
-            cmd.args(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"])
-                .arg("--bind")
-                .arg(&project)
-                .arg(&project)
-                .args([
-                    "--unshare-all",
-                    "--die-with-parent",
-                    "--new-session",
-                    "/bin/true",
-                ]);
-            unshare_true(&mut cmd)
-        });
-        println!("  bwrap (equivalent root)    {:>9.3} ms", ms(bwrap));
+    println!(
+        "  toolcage runner (in process)           median {:>7.3} ms",
+        ms(runner)
+    );
+    let ratio = |a: Stats, b: Stats| (ms(a.min) / ms(b.min), ms(a.median) / ms(b.median));
+    if has_unshare {
+        let (lo, mid) = ratio(s[1], s[3]);
         println!(
-            "  ratio toolcage exec / bwrap = {:.2} (target <= 0.6)",
-            ms(whole) / ms(bwrap)
+            "  ratio toolcage exec / unshare = {mid:.2} median, {lo:.2} fastest (target <= 1.15)"
+        );
+    }
+    if has_bwrap {
+        let (lo, mid) = ratio(s[1], s[s.len() - 1]);
+        println!(
+            "  ratio toolcage exec / bwrap   = {mid:.2} median, {lo:.2} fastest (target <= 0.6)"
         );
     } else {
         println!("  bwrap not installed: skipped (apt-get install bubblewrap)");
     }
-    let version = measure(|| unshare_true(Command::new(exe).arg("--version")));
     println!(
-        "  toolcage --version         {:>9.3} ms   start-up: +{:.3} ms over plain",
-        ms(version),
-        ms(version) - ms(plain)
+        "  start-up: toolcage --version is +{:.3} ms over /bin/true (median)",
+        ms(s[2].median) - ms(s[0].median)
     );
     call_vs_exec(&project);
     flood(&grant);

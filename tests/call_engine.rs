@@ -10,8 +10,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use toolcage::call::{CallError, Engine};
 use toolcage::discover::{Catalog, Coerce, CrabParam, Options, Runner, ToolSpec};
+use toolcage::policy::Requests;
 use toolcage::policy::{Overrides, Sources};
-use toolcage::spec::{Format, Requests};
+use toolcage::spec::Format;
 
 fn spec(name: &str, format: Format, source: &Path, schema: Value, runner: Runner) -> ToolSpec {
     ToolSpec {
@@ -352,8 +353,12 @@ fn unsupported_runners_are_refused_before_anything_runs() {
     // An http tool runs in toolcage itself; with no network it is denied
     // before anything is sent.
     let call = e.prepare("h", json!({})).unwrap();
-    match e.run(&call, None).unwrap_err() {
-        CallError::Denied(m) => assert!(m.contains("its grant has no network"), "{m}"),
+    match e.execute(&call, None).unwrap_err() {
+        CallError::Denied(d) => assert!(
+            d.message.contains("its grant has no network"),
+            "{}",
+            d.message
+        ),
         other => panic!("{other:?}"),
     }
     match e.prepare("s", json!({})).unwrap_err() {

@@ -560,3 +560,52 @@ fn replacing_a_protected_symlink_is_undone() {
     assert_eq!(o.quarantined.len(), 1);
     assert!(o.quarantined[0].moved_to.join("tools").is_dir());
 }
+
+/// The per-mount options of `path` in the call's own mountinfo.
+fn mount_options(mountinfo: &str, path: &Path) -> Option<String> {
+    let want = path.display().to_string();
+    // The last mount at a path is the one in effect.
+    mountinfo.lines().rev().find_map(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        (f.get(4) == Some(&want.as_str())).then(|| f[5].to_string())
+    })
+}
+
+#[test]
+fn denied_files_and_devices_are_mounted_with_their_flags() {
+    // A denied file is covered by a read-only, nosuid, nodev bind; device
+    // nodes are nosuid. Control: the project itself is writable, and the
+    // devices are usable (not nodev).
+    let p = Project::new("fs-mount-flags");
+    p.write(".env", "API_KEY=hunter2");
+    let mut g = default_grant(&p.dir);
+    g.denied.push(p.path(".env"));
+    if namespace_free_run() {
+        return; // nothing is mounted
+    }
+    let o = sh(
+        &g,
+        "cat /proc/self/mountinfo && echo x > /dev/null && echo OK",
+    );
+    assert!(o.exit.success(), "{}", describe(&o));
+    let info = &o.stdout.text;
+    assert!(info.trim_end().ends_with("OK"), "{}", describe(&o));
+    let opts = |p: &Path| mount_options(info, p).unwrap_or_else(|| panic!("{p:?}: {info}"));
+    let env = opts(&p.path(".env"));
+    for flag in ["ro", "nosuid", "nodev"] {
+        assert!(env.split(',').any(|o| o == flag), ".env: {env}");
+    }
+    let project = opts(&p.dir);
+    assert!(project.split(',').any(|o| o == "rw"), "project: {project}");
+    for dev in [
+        "/dev/null",
+        "/dev/zero",
+        "/dev/full",
+        "/dev/random",
+        "/dev/urandom",
+    ] {
+        let d = opts(Path::new(dev));
+        assert!(d.split(',').any(|o| o == "nosuid"), "{dev}: {d}");
+        assert!(!d.split(',').any(|o| o == "nodev"), "{dev}: {d}");
+    }
+}

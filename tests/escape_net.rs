@@ -311,3 +311,36 @@ fn tcp_fast_open_cannot_bypass_port_rules() {
     );
     assert_eq!(received(&l), None);
 }
+
+#[test]
+fn network_off_has_its_own_namespace_with_loopback_up() {
+    // Network off: a namespace of its own (not the host's), loopback up.
+    // Control: with the network on the call shares the host's namespace.
+    let (_p, allow, deny) = grants("net-own-ns");
+    if namespace_free_run() {
+        return; // no namespaces: the report names the gap (mode.rs)
+    }
+    let host = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let code = "import fcntl, struct\n\
+        s = socket.socket(socket.AF_UNIX)\n\
+        req = struct.pack('16sH14x', b'lo', 0)\n\
+        flags = struct.unpack('16sH14x', fcntl.ioctl(s, 0x8913, req))[1]\n\
+        print(os.readlink('/proc/self/ns/net'), 'up' if flags & 1 else 'down')";
+    let own = py(&deny, code);
+    assert!(own.exit.success(), "{}", describe(&own));
+    let shared = py(&allow, code);
+    assert!(shared.exit.success(), "{}", describe(&shared));
+    let words = |o: &toolcage::sandbox::Outcome| -> (String, String) {
+        let mut w = o.stdout.text.split_whitespace().map(str::to_string);
+        (w.next().unwrap_or_default(), w.next().unwrap_or_default())
+    };
+    let (own_ns, own_lo) = words(&own);
+    let (shared_ns, _) = words(&shared);
+    assert_eq!(
+        shared_ns,
+        host.display().to_string(),
+        "network on: the host's"
+    );
+    assert_ne!(own_ns, shared_ns, "network off: a namespace of its own");
+    assert_eq!(own_lo, "up", "{}", describe(&own));
+}

@@ -1,172 +1,21 @@
-//! The gate as a surface uses it (the seam for the MCP server): approval
-//! modes through a channel, rate limits with a fake clock, the concurrency
-//! cap, and the audit record of every call, allowed, denied or failed.
+//! The gate as the call pipeline uses it: approval modes through a
+//! channel, rate limits with a fake clock, the concurrency cap. The audit
+//! records: `gate_audit.rs`.
 
 mod common;
+mod gate_support;
 
-use common::Project;
-use serde_json::{Value, json};
-use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use gate_support::{ECHO, Env, Scripted, admit_now, call, yes};
+use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use toolcage::audit::{AuditRecord, Decision as Recorded, read};
-use toolcage::call::{Engine, PreparedCall};
-use toolcage::discover::{Catalog, Options, Runner, ToolSpec};
+use toolcage::audit::RecordedDecision as Recorded;
 use toolcage::gate::ratelimit::FakeClock;
 use toolcage::gate::{
-    ApprovalAnswer, ApprovalChannel, ApprovalRequest, AsyncApprovalChannel, BoxFuture, Decision,
-    DenyReason, Gate, PreApproved, Ran, Refusal, SessionId,
+    ApprovalAnswer, ApprovalChannel, ApprovalRequest, BoxFuture, DenyReason, PreApproved, Ran,
+    Refusal, SessionId,
 };
-use toolcage::policy::{Overrides, RateLimit, Sources};
-use toolcage::spec::{Format, Requests};
-
-/// A scratch project whose gate state lives beside it (never inside a write root).
-struct Env {
-    p: Project,
-    state: tempfile::TempDir,
-}
-
-impl Env {
-    fn new(tag: &str) -> Env {
-        Env {
-            p: Project::new(tag),
-            state: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn tool(&self, name: &str, body: &str, requests: Requests) -> ToolSpec {
-        let path = self.p.write(&format!(".agents/tools/{name}"), body);
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        ToolSpec {
-            name: name.into(),
-            format: Format::Octomind,
-            source: path.clone(),
-            line: Some(1),
-            description: "test".into(),
-            input_schema: json!({"type": "object"}),
-            requests,
-            runner: Runner::Octomind { program: path },
-            needs_read: vec![self.p.path(".agents/tools")],
-        }
-    }
-
-    /// An engine whose policy also points the audit log into the state dir.
-    fn engine(&self, policy: &str, tools: Vec<ToolSpec>) -> Engine {
-        let text = if policy.contains("[audit]") {
-            policy.to_string()
-        } else {
-            format!("{}\n{policy}", self.audit_section())
-        };
-        let sources = Sources {
-            profile: None,
-            policy_file: Some(self.state.path().join("policy.toml")),
-        };
-        std::fs::write(sources.policy_file.as_ref().unwrap(), text).unwrap();
-        let catalog = Catalog {
-            tools,
-            ..Default::default()
-        };
-        Engine::with_catalog(
-            &self.p.dir,
-            &sources,
-            Overrides::default(),
-            Options::default(),
-            catalog,
-        )
-        .unwrap()
-    }
-
-    fn audit_section(&self) -> String {
-        format!("[audit]\npath = \"{}\"\n", self.log().display())
-    }
-
-    fn log(&self) -> PathBuf {
-        self.state.path().join("audit.jsonl")
-    }
-
-    fn gate(&self, engine: &Engine, clock: Arc<FakeClock>) -> Gate {
-        Gate::with_clock(engine, clock, self.state.path().join("state")).unwrap()
-    }
-
-    fn records(&self) -> Vec<AuditRecord> {
-        let parsed = read::read(&self.log()).unwrap().unwrap();
-        assert!(parsed.bad.is_empty(), "{:?}", parsed.bad);
-        parsed.records.into_iter().map(|(_, r)| r).collect()
-    }
-}
-
-const ECHO: &str = "#!/bin/sh\necho \"got $(cat)\"\n";
-
-/// A channel that answers from a script and counts the questions.
-struct Scripted {
-    answers: Mutex<Vec<ApprovalAnswer>>,
-    asked: Mutex<Vec<ApprovalRequest>>,
-}
-
-impl Scripted {
-    fn new(answers: Vec<ApprovalAnswer>) -> Scripted {
-        Scripted {
-            answers: Mutex::new(answers),
-            asked: Mutex::new(Vec::new()),
-        }
-    }
-    fn asked(&self) -> usize {
-        self.asked.lock().unwrap().len()
-    }
-}
-
-impl ApprovalChannel for Scripted {
-    fn name(&self) -> &str {
-        "scripted"
-    }
-    fn ask(&self, r: &ApprovalRequest) -> ApprovalAnswer {
-        self.asked.lock().unwrap().push(r.clone());
-        self.answers.lock().unwrap().remove(0)
-    }
-}
-
-fn yes() -> ApprovalAnswer {
-    ApprovalAnswer::Approved {
-        by: "scripted".into(),
-    }
-}
-
-/// check, run when allowed, finish; the decision's denial if any.
-fn call(
-    e: &Engine,
-    gate: &Gate,
-    s: &SessionId,
-    ch: &dyn ApprovalChannel,
-    name: &str,
-    args: Value,
-) -> Option<toolcage::gate::Denial> {
-    let prepared = e.prepare(name, args).unwrap();
-    let decision = gate.check(&prepared, s, ch);
-    finish(e, gate, s, &prepared, decision)
-}
-
-fn finish(
-    e: &Engine,
-    gate: &Gate,
-    s: &SessionId,
-    prepared: &PreparedCall,
-    decision: Decision,
-) -> Option<toolcage::gate::Denial> {
-    match decision {
-        Decision::Denied(d) => {
-            gate.finish(prepared, s, Decision::Denied(d.clone()), Ran::NotRun)
-                .unwrap();
-            Some(d)
-        }
-        Decision::Allowed(p) => {
-            let r = e.run(prepared, None).unwrap();
-            gate.finish(prepared, s, Decision::Allowed(p), Ran::Finished(&r))
-                .unwrap();
-            None
-        }
-    }
-}
+use toolcage::policy::{RateLimit, Requests};
 
 #[test]
 fn rate_limit_exceed_and_recovery_with_a_fake_clock() {
@@ -185,7 +34,7 @@ fn rate_limit_exceed_and_recovery_with_a_fake_clock() {
     assert_eq!(d.retry_after, Some(Duration::from_secs(40)));
     assert!(d.message.contains("try again in 40s"), "{}", d.message);
     assert!(d.message.contains("2 call(s) per 1m"), "{}", d.message);
-    assert_eq!(d.exit_status(), 3);
+    assert_eq!(toolcage::cli::status::of_denial(d.reason), 3);
     clock.advance(Duration::from_secs(39));
     let d = call(&e, &gate, &s, &ch, "echo", json!({})).unwrap();
     assert_eq!(d.retry_after, Some(Duration::from_secs(1)));
@@ -246,19 +95,19 @@ fn the_concurrency_cap_holds_until_finish() {
     let gate = env.gate(&e, Arc::new(FakeClock::default()));
     let s = SessionId::new("s");
     let ch = Scripted::new(vec![]);
-    let p = e.prepare("echo", json!({})).unwrap();
-    let first = gate.check(&p, &s, &ch);
-    assert!(matches!(first, Decision::Allowed(_)));
-    match gate.check(&p, &s, &ch) {
-        Decision::Denied(d) => {
+    let p = Arc::new(e.prepare("echo", json!({})).unwrap());
+    let first = admit_now(&gate, &p, &s, &ch);
+    assert!(first.is_ok());
+    match admit_now(&gate, &p, &s, &ch) {
+        Err(refused) => {
+            let d = refused.denial;
             assert_eq!(d.reason, DenyReason::Concurrency);
             assert!(d.message.contains("concurrent = 1"), "{}", d.message);
-            gate.finish(&p, &s, Decision::Denied(d), Ran::NotRun)
-                .unwrap();
+            refused.recorded.unwrap();
         }
         other => panic!("{other:?}"),
     }
-    gate.finish(&p, &s, first, Ran::NotRun).unwrap();
+    first.unwrap().complete(Ran::NotRun, None).unwrap();
     // Control: the slot is free again.
     assert!(call(&e, &gate, &s, &ch, "echo", json!({})).is_none());
 }
@@ -356,7 +205,7 @@ impl ApprovalChannel for Unreachable {
     fn can_ask(&self) -> bool {
         false
     }
-    fn ask(&self, _: &ApprovalRequest) -> ApprovalAnswer {
+    fn ask<'a>(&'a self, _: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
         panic!("asked a channel that cannot ask")
     }
 }
@@ -394,7 +243,7 @@ fn approval_no_one_can_give_uses_up_no_rate_limit() {
 
 struct AsyncScripted(ApprovalAnswer, Mutex<u32>);
 
-impl AsyncApprovalChannel for AsyncScripted {
+impl ApprovalChannel for AsyncScripted {
     fn name(&self) -> &str {
         "elicitation"
     }
@@ -406,16 +255,13 @@ impl AsyncApprovalChannel for AsyncScripted {
 }
 
 #[test]
-fn check_async_asks_an_async_channel() {
+fn admit_asks_an_async_channel() {
     let env = Env::new("gate-async");
     let t = env.tool("echo", ECHO, Requests::default());
     let e = env.engine("[approval]\nmode = \"always\"\n", vec![t]);
     let gate = env.gate(&e, Arc::new(FakeClock::default()));
     let s = SessionId::new("s");
-    let p = e.prepare("echo", json!({})).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
+    let p = Arc::new(e.prepare("echo", json!({})).unwrap());
     for (answer, want) in [
         (ApprovalAnswer::Declined, Some(Refusal::Declined)),
         (ApprovalAnswer::Cancelled, Some(Refusal::Cancelled)),
@@ -429,198 +275,16 @@ fn check_async_asks_an_async_channel() {
         ),
     ] {
         let ch = AsyncScripted(answer, Mutex::new(0));
-        let d = rt.block_on(gate.check_async(&p, &s, &ch));
+        let d = admit_now(&gate, &p, &s, &ch);
         match (&d, want) {
-            (Decision::Denied(d), Some(r)) => assert_eq!(d.reason, DenyReason::Approval(r)),
-            (Decision::Allowed(_), None) => {}
+            (Err(d), Some(r)) => assert_eq!(d.denial.reason, DenyReason::Approval(r)),
+            (Ok(_), None) => {}
             other => panic!("{other:?}"),
         }
         assert_eq!(*ch.1.lock().unwrap(), 1);
-        gate.finish(&p, &s, d, Ran::NotRun).unwrap();
-    }
-}
-
-#[test]
-fn audit_records_allowed_denied_and_failed_calls() {
-    let env = Env::new("gate-audit");
-    let ok = env.tool("echo", ECHO, Requests::default());
-    let fail = env.tool(
-        "fail",
-        "#!/bin/sh\necho partial\nexit 3\n",
-        Requests::default(),
-    );
-    let mut broken = env.tool("broken", ECHO, Requests::default());
-    broken.runner = Runner::Octomind {
-        program: env.p.path(".agents/tools/missing"),
-    };
-    let e = env.engine(
-        "[tools.fail.approval]\nmode = \"always\"\n",
-        vec![ok, fail, broken],
-    );
-    let gate = env.gate(&e, Arc::new(FakeClock::default()));
-    let s = SessionId::new("s1");
-    let ch = Scripted::new(vec![ApprovalAnswer::Declined, yes()]);
-    assert!(call(&e, &gate, &s, &ch, "echo", json!({"secret": "hunter2"})).is_none());
-    assert!(call(&e, &gate, &s, &ch, "fail", json!({})).is_some());
-    assert!(call(&e, &gate, &s, &ch, "fail", json!({})).is_none());
-    // A call that cannot start is recorded as failed.
-    let p = e.prepare("broken", json!({})).unwrap();
-    let d = gate.check(&p, &s, &ch);
-    let err = e.run(&p, None).unwrap_err();
-    gate.finish(&p, &s, d, Ran::Failed(&err, Duration::from_millis(5)))
-        .unwrap();
-
-    let r = env.records();
-    assert_eq!(r.len(), 4);
-    let allowed = &r[0];
-    assert_eq!(allowed.tool, "echo");
-    assert_eq!(allowed.format, "octomind");
-    assert_eq!(allowed.session, "s1");
-    assert!(allowed.source.ends_with(".agents/tools/echo"));
-    assert_eq!(allowed.args, Some(json!({"secret": "hunter2"})));
-    assert_eq!(
-        allowed.args_sha256,
-        toolcage::gate::approval::args_digest(&json!({"secret": "hunter2"}))
-    );
-    assert_eq!(allowed.decision, Recorded::Allowed);
-    assert_eq!(allowed.exit_status, Some(0));
-    assert_eq!(allowed.is_error, Some(false));
-    assert!(allowed.duration_ms.is_some());
-    assert!(allowed.stdout.unwrap().kept > 0);
-    assert_eq!(allowed.enforcement.as_ref().unwrap()["seccomp"], true);
-    assert_eq!(allowed.grant.as_ref().unwrap().network, "off");
-    assert!(
-        allowed.time.ends_with('Z') && allowed.time.len() == 24,
-        "{}",
-        allowed.time
-    );
-
-    let denied = &r[1];
-    assert!(
-        matches!(&denied.decision, Recorded::Denied { reason, message }
-            if reason == "approval_declined" && message.contains("declined")),
-        "{:?}",
-        denied.decision
-    );
-    assert_eq!(denied.exit_status, None);
-    assert_eq!(denied.enforcement, None);
-    assert_eq!(denied.approval_mode.as_deref(), Some("always"));
-
-    let failed = &r[2];
-    assert_eq!(failed.exit_status, Some(3));
-    assert_eq!(failed.is_error, Some(true));
-
-    let broken = &r[3];
-    assert_eq!(broken.is_error, Some(true));
-    assert!(broken.error.is_some(), "{broken:?}");
-    assert_eq!(broken.exit_status, None);
-}
-
-#[test]
-fn redact_keeps_only_the_digest() {
-    let env = Env::new("gate-redact");
-    let t = env.tool("echo", ECHO, Requests::default());
-    // A later [audit] section wins key by key: redact, same path.
-    let e = env.engine("", vec![t.clone()]);
-    let gate = env.gate(&e, Arc::new(FakeClock::default()));
-    let s = SessionId::new("s");
-    let ch = Scripted::new(vec![]);
-    call(&e, &gate, &s, &ch, "echo", json!({"k": "v"}));
-    let text = format!("{}redact = true\n", env.audit_section());
-    std::fs::write(env.state.path().join("p2.toml"), text).unwrap();
-    let sources = Sources {
-        profile: None,
-        policy_file: Some(env.state.path().join("p2.toml")),
-    };
-    let e2 = Engine::with_catalog(
-        &env.p.dir,
-        &sources,
-        Overrides::default(),
-        Options::default(),
-        Catalog {
-            tools: vec![t],
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let gate = env.gate(&e2, Arc::new(FakeClock::default()));
-    call(&e2, &gate, &s, &ch, "echo", json!({"k": "v"}));
-    let r = env.records();
-    assert_eq!(r[0].args, Some(json!({"k": "v"})), "control: not redacted");
-    assert_eq!(r[1].args, None);
-    assert_eq!(r[1].args_sha256, r[0].args_sha256);
-    let raw = std::fs::read_to_string(env.log()).unwrap();
-    assert_eq!(raw.lines().nth(1).unwrap().matches("\"v\"").count(), 0);
-}
-
-#[test]
-fn an_audit_log_inside_a_write_root_is_refused() {
-    let env = Env::new("gate-audit-root");
-    let t = env.tool("echo", ECHO, Requests::default());
-    let sources = Sources {
-        profile: None,
-        policy_file: Some(env.p.write(
-            "inside.toml",
-            "[audit]\npath = \"{project}/logs/audit.jsonl\"\n",
-        )),
-    };
-    let e = Engine::with_catalog(
-        &env.p.dir,
-        &sources,
-        Overrides::default(),
-        Options::default(),
-        Catalog {
-            tools: vec![t.clone()],
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let err = Gate::with_clock(&e, Arc::new(FakeClock::default()), env.state.path().into())
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("inside write root"), "{err}");
-    assert!(!env.p.path("logs/audit.jsonl").exists());
-    // A tool-level grant that adds a write root over the log is refused per call.
-    let outside = env.state.path().join("log/audit.jsonl");
-    let policy = format!(
-        "[audit]\npath = \"{}\"\n[tools.echo.fs]\nadd_write = [\"{}\"]\n",
-        outside.display(),
-        env.state.path().display()
-    );
-    let e = env.engine(&policy, vec![t]);
-    let gate = env.gate(&e, Arc::new(FakeClock::default()));
-    let p = e.prepare("echo", json!({})).unwrap();
-    match gate.check(&p, &SessionId::new("s"), &Scripted::new(vec![])) {
-        Decision::Denied(d) => {
-            assert_eq!(d.reason, DenyReason::Unavailable);
-            assert_eq!(d.exit_status(), 125);
-            assert!(d.message.contains("inside write root"), "{}", d.message);
-        }
-        other => panic!("{other:?}"),
-    }
-}
-
-#[test]
-fn a_failed_audit_write_fails_the_call_unless_configured() {
-    let env = Env::new("gate-audit-full");
-    let t = env.tool("echo", ECHO, Requests::default());
-    let s = SessionId::new("s");
-    let ch = Scripted::new(vec![]);
-    for (fail_closed, want_err) in [("true", true), ("false", false)] {
-        let policy = format!("[audit]\npath = \"/dev/full\"\nfail_closed = {fail_closed}\n");
-        let e = env.engine(&policy, vec![t.clone()]);
-        let gate = env.gate(&e, Arc::new(FakeClock::default()));
-        let p = e.prepare("echo", json!({})).unwrap();
-        let d = gate.check(&p, &s, &ch);
-        let r = e.run(&p, None).unwrap();
-        let out = gate.finish(&p, &s, d, Ran::Finished(&r));
-        assert_eq!(
-            out.is_err(),
-            want_err,
-            "fail_closed = {fail_closed}: {out:?}"
-        );
-        if let Err(e) = out {
-            assert!(e.contains("withheld"), "{e}");
+        match d {
+            Ok(a) => a.complete(Ran::NotRun, None).unwrap(),
+            Err(refused) => refused.recorded.unwrap(),
         }
     }
 }

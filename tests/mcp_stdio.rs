@@ -10,6 +10,7 @@ use mcp_support::wire::{self, text};
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+use toolcage::gate::Gatekeeper;
 use toolcage::mcp::ServeConfig;
 
 fn dir(tag: &str) -> std::path::PathBuf {
@@ -389,59 +390,46 @@ struct RefuseSleep {
     finished: std::sync::Mutex<Vec<(String, bool)>>,
 }
 
-impl toolcage::mcp::Gate for RefuseSleep {
-    fn check<'a>(
+impl Gatekeeper for RefuseSleep {
+    fn decide<'a>(
         &'a self,
         call: &'a toolcage::call::PreparedCall,
         _session: &'a toolcage::gate::SessionId,
-        _peer: &'a rmcp::Peer<rmcp::RoleServer>,
-        _timeout: Duration,
-    ) -> toolcage::gate::BoxFuture<'a, toolcage::gate::Decision> {
-        use toolcage::gate::{Approval, Decision, Denial, DenyReason, Permit, Refusal};
+        _channel: &'a dyn toolcage::gate::ApprovalChannel,
+    ) -> toolcage::gate::BoxFuture<'a, toolcage::gate::Verdict> {
+        use toolcage::gate::{Approval, Denial, DenyReason, Permit, Refusal, Verdict};
         let name = call.tool.name.clone();
         Box::pin(async move {
             if name == "sleep" {
-                Decision::Denied(Denial::new(
+                Verdict::Denied(Denial::new(
                     DenyReason::Approval(Refusal::Declined),
                     format!("{name}: approval refused by the operator"),
                 ))
             } else {
-                Decision::Allowed(Permit::without_slot(Approval::NotNeeded))
+                Verdict::Allowed(Permit::without_slot(Approval::NotNeeded))
             }
         })
     }
 
-    fn reject(
-        &self,
-        _tool: Option<&toolcage::discover::ToolSpec>,
-        name: &str,
-        _args: &Value,
-        _session: &toolcage::gate::SessionId,
-        _error: &toolcage::call::CallError,
-    ) -> Result<(), String> {
+    fn reject(&self, rejected: &toolcage::gate::Rejected<'_>) -> Result<(), String> {
         self.finished
             .lock()
             .unwrap()
-            .push((format!("rejected {name}"), false));
+            .push((format!("rejected {}", rejected.name), false));
         Ok(())
     }
 
-    fn finish(
-        &self,
-        call: &toolcage::call::PreparedCall,
-        _session: &toolcage::gate::SessionId,
-        decision: toolcage::gate::Decision,
-        ran: toolcage::gate::Ran<'_>,
-    ) -> Result<(), String> {
-        let ran = matches!(ran, toolcage::gate::Ran::Finished(_));
-        assert_eq!(
-            ran,
-            matches!(decision, toolcage::gate::Decision::Allowed(_))
-        );
+    fn record(&self, entry: &toolcage::gate::CallEvent<'_>) -> Result<(), String> {
+        use toolcage::gate::{Ran, Verdict};
+        if let Ran::Starting = entry.ran {
+            return Ok(());
+        }
+        let ran = matches!(entry.ran, Ran::Finished { .. });
+        assert_eq!(ran, matches!(entry.verdict, Verdict::Allowed(_)));
         self.finished
             .lock()
             .unwrap()
-            .push((call.tool.name.clone(), ran));
+            .push((entry.call.tool.name.clone(), ran));
         Ok(())
     }
 }
@@ -490,40 +478,30 @@ async fn a_gate_refusal_is_an_error_result_and_nothing_runs() {
 #[derive(Default)]
 struct NeverAnswers(RefuseSleep);
 
-impl toolcage::mcp::Gate for NeverAnswers {
-    fn check<'a>(
+impl Gatekeeper for NeverAnswers {
+    fn decide<'a>(
         &'a self,
         call: &'a toolcage::call::PreparedCall,
         session: &'a toolcage::gate::SessionId,
-        peer: &'a rmcp::Peer<rmcp::RoleServer>,
-        timeout: Duration,
-    ) -> toolcage::gate::BoxFuture<'a, toolcage::gate::Decision> {
+        channel: &'a dyn toolcage::gate::ApprovalChannel,
+    ) -> toolcage::gate::BoxFuture<'a, toolcage::gate::Verdict> {
         if call.tool.name == "sleep" {
             return Box::pin(std::future::pending());
         }
-        self.0.check(call, session, peer, timeout)
+        self.0.decide(call, session, channel)
     }
 
-    fn reject(
-        &self,
-        tool: Option<&toolcage::discover::ToolSpec>,
-        name: &str,
-        args: &Value,
-        session: &toolcage::gate::SessionId,
-        error: &toolcage::call::CallError,
-    ) -> Result<(), String> {
-        assert!(error.to_string().contains("went away"), "{error}");
-        self.0.reject(tool, name, args, session, error)
+    fn reject(&self, rejected: &toolcage::gate::Rejected<'_>) -> Result<(), String> {
+        assert!(
+            rejected.message.contains("went away"),
+            "{}",
+            rejected.message
+        );
+        self.0.reject(rejected)
     }
 
-    fn finish(
-        &self,
-        call: &toolcage::call::PreparedCall,
-        session: &toolcage::gate::SessionId,
-        decision: toolcage::gate::Decision,
-        ran: toolcage::gate::Ran<'_>,
-    ) -> Result<(), String> {
-        self.0.finish(call, session, decision, ran)
+    fn record(&self, entry: &toolcage::gate::CallEvent<'_>) -> Result<(), String> {
+        self.0.record(entry)
     }
 }
 

@@ -12,10 +12,13 @@ user="${1:-toolcage-test}"
 if ! id "$user" >/dev/null 2>&1; then
   useradd --no-create-home --shell /bin/sh "$user"
 fi
-cargo test --no-run --locked --test 'escape_*' 2>/dev/null
+# The executables cargo just built (not the newest file by name: stale
+# builds pile up in target/debug/deps).
+built=$(cargo test --no-run --locked --test 'escape_*' --message-format=json 2>/dev/null |
+  grep -o '"executable":"[^"]*"' | cut -d'"' -f4)
 status=0
 for name in escape_fs escape_net escape_domains escape_proc escape_root escape_tree escape_operator; do
-  bin=$(ls -t target/debug/deps/"$name"-* | grep -v '\.d$' | head -1)
+  bin=$(grep "/$name-[0-9a-f]*\$" <<<"$built") || { echo "no test binary for $name" >&2; exit 1; }
   for nsfree in 0 1; do
     echo "== $name as $user (namespace-free: $nsfree)"
     # A fresh TMPDIR the user owns; CARGO_* stand in for what cargo sets.

@@ -25,6 +25,17 @@ pub fn state_dir(project: &Path, ctx: &Context) -> PathBuf {
     ctx.state_base().join(project_hash(project))
 }
 
+/// Create `dir` (and parents) private to the user (mode 0700): the state
+/// directory, the audit log's directory.
+pub fn private_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))
+}
+
 /// The audit log: `[audit] path`, else `<state dir>/audit.jsonl`.
 pub fn audit_path(policy: &AuditPolicy, state_dir: &Path) -> PathBuf {
     policy
@@ -67,6 +78,8 @@ mod tests {
             tmp: "/tmp".into(),
             cwd: "/".into(),
             xdg_state_home: Some("/x/state".into()),
+            env: Default::default(),
+            holds_a3s_tools: |_| false,
         };
         let p = Path::new("/nonexistent/a");
         assert_eq!(

@@ -27,7 +27,7 @@ impl AuditLog {
     /// Open (create, 0600, parent directories 0700) for appending.
     pub fn open(path: &Path) -> Result<AuditLog, String> {
         if let Some(dir) = path.parent() {
-            crate::gate::persist::private_dir(dir).map_err(|e| e.0)?;
+            super::location::private_dir(dir)?;
         }
         // Read too: the last byte is checked for a torn line.
         let file = OpenOptions::new()

@@ -6,9 +6,12 @@
 //! - [`record`]: what a line holds.
 //! - [`log`]: appending (one `write(2)` per line, `O_APPEND`, `flock`).
 //! - [`read`]: reading back, skipping and reporting torn or corrupt lines.
+//! - [`GrantSummary`]: what a record (and the approval prompt) shows of a
+//!   grant.
 //! - [`location`]: the default path and the rule that it lies outside every
 //!   write root.
 
+mod grant_summary;
 pub mod location;
 pub mod log;
 pub mod read;
@@ -17,5 +20,6 @@ pub mod record;
 #[cfg(test)]
 mod tests;
 
+pub use grant_summary::GrantSummary;
 pub use log::AuditLog;
-pub use record::{AuditRecord, Decision, StreamBytes};
+pub use record::{AuditRecord, RecordedDecision, StreamBytes};

@@ -13,7 +13,7 @@
 //!   size and the first [`PREFIX_KEPT`] bytes of that text (`args_sha256` is
 //!   always the hash of the whole arguments).
 
-use crate::gate::approval::GrantSummary;
+use super::GrantSummary;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -65,7 +65,7 @@ pub fn cap_text(s: &str, max: usize) -> String {
 /// Whether the call was allowed, and by whom.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Decision {
+pub enum RecordedDecision {
     /// No approval needed.
     Allowed,
     /// A person approved through `by` (`terminal`, `elicitation`, `--yes`);
@@ -122,7 +122,7 @@ pub struct AuditRecord {
     /// [`MAX_ARGS_TEXT`] bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args_cut: Option<ArgsCut>,
-    pub decision: Decision,
+    pub decision: RecordedDecision,
     /// `never`, `always`, `once`, `once-per-args`; absent when the call was
     /// rejected before its grant was resolved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -184,7 +184,7 @@ impl AuditRecord {
                 self.args = None;
             }
         }
-        if let Decision::Denied { message, .. } = &mut self.decision {
+        if let RecordedDecision::Denied { message, .. } = &mut self.decision {
             *message = cap_text(message, MAX_MESSAGE);
         }
         if let Some(e) = &mut self.error {

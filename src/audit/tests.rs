@@ -1,7 +1,7 @@
+use super::GrantSummary;
 use super::log::AuditLog;
 use super::read::{parse, read};
-use super::record::{AuditRecord, Decision};
-use crate::gate::GrantSummary;
+use super::record::{AuditRecord, RecordedDecision};
 use std::io::Write;
 
 fn rec(tool: &str) -> AuditRecord {
@@ -17,7 +17,7 @@ fn rec(tool: &str) -> AuditRecord {
         args_sha256: "0".repeat(64),
         args: Some(serde_json::json!({"a": "line\nbreak"})),
         args_cut: None,
-        decision: Decision::Allowed,
+        decision: RecordedDecision::Allowed,
         approval_mode: Some("never".into()),
         grant: Some(GrantSummary {
             read: vec!["/usr".into()],
@@ -110,7 +110,7 @@ fn long_names_arguments_and_messages_are_stored_as_prefix_and_hash() {
     let name = "n".repeat(2 << 20);
     let mut r = rec(&name);
     r.args = Some(serde_json::json!({"big": "v".repeat(1 << 20)}));
-    r.decision = Decision::Denied {
+    r.decision = RecordedDecision::Denied {
         reason: "unknown_tool".into(),
         message: format!("unknown tool '{name}'"),
     };
@@ -139,7 +139,7 @@ fn long_names_arguments_and_messages_are_stored_as_prefix_and_hash() {
     assert_eq!(cut.bytes, (1 << 20) + r#"{"big":""}"#.len() as u64);
     assert!(cut.prefix.starts_with(r#"{"big":"vvv"#), "{}", cut.prefix);
     match &big.decision {
-        Decision::Denied { message, .. } => assert!(message.len() < 300, "{message}"),
+        RecordedDecision::Denied { message, .. } => assert!(message.len() < 300, "{message}"),
         other => panic!("{other:?}"),
     }
     assert_eq!(kept.tool, "m".repeat(MAX_TOOL_NAME));

@@ -1,6 +1,10 @@
-//! What a call will run, for the person who approves it and for the
-//! approval memory: the command or entry point ([`runs`]) and a digest of
-//! the whole definition ([`digest`]).
+//! What a tool is, as an agent and as a person approving it see it.
+//!
+//! - [`Definition`]: the MCP tool definition (`name`, `description`,
+//!   `inputSchema`, `annotations`), the one shape `toolcage schema` prints
+//!   and `tools/list` serves ([`crate::call::Engine::definition`]).
+//! - [`runs`] and [`digest`]: the command or entry point a call will run,
+//!   and a digest of the whole definition that an approval is bound to.
 //!
 //! The digest covers the tool's spec as discovered (name, format, source
 //! file and line, description, input schema, requests, runner: the command
@@ -17,7 +21,8 @@
 //! (`./deploy.sh` called from a `tools.toml` command); those are project
 //! files the person is trusting when they approve.
 
-use crate::discover::{Runner, ToolSpec};
+use super::runner::runner_for;
+use crate::discover::ToolSpec;
 use crate::policy::Grant;
 use sha2::{Digest, Sha256};
 use std::fs::OpenOptions;
@@ -25,56 +30,63 @@ use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-/// The command line a person is shown: the script, `<interpreter>
-/// <entrypoint>`, or `sh -c '<command template>'`. Raw project text: the
-/// caller neutralises it ([`crate::text`]) before showing it.
-pub fn runs(tool: &ToolSpec) -> String {
-    match &tool.runner {
-        Runner::Octomind { program } => program.display().to_string(),
-        Runner::Clawd {
-            interpreter,
-            entrypoint,
-        } => match interpreter {
-            Some(i) => format!("{i} {}", entrypoint.display()),
-            None => entrypoint.display().to_string(),
-        },
-        Runner::OpencrabsShell { command, .. } => format!("sh -c '{command}'"),
-        Runner::OpencrabsHttp { method, url, .. } => format!("http {method} {url}"),
-        Runner::AgentdirScript { path, .. } => format!("script {}", path.display()),
-        Runner::AgentdirMcp { command, url, .. } => match (command, url) {
-            (Some(c), _) => format!("mcp server {c}"),
-            (None, Some(u)) => format!("mcp server {u}"),
-            (None, None) => "mcp server".into(),
-        },
+/// One tool as an MCP client sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Definition {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema, `type: object`.
+    pub input_schema: serde_json::Value,
+    /// MCP `ToolAnnotations` as JSON (`readOnlyHint`, ...); `{}` when the
+    /// tool's grant did not resolve, so nothing can be promised.
+    pub annotations: serde_json::Value,
+}
+
+impl Definition {
+    /// `tool` with `annotations`; a schema that is not an object (which
+    /// MCP does not allow) is shown as `{"type": "object"}`.
+    pub fn new(tool: &ToolSpec, annotations: serde_json::Value) -> Definition {
+        let input_schema = if tool.input_schema.is_object() {
+            tool.input_schema.clone()
+        } else {
+            serde_json::json!({"type": "object"})
+        };
+        Definition {
+            name: tool.name.clone(),
+            description: tool.description.clone(),
+            input_schema,
+            annotations,
+        }
+    }
+
+    /// `{name, description, inputSchema, annotations}`; annotations are
+    /// left out when there are none.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+        });
+        if self.annotations.as_object().is_some_and(|o| !o.is_empty()) {
+            v["annotations"] = self.annotations.clone();
+        }
+        v
     }
 }
 
+/// The command line a person is shown: the script, `<interpreter>
+/// <entrypoint>`, or `sh -c '<command template>'` ([`super::runner::ToolRunner::runs`]).
+/// Raw project text: the caller neutralises it ([`crate::text`]) before
+/// showing it.
+pub fn runs(tool: &ToolSpec) -> String {
+    runner_for(tool).runs()
+}
+
 /// The files whose content is part of the definition: the source file
-/// (except a `tools.toml`, whose entry is the spec) and what it executes.
+/// (except a `tools.toml`, whose entry is the spec) and what it executes
+/// ([`super::runner::ToolRunner::files`]).
 pub fn files(tool: &ToolSpec) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = Vec::new();
-    let mut add = |p: &Path| {
-        if !out.iter().any(|q| q == p) {
-            out.push(p.to_path_buf());
-        }
-    };
-    match &tool.runner {
-        Runner::Octomind { program } => {
-            add(&tool.source);
-            add(program);
-        }
-        Runner::Clawd { entrypoint, .. } => {
-            add(&tool.source);
-            add(entrypoint);
-        }
-        Runner::AgentdirScript { path, .. } => {
-            add(&tool.source);
-            add(path);
-        }
-        Runner::AgentdirMcp { .. } => add(&tool.source),
-        Runner::OpencrabsShell { .. } | Runner::OpencrabsHttp { .. } => {}
-    }
-    out
+    runner_for(tool).files()
 }
 
 /// `sha256:<hex>` of a regular file's content, or why it cannot be read
@@ -130,7 +142,9 @@ pub fn digest(tool: &ToolSpec, grant: &Grant) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{Format, Requests};
+    use crate::discover::Runner;
+    use crate::policy::Requests;
+    use crate::spec::Format;
     use std::os::unix::fs::PermissionsExt;
 
     fn octomind(dir: &Path, body: &str) -> ToolSpec {

@@ -1,15 +1,8 @@
-//! Per-format argument encoding: from validated arguments to the sandboxed
-//! command (argv, stdin, environment, extra readable paths).
-//!
-//! - Octomind: `[program]`, the arguments as a JSON object on stdin and as
-//!   `OCTOMIND_PARAM_<UPPER>`, plus `OCTOMIND_TOOL_NAME` and `OCTOMIND_WORKDIR`.
-//! - clawd: `[interpreter, entrypoint]` (or `[entrypoint]`), JSON on stdin.
-//! - OpenCrabs shell: `/bin/sh -c <rendered command> sh <values...>`, each
-//!   `{{param}}` a positional parameter reference (never pasted source);
-//!   `$OPENCRABS_PARAMS` names a 0600 JSON file removed after the call.
+//! Encoding validated arguments into a sandboxed command (argv, stdin,
+//! environment, extra readable paths): the shared pieces. Each kind's own
+//! encoding is its runner's ([`super::runner`]).
 
 use super::params_file::ParamsFile;
-use crate::discover::{Runner, ToolSpec};
 use crate::policy::Grant;
 use crate::sandbox::Command;
 use serde_json::{Map, Value};
@@ -35,96 +28,10 @@ pub enum EncodeError {
     Internal(String),
 }
 
-/// Build the sandboxed command for `tool` called with `args` under `grant`.
-pub fn encode(
-    tool: &ToolSpec,
-    args: &Map<String, Value>,
-    grant: &Grant,
-) -> Result<Encoded, EncodeError> {
-    let stdin = || serde_json::to_vec(args).unwrap_or_else(|_| b"{}".to_vec());
-    match &tool.runner {
-        Runner::Octomind { program } => Ok(Encoded {
-            command: Command {
-                argv: vec![program.clone().into_os_string()],
-                env: octomind_env(&tool.name, args, grant),
-                stdin: stdin(),
-                ..Default::default()
-            },
-            params_file: None,
-        }),
-        Runner::Clawd {
-            interpreter,
-            entrypoint,
-        } => {
-            let mut argv = Vec::new();
-            if let Some(i) = interpreter {
-                argv.push(i.into());
-            }
-            argv.push(entrypoint.clone().into_os_string());
-            Ok(Encoded {
-                command: Command {
-                    argv,
-                    stdin: stdin(),
-                    ..Default::default()
-                },
-                params_file: None,
-            })
-        }
-        Runner::OpencrabsShell { command, .. } => {
-            let rendered = crate::discover::template::render(command, args).map_err(|e| {
-                EncodeError::Invalid(format!("cannot render the command template: {e}"))
-            })?;
-            let file = ParamsFile::create(&stdin()).map_err(|e| {
-                EncodeError::Internal(format!("cannot write the parameters file: {e}"))
-            })?;
-            let mut env = BTreeMap::new();
-            env.insert(
-                "OPENCRABS_PARAMS".to_string(),
-                file.path().display().to_string(),
-            );
-            // Values travel as positional parameters, never as shell source.
-            let mut argv: Vec<std::ffi::OsString> = vec![
-                "/bin/sh".into(),
-                "-c".into(),
-                rendered.script.into(),
-                "sh".into(),
-            ];
-            argv.extend(rendered.args.into_iter().map(Into::into));
-            Ok(Encoded {
-                command: Command {
-                    argv,
-                    env,
-                    extra_read: vec![file.path().to_path_buf()],
-                    ..Default::default()
-                },
-                params_file: Some(file),
-            })
-        }
-        Runner::OpencrabsHttp { .. } => Err(EncodeError::Unsupported(unsupported_http(tool))),
-        Runner::AgentdirScript { .. } | Runner::AgentdirMcp { .. } => {
-            Err(EncodeError::Unsupported(unsupported_agentdir(tool)))
-        }
-    }
-}
-
-pub fn unsupported_http(tool: &ToolSpec) -> String {
-    format!(
-        "tool {} ({}) is an http tool: toolcage makes its request itself, it has no command",
-        tool.name,
-        tool.source.display()
-    )
-}
-
-pub fn unsupported_agentdir(tool: &ToolSpec) -> String {
-    let kind = match tool.runner {
-        Runner::AgentdirMcp { .. } => "kind: mcp (an upstream MCP server)",
-        _ => "kind: script (a QuickJS program)",
-    };
-    format!(
-        "{kind} tools are not supported yet: tool {} ({}) is listed and validated, but calls are refused",
-        tool.name,
-        tool.source.display()
-    )
+/// The arguments as a JSON object: what Octomind and clawd tools read on
+/// stdin and OpenCrabs tools find in `$OPENCRABS_PARAMS`.
+pub fn stdin_json(args: &Map<String, Value>) -> Vec<u8> {
+    serde_json::to_vec(args).unwrap_or_else(|_| b"{}".to_vec())
 }
 
 /// Whether `name` can be an environment variable name (`[A-Za-z_][A-Za-z0-9_]*`).

@@ -1,46 +1,47 @@
-//! One call, end to end (DESIGN.md section 2):
-//! validate → gate (approval, rate limit: the surfaces do this between
-//! [`Engine::prepare`] and [`Engine::run`]) → encode args → run → format.
+//! One call, end to end: the one pipeline every surface uses (DESIGN.md
+//! section 2; ARCHITECTURE.md draws it):
 //!
-//! Per-format argument encoding and result formatting live in submodules.
+//! ```text
+//! look up → validate → resolve grant     Toolbox::prepare (Engine)
+//!   → gate: approval, rate limits,       gate::admit → an Admission
+//!     concurrency cap                    (denied: recorded, refused)
+//!   → the surface's turn                 Surface::turn (MCP run slots)
+//!   → the `started` record               Admission::start
+//!   → encode → run → format              Toolbox::execute → the tool kind's ToolRunner
+//!   → the final record                   Admission::complete (a dropped
+//!                                        admission records itself as abandoned)
+//! ```
+//!
+//! [`pipeline::Pipeline::call`] is that sequence, written once. The CLI and
+//! the MCP server are [`pipeline::Surface`]s: they parse, print, and carry
+//! cancellation, progress and the approval channel they offer.
+//!
+//! - [`engine`]: a project's policy layers and tools ([`Engine`]).
+//! - [`runner`]: one [`runner::ToolRunner`] per tool kind.
+//! - [`definition`]: what a tool is, to an agent ([`Definition`]) and to a
+//!   person approving it (the digest an approval is bound to).
+//! - [`validate`], [`encode`], [`params_file`], [`result`],
+//!   [`annotations`]: the steps' pieces.
 
 pub mod annotations;
 pub mod definition;
 pub mod encode;
-pub mod http;
+pub mod engine;
 pub mod params_file;
+pub mod pipeline;
 pub mod result;
+pub mod runner;
 pub mod validate;
 
-use crate::discover::{Catalog, Options, Runner, ToolSpec};
-use crate::policy::{Context, Overrides, PolicyError, PolicyStack, Resolved, Sources, ToolInput};
-use crate::sandbox::{CancelToken, Outcome, SandboxError};
-use encode::EncodeError;
+pub use crate::gate::PreparedCall;
+pub use definition::Definition;
+pub use engine::Engine;
+pub use pipeline::{NotRun, NotRunKind, Pipeline, Surface, Toolbox};
+
+use crate::gate::{Denial, DenyReason};
+use crate::policy::PolicyError;
+use crate::sandbox::{Outcome, SandboxError};
 use serde::Serialize;
-use std::path::{Path, PathBuf};
-
-/// Everything needed to serve calls for one project: its policy layers and
-/// its discovered tools. `Send + Sync`; the MCP server shares one.
-#[derive(Debug, Clone)]
-pub struct Engine {
-    pub ctx: Context,
-    pub stack: PolicyStack,
-    pub overrides: Overrides,
-    pub options: Options,
-    pub catalog: Catalog,
-}
-
-/// A validated call with its resolved grant, ready for the gate and the run.
-#[derive(Debug, Clone)]
-pub struct PreparedCall {
-    pub tool: ToolSpec,
-    /// The arguments after validation (defaults and coercions applied).
-    pub args: serde_json::Map<String, serde_json::Value>,
-    pub resolved: Resolved,
-    /// [`definition::digest`] of the tool as prepared: what an approval
-    /// of this call is bound to.
-    pub definition_sha256: String,
-}
 
 /// What the agent sees: the text (stdout, then `[stderr]` and stderr), and
 /// whether it is an error (non-zero exit, signal, timeout).
@@ -58,14 +59,30 @@ pub enum CallError {
     UnknownTool { name: String, known: Vec<String> },
     #[error("invalid arguments for {tool}: {message}")]
     InvalidArguments { tool: String, message: String },
-    #[error("{0}")]
-    Denied(String),
+    /// The gate refused it: approval, a rate limit, the concurrency cap, or
+    /// a gate that cannot work safely.
+    #[error("{}", .0.message)]
+    Denied(Denial),
+    /// Its surface stopped it before it ran (too many pending, cancelled,
+    /// stopping, a signal).
+    #[error("{}", .0.text)]
+    NotRun(NotRun),
     #[error("{0}")]
     Unsupported(String),
     #[error(transparent)]
     Policy(#[from] PolicyError),
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
+    /// The audit record could not be written and `[audit] fail_closed`
+    /// says the call fails: `refused` is why it did not run anyway, if so.
+    #[error("{}", audit_failure(.error, .refused.as_deref()))]
+    Audit {
+        error: String,
+        refused: Option<Box<CallError>>,
+    },
+    /// toolcage itself failed around the run (a cancel token, a worker).
+    #[error("{0}")]
+    Internal(String),
 }
 
 fn did_you_mean(known: &[String]) -> String {
@@ -76,170 +93,57 @@ fn did_you_mean(known: &[String]) -> String {
     }
 }
 
-impl CallError {
-    /// The `toolcage call` exit status (DESIGN.md section 1).
-    pub fn exit_status(&self) -> u8 {
-        use crate::cli::status;
-        match self {
-            CallError::UnknownTool { .. } | CallError::InvalidArguments { .. } => status::INVALID,
-            CallError::Denied(_) => status::DENIED,
-            CallError::Unsupported(_) | CallError::Policy(_) | CallError::Sandbox(_) => {
-                status::INTERNAL
-            }
-        }
+fn audit_failure(error: &str, refused: Option<&CallError>) -> String {
+    match refused {
+        Some(r) => format!("{r}; {error}"),
+        None => error.to_string(),
     }
 }
 
-impl Engine {
-    /// Load the policy layers and discover the project's tools.
-    pub fn load(
-        project: &Path,
-        sources: &Sources,
-        overrides: Overrides,
-        options: Options,
-    ) -> Result<Engine, PolicyError> {
-        let mut engine =
-            Engine::with_catalog(project, sources, overrides, options, Catalog::default())?;
-        engine.rediscover();
-        Ok(engine)
-    }
+/// What kind of failure a [`CallError`] is: the surfaces decide what each
+/// means to them (the CLI's exit status, an MCP error or `isError` result).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallErrorKind {
+    UnknownTool,
+    InvalidArguments,
+    /// Why the gate refused it.
+    Denied(DenyReason),
+    NotRun,
+    Unsupported,
+    Policy,
+    Sandbox,
+    Audit,
+    Internal,
+}
 
-    /// Like [`Engine::load`], with a catalog built by the caller instead of
-    /// discovered (tests, embedders). The tools are sorted by name.
-    pub fn with_catalog(
-        project: &Path,
-        sources: &Sources,
-        overrides: Overrides,
-        options: Options,
-        mut catalog: Catalog,
-    ) -> Result<Engine, PolicyError> {
-        let ctx = Context::detect(project)
-            .map_err(|e| PolicyError::Input(format!("cannot resolve the project: {e}")))?;
-        if !ctx.project.is_dir() {
-            return Err(PolicyError::Input(format!(
-                "project {} is not a directory (check -C/--project)",
-                ctx.project.display()
-            )));
+impl CallError {
+    pub fn kind(&self) -> CallErrorKind {
+        match self {
+            CallError::UnknownTool { .. } => CallErrorKind::UnknownTool,
+            CallError::InvalidArguments { .. } => CallErrorKind::InvalidArguments,
+            CallError::Denied(d) => CallErrorKind::Denied(d.reason),
+            CallError::NotRun(_) => CallErrorKind::NotRun,
+            CallError::Unsupported(_) => CallErrorKind::Unsupported,
+            CallError::Policy(_) => CallErrorKind::Policy,
+            CallError::Sandbox(_) => CallErrorKind::Sandbox,
+            CallError::Audit { .. } => CallErrorKind::Audit,
+            CallError::Internal(_) => CallErrorKind::Internal,
         }
-        let stack = crate::policy::load(sources, &ctx)?;
-        catalog.tools.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(Engine {
-            ctx,
-            stack,
-            overrides,
-            options,
-            catalog,
-        })
     }
 
-    /// The project root, with symlinks resolved (falls back to the path as given).
-    pub fn project_root(&self) -> PathBuf {
-        self.ctx
-            .project
-            .canonicalize()
-            .unwrap_or_else(|_| self.ctx.project.clone())
-    }
-
-    /// Discover again (hot reload); the policy layers stay.
-    pub fn rediscover(&mut self) {
-        let mut catalog = crate::discover::discover(&self.project_root(), &self.options);
-        catalog.tools.sort_by(|a, b| a.name.cmp(&b.name));
-        self.catalog = catalog;
-    }
-
-    /// The grant for `tool` (its requests bounded by the operator's policy).
-    pub fn resolve(&self, tool: &ToolSpec) -> Result<Resolved, PolicyError> {
-        let input = ToolInput {
-            name: &tool.name,
-            requests: &tool.requests,
-            extra_read: tool.needs_read.clone(),
-        };
-        self.stack.resolve(&self.ctx, &self.overrides, Some(&input))
-    }
-
-    /// The tool's MCP definition: `{name, description, inputSchema, annotations}`,
-    /// annotations from its resolved grant.
-    pub fn definition(&self, tool: &ToolSpec) -> Result<serde_json::Value, PolicyError> {
-        let resolved = self.resolve(tool)?;
-        Ok(serde_json::json!({
-            "name": tool.name,
-            "description": tool.description,
-            "inputSchema": tool.input_schema,
-            "annotations": annotations::annotations(&resolved.grant),
-        }))
-    }
-
-    /// Look up and validate; resolve the grant. Nothing runs.
-    pub fn prepare(&self, name: &str, args: serde_json::Value) -> Result<PreparedCall, CallError> {
-        let tool = self
-            .catalog
-            .get(name)
-            .ok_or_else(|| CallError::UnknownTool {
-                name: name.to_string(),
-                known: self.catalog.tools.iter().map(|t| t.name.clone()).collect(),
-            })?;
-        match &tool.runner {
-            Runner::AgentdirScript { .. } | Runner::AgentdirMcp { .. } => {
-                return Err(CallError::Unsupported(encode::unsupported_agentdir(tool)));
-            }
-            Runner::Octomind { .. }
-            | Runner::Clawd { .. }
-            | Runner::OpencrabsShell { .. }
-            | Runner::OpencrabsHttp { .. } => {}
+    /// The machine code in the audit record of a call refused before the
+    /// gate, and in an MCP result's `_meta["toolcage/error"]`.
+    pub fn code(&self) -> &'static str {
+        match self.kind() {
+            CallErrorKind::UnknownTool => "unknown_tool",
+            CallErrorKind::InvalidArguments => "invalid_arguments",
+            // Stopped by the surface: recorded as the gate's own refusals were.
+            CallErrorKind::Denied(_) | CallErrorKind::NotRun => "denied",
+            CallErrorKind::Unsupported => "unsupported",
+            CallErrorKind::Policy => "policy",
+            CallErrorKind::Sandbox => "sandbox",
+            CallErrorKind::Audit => "audit",
+            CallErrorKind::Internal => "internal",
         }
-        let args =
-            validate::arguments(tool, args).map_err(|message| CallError::InvalidArguments {
-                tool: tool.name.clone(),
-                message,
-            })?;
-        let resolved = self.resolve(tool)?;
-        let definition_sha256 = definition::digest(tool, &resolved.grant);
-        Ok(PreparedCall {
-            tool: tool.clone(),
-            args,
-            resolved,
-            definition_sha256,
-        })
-    }
-
-    /// Encode the arguments, run under the grant, format the result.
-    /// Blocking; cancel kills the call's process tree.
-    pub fn run(
-        &self,
-        call: &PreparedCall,
-        cancel: Option<&CancelToken>,
-    ) -> Result<CallResult, CallError> {
-        if let Runner::OpencrabsHttp { .. } = &call.tool.runner {
-            return http::run(call, cancel);
-        }
-        let grant = &call.resolved.grant;
-        let encoded = encode::encode(&call.tool, &call.args, grant).map_err(|e| match e {
-            EncodeError::Unsupported(m) => CallError::Unsupported(m),
-            EncodeError::Invalid(message) => CallError::InvalidArguments {
-                tool: call.tool.name.clone(),
-                message,
-            },
-            EncodeError::Internal(m) => CallError::Sandbox(SandboxError::Prepare(m)),
-        })?;
-        // `encoded` (and its parameters file) lives until the run is over.
-        let outcome = crate::sandbox::run(grant, &encoded.command, cancel)?;
-        drop(encoded);
-        let (text, is_error) = result::format(&outcome, grant);
-        Ok(CallResult {
-            text,
-            is_error,
-            outcome,
-        })
-    }
-
-    /// [`Engine::prepare`] then [`Engine::run`], for surfaces without a gate.
-    pub fn call(
-        &self,
-        name: &str,
-        args: serde_json::Value,
-        cancel: Option<&CancelToken>,
-    ) -> Result<CallResult, CallError> {
-        let prepared = self.prepare(name, args)?;
-        self.run(&prepared, cancel)
     }
 }

@@ -2,8 +2,9 @@
 //! then `[stderr]` and stderr when there is any; a failed run starts with a
 //! line saying how it failed.
 
-use crate::policy::{Grant, format_duration};
+use crate::policy::Grant;
 use crate::sandbox::{Exit, Outcome};
+use crate::text::format_duration;
 
 /// The first line of a failed run's text; `None` when the run succeeded.
 pub fn failure_line(exit: Exit, grant: &Grant) -> Option<String> {
@@ -50,12 +51,12 @@ pub fn format(outcome: &Outcome, grant: &Grant) -> (String, bool) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::sandbox::{Captured, EnforcementReport, LandlockReport, LandlockStatus};
     use std::time::Duration;
 
-    fn cap(text: &str, omitted: u64) -> Captured {
+    pub(crate) fn cap(text: &str, omitted: u64) -> Captured {
         Captured {
             text: text.into(),
             bytes_kept: text.len() as u64,
@@ -63,7 +64,8 @@ mod tests {
         }
     }
 
-    fn outcome(exit: Exit, out: Captured, err: Captured) -> Outcome {
+    /// A fully enforced run's outcome (the call module's tests share it).
+    pub(crate) fn outcome(exit: Exit, out: Captured, err: Captured) -> Outcome {
         Outcome {
             exit,
             stdout: out,

@@ -219,6 +219,44 @@ mod tests {
         v.as_object().unwrap().clone()
     }
 
+    /// The params of `discover::tests::opencrabs::params_types_defaults_and_coercions`.
+    fn seed_params() -> Vec<CrabParam> {
+        let p = |name: &str, kind: &str, default: Value, empty, null| CrabParam {
+            name: name.into(),
+            kind: kind.into(),
+            required: false,
+            default: Some(default),
+            coerce_empty_to: empty,
+            coerce_null_to: null,
+        };
+        vec![
+            p("limit", "integer", json!(50), Coerce::Keep, Coerce::Keep),
+            p("query", "string", Value::Null, Coerce::Null, Coerce::Omit),
+            p("source", "string", json!(""), Coerce::Error, Coerce::Keep),
+        ]
+    }
+
+    #[test]
+    fn coercions_at_call_time_follow_the_seed_table() {
+        let ps = &seed_params();
+        let mut m: Map<String, Value> = json!({"query": ""}).as_object().unwrap().clone();
+        m.insert("source".into(), json!("x"));
+        apply_crab(ps, &mut m).unwrap();
+        assert_eq!(
+            Value::Object(m),
+            json!({"limit": 50, "query": null, "source": "x"})
+        );
+        let mut m = json!({"query": null, "source": "x"})
+            .as_object()
+            .unwrap()
+            .clone();
+        apply_crab(ps, &mut m).unwrap();
+        assert_eq!(Value::Object(m), json!({"limit": 50, "source": "x"}));
+        let mut m = Map::new();
+        let e = apply_crab(ps, &mut m).unwrap_err();
+        assert!(e.contains("parameter 'source' must not be empty"), "{e}");
+    }
+
     #[test]
     fn references_outside_the_schema_are_refused_not_fetched() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -15,7 +15,7 @@
 
 use super::{Global, PolicyArgs, status};
 use crate::audit::location;
-use crate::audit::record::{AuditRecord, Decision, Phase};
+use crate::audit::record::{AuditRecord, Phase, RecordedDecision};
 use clap::Args;
 
 #[derive(Debug, Args)]
@@ -61,14 +61,14 @@ pub fn summary(r: &AuditRecord) -> String {
 
 fn summary_raw(r: &AuditRecord) -> String {
     let decision = match &r.decision {
-        Decision::Allowed => "allowed".to_string(),
-        Decision::Approved { by, remembered } => {
+        RecordedDecision::Allowed => "allowed".to_string(),
+        RecordedDecision::Approved { by, remembered } => {
             format!(
                 "approved by {by}{}",
                 if *remembered { " (remembered)" } else { "" }
             )
         }
-        Decision::Denied { reason, message } => format!("denied ({reason}): {message}"),
+        RecordedDecision::Denied { reason, message } => format!("denied ({reason}): {message}"),
     };
     let mut s = format!("{}  {}  {decision}", r.time, r.tool);
     if r.phase == Some(Phase::Started) {

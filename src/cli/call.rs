@@ -4,8 +4,9 @@
 //! Exit: 0 ok, 1 the tool reported an error, 2 invalid arguments or unknown
 //! tool, 3 denied, 124 timeout, 125 toolcage's own failure.
 //!
-//! prepare → gate (concurrency cap, rate limits, approval) → run → audit
-//! record → print. Approval is asked on the controlling terminal
+//! The call pipeline ([`crate::call::pipeline`]) does the call; this
+//! module parses, prints, and is its surface ([`TerminalCall`]). Approval
+//! is asked on the controlling terminal
 //! (`/dev/tty`); `--yes` pre-approves where the policy's `allow_yes`
 //! permits it and is refused otherwise. Denied calls are audited too. The
 //! result is printed only after its audit record is written.
@@ -18,12 +19,14 @@
 
 use super::signals::{self, Interrupts};
 use super::{Global, PolicyArgs, status};
-use crate::call::CallError;
+use crate::call::pipeline::{Job, JobDone, Turn};
+use crate::call::{CallError, CallErrorKind, NotRun, NotRunKind, Pipeline, PreparedCall, Surface};
 use crate::gate::terminal::Terminal;
-use crate::gate::{ApprovalChannel, Decision, Gate, PreApproved, Ran, SessionId};
+use crate::gate::{ApprovalChannel, BoxFuture, Gate, PreApproved, SessionId};
 use crate::sandbox::Exit;
 use clap::Args;
 use serde_json::{Map, Value};
+use std::sync::{Arc, OnceLock};
 
 #[derive(Debug, Args)]
 pub struct CallArgs {
@@ -123,28 +126,16 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
                 tool: args.name.clone(),
                 message,
             };
-            return fail(args, &e.to_string(), e.exit_status());
+            return fail(args, &e.to_string(), status::of_call(e.kind()));
         }
     };
-    let gate = match Gate::shared(&engine) {
+    let root = engine.project_root();
+    let gate = match Gate::shared(&engine.gate_setup(&root)) {
         Ok(g) => g,
         Err(e) => return fail(args, &e.to_string(), status::INTERNAL),
     };
-    let session = SessionId::fresh("cli");
-    let map = Value::Object(map);
-    let prepared = match engine.prepare(&args.name, map.clone()) {
-        Ok(p) => p,
-        Err(e) => {
-            // Refused before the gate: audited too, nothing ran.
-            let tool = engine.catalog.get(&args.name);
-            if let Err(audit) = gate.reject(tool, &args.name, &map, &session, &e) {
-                return fail(args, &format!("{e}; {audit}"), status::INTERNAL);
-            }
-            return fail(args, &e.to_string(), e.exit_status());
-        }
-    };
-    // From here on SIGTERM, SIGINT and SIGHUP cancel the call (at the
-    // prompt, or its running process tree) and leave its audit record.
+    // SIGTERM, SIGINT and SIGHUP cancel the call (at the prompt, or its
+    // running process tree) and leave its audit record.
     let interrupts = match Interrupts::watch() {
         Ok(i) => Some(i),
         Err(e) => {
@@ -154,59 +145,40 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
             None
         }
     };
-    let token = interrupts.as_ref().map(|i| i.token().clone());
-    let received = || interrupts.as_ref().and_then(Interrupts::received);
-    let channel: Box<dyn ApprovalChannel> = match (args.yes, &token) {
-        (true, _) => Box::new(PreApproved),
-        (false, Some(t)) => Box::new(Terminal::new().with_interrupt(t.clone())),
-        (false, None) => Box::new(Terminal::new()),
+    let surface = Arc::new(TerminalCall::new(args.yes, interrupts));
+    let engine = Arc::new(engine);
+    let pipeline = Pipeline {
+        tools: engine.clone(),
+        gate: Some(Arc::new(gate)),
     };
-    let decision = gate.check(&prepared, &session, channel.as_ref());
-    if let Decision::Denied(d) = &decision {
-        let (message, code) = (d.message.clone(), d.exit_status());
-        let code = received().map_or(code, signals::exit_status);
-        if let Err(e) = gate.finish(&prepared, &session, decision, Ran::NotRun) {
-            return fail(args, &format!("{message}; {e}"), code);
+    let called = pipeline.call(&args.name, Value::Object(map), surface.clone());
+    let called = futures::executor::block_on(called);
+    let received = surface.received();
+    let prepared = surface.prepared.get();
+    let result = match called {
+        Ok(r) => r,
+        Err(CallError::Sandbox(e)) => {
+            // With the fix for this operator: the flag that grants the path.
+            let message = match prepared {
+                Some(p) => super::hints::explain(&e, &p.resolved, &engine.ctx),
+                None => e.to_string(),
+            };
+            let code = status::of_call(CallError::Sandbox(e).kind());
+            return fail(args, &message, code);
         }
-        return fail(args, &message, code);
-    }
-    if let Some(sig) = received() {
-        // Interrupted after approval, before the run: nothing ran.
-        let e = CallError::Denied(format!(
-            "{}: not run: toolcage got {}",
-            args.name,
-            signals::name(sig)
-        ));
-        let by = signals::stopped_by(sig, "call");
-        let ran = Ran::Failed(&e, Default::default());
-        if let Err(audit) = gate.finish_stopped(&prepared, &session, decision, ran, Some(&by)) {
-            return fail(args, &format!("{e}; {audit}"), signals::exit_status(sig));
+        Err(e) => {
+            let code = match (received, e.kind()) {
+                (
+                    Some(sig),
+                    CallErrorKind::Denied(_) | CallErrorKind::NotRun | CallErrorKind::Audit,
+                ) => signals::exit_status(sig),
+                (_, kind) => status::of_call(kind),
+            };
+            return fail(args, &e.to_string(), code);
         }
-        return fail(args, &e.to_string(), signals::exit_status(sig));
-    }
-    if let Err(e) = gate.start(&prepared, &session, &decision) {
-        let why = CallError::Denied(format!("{}: not run: {e}", args.name));
-        let _ = gate.finish(
-            &prepared,
-            &session,
-            decision,
-            Ran::Failed(&why, Default::default()),
-        );
-        return fail(args, &why.to_string(), status::INTERNAL);
-    }
-    let start = std::time::Instant::now();
-    let run = engine.run(&prepared, token.as_ref());
-    let ran = match &run {
-        Ok(r) => Ran::Finished(r),
-        Err(e) => Ran::Failed(e, start.elapsed()),
     };
-    let cancelled = matches!(&run, Ok(r) if r.outcome.exit == Exit::Cancelled);
-    let signalled = received().filter(|_| cancelled);
-    let by = signalled.map(|sig| signals::stopped_by(sig, "call"));
-    if let Err(e) = gate.finish_stopped(&prepared, &session, decision, ran, by.as_deref()) {
-        return fail(args, &e, status::INTERNAL);
-    }
-    if let Some(sig) = signalled {
+    let outcome = &result.outcome;
+    if let (Exit::Cancelled, Some(sig)) = (outcome.exit, received) {
         let message = format!(
             "{}: killed with its process tree: toolcage got {} (the call is in the audit log)",
             args.name,
@@ -214,11 +186,6 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
         );
         return fail(args, &message, signals::exit_status(sig));
     }
-    let result = match run {
-        Ok(r) => r,
-        Err(e) => return fail(args, &e.to_string(), e.exit_status()),
-    };
-    let outcome = &result.outcome;
     if !outcome.enforcement.degraded.is_empty() {
         super::say(&format!(
             "warning: ran degraded: {}",
@@ -229,7 +196,13 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
         super::say(&format!("warning: {note}"));
     }
     if args.json {
-        match serde_json::to_string(&result) {
+        // The result, and the PATH directories the call did not get.
+        let dropped = prepared.map(|p| p.resolved.path_dropped(&engine.ctx));
+        let json = serde_json::to_value(&result).and_then(|mut v| {
+            v["path_dropped"] = serde_json::to_value(dropped.unwrap_or_default())?;
+            serde_json::to_string(&v)
+        });
+        match json {
             Ok(s) => println!("{s}"),
             Err(e) => return fail(args, &e.to_string(), status::INTERNAL),
         }
@@ -240,6 +213,86 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
         Exit::Timeout => status::TIMEOUT,
         _ if result.is_error => status::TOOL_ERROR,
         _ => status::OK,
+    }
+}
+
+/// `toolcage call` as a surface of the call pipeline: approval on the
+/// controlling terminal (or `--yes`), the run inline, and the first of
+/// SIGTERM, SIGINT, SIGHUP as the reason a call stops.
+struct TerminalCall {
+    session: SessionId,
+    channel: Box<dyn ApprovalChannel>,
+    interrupts: Option<Interrupts>,
+    /// The call as prepared: its grant, for the hints and `path_dropped`.
+    prepared: OnceLock<Arc<PreparedCall>>,
+}
+
+impl TerminalCall {
+    fn new(yes: bool, interrupts: Option<Interrupts>) -> TerminalCall {
+        let token = interrupts.as_ref().map(|i| i.token().clone());
+        let channel: Box<dyn ApprovalChannel> = match (yes, token) {
+            (true, _) => Box::new(PreApproved),
+            (false, Some(t)) => Box::new(Terminal::new().with_interrupt(t)),
+            (false, None) => Box::new(Terminal::new()),
+        };
+        TerminalCall {
+            session: SessionId::fresh("cli"),
+            channel,
+            interrupts,
+            prepared: OnceLock::new(),
+        }
+    }
+
+    fn received(&self) -> Option<i32> {
+        self.interrupts.as_ref().and_then(Interrupts::received)
+    }
+}
+
+impl Surface for TerminalCall {
+    fn session(&self) -> &SessionId {
+        &self.session
+    }
+
+    fn approval(&self) -> &dyn ApprovalChannel {
+        self.channel.as_ref()
+    }
+
+    fn prepared(&self, call: &Arc<PreparedCall>) {
+        let _ = self.prepared.set(call.clone());
+    }
+
+    /// The terminal prompt watches the signals itself (a signal there is an
+    /// `approval_interrupted` refusal).
+    fn interrupted<'a>(&'a self, _: &'a str) -> BoxFuture<'a, NotRun> {
+        Box::pin(std::future::pending())
+    }
+
+    /// Approved, but a signal came before the run: nothing runs.
+    fn turn<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Turn, NotRun>> {
+        let turn = match self.received() {
+            Some(sig) => Err(NotRun {
+                kind: NotRunKind::Interrupted,
+                text: format!("{name}: not run: toolcage got {}", signals::name(sig)),
+                stopped_by: Some(signals::stopped_by(sig, "call")),
+            }),
+            None => Ok(Box::new(()) as Turn),
+        };
+        Box::pin(std::future::ready(turn))
+    }
+
+    /// Inline: `toolcage call` has nothing else to do meanwhile; a signal
+    /// cancels the token and so kills the call's process tree.
+    fn carry<'a>(&'a self, _: &'a str, job: Job) -> BoxFuture<'a, Result<JobDone, CallError>> {
+        let token = self.interrupts.as_ref().map(|i| i.token().clone());
+        Box::pin(async move { Ok(job(token.as_ref())) })
+    }
+
+    fn stopped_by(&self) -> Option<String> {
+        self.received().map(|sig| signals::stopped_by(sig, "call"))
+    }
+
+    fn gone(&self, name: &str) -> String {
+        format!("{name}: not run: toolcage call stopped before the call ran")
     }
 }
 

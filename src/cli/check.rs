@@ -65,9 +65,21 @@ struct SectionWarning {
     fix: String,
 }
 
+/// Whether calls can write the project's `tools/`, and why: the default
+/// policy protects it only when it holds A3S tool files.
+#[derive(Debug, Serialize)]
+struct ToolsDir {
+    protected: bool,
+    /// The `tools/*.md` files discovery reads as A3S tools.
+    a3s_tool_files: Vec<String>,
+    message: String,
+}
+
 #[derive(Debug, Serialize)]
 struct Report {
     project: String,
+    /// Present when the project has a `tools/` directory.
+    tools_dir: Option<ToolsDir>,
     files: Vec<FileReport>,
     shadowed: Vec<ShadowReport>,
     policy: Vec<PolicyProblem>,
@@ -88,11 +100,37 @@ fn diag(root: &Path, d: &Diagnostic) -> DiagReport {
     }
 }
 
+/// The note on `tools/`, when it exists; `protected` from the grant.
+fn tools_dir(root: &Path, protected: bool) -> Option<ToolsDir> {
+    if !root.join("tools").is_dir() {
+        return None;
+    }
+    let files: Vec<String> = crate::discover::tooldirs::a3s_tool_files(root)
+        .iter()
+        .map(|f| relative(root, f))
+        .collect();
+    let message = match (protected, files.is_empty()) {
+        (true, false) => format!("protected: it holds A3S tool files ({})", files.join(", ")),
+        (true, true) => "protected by the policy (it holds no A3S tool files)".to_string(),
+        (false, false) => format!(
+            "writable by calls although it holds A3S tool files ({}): the policy does not protect it",
+            files.join(", ")
+        ),
+        (false, true) => "writable by calls: no A3S tool files (*.md starting with front matter) in it, so it is ordinary source".to_string(),
+    };
+    Some(ToolsDir {
+        protected,
+        a3s_tool_files: files,
+        message,
+    })
+}
+
 fn build(
     root: &Path,
     catalog: &Catalog,
     policy: Vec<PolicyProblem>,
     policy_warnings: Vec<SectionWarning>,
+    tools_dir: Option<ToolsDir>,
 ) -> Report {
     let mut files: Vec<PathBuf> = catalog.examined.clone();
     for d in &catalog.diagnostics {
@@ -153,6 +191,7 @@ fn build(
     let warnings = count(Severity::Warning) + policy_warnings.len();
     Report {
         project: root.display().to_string(),
+        tools_dir,
         files,
         shadowed,
         tools: catalog.tools.len(),
@@ -288,6 +327,9 @@ fn print_text(r: &Report) {
             show(format!("{sev}  {}{line}: {}{fix}", d.file, d.message));
         }
     }
+    if let Some(t) = &r.tools_dir {
+        show(format!("note     tools/: {}", t.message));
+    }
     for s in &r.shadowed {
         show(format!(
             "warning  tool {} from {} is hidden by {} (fix: rename one of them)",
@@ -323,6 +365,7 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
     let catalog = crate::discover::discover(&project, &global.options());
     let mut problems = Vec::new();
     let mut section_warnings = Vec::new();
+    let mut tools_protected = None;
     match Engine::with_catalog(
         &global.project,
         &super::exec::sources(&args.policy),
@@ -331,6 +374,9 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
         catalog.clone(),
     ) {
         Ok(engine) => {
+            if let Ok(r) = engine.stack.resolve(&engine.ctx, &engine.overrides, None) {
+                tools_protected = Some(r.grant.protected.contains(&project.join("tools")));
+            }
             section_warnings = unmatched_sections(
                 &engine.stack.tool_sections(),
                 &engine.catalog,
@@ -350,7 +396,10 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
             message: e.to_string(),
         }),
     }
-    let report = build(&project, &catalog, problems, section_warnings);
+    // Without a grant there is nothing to say about tools/ (the policy
+    // problem is reported instead).
+    let tools = tools_protected.and_then(|protected| tools_dir(&project, protected));
+    let report = build(&project, &catalog, problems, section_warnings, tools);
     if args.json {
         match serde_json::to_string_pretty(&report) {
             Ok(s) => println!("{s}"),

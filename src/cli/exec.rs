@@ -69,7 +69,9 @@ fn internal(message: impl ToString) -> ExecError {
 }
 
 fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
-    let ctx = Context::detect(project)
+    // Made on another CPU while the policy is resolved (sandbox/netns.rs).
+    sandbox::network_namespace_ahead();
+    let ctx = Context::detect(project, crate::discover::tooldirs::holds_a3s_tools)
         .map_err(|e| internal(format!("cannot resolve the project: {e}")))?;
     if !ctx.project.is_dir() {
         return Err(internal(format!(
@@ -77,25 +79,30 @@ fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
             ctx.project.display()
         )));
     }
-    let stack = policy::load(&sources(&args.policy), &ctx).map_err(internal)?;
     let overrides = Overrides {
         allow_net: args.allow_net,
         allow_domain: args.allow_domain.clone(),
+        with: args.policy.with.clone(),
         read: args.read.clone(),
         write: args.write.clone(),
         env: args.env.clone(),
         timeout: args.timeout.clone(),
         allow_degraded: args.policy.allow_degraded,
     };
-    let resolved = stack.resolve(&ctx, &overrides, None).map_err(internal)?;
+    let (_, resolved) =
+        policy::load_and_resolve(&sources(&args.policy), &ctx, &overrides).map_err(internal)?;
     let cmd = sandbox::Command {
         argv: args.command.clone(),
         inherit_stdio: true,
         ..Default::default()
     };
+    let program = args.command[0].to_string_lossy();
+    if let Some(note) = super::hints::shadowed(&program, &resolved, &ctx) {
+        eprintln!("toolcage: {note}");
+    }
     let outcome = sandbox::run(&resolved.grant, &cmd, None).map_err(|e| ExecError {
-        message: e.to_string(),
-        status: e.exit_status(),
+        message: super::hints::explain(&e, &resolved, &ctx),
+        status: super::status::of_sandbox(e.kind()),
     })?;
     if !outcome.enforcement.degraded.is_empty() {
         eprintln!(
@@ -113,7 +120,10 @@ fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
         }
     }
     if args.json {
-        let json = serde_json::to_string(&outcome).map_err(internal)?;
+        // The outcome, and the PATH directories the call did not get.
+        let mut json = serde_json::to_value(&outcome).map_err(internal)?;
+        let dropped = resolved.path_dropped(&ctx);
+        json["path_dropped"] = serde_json::to_value(dropped).map_err(internal)?;
         eprintln!("{json}");
     }
     Ok(match outcome.exit {

@@ -30,8 +30,18 @@ pub fn run(global: &Global, args: &PolicyCmdArgs) -> u8 {
             return code;
         }
     };
+    // The operator's PATH as the call would get it (the context of this
+    // process, as the grant was resolved in).
+    let dropped =
+        crate::policy::Context::detect(&global.project, crate::discover::tooldirs::holds_a3s_tools)
+            .map(|ctx| resolved.path_dropped(&ctx))
+            .unwrap_or_default();
     if args.json {
-        match serde_json::to_string_pretty(&resolved) {
+        let json = serde_json::to_value(&resolved).and_then(|mut v| {
+            v["path_dropped"] = serde_json::to_value(&dropped)?;
+            serde_json::to_string_pretty(&v)
+        });
+        match json {
             Ok(s) => println!("{s}"),
             Err(e) => {
                 super::say(&e);
@@ -40,7 +50,8 @@ pub fn run(global: &Global, args: &PolicyCmdArgs) -> u8 {
         }
     } else {
         // Tool names and request notes come from the project.
-        print!("{}", crate::text::multi_line(&render_text(&resolved)));
+        let text = render_text(&resolved, &dropped);
+        print!("{}", crate::text::multi_line(&text));
     }
     status::OK
 }

@@ -22,7 +22,7 @@ pub fn run(global: &Global, args: &SchemaArgs) -> u8 {
             return status::INTERNAL;
         }
     };
-    let value = match &args.name {
+    let tools: Vec<&crate::discover::ToolSpec> = match &args.name {
         Some(name) => {
             let Some(tool) = engine.catalog.get(name) else {
                 let e = CallError::UnknownTool {
@@ -37,27 +37,32 @@ pub fn run(global: &Global, args: &SchemaArgs) -> u8 {
                 super::say(&e);
                 return status::INVALID;
             };
-            engine.definition(tool)
+            vec![tool]
         }
-        None => engine
-            .catalog
-            .tools
-            .iter()
-            .map(|t| engine.definition(t))
-            .collect::<Result<Vec<_>, _>>()
-            .map(serde_json::Value::Array),
+        None => engine.catalog.tools.iter().collect(),
     };
-    match value.map(|v| serde_json::to_string_pretty(&v)) {
-        Ok(Ok(s)) => {
+    let mut defs = Vec::with_capacity(tools.len());
+    for tool in tools {
+        match engine.definition(tool) {
+            (d, None) => defs.push(d.to_json()),
+            (_, Some(e)) => {
+                super::say(&format!("{e} (run `toolcage check`)"));
+                return status::INTERNAL;
+            }
+        }
+    }
+    // One tool: its definition as one object; otherwise an array of all.
+    let value = match &args.name {
+        Some(_) => defs.pop().unwrap_or_default(),
+        None => serde_json::Value::Array(defs),
+    };
+    match serde_json::to_string_pretty(&value) {
+        Ok(s) => {
             println!("{s}");
             status::OK
         }
-        Ok(Err(e)) => {
-            super::say(&e);
-            status::INTERNAL
-        }
         Err(e) => {
-            super::say(&format!("{e} (run `toolcage check`)"));
+            super::say(&e);
             status::INTERNAL
         }
     }

@@ -3,7 +3,7 @@
 use super::{Global, PolicyArgs, status};
 use crate::mcp::auth::{self, Auth, Token};
 use crate::mcp::{self, EngineHost, McpServer, ServeConfig};
-use crate::policy::{parse_duration, parse_size};
+use crate::text::{parse_duration, parse_size};
 use clap::Args;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -150,7 +150,8 @@ fn try_run(
     tracing::info!("{} tool(s) discovered", engine.catalog.tools.len());
     // Approval, rate limits and the audit log; the rate limits are the
     // project's shared state (with `toolcage call`), sessions are per client.
-    let gate = crate::gate::Gate::for_server(&engine)?;
+    let root = engine.project_root();
+    let gate = crate::gate::Gate::for_server(&engine.gate_setup(&root))?;
     tracing::info!("audit log: {}", gate.audit_path().display());
     let state_dir = gate.state_dir().to_path_buf();
     let server =

@@ -14,7 +14,8 @@
 //! two runs over the same tree give the same [`Catalog`]. Name collisions
 //! are resolved in [`collide`].
 
-use crate::spec::{Format, Requests};
+use crate::policy::Requests;
+use crate::spec::Format;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -35,6 +36,7 @@ pub mod shellctx;
 pub mod template;
 #[cfg(test)]
 mod tests;
+pub mod tooldirs;
 
 /// One discovered tool, format-neutral.
 #[derive(Debug, Clone, Serialize)]
@@ -266,6 +268,19 @@ impl Found {
     }
 }
 
+/// The entries of a format's tool directory `<project>/<rel>`, or `None`
+/// (and in `f` why, where it is more than a missing directory) when it
+/// leads out of the project or cannot be listed.
+fn tool_dir(project: &Path, rel: &str, f: &mut Found) -> Option<(PathBuf, Vec<fsread::Entry>)> {
+    let dir = project.join(rel);
+    if fsread::refuse_outside(&dir, project, "the project", &mut f.diagnostics) {
+        f.examined.push(dir);
+        return None;
+    }
+    let entries = fsread::list_dir(&dir, &mut f.diagnostics)?;
+    Some((dir, entries))
+}
+
 /// `[A-Za-z0-9_-]+`: the names every format accepts for a tool.
 pub fn valid_tool_name(s: &str) -> bool {
     !s.is_empty()
@@ -278,6 +293,19 @@ pub fn valid_env_name(s: &str) -> bool {
     let mut b = s.bytes();
     matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
         && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
+/// Every file and directory discovery reads for `project`: what a reloader
+/// watches (a change there may change the catalog).
+pub fn watch_paths(project: &Path, options: &Options) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = [octomind::DIR, clawd::DIR, opencrabs::FILE, agentdir::DIR]
+        .iter()
+        .map(|p| project.join(p))
+        .collect();
+    if let Some(t) = &options.tools_toml {
+        paths.push(t.clone());
+    }
+    paths
 }
 
 /// Discover every tool of `project` (an absolute, existing directory).

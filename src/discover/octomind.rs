@@ -23,7 +23,8 @@
 use super::fsread::{self, io_message};
 use super::schema::{self, Param};
 use super::{Diagnostic, Found, Runner, ToolSpec, valid_env_name, valid_tool_name};
-use crate::spec::{Format, Requests};
+use crate::policy::Requests;
+use crate::spec::Format;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -374,15 +375,13 @@ pub fn to_spec(name: &str, path: &Path, header: Header) -> ToolSpec {
     }
 }
 
+/// Where Octomind tools live, relative to the project.
+pub const DIR: &str = ".agents/tools";
+
 /// Scan `<project>/.agents/tools`.
 pub(crate) fn scan(project: &Path) -> Found {
-    let dir = project.join(".agents").join("tools");
     let mut f = Found::default();
-    if fsread::refuse_outside(&dir, project, "the project", &mut f.diagnostics) {
-        f.examined.push(dir);
-        return f;
-    }
-    let Some(entries) = fsread::list_dir(&dir, &mut f.diagnostics) else {
+    let Some((dir, entries)) = super::tool_dir(project, DIR, &mut f) else {
         return f;
     };
     for e in entries {

@@ -171,7 +171,7 @@ pub fn remote_reference_error(
     (keyword, target): (&str, String),
 ) -> Diagnostic {
     let line = text
-        .and_then(|t| Some(crate::policy::line_at(t, t.find(&target)?)))
+        .and_then(|t| Some(crate::text::line_at(t, t.find(&target)?)))
         .or(fallback_line);
     // Quoted as JSON (one line, escapes visible) and kept short.
     let mut shown = Value::String(target).to_string();

@@ -1,4 +1,4 @@
-//! Human approval: who is asked ([`ApprovalChannel`], [`AsyncApprovalChannel`]),
+//! Human approval: who is asked ([`ApprovalChannel`]),
 //! what they are shown ([`ApprovalRequest`]), what they can answer
 //! ([`ApprovalAnswer`]), and what is remembered for the rest of a session.
 //!
@@ -29,46 +29,16 @@
 //! Never fail open: when approval is needed and no channel can ask, the call
 //! is denied ([`ApprovalAnswer::NoChannel`]) with text saying how to allow it.
 
-use crate::policy::{Grant, format_duration};
 use crate::spec::Format;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Mutex;
 
+pub use crate::audit::GrantSummary;
 pub use crate::policy::ApprovalMode;
-
-/// What a person needs to see to decide about a grant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GrantSummary {
-    pub read: Vec<PathBuf>,
-    pub write: Vec<PathBuf>,
-    /// `off`, `on`, `tcp connect [..] bind [..]` or `domains allow [..]`.
-    pub network: String,
-    pub timeout_secs: f64,
-}
-
-impl GrantSummary {
-    pub fn of(g: &Grant) -> GrantSummary {
-        let network = g.network.summary();
-        GrantSummary {
-            read: g.read.clone(),
-            write: g.write.clone(),
-            network,
-            timeout_secs: g.timeout.as_secs_f64(),
-        }
-    }
-
-    /// `30s`, `2m`, ...
-    pub fn timeout_text(&self) -> String {
-        format_duration(std::time::Duration::from_secs_f64(
-            self.timeout_secs.max(0.0),
-        ))
-    }
-}
 
 /// One question to a person: may this call run?
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -108,73 +78,25 @@ pub enum ApprovalAnswer {
     Interrupted,
 }
 
-/// A blocking way to ask a person. Object-safe: pass `&dyn ApprovalChannel`.
+/// A boxed, `Send` future (what `futures::future::BoxFuture` is).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A way to ask a person, provided by each surface: the terminal for
+/// `toolcage call` ([`super::terminal::Terminal`], which blocks while it
+/// asks), `--yes` ([`PreApproved`]), the MCP client's elicitation (the MCP
+/// server's `Elicitation`). Object-safe: the future is boxed.
 pub trait ApprovalChannel: Send + Sync {
     /// Recorded as `approved by` in the audit log.
     fn name(&self) -> &str;
-    fn ask(&self, request: &ApprovalRequest) -> ApprovalAnswer;
+    fn ask<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer>;
     /// True for pre-approval (`--yes`): honoured only where the grant's
     /// `allow_yes` is true.
     fn is_pre_approval(&self) -> bool {
         false
     }
-    /// False when asking is known to be impossible (no terminal): the call
-    /// is refused before it counts against any rate limit.
-    fn can_ask(&self) -> bool {
-        true
-    }
-}
-
-/// A boxed, `Send` future (what `futures::future::BoxFuture` is).
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// An asynchronous way to ask a person, for the tokio-based MCP server.
-/// Object-safe: the future is boxed.
-///
-/// How the MCP server implements it with elicitation (rmcp 3.11, feature
-/// `elicitation`; a sketch, not compiled here):
-///
-/// ```ignore
-/// use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
-/// use rmcp::service::{Peer, RoleServer};
-/// use toolcage::gate::{ApprovalAnswer, ApprovalRequest, AsyncApprovalChannel, BoxFuture};
-///
-/// struct Elicitation { peer: Peer<RoleServer> }
-///
-/// impl AsyncApprovalChannel for Elicitation {
-///     fn name(&self) -> &str { "elicitation" }
-///     fn ask<'a>(&'a self, req: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
-///         Box::pin(async move {
-///             // Fail closed unless the client declared elicitation.
-///             if self.peer.supported_elicitation_modes().is_empty() {
-///                 return ApprovalAnswer::NoChannel;
-///             }
-///             let params = ElicitRequestParams::FormElicitationParams {
-///                 meta: None,
-///                 message: toolcage::gate::terminal::describe(req), // the same text as the prompt
-///                 requested_schema: ElicitationSchema::new(Default::default()), // nothing to fill in
-///             };
-///             let ask = self.peer.create_elicitation(params);
-///             match tokio::time::timeout(std::time::Duration::from_secs(120), ask).await {
-///                 Err(_) => ApprovalAnswer::TimedOut,
-///                 Ok(Err(_)) => ApprovalAnswer::NoChannel,
-///                 Ok(Ok(r)) => match r.action {
-///                     ElicitationAction::Accept => ApprovalAnswer::Approved { by: "elicitation".into() },
-///                     ElicitationAction::Decline => ApprovalAnswer::Declined,
-///                     _ => ApprovalAnswer::Cancelled,
-///                 },
-///             }
-///         })
-///     }
-/// }
-/// ```
-pub trait AsyncApprovalChannel: Send + Sync {
-    fn name(&self) -> &str;
-    fn ask<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer>;
-    fn is_pre_approval(&self) -> bool {
-        false
-    }
-    /// See [`ApprovalChannel::can_ask`].
+    /// False when asking is known to be impossible (no terminal, a client
+    /// without elicitation): the call is refused before it counts against
+    /// any rate limit.
     fn can_ask(&self) -> bool {
         true
     }
@@ -201,21 +123,10 @@ impl ApprovalChannel for PreApproved {
     fn name(&self) -> &str {
         "--yes"
     }
-    fn ask(&self, _: &ApprovalRequest) -> ApprovalAnswer {
-        ApprovalAnswer::Approved { by: "--yes".into() }
-    }
-    fn is_pre_approval(&self) -> bool {
-        true
-    }
-}
-
-impl AsyncApprovalChannel for PreApproved {
-    fn name(&self) -> &str {
-        "--yes"
-    }
-    fn ask<'a>(&'a self, r: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
-        let answer = ApprovalChannel::ask(self, r);
-        Box::pin(async move { answer })
+    fn ask<'a>(&'a self, _: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
+        Box::pin(std::future::ready(ApprovalAnswer::Approved {
+            by: "--yes".into(),
+        }))
     }
     fn is_pre_approval(&self) -> bool {
         true

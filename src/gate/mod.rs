@@ -1,40 +1,21 @@
-//! The gate: between [`Engine::prepare`](crate::call::Engine::prepare) and
-//! [`Engine::run`](crate::call::Engine::run), decide whether a call may run
-//! (concurrency cap, rate limits, human approval), and afterwards write its
-//! audit record.
+//! The gate: between preparing a call and running it, decide whether it
+//! may run (concurrency cap, rate limits, human approval), and write the
+//! call's audit records.
 //!
-//! # The seam for a surface (CLI, MCP server)
+//! The call pipeline ([`crate::call::pipeline`]) is its one user:
+//! [`admit`] asks the [`Gatekeeper`] (this module's [`Gate`], or a test's
+//! fake) for a [`Verdict`]; a denial is recorded at once, an allowed call
+//! comes back as an [`Admission`] that cannot end without a record
+//! ([`admission`] says how).
 //!
-//! ```ignore
-//! let gate = Gate::for_server(&engine)?;         // a long-lived server (Gate::shared for the CLI)
-//! let session = SessionId::new("mcp-<connection id>");
-//! let prepared = engine.prepare(name, args)?;    // invalid arguments: no gate, no record
-//! let decision = gate.check(&prepared, &session, &channel);  // or check_async(.., &dyn AsyncApprovalChannel).await
-//! match &decision {
-//!     Decision::Denied(d) => {
-//!         gate.finish(&prepared, &session, decision, Ran::NotRun)?;  // denials are audited too
-//!         // MCP: a result with isError: true and d.message; CLI: exit d.exit_status()
-//!     }
-//!     Decision::Allowed(_) => {
-//!         gate.start(&prepared, &session, &decision)?;  // the `started` record, before the run
-//!         let start = std::time::Instant::now();
-//!         let result = engine.run(&prepared, cancel);
-//!         let ran = match &result { Ok(r) => Ran::Finished(r), Err(e) => Ran::Failed(e, start.elapsed()) };
-//!         gate.finish(&prepared, &session, decision, ran)?;      // Err: the audit write failed (fail_closed): fail the call
-//!         // only now return the result
-//!     }
-//! }
-//! ```
-//!
-//! - [`Gate::check`] never runs anything. It holds the tool's concurrency
-//!   slot in the returned [`Permit`] until [`Gate::finish`] consumes the
-//!   decision, so `finish` must be called for every `check`.
-//! - Approval is asked through an [`ApprovalChannel`] (blocking: the
-//!   [`terminal::Terminal`], [`approval::PreApproved`] for `--yes`) or an
-//!   [`AsyncApprovalChannel`] (the MCP server's elicitation: accept →
-//!   `Approved`, decline → `Declined`, cancel → `Cancelled`, timeout →
-//!   `TimedOut`, client without elicitation → `NoChannel`). Anything but an
-//!   explicit yes denies the call: the gate never fails open.
+//! - [`Gate::decide`](Gatekeeper::decide) never runs anything. The tool's
+//!   concurrency slot is held in the [`Permit`] until the admission ends.
+//! - Approval is asked through an [`ApprovalChannel`]: the terminal
+//!   ([`terminal::Terminal`]), [`PreApproved`] for `--yes`, or the MCP
+//!   server's elicitation (accept → `Approved`, decline → `Declined`,
+//!   cancel → `Cancelled`, timeout → `TimedOut`, client without
+//!   elicitation → `NoChannel`). Anything but an explicit yes denies the
+//!   call: the gate never fails open.
 //! - `once` and `once-per-args` approvals are remembered per [`SessionId`]
 //!   for the life of the `Gate`, bound to the tool's definition digest
 //!   ([`PreparedCall::definition_sha256`]): a changed tool is asked again.
@@ -45,22 +26,29 @@
 //!   without elicitation, `--yes` where it is not permitted) is refused
 //!   before the rate limits, so it uses up nothing.
 
+pub mod admission;
 pub mod approval;
-mod decision;
+mod journal;
 pub mod persist;
+mod prepared;
 pub mod ratelimit;
+mod records;
 pub mod terminal;
+mod verdict;
 
+pub use admission::{Admission, CallEvent, DeniedCall, Gatekeeper, Gone, Ran, Rejected, admit};
 pub use approval::{
-    ApprovalAnswer, ApprovalChannel, ApprovalMode, ApprovalRequest, AsyncApprovalChannel,
-    BoxFuture, GrantSummary, PreApproved, Refusal,
+    ApprovalAnswer, ApprovalChannel, ApprovalMode, ApprovalRequest, BoxFuture, GrantSummary,
+    PreApproved, Refusal,
 };
-pub use decision::{Approval, Decision, Denial, DenyReason, Permit, Ran};
+pub use prepared::PreparedCall;
+pub use verdict::{Approval, Denial, DenyReason, Permit, Verdict};
 
-use crate::audit::{AuditLog, AuditRecord, location};
-use crate::call::{Engine, PreparedCall};
-use crate::policy::{PolicyError, RateLimit, SessionPolicy, format_duration};
+use crate::audit::location;
+use crate::policy::{Context, Overrides, PolicyError, PolicyStack, RateLimit, SessionPolicy};
+use crate::text::format_duration;
 use approval::{Memory, Need};
+use journal::{Journal, Unwritten};
 use persist::{FileRates, FileSlots, RateCheck, RateRefusal, Slot, SlotStore};
 use ratelimit::{Clock, Concurrency, RateLimiter, WallClock, wait_text};
 use std::path::{Path, PathBuf};
@@ -95,13 +83,21 @@ pub enum GateError {
     Audit(String),
 }
 
+/// What a gate needs from the project's policy (`call::Engine::gate_setup`).
+#[derive(Debug, Clone, Copy)]
+pub struct Setup<'a> {
+    /// The project root, symlinks resolved: where its state directory is.
+    pub project_root: &'a Path,
+    pub ctx: &'a Context,
+    pub stack: &'a PolicyStack,
+    pub overrides: &'a Overrides,
+}
+
 /// Approval memory, rate limits, concurrency slots and the audit log of one
-/// engine. `Send + Sync`: share one per server.
+/// project. `Send + Sync`: share one per server.
 pub struct Gate {
     session: SessionPolicy,
-    state_dir: PathBuf,
-    audit_path: PathBuf,
-    audit: Option<AuditLog>,
+    journal: Journal,
     clock: Arc<dyn Clock>,
     memory: Memory,
     rates: Box<dyn RateCheck>,
@@ -111,8 +107,8 @@ pub struct Gate {
 impl std::fmt::Debug for Gate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gate")
-            .field("state_dir", &self.state_dir)
-            .field("audit_path", &self.audit_path)
+            .field("state_dir", &self.journal.state_dir())
+            .field("audit_path", &self.journal.path())
             .finish_non_exhaustive()
     }
 }
@@ -122,10 +118,10 @@ impl Gate {
     /// project's file-backed state, shared with every `toolcage call` and
     /// every other server and kept across restarts; concurrency slots are
     /// counted in memory. The audit log is opened now.
-    pub fn for_server(engine: &Engine) -> Result<Gate, GateError> {
-        let dir = location::state_dir(&engine.project_root(), &engine.ctx);
+    pub fn for_server(setup: &Setup<'_>) -> Result<Gate, GateError> {
+        let dir = location::state_dir(setup.project_root, setup.ctx);
         Gate::build(
-            engine,
+            setup,
             dir.clone(),
             Arc::new(WallClock),
             Box::new(FileRates::new(&dir)),
@@ -134,27 +130,40 @@ impl Gate {
     }
 
     /// Rate limits and slots in the project's state directory, shared by
-    /// every process (`toolcage call`).
-    pub fn shared(engine: &Engine) -> Result<Gate, GateError> {
-        let dir = location::state_dir(&engine.project_root(), &engine.ctx);
-        Gate::build(
-            engine,
-            dir.clone(),
+    /// every process (`toolcage call`). The audit log is opened at the
+    /// first record, checked against that call's grant (`gate::journal`).
+    pub fn shared(setup: &Setup<'_>) -> Result<Gate, GateError> {
+        let dir = location::state_dir(setup.project_root, setup.ctx);
+        let session = setup.stack.session(setup.ctx)?;
+        let audit_path = location::audit_path(&session.audit, &dir);
+        let (stack, ctx, overrides) = (
+            setup.stack.clone(),
+            setup.ctx.clone(),
+            setup.overrides.clone(),
+        );
+        let defaults: journal::Defaults = Box::new(move || {
+            let resolved = stack.resolve(&ctx, &overrides, None);
+            resolved.map(|r| r.grant).map_err(|e| e.to_string())
+        });
+        let journal = Journal::open_later(session.audit.clone(), audit_path, dir.clone(), defaults);
+        Ok(Gate::with_parts(
+            session,
+            journal,
             Arc::new(WallClock),
             Box::new(FileRates::new(&dir)),
             Box::new(FileSlots::new(&dir)),
-        )
+        ))
     }
 
     /// In memory, with a clock the caller moves and an explicit state
     /// directory (tests, embedders).
     pub fn with_clock(
-        engine: &Engine,
+        setup: &Setup<'_>,
         clock: Arc<dyn Clock>,
         state_dir: PathBuf,
     ) -> Result<Gate, GateError> {
         Gate::build(
-            engine,
+            setup,
             state_dir,
             clock,
             Box::new(RateLimiter::default()),
@@ -163,59 +172,48 @@ impl Gate {
     }
 
     fn build(
-        engine: &Engine,
+        setup: &Setup<'_>,
         state_dir: PathBuf,
         clock: Arc<dyn Clock>,
         rates: Box<dyn RateCheck>,
         slots: Box<dyn SlotStore>,
     ) -> Result<Gate, GateError> {
-        let session = engine.stack.session(&engine.ctx)?;
+        let session = setup.stack.session(setup.ctx)?;
         let audit_path = location::audit_path(&session.audit, &state_dir);
         // The defaults must not let a call write the log or the state.
-        let defaults = engine.stack.resolve(&engine.ctx, &engine.overrides, None)?;
-        Gate::check_locations(&audit_path, &state_dir, &defaults.grant)
-            .map_err(GateError::Audit)?;
-        let audit = match AuditLog::open(&audit_path) {
-            Ok(l) => Some(l),
-            Err(e) if session.audit.fail_closed => {
-                return Err(GateError::Audit(format!(
-                    "{e} (the policy's [audit] fail_closed = true refuses calls without an audit log)"
-                )));
-            }
-            Err(e) => {
-                tracing::warn!(
-                    "{e}; calls run without an audit record ([audit] fail_closed = false)"
-                );
-                None
-            }
-        };
-        Ok(Gate {
-            session,
-            state_dir,
+        let defaults = setup.stack.resolve(setup.ctx, setup.overrides, None)?;
+        let journal = Journal::open_now(
+            session.audit.clone(),
             audit_path,
-            audit,
+            state_dir,
+            &defaults.grant,
+        )?;
+        Ok(Gate::with_parts(session, journal, clock, rates, slots))
+    }
+
+    fn with_parts(
+        session: SessionPolicy,
+        journal: Journal,
+        clock: Arc<dyn Clock>,
+        rates: Box<dyn RateCheck>,
+        slots: Box<dyn SlotStore>,
+    ) -> Gate {
+        Gate {
+            session,
+            journal,
             clock,
             memory: Memory::default(),
             rates,
             slots,
-        })
-    }
-
-    fn check_locations(
-        audit: &Path,
-        state: &Path,
-        grant: &crate::policy::Grant,
-    ) -> Result<(), String> {
-        location::check_outside_write_roots("audit log", audit, grant)?;
-        location::check_outside_write_roots("state directory", state, grant)
+        }
     }
 
     pub fn audit_path(&self) -> &Path {
-        &self.audit_path
+        self.journal.path()
     }
 
     pub fn state_dir(&self) -> &Path {
-        &self.state_dir
+        self.journal.state_dir()
     }
 
     pub fn session_policy(&self) -> &SessionPolicy {
@@ -256,7 +254,7 @@ impl Gate {
 
     /// Everything before asking: locations, slot, rate limits, and what
     /// approval is still needed.
-    fn admit(
+    fn screen(
         &self,
         call: &PreparedCall,
         session: &SessionId,
@@ -264,7 +262,8 @@ impl Gate {
     ) -> Result<(Slot, Need, String), Denial> {
         let grant = &call.resolved.grant;
         let name = &call.tool.name;
-        Gate::check_locations(&self.audit_path, &self.state_dir, grant)
+        self.journal
+            .check_locations(grant)
             .map_err(|m| Denial::new(DenyReason::Unavailable, m))?;
         let slot = match self.slots.try_enter(name, grant.concurrent) {
             Ok(Some(s)) => s,
@@ -324,7 +323,7 @@ impl Gate {
         ApprovalRequest {
             tool: call.tool.name.clone(),
             format: call.tool.format,
-            runs: crate::call::definition::runs(&call.tool),
+            runs: call.runs.clone(),
             source,
             definition_sha256: call.definition_sha256.clone(),
             arguments: serde_json::Value::Object(call.args.clone()),
@@ -355,16 +354,16 @@ impl Gate {
         call: &PreparedCall,
         slot: Slot,
         settled: Result<String, Refusal>,
-    ) -> Decision {
+    ) -> Verdict {
         match settled {
-            Ok(by) => Decision::Allowed(Permit::new(
+            Ok(by) => Verdict::Allowed(Permit::new(
                 Approval::Approved {
                     by,
                     remembered: false,
                 },
                 slot,
             )),
-            Err(r) => Decision::Denied(self.refusal(call, r)),
+            Err(r) => Verdict::Denied(self.refusal(call, r)),
         }
     }
 
@@ -388,12 +387,12 @@ impl Gate {
         session: &SessionId,
         pre_approval: bool,
         can_ask: bool,
-    ) -> Result<(Slot, Option<approval::MemKey>), Decision> {
+    ) -> Result<(Slot, Option<approval::MemKey>), Verdict> {
         let early = approval::unanswerable(pre_approval, call.resolved.grant.allow_yes, can_ask);
-        let (slot, need, _) = self.admit(call, session, early).map_err(Decision::Denied)?;
+        let (slot, need, _) = self.screen(call, session, early).map_err(Verdict::Denied)?;
         match need {
-            Need::Nothing => Err(Decision::Allowed(Permit::new(Approval::NotNeeded, slot))),
-            Need::Remembered { by } => Err(Decision::Allowed(Permit::new(
+            Need::Nothing => Err(Verdict::Allowed(Permit::new(Approval::NotNeeded, slot))),
+            Need::Remembered { by } => Err(Verdict::Allowed(Permit::new(
                 Approval::Approved {
                     by,
                     remembered: true,
@@ -404,32 +403,13 @@ impl Gate {
         }
     }
 
-    /// Decide whether `call` may run, asking `channel` when approval is
-    /// needed. Blocking (the terminal waits for a person).
-    pub fn check(
+    /// The verdict for `call`, asking `channel` when approval is needed.
+    async fn verdict(
         &self,
         call: &PreparedCall,
         session: &SessionId,
         channel: &dyn ApprovalChannel,
-    ) -> Decision {
-        let pre = channel.is_pre_approval();
-        let (slot, key) = match self.before_asking(call, session, pre, channel.can_ask()) {
-            Ok(ask) => ask,
-            Err(decided) => return decided,
-        };
-        let request = self.request(call);
-        let allow_yes = call.resolved.grant.allow_yes;
-        let settled = approval::settle(|| channel.ask(&request), pre, allow_yes, &self.memory, key);
-        self.conclude(call, slot, settled)
-    }
-
-    /// [`Gate::check`] for an asynchronous channel (MCP elicitation).
-    pub async fn check_async(
-        &self,
-        call: &PreparedCall,
-        session: &SessionId,
-        channel: &dyn AsyncApprovalChannel,
-    ) -> Decision {
+    ) -> Verdict {
         let pre = channel.is_pre_approval();
         let (slot, key) = match self.before_asking(call, session, pre, channel.can_ask()) {
             Ok(ask) => ask,
@@ -441,101 +421,40 @@ impl Gate {
         let settled = approval::settle(|| answer, pre, allow_yes, &self.memory, key);
         self.conclude(call, slot, settled)
     }
+}
 
-    /// The audit record of a call (pure; [`Gate::finish`] writes it).
-    pub fn record(
-        &self,
-        call: &PreparedCall,
-        session: &SessionId,
-        decision: &Decision,
-        ran: &Ran<'_>,
-    ) -> AuditRecord {
-        decision::record(self, call, session, decision, ran)
+impl Gatekeeper for Gate {
+    fn decide<'a>(
+        &'a self,
+        call: &'a PreparedCall,
+        session: &'a SessionId,
+        channel: &'a dyn ApprovalChannel,
+    ) -> BoxFuture<'a, Verdict> {
+        Box::pin(self.verdict(call, session, channel))
     }
 
-    /// Audit a call refused before it reached the gate (unknown tool,
-    /// invalid arguments, unsupported runner, a grant that does not
-    /// resolve): every call leaves a record. `Err` when the write failed.
-    pub fn reject(
-        &self,
-        tool: Option<&crate::discover::ToolSpec>,
-        name: &str,
-        args: &serde_json::Value,
-        session: &SessionId,
-        error: &crate::call::CallError,
-    ) -> Result<(), String> {
-        let record = decision::rejected(self, tool, name, args, session, error);
-        match &self.audit {
-            Some(log) => log.append(&record),
-            None => Ok(()),
-        }
-    }
-
-    /// Write the call's `started` record, right before the tool runs, so
-    /// the log shows the call even if toolcage is then killed (SIGKILL
-    /// cannot be caught; `toolcage audit` shows such a record as started,
-    /// no result). Nothing to write for a denied call. `Err` when the write
-    /// failed and `[audit] fail_closed` (default) says the call must not
-    /// run: finish it with [`Ran::Failed`].
-    pub fn start(
-        &self,
-        call: &PreparedCall,
-        session: &SessionId,
-        decision: &Decision,
-    ) -> Result<(), String> {
-        if let Decision::Denied(_) = decision {
-            return Ok(());
-        }
-        let record = self.record(call, session, decision, &Ran::Starting);
-        self.write(&record, "the call is not run")
-    }
-
-    /// Write the call's audit record and release its slot. `Err` when the
-    /// write failed and the policy's `[audit] fail_closed` (default) says
-    /// the call must fail: do not return the result.
-    pub fn finish(
-        &self,
-        call: &PreparedCall,
-        session: &SessionId,
-        decision: Decision,
-        ran: Ran<'_>,
-    ) -> Result<(), String> {
-        self.finish_stopped(call, session, decision, ran, None)
-    }
-
-    /// [`Gate::finish`] for a call stopped from outside (`stopped_by`:
-    /// `SIGTERM to toolcage`, ...): recorded in the record's `stopped_by`.
-    pub fn finish_stopped(
-        &self,
-        call: &PreparedCall,
-        session: &SessionId,
-        decision: Decision,
-        ran: Ran<'_>,
-        stopped_by: Option<&str>,
-    ) -> Result<(), String> {
-        let mut record = self.record(call, session, &decision, &ran);
-        record.stopped_by = stopped_by.map(str::to_string);
-        let written = self.write(&record, "the call's result is withheld");
-        drop(decision);
-        written
-    }
-
-    /// Append `record`; a failure is an error only under `fail_closed`.
-    fn write(&self, record: &AuditRecord, consequence: &str) -> Result<(), String> {
-        let written = match &self.audit {
-            Some(log) => log.append(record),
-            None => Ok(()),
+    fn record(&self, event: &CallEvent<'_>) -> Result<(), String> {
+        let record = records::of_event(event, self.journal.redact());
+        let consequence = match event.ran {
+            Ran::Starting => "the call is not run",
+            _ => "the call's result is withheld",
         };
-        match written {
-            Err(e) if self.session.audit.fail_closed => {
-                Err(format!("{e}; {consequence} ([audit] fail_closed = true)"))
-            }
-            Err(e) => {
-                tracing::warn!("{e} ([audit] fail_closed = false: the call goes on)");
+        let grant = &event.call.resolved.grant;
+        match self.journal.write(&record, Some(grant), consequence) {
+            Ok(()) => Ok(()),
+            // The denial is this very problem: a log this call's grant
+            // could write is never opened, so there is nothing to write to.
+            Err(Unwritten::Misplaced(_)) if matches!(event.verdict, Verdict::Denied(d) if d.reason == DenyReason::Unavailable) => {
                 Ok(())
             }
-            Ok(()) => Ok(()),
+            Err(Unwritten::Misplaced(e) | Unwritten::Failed(e)) => Err(e),
         }
+    }
+
+    /// Every call leaves a record; `Err` whenever the write failed.
+    fn reject(&self, rejected: &Rejected<'_>) -> Result<(), String> {
+        let record = records::of_rejected(rejected, self.journal.redact());
+        self.journal.append(&record)
     }
 }
 

@@ -24,7 +24,7 @@ use nix::fcntl::{Flock, FlockArg};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -41,12 +41,8 @@ pub enum RateRefusal {
 }
 
 /// Create `dir` (and parents) private to the user.
-pub fn private_dir(dir: &Path) -> Result<(), StateError> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| StateError(format!("cannot create {}: {e}", dir.display())))
+fn private_dir(dir: &Path) -> Result<(), StateError> {
+    crate::audit::location::private_dir(dir).map_err(StateError)
 }
 
 fn open_locked(path: &Path, nonblock: bool) -> Result<Option<Flock<File>>, StateError> {

@@ -177,7 +177,7 @@ impl RateLimiter {
 /// "12s", rounded up to whole seconds (at least 1s).
 pub fn wait_text(d: Duration) -> String {
     let secs = d.as_millis().div_ceil(1000).max(1);
-    crate::policy::format_duration(Duration::from_secs(secs as u64))
+    crate::text::format_duration(Duration::from_secs(secs as u64))
 }
 
 /// Calls running per tool.

@@ -17,7 +17,7 @@
 //! answer, and colours and attributes are reset ([`RESET_ATTRIBUTES`]), so
 //! earlier output cannot leave the prompt hidden.
 
-use super::approval::{ApprovalAnswer, ApprovalChannel, ApprovalRequest};
+use super::approval::{ApprovalAnswer, ApprovalChannel, ApprovalRequest, BoxFuture};
 use crate::sandbox::CancelToken;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::termios::{FlushArg, tcflush};
@@ -242,7 +242,17 @@ impl ApprovalChannel for Terminal {
             .is_ok()
     }
 
-    fn ask(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+    /// Blocks while the person answers (`toolcage call` has nothing else
+    /// to do meanwhile).
+    fn ask<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
+        Box::pin(async move { self.prompt(request) })
+    }
+}
+
+impl Terminal {
+    /// Show the request on the terminal and read the answer: `y`/`yes`
+    /// approves, `n`/`no` or end of input declines; the timeout declines.
+    pub fn prompt(&self, request: &ApprovalRequest) -> ApprovalAnswer {
         let Ok(mut tty) = OpenOptions::new()
             .read(true)
             .write(true)
@@ -304,7 +314,7 @@ impl ApprovalChannel for Terminal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::approval::GrantSummary;
+    use crate::audit::GrantSummary;
     use crate::spec::Format;
     use nix::pty::openpty;
     use std::os::fd::{AsRawFd, OwnedFd};
@@ -338,7 +348,7 @@ mod tests {
         let mut m = File::from(master);
         m.write_all(early).unwrap();
         let asking = std::thread::spawn(move || {
-            let answer = Terminal::with_path(path, timeout).ask(&request(serde_json::json!({
+            let answer = Terminal::with_path(path, timeout).prompt(&request(serde_json::json!({
                 "env": "prod", "big": "x".repeat(10_000)
             })));
             drop(slave);
@@ -481,7 +491,7 @@ mod tests {
     fn no_terminal_is_no_channel() {
         let t = Terminal::with_path("/nonexistent/tty", Duration::from_secs(1));
         assert_eq!(
-            t.ask(&request(serde_json::json!({}))),
+            t.prompt(&request(serde_json::json!({}))),
             ApprovalAnswer::NoChannel
         );
     }

@@ -194,7 +194,7 @@ pub fn read_token_file(path: &Path) -> Result<Token, String> {
 /// 0700 when it is ours and looser), atomically: a temporary file in the
 /// same directory, renamed into place. Returns the file's path.
 pub fn write_token_file(dir: &Path, token: &Token) -> Result<PathBuf, String> {
-    crate::gate::persist::private_dir(dir).map_err(|e| e.0)?;
+    crate::audit::location::private_dir(dir)?;
     let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     if !meta.is_dir() {
         return Err(format!(

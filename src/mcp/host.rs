@@ -1,42 +1,18 @@
 //! What the MCP server needs from the rest of toolcage, as a small trait so
 //! the protocol layer can be tested with a fake host, and its implementation
-//! over [`Engine`].
+//! over [`Engine`] (with hot-reload snapshots).
 
-use crate::call::{CallError, CallResult, Engine, PreparedCall};
+use crate::call::{CallError, CallResult, Definition, Engine, PreparedCall, Toolbox};
 use crate::sandbox::CancelToken;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
-/// One tool as `tools/list` shows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolDef {
-    pub name: String,
-    pub description: String,
-    /// JSON Schema, `type: object`.
-    pub input_schema: Value,
-    /// MCP `ToolAnnotations` as JSON (readOnlyHint, destructiveHint, ...).
-    pub annotations: Value,
-}
-
-/// The tools a server exposes and how a call runs. `prepare` and `run` are
-/// separate so the gate (approval, rate limit) sits between them.
-pub trait ToolHost: Send + Sync + 'static {
+/// The tools a server exposes: their definitions for `tools/list`, the
+/// tool side of the call pipeline ([`Toolbox`]), and hot reload.
+pub trait ToolHost: Toolbox {
     /// The current definitions, sorted by name.
-    fn tools(&self) -> Arc<[ToolDef]>;
-    /// Look up and validate; resolve the grant. Nothing runs.
-    fn prepare(&self, name: &str, args: Value) -> Result<PreparedCall, CallError>;
-    /// Run a prepared call. Blocking: the server calls it on a blocking thread.
-    fn run(
-        &self,
-        call: &PreparedCall,
-        cancel: Option<&CancelToken>,
-    ) -> Result<CallResult, CallError>;
-    /// The discovered tool behind `name`, for the audit record of a call
-    /// refused before it ran.
-    fn spec(&self, _name: &str) -> Option<crate::discover::ToolSpec> {
-        None
-    }
+    fn tools(&self) -> Arc<[Definition]>;
     /// Discover again. True when the tool definitions changed.
     fn reload(&self) -> bool;
     /// Files and directories whose changes should trigger [`ToolHost::reload`].
@@ -51,7 +27,7 @@ pub struct EngineHost {
 
 struct Snapshot {
     engine: Engine,
-    defs: Arc<[ToolDef]>,
+    defs: Arc<[Definition]>,
 }
 
 impl EngineHost {
@@ -70,25 +46,27 @@ impl EngineHost {
     }
 }
 
-impl ToolHost for EngineHost {
-    fn tools(&self) -> Arc<[ToolDef]> {
-        self.snapshot().defs.clone()
-    }
-
+impl Toolbox for EngineHost {
     fn prepare(&self, name: &str, args: Value) -> Result<PreparedCall, CallError> {
         self.snapshot().engine.prepare(name, args)
+    }
+
+    fn execute(
+        &self,
+        call: &PreparedCall,
+        cancel: Option<&CancelToken>,
+    ) -> Result<CallResult, CallError> {
+        self.snapshot().engine.execute(call, cancel)
     }
 
     fn spec(&self, name: &str) -> Option<crate::discover::ToolSpec> {
         self.snapshot().engine.catalog.get(name).cloned()
     }
+}
 
-    fn run(
-        &self,
-        call: &PreparedCall,
-        cancel: Option<&CancelToken>,
-    ) -> Result<CallResult, CallError> {
-        self.snapshot().engine.run(call, cancel)
+impl ToolHost for EngineHost {
+    fn tools(&self) -> Arc<[Definition]> {
+        self.snapshot().defs.clone()
     }
 
     fn reload(&self) -> bool {
@@ -110,43 +88,23 @@ impl ToolHost for EngineHost {
 
     fn watch_paths(&self) -> Vec<PathBuf> {
         let snap = self.snapshot();
-        let project = &snap.engine.ctx.project;
-        let mut paths: Vec<PathBuf> = [".agents/tools", ".clawd/tools", "tools.toml", "tools"]
-            .iter()
-            .map(|p| project.join(p))
-            .collect();
-        if let Some(t) = &snap.engine.options.tools_toml {
-            paths.push(t.clone());
-        }
-        paths
+        crate::discover::watch_paths(&snap.engine.ctx.project, &snap.engine.options)
     }
 }
 
-/// The `tools/list` entries for every discovered tool.
-fn definitions(engine: &Engine) -> Arc<[ToolDef]> {
+/// The `tools/list` entries for every discovered tool: the definitions
+/// `toolcage schema` prints.
+fn definitions(engine: &Engine) -> Arc<[Definition]> {
     engine
         .catalog
         .tools
         .iter()
         .map(|t| {
-            let annotations = match engine.resolve(t) {
-                Ok(r) => crate::call::annotations::annotations(&r.grant),
-                Err(e) => {
-                    tracing::warn!("{}: cannot resolve its grant: {e}", t.name);
-                    json!({})
-                }
-            };
-            let input_schema = if t.input_schema.is_object() {
-                t.input_schema.clone()
-            } else {
-                json!({"type": "object"})
-            };
-            ToolDef {
-                name: t.name.clone(),
-                description: t.description.clone(),
-                input_schema,
-                annotations,
+            let (definition, unresolved) = engine.definition(t);
+            if let Some(e) = unresolved {
+                tracing::warn!("{}: cannot resolve its grant: {e}", t.name);
             }
+            definition
         })
         .collect()
 }

@@ -6,27 +6,27 @@
 //!   implementation over [`crate::call::Engine`] (with hot-reload snapshots).
 //! - [`server`]: the rmcp `ServerHandler` (initialize, tools/list with
 //!   pagination, logging/setLevel, the peer registry for list_changed).
-//! - [`call`]: one `tools/call`, end to end (prepare → gate → run →
-//!   result), with cancellation and progress.
-//! - [`admission`]: pending-call caps and fair (round-robin) run slots.
-//! - [`gate`]: the seam where approval, rate limits and audit plug in.
+//! - [`call`]: one `tools/call`: the server as a surface of the call
+//!   pipeline ([`crate::call::pipeline`]): cancellation, progress, run
+//!   slots, and the result as MCP shows it.
+//! - [`queue`]: pending-call caps and fair (round-robin) run slots.
+//! - [`elicitation`]: approval asked of the person behind the client.
 //! - [`stdio`], [`http`]: the two transports; [`auth`]: who may use HTTP;
 //!   [`connections`]: the HTTP connection limit.
 //! - [`reload`]: watch the tool dirs, debounce, rediscover, notify.
 
-pub mod admission;
 pub mod auth;
 pub mod call;
 pub mod connections;
-pub mod gate;
+pub mod elicitation;
 pub mod host;
 pub mod http;
+pub mod queue;
 pub mod reload;
 pub mod server;
 pub mod stdio;
 
-pub use gate::Gate;
-pub use host::{EngineHost, ToolDef, ToolHost};
+pub use host::{EngineHost, ToolHost};
 pub use server::McpServer;
 
 /// Limits and knobs shared by both transports.

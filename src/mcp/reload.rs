@@ -41,7 +41,7 @@ pub fn start(server: McpServer) -> notify::Result<Reloader> {
         targets,
     };
     watch.sync();
-    let task = tokio::spawn(run(server, watch, rx));
+    let task = tokio::spawn(watch_loop(server, watch, rx));
     Ok(Reloader { task })
 }
 
@@ -97,7 +97,7 @@ impl Watch {
     }
 }
 
-async fn run(server: McpServer, mut watch: Watch, mut rx: mpsc::UnboundedReceiver<PathBuf>) {
+async fn watch_loop(server: McpServer, mut watch: Watch, mut rx: mpsc::UnboundedReceiver<PathBuf>) {
     let debounce = server.shared.config.reload_debounce;
     while let Some(first) = rx.recv().await {
         if !watch.relevant(&first) {

@@ -5,8 +5,10 @@
 // target 2025-11-25, where it is current.
 #![allow(deprecated)]
 
-use super::admission::{Admission, Limits, SessionKey};
-use super::{Gate, ServeConfig, ToolDef, ToolHost};
+use super::queue::{CallQueue, QueueLimits, SessionKey};
+use super::{ServeConfig, ToolHost};
+use crate::call::{Definition, Pipeline};
+use crate::gate::Gatekeeper;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ListToolsResult, LoggingLevel,
     LoggingMessageNotificationParam, PaginatedRequestParams, ProtocolVersion, ServerConfig,
@@ -27,11 +29,11 @@ pub struct Shared {
     pub config: ServeConfig,
     /// Pending-call caps and the `--max-concurrent` run slots, handed out
     /// round robin across sessions.
-    pub admission: Arc<Admission>,
+    pub queue: Arc<CallQueue>,
     clients: Mutex<Vec<Client>>,
     info: ServerConfig,
-    /// Approval / rate limit / audit between prepare and run (issue 5).
-    pub gate: Option<Arc<dyn Gate>>,
+    /// Approval, rate limits and the audit log of every call.
+    pub gate: Option<Arc<dyn Gatekeeper>>,
     /// Cancelled when the server stops ([`McpServer::stop_calls`]): calls
     /// in flight are cancelled and new ones refused.
     pub stopping: CancellationToken,
@@ -53,7 +55,7 @@ pub struct Session {
     /// Approvals for `once` / `once-per-args` are remembered per session,
     /// and the audit log names it.
     pub id: crate::gate::SessionId,
-    /// This session's place in [`Admission`]'s queues.
+    /// This session's place in the [`CallQueue`].
     pub key: SessionKey,
     /// Minimum level of `notifications/message` this client wants
     /// ([`level_rank`]); `warning` until it sends `logging/setLevel`.
@@ -82,7 +84,7 @@ pub struct McpServer {
 
 impl McpServer {
     pub fn new(host: Arc<dyn ToolHost>, config: ServeConfig) -> McpServer {
-        let admission = Admission::new(Limits {
+        let queue = CallQueue::new(QueueLimits {
             max_concurrent: config.max_concurrent,
             max_pending: config.max_pending,
             max_pending_per_session: config.max_pending_per_session,
@@ -91,7 +93,7 @@ impl McpServer {
             shared: Arc::new(Shared {
                 host,
                 config,
-                admission,
+                queue,
                 clients: Mutex::new(Vec::new()),
                 info: server_info(),
                 gate: None,
@@ -105,11 +107,11 @@ impl McpServer {
 
     /// Install the gate every call passes between prepare and run. Call it
     /// before serving (it replaces the shared state).
-    pub fn with_gate(self, gate: Arc<dyn Gate>) -> McpServer {
+    pub fn with_gate(self, gate: Arc<dyn Gatekeeper>) -> McpServer {
         let shared = Shared {
             host: self.shared.host.clone(),
             config: self.shared.config.clone(),
-            admission: self.shared.admission.clone(),
+            queue: self.shared.queue.clone(),
             clients: Mutex::new(Vec::new()),
             info: self.shared.info.clone(),
             gate: Some(gate),
@@ -120,6 +122,14 @@ impl McpServer {
         McpServer {
             shared: Arc::new(shared),
             session: self.session,
+        }
+    }
+
+    /// The call pipeline through this server's tools and gate.
+    pub fn pipeline(&self) -> Pipeline {
+        Pipeline {
+            tools: self.shared.host.clone(),
+            gate: self.shared.gate.clone(),
         }
     }
 
@@ -240,7 +250,7 @@ fn server_info() -> ServerConfig {
 /// A `tools/list` cursor: `n:<name of the last tool served>`, so pages stay
 /// consistent across a reload.
 fn page(
-    tools: &[ToolDef],
+    tools: &[Definition],
     cursor: Option<&str>,
     size: usize,
 ) -> Result<(Vec<Tool>, Option<String>), McpError> {
@@ -263,16 +273,8 @@ fn page(
     Ok((tools, next))
 }
 
-fn to_tool(def: &ToolDef) -> Option<Tool> {
-    let mut v = json!({
-        "name": def.name,
-        "description": def.description,
-        "inputSchema": def.input_schema,
-    });
-    if def.annotations.as_object().is_some_and(|o| !o.is_empty()) {
-        v["annotations"] = def.annotations.clone();
-    }
-    match serde_json::from_value(v) {
+fn to_tool(def: &Definition) -> Option<Tool> {
+    match serde_json::from_value(def.to_json()) {
         Ok(t) => Some(t),
         Err(e) => {
             tracing::warn!("{}: cannot list the tool: {e}", def.name);
@@ -334,9 +336,9 @@ impl ServerHandler for McpServer {
 mod tests {
     use super::*;
 
-    fn defs(n: usize) -> Vec<ToolDef> {
+    fn defs(n: usize) -> Vec<Definition> {
         (0..n)
-            .map(|i| ToolDef {
+            .map(|i| Definition {
                 name: format!("t{i:03}"),
                 description: String::new(),
                 input_schema: json!({"type": "object"}),

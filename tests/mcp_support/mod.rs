@@ -11,18 +11,20 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
-use toolcage::call::{CallError, CallResult, PreparedCall};
+use toolcage::call::{CallError, CallResult, Definition, PreparedCall, Toolbox};
 use toolcage::discover::{Runner, ToolSpec};
-use toolcage::mcp::{ToolDef, ToolHost};
+use toolcage::mcp::ToolHost;
+use toolcage::policy::Requests;
 use toolcage::policy::{Grant, Resolved};
 use toolcage::sandbox::{
     CancelToken, Captured, EnforcementReport, Exit, LandlockReport, LandlockStatus, Outcome,
+    SandboxError,
 };
-use toolcage::spec::{Format, Requests};
+use toolcage::spec::Format;
 
 pub struct FakeHost {
     pub dir: PathBuf,
-    tools: RwLock<Arc<[ToolDef]>>,
+    tools: RwLock<Arc<[Definition]>>,
     /// Calls that ended because they were cancelled.
     pub cancelled: AtomicUsize,
     /// Calls running right now, and the most seen at once.
@@ -30,8 +32,8 @@ pub struct FakeHost {
     pub max_running: AtomicUsize,
 }
 
-fn def(name: &str, desc: &str, schema: Value) -> ToolDef {
-    ToolDef {
+fn def(name: &str, desc: &str, schema: Value) -> Definition {
+    Definition {
         name: name.into(),
         description: desc.into(),
         input_schema: schema,
@@ -58,7 +60,7 @@ impl FakeHost {
         Arc::new(h)
     }
 
-    fn base() -> Vec<ToolDef> {
+    fn base() -> Vec<Definition> {
         let s = json!({"type": "string"});
         vec![
             def("echo", "echo the text", obj(json!({"text": s}), &["text"])),
@@ -87,7 +89,7 @@ impl FakeHost {
         ]
     }
 
-    fn find(&self, name: &str) -> Option<ToolDef> {
+    fn find(&self, name: &str) -> Option<Definition> {
         self.tools().iter().find(|t| t.name == name).cloned()
     }
 }
@@ -142,11 +144,7 @@ fn result(exit: Exit, text: &str, started: Instant) -> CallResult {
     }
 }
 
-impl ToolHost for FakeHost {
-    fn tools(&self) -> Arc<[ToolDef]> {
-        self.tools.read().unwrap().clone()
-    }
-
+impl Toolbox for FakeHost {
     fn prepare(&self, name: &str, args: Value) -> Result<PreparedCall, CallError> {
         let Some(d) = self.find(name) else {
             return Err(CallError::UnknownTool {
@@ -186,10 +184,11 @@ impl ToolHost for FakeHost {
                 requested: vec![],
             },
             definition_sha256: String::new(),
+            runs: String::new(),
         })
     }
 
-    fn run(
+    fn execute(
         &self,
         call: &PreparedCall,
         cancel: Option<&CancelToken>,
@@ -220,9 +219,9 @@ impl ToolHost for FakeHost {
                 result(Exit::Code(1), "boom: the tool failed", started)
             }
             "denied" => {
-                return Err(CallError::Denied(
+                return Err(CallError::Sandbox(SandboxError::Prepare(
                     "network is off for this tool (grant it with --allow-net)".into(),
-                ));
+                )));
             }
             "sleep" => {
                 let secs = call.args["secs"].as_f64().unwrap_or(0.0);
@@ -242,6 +241,12 @@ impl ToolHost for FakeHost {
             _ => result(Exit::Code(0), &format!("hello from {name}"), started),
         })
     }
+}
+
+impl ToolHost for FakeHost {
+    fn tools(&self) -> Arc<[Definition]> {
+        self.tools.read().unwrap().clone()
+    }
 
     fn reload(&self) -> bool {
         let mut defs = FakeHost::base();
@@ -255,7 +260,7 @@ impl ToolHost for FakeHost {
             }
         }
         defs.sort_by(|a, b| a.name.cmp(&b.name));
-        let new: Arc<[ToolDef]> = Arc::from(defs);
+        let new: Arc<[Definition]> = Arc::from(defs);
         let mut g = self.tools.write().unwrap();
         let changed = *g != new;
         *g = new;

@@ -1,10 +1,9 @@
 //! OpenCrabs `tools.toml` (seed: opencrabs-dynamic-tools.md).
 
 use super::{Proj, assert_one_line_with_fix, names, rendered};
-use crate::call::validate::apply_crab;
 use crate::discover::opencrabs::{convert_default, parse_coerce, parse_tools_toml};
 use crate::discover::{Coerce, CrabParam, Diagnostic, Options, Runner, Severity, ToolSpec};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
 
@@ -315,23 +314,7 @@ coerce_empty_to = "error"
     );
     assert_eq!(ps[2].coerce_empty_to, Coerce::Error);
     assert_eq!(ps[2].coerce_null_to, Coerce::Keep);
-    // The coercions at call time, as the seed's table says.
-    let mut m: Map<String, Value> = json!({"query": ""}).as_object().unwrap().clone();
-    m.insert("source".into(), json!("x"));
-    apply_crab(ps, &mut m).unwrap();
-    assert_eq!(
-        Value::Object(m),
-        json!({"limit": 50, "query": null, "source": "x"})
-    );
-    let mut m = json!({"query": null, "source": "x"})
-        .as_object()
-        .unwrap()
-        .clone();
-    apply_crab(ps, &mut m).unwrap();
-    assert_eq!(Value::Object(m), json!({"limit": 50, "source": "x"}));
-    let mut m = Map::new();
-    let e = apply_crab(ps, &mut m).unwrap_err();
-    assert!(e.contains("parameter 'source' must not be empty"), "{e}");
+    // The coercions at call time: `call::validate` tests them.
     for (s, c) in [
         ("keep", Coerce::Keep),
         ("omit", Coerce::Omit),

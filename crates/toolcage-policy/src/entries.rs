@@ -1,0 +1,226 @@
+//! From one path as written in a policy to the entries of a grant list:
+//! roots are canonicalized and must exist; guards (protected and denied
+//! paths) may be missing, are kept under both names when they are symlinks,
+//! and may end in a `*` wildcard that is expanded against what exists.
+
+use super::canon;
+use super::error::PolicyError;
+use super::paths::{Vars, expand};
+use super::state::{Layer, Origin, Sourced};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Copy, PartialEq)]
+pub enum Kind {
+    /// A read or write root: must exist, canonicalized.
+    Root,
+    /// A protected or denied path: may be missing; may end in a wildcard.
+    Guard,
+}
+
+/// The guard that names the project's `tools/` only when it is an A3S
+/// tool directory: in an ordinary repository `tools/` is just source.
+pub const A3S_TOOLS: &str = "{a3s_tools}";
+
+/// The entries of one `[fs]` list of a file layer. A `{a3s_tools}` guard
+/// that names nothing here goes to `skipped` (shown by `toolcage policy`).
+pub fn from_list(
+    l: &Layer,
+    key: &str,
+    list: &[String],
+    kind: Kind,
+    vars: &Vars,
+    skipped: &mut Vec<Sourced<PathBuf>>,
+) -> Result<Vec<Sourced<PathBuf>>, PolicyError> {
+    let mut out = Vec::new();
+    for (i, raw) in list.iter().enumerate() {
+        let o = l.origin("fs", key, Some(i));
+        if raw.contains(A3S_TOOLS) {
+            a3s_tools(raw, kind, vars, o, &mut out, skipped)?;
+            continue;
+        }
+        let glob = kind == Kind::Guard && wildcard(raw).map_err(|m| o.error(m))?;
+        let p = expand(raw, vars, vars.project).map_err(|m| o.error(m))?;
+        if glob {
+            expand_glob(&p, &o, &mut out);
+        } else {
+            resolve_path(&p, kind, l.shipped, &o, &format!("fs.{key}"), &mut out)?;
+        }
+    }
+    Ok(out)
+}
+
+/// `{a3s_tools}`: `{project}/tools` when it holds A3S tool files (see
+/// [`Vars::a3s_tools`]), else nothing.
+fn a3s_tools(
+    raw: &str,
+    kind: Kind,
+    vars: &Vars,
+    o: Origin,
+    out: &mut Vec<Sourced<PathBuf>>,
+    skipped: &mut Vec<Sourced<PathBuf>>,
+) -> Result<(), PolicyError> {
+    if kind != Kind::Guard || raw != A3S_TOOLS {
+        return Err(o.error(format!(
+            "\"{raw}\": {A3S_TOOLS} stands alone, and only in protected and denied paths \
+             (write \"{{project}}/tools\" for the directory itself)"
+        )));
+    }
+    let dir = vars.project.join("tools");
+    if vars.a3s_tools {
+        let o = Origin {
+            source: format!("{}: {A3S_TOOLS}, it holds A3S tool files", o.source),
+            ..o
+        };
+        guard(&dir, &o, out);
+    } else if dir.exists() {
+        let o = Origin {
+            source: format!(
+                "{}: {A3S_TOOLS}, no A3S tool files (*.md with front matter) in it",
+                o.source
+            ),
+            ..o
+        };
+        skipped.push(Sourced { v: dir, o });
+    }
+    Ok(())
+}
+
+/// Whether a guard as written ends in a wildcard component. The decision is
+/// made on the text before variables are expanded, so a `*` in the project
+/// or home path is never taken for a wildcard.
+pub fn wildcard(raw: &str) -> Result<bool, String> {
+    let trimmed = raw.trim_end_matches('/');
+    let (dir, last) = trimmed.rsplit_once('/').unwrap_or(("", trimmed));
+    if dir.contains('*') {
+        return Err(format!(
+            "\"{raw}\": a * wildcard may only appear in the last path component \
+             (list each directory instead)"
+        ));
+    }
+    Ok(last.contains('*'))
+}
+
+/// Whether `name` matches `pattern`, where `*` matches any run of bytes
+/// (including none, and including a leading dot) and every other byte
+/// matches itself.
+pub fn matches(pattern: &[u8], name: &[u8]) -> bool {
+    let (mut p, mut n) = (0, 0);
+    // The position after the last `*` seen, and where its run currently ends.
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        if p < pattern.len() && pattern[p] == b'*' {
+            p += 1;
+            star = Some((p, n));
+        } else if p < pattern.len() && pattern[p] == name[n] {
+            p += 1;
+            n += 1;
+        } else if let Some((sp, sn)) = star {
+            // Let the last `*` swallow one more byte and retry.
+            p = sp;
+            n = sn + 1;
+            star = Some((sp, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|&b| b == b'*')
+}
+
+/// Expand a guard whose last component is a wildcard: one guard entry per
+/// existing name in the parent directory that matches, in name order. A
+/// parent that is missing or cannot be listed matches nothing (protected
+/// and denied paths may be missing).
+pub fn expand_glob(p: &Path, o: &Origin, out: &mut Vec<Sourced<PathBuf>>) {
+    let (Some(parent), Some(pattern)) = (p.parent(), p.file_name()) else {
+        return;
+    };
+    let Ok(dir) = std::fs::read_dir(parent) else {
+        return;
+    };
+    let mut names: Vec<_> = dir
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .filter(|n| matches(pattern.as_bytes(), n.as_bytes()))
+        .collect();
+    names.sort();
+    for name in names {
+        guard(&parent.join(OsStr::new(&name)), o, out);
+    }
+}
+
+/// Expand one path into entries: roots are canonicalized and must exist
+/// (missing ones in shipped profiles are skipped); guards are canonicalized
+/// leniently, and a guard that is itself a symlink is kept under both names.
+pub fn resolve_path(
+    p: &Path,
+    kind: Kind,
+    shipped: bool,
+    o: &Origin,
+    what: &str,
+    out: &mut Vec<Sourced<PathBuf>>,
+) -> Result<(), PolicyError> {
+    match kind {
+        Kind::Root => match canon::canonical(p) {
+            Ok(c) => out.push(Sourced { v: c, o: o.clone() }),
+            Err(e) if shipped && e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let hint = if p.as_os_str().as_bytes().contains(&b'*') {
+                    " (a * wildcard is expanded only in protected and denied paths)"
+                } else {
+                    ""
+                };
+                return Err(o.error(format!(
+                    "{} does not exist (create it or remove it from {what}){hint}",
+                    p.display()
+                )));
+            }
+            Err(e) => return Err(o.error(format!("{}: {e}", p.display()))),
+        },
+        Kind::Guard => guard(p, o, out),
+    }
+    Ok(())
+}
+
+fn guard(p: &Path, o: &Origin, out: &mut Vec<Sourced<PathBuf>>) {
+    let mut push = |v: PathBuf| out.push(Sourced { v, o: o.clone() });
+    let c = canon::lenient(p);
+    if canon::is_symlink(p) && c != p {
+        push(canon::lenient(p.parent().unwrap_or(p)).join(p.file_name().unwrap_or_default()));
+    }
+    push(c);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn star_matches_any_run_of_bytes() {
+        let m = |p: &str, n: &str| matches(p.as_bytes(), n.as_bytes());
+        assert!(m("ssh_host_*_key", "ssh_host_ed25519_key"));
+        assert!(m("ssh_host_*_key", "ssh_host__key"));
+        assert!(!m("ssh_host_*_key", "ssh_host_rsa_key.pub"));
+        assert!(!m("ssh_host_*_key", "ssh_host_rsa_kez"));
+        assert!(m("*", ".hidden"));
+        assert!(m("*.pem", "a.b.pem"));
+        assert!(m("a*b*c", "aXbYbZc"));
+        assert!(!m("a*b*c", "aXbYbZ"));
+        assert!(m("**", ""));
+        assert!(m("literal", "literal"));
+        assert!(!m("literal", "literally"));
+    }
+
+    #[test]
+    fn only_the_last_component_may_be_a_wildcard() {
+        assert_eq!(wildcard("/etc/ssh/ssh_host_*_key"), Ok(true));
+        assert_eq!(wildcard("{project}/*.pem/"), Ok(true));
+        assert_eq!(wildcard("{project}/.git"), Ok(false));
+        assert!(
+            wildcard("/home/*/.ssh")
+                .unwrap_err()
+                .contains("only appear in the last path component")
+        );
+    }
+}

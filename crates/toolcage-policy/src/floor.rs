@@ -1,0 +1,124 @@
+//! The safety floor: entries every grant holds whatever the layers say.
+//!
+//! - Well-known secrets in `/etc` are denied. `/etc` is a read root of every
+//!   shipped profile, and toolcage often runs as root, for whom these files
+//!   are readable. They are a separate always-on list rather than entries of
+//!   `[fs] denied` in `policies/default.toml`, because a policy that
+//!   replaces that list (`denied = [...]`) means "my denied paths instead of
+//!   yours", never "let tools read `/etc/shadow`". A root inside one of them
+//!   (`--read /etc/ssl/private`) is an error: copy what a tool needs
+//!   elsewhere instead.
+//! - toolcage's own state (every project's audit log, rate limits and
+//!   slots) is denied, so no call can read or forge it.
+//! - The operator's `--policy FILE`, when it lies inside a write root of
+//!   the grant, is protected: a call must not rewrite the policy that the
+//!   next call runs under.
+
+use super::canon;
+use super::entries::{Kind, expand_glob, resolve_path};
+use super::error::PolicyError;
+use super::paths::within;
+use super::state::{Origin, Sourced, State};
+use std::path::{Path, PathBuf};
+
+/// Secrets inside the read roots, each with why it is on the list. A `*`
+/// in the last component is a wildcard (as in policy files). Kept in step
+/// with the comment in `policies/default.toml` by a test.
+pub const SECRETS: &[(&str, &str)] = &[
+    ("/etc/shadow", "password hashes"),
+    ("/etc/shadow-", "backup of /etc/shadow"),
+    ("/etc/gshadow", "group password hashes"),
+    ("/etc/gshadow-", "backup of /etc/gshadow"),
+    ("/etc/sudoers", "who may become root, and how"),
+    ("/etc/sudoers.d", "the same, in drop-in files"),
+    ("/etc/ssh/ssh_host_*_key", "SSH host private keys"),
+    ("/etc/ssl/private", "TLS private keys (Debian, Ubuntu)"),
+    ("/etc/pki/tls/private", "TLS private keys (Fedora, RHEL)"),
+    (
+        "/etc/security/opasswd",
+        "old password hashes (pam_pwhistory)",
+    ),
+    ("/etc/krb5.keytab", "Kerberos host keys"),
+    ("/etc/ipsec.secrets", "IPsec pre-shared and private keys"),
+    ("/etc/wireguard", "WireGuard private keys"),
+    (
+        "/etc/NetworkManager/system-connections",
+        "Wi-Fi and VPN passwords",
+    ),
+    ("/etc/ppp/chap-secrets", "PPP passwords"),
+    ("/etc/ppp/pap-secrets", "PPP passwords"),
+    ("/etc/letsencrypt/archive", "certbot private keys"),
+    ("/etc/letsencrypt/keys", "certbot private keys"),
+    ("/etc/credstore", "systemd system credentials"),
+    ("/etc/credstore.encrypted", "systemd system credentials"),
+    (
+        "/etc/mysql/debian.cnf",
+        "MySQL/MariaDB maintenance password (Debian)",
+    ),
+];
+
+/// The origin label of the secrets.
+pub const SECRET_SOURCE: &str = "built-in secret (always denied)";
+/// The origin label of toolcage's state directory.
+pub const STATE_SOURCE: &str = "toolcage state (audit log, rate limits)";
+/// The origin label of a protected `--policy FILE`.
+pub const POLICY_FILE_SOURCE: &str = "--policy file inside a write root";
+
+impl State {
+    /// Add the floor. Call after every layer (so the write roots are
+    /// final) and before [`State::finish`], which checks that no root lies
+    /// inside a denied or protected path.
+    pub fn add_floor(
+        &mut self,
+        state_base: &Path,
+        policy_file: Option<&Path>,
+    ) -> Result<(), PolicyError> {
+        let secret = Origin::floor(SECRET_SOURCE);
+        for (raw, _) in SECRETS {
+            let p = Path::new(raw);
+            let mut found = Vec::new();
+            if raw.contains('*') {
+                expand_glob(p, &secret, &mut found);
+            } else if canon::exists_nofollow(p) {
+                // Only what exists: the grant is resolved again for every
+                // call, and `toolcage policy` stays readable.
+                resolve_path(p, Kind::Guard, true, &secret, "", &mut found)?;
+            }
+            self.denied.extend(found);
+        }
+        let state = Origin::floor(STATE_SOURCE);
+        resolve_path(state_base, Kind::Guard, true, &state, "", &mut self.denied)?;
+        if let Some(file) = policy_file {
+            let o = Origin::floor(POLICY_FILE_SOURCE);
+            for p in policy_file_names(file) {
+                if self.inside_write_root(&p) && !self.protected.iter().any(|e| e.v == p) {
+                    self.protected.push(Sourced { v: p, o: o.clone() });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `p` lies inside a write root (`/dev/null` contains nothing).
+    fn inside_write_root(&self, p: &Path) -> bool {
+        self.write
+            .iter()
+            .any(|r| r.v.as_os_str() != "/dev/null" && within(p, &r.v))
+    }
+}
+
+/// The names under which a policy file can be changed: its canonical path
+/// and, when it is a symlink, the link itself (replacing the link changes
+/// the policy too).
+fn policy_file_names(file: &Path) -> Vec<PathBuf> {
+    let canonical = canon::lenient(file);
+    let mut names = vec![canonical.clone()];
+    if canon::is_symlink(file) {
+        let link = canon::lenient(file.parent().unwrap_or(file))
+            .join(file.file_name().unwrap_or_default());
+        if link != canonical {
+            names.push(link);
+        }
+    }
+    names
+}

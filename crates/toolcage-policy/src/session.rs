@@ -1,0 +1,107 @@
+//! Settings that apply to a whole session rather than to one tool:
+//! `[global_rate_limit]` (all tools together) and `[audit]`. Top level only;
+//! later layers win key by key, like every other setting.
+
+use super::canon;
+use super::error::PolicyError;
+use super::grant::RateLimit;
+use super::paths::{Vars, expand};
+use super::resolve::{Context, PolicyStack};
+use super::state::{At, Origin};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `[audit]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditPolicy {
+    /// `path`, expanded and absolute; `None`: the default location.
+    pub path: Option<PathBuf>,
+    /// Log the arguments' digest only, not the arguments.
+    pub redact: bool,
+    /// A failed audit write fails the call (default true).
+    pub fail_closed: bool,
+}
+
+impl Default for AuditPolicy {
+    fn default() -> Self {
+        AuditPolicy {
+            path: None,
+            redact: false,
+            fail_closed: true,
+        }
+    }
+}
+
+/// The session-wide settings of a policy stack.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionPolicy {
+    /// `[global_rate_limit]`: calls of all tools together.
+    pub global_rate_limit: Option<RateLimit>,
+    pub audit: AuditPolicy,
+}
+
+impl PolicyStack {
+    /// The session-wide settings (`[global_rate_limit]`, `[audit]`).
+    pub fn session(&self, ctx: &Context) -> Result<SessionPolicy, PolicyError> {
+        let project = canon::lenient(&ctx.project);
+        let vars = Vars {
+            project: &project,
+            home: &ctx.home,
+            tmp: &ctx.tmp,
+            a3s_tools: false,
+        };
+        let mut out = SessionPolicy::default();
+        let mut requests: Option<u32> = None;
+        let mut window: Option<(Duration, Origin)> = None;
+        for (seq, l) in self.layers.iter().enumerate() {
+            let origin = |section: &str, key: &str| Origin {
+                source: l.source.clone(),
+                at: At::File {
+                    file: l.file.clone(),
+                    key: vec![section.to_string(), key.to_string()],
+                    index: None,
+                },
+                seq,
+            };
+            let (rl, audit) = &l.session;
+            if let Some(c) = rl.requests {
+                let o = origin("global_rate_limit", "requests");
+                let n = u32::try_from(c.0)
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| o.error("must be a whole number from 1 to 4294967295"))?;
+                requests = Some(n);
+            }
+            if let Some(d) = rl.window {
+                let o = origin("global_rate_limit", "window");
+                if d.0.is_zero() {
+                    return Err(o.error("must be greater than zero"));
+                }
+                window = Some((d.0, o));
+            }
+            if let Some(p) = &audit.path {
+                let o = origin("audit", "path");
+                out.audit.path = Some(expand(p, &vars, &project).map_err(|m| o.error(m))?);
+            }
+            if let Some(r) = audit.redact {
+                out.audit.redact = r;
+            }
+            if let Some(f) = audit.fail_closed {
+                out.audit.fail_closed = f;
+            }
+        }
+        out.global_rate_limit = match (requests, window) {
+            (Some(requests), w) => Some(RateLimit {
+                requests,
+                window: w.map_or(Duration::from_secs(60), |(d, _)| d),
+            }),
+            (None, Some((_, o))) => {
+                return Err(
+                    o.error("a window without global_rate_limit.requests (add requests = N)")
+                );
+            }
+            (None, None) => None,
+        };
+        Ok(out)
+    }
+}

@@ -1,0 +1,197 @@
+//! Every error, with its one-line message.
+
+use super::*;
+
+#[test]
+fn errors_in_tool_sections_surface_at_load() {
+    let e = Env::new();
+    let err = e.err("[tools.x.limits]\n\ntimeout = 0\n");
+    assert_eq!(
+        err,
+        "policy $T/p.toml:3: tools.x.limits.timeout: must be greater than zero"
+    );
+}
+
+#[test]
+fn file_errors_name_file_line_and_key() {
+    let e = Env::new();
+    let cases = [
+        (
+            "[limits]\ntimeout = \"3x\"\n",
+            "policy $T/p.toml:2: limits.timeout: invalid duration \"3x\" (use e.g. \"30s\", \"500ms\", \"5m\")",
+        ),
+        (
+            "\n\n[netwrk]\n",
+            "policy $T/p.toml:3: unknown key 'netwrk' (expected one of with, fs, network, env, limits, sandbox, requests, approval, rate_limit, global_rate_limit, audit, tools)",
+        ),
+        (
+            "[fs]\nadd_read = [\n  \"src\",\n  \"nope\",\n]\n",
+            "policy $T/p.toml:4: fs.add_read: $T/project/nope does not exist (create it or remove it from fs.add_read)",
+        ),
+        (
+            "[fs]\nadd_denied = [\"src\"]\nadd_write = [\"src\"]\n",
+            "policy $T/p.toml:3: fs.add_write: $T/project/src is also denied ($T/project/src, policy $T/p.toml); remove one of them",
+        ),
+        (
+            "[fs]\nadd_denied = [\"{project}\"]\n",
+            "policy $T/p.toml:2: fs.add_denied: $T/project is also a write root ($T/project, profile default); remove one of them",
+        ),
+        (
+            "[fs]\nadd_write = [\".git\"]\n",
+            "policy $T/p.toml:2: fs.add_write: $T/project/.git is also protected ($T/project/.git, profile default); remove one of them",
+        ),
+        (
+            "[network]\nmode = \"off\"\nconnect = [443]\n",
+            "policy $T/p.toml:3: network.connect: ports only apply with network.mode = \"tcp\" (this file sets mode = \"off\")",
+        ),
+        (
+            "[network]\nbind = [8080]\n",
+            "policy $T/p.toml:2: network.bind: ports only apply with network.mode = \"tcp\", but the mode is \"off\" (profile default); set mode = \"tcp\" or remove the ports",
+        ),
+        (
+            "[network]\nmode = \"tcp\"\nconnect = [443,\n 70000]\n",
+            "policy $T/p.toml:4: network.connect: invalid port 70000 (use 1-65535)",
+        ),
+        (
+            "[network]\nmode = \"tcp\"\nconnect = [0]\n",
+            "policy $T/p.toml:3: network.connect: invalid port 0 (use 1-65535)",
+        ),
+        (
+            "[limits]\ntimeout = \"0s\"\n",
+            "policy $T/p.toml:2: limits.timeout: must be greater than zero",
+        ),
+        (
+            "[limits]\nstdout = 0\n",
+            "policy $T/p.toml:2: limits.stdout: must be greater than zero (an output cap of zero hides all output)",
+        ),
+        (
+            "[limits]\nprocesses = 0\n",
+            "policy $T/p.toml:2: limits.processes: must be greater than zero (or \"unlimited\" to keep the inherited limit)",
+        ),
+        (
+            "[env]\nallow = [\"PATH\", \"BAD NAME\"]\n",
+            "policy $T/p.toml:2: env.allow: invalid variable name \"BAD NAME\" (use NAME or PREFIX*)",
+        ),
+        (
+            "[env.set]\n\"1X\" = \"v\"\n",
+            "policy $T/p.toml:2: env.set.1X: invalid variable name \"1X\" (use letters, digits and _)",
+        ),
+        (
+            "[rate_limit]\nwindow = \"1m\"\n",
+            "policy $T/p.toml:2: rate_limit.window: a window without rate_limit.requests (add requests = N)",
+        ),
+        (
+            "[rate_limit]\nrequests = 0\n",
+            "policy $T/p.toml:2: rate_limit.requests: must be greater than zero (to forbid a tool, do not expose it)",
+        ),
+        (
+            "[fs]\nread = [\"{projct}/x\"]\n",
+            "policy $T/p.toml:2: fs.read: \"{projct}/x\": unknown variable {projct} (use {project}, {home} or {tmp})",
+        ),
+        (
+            "[sandbox]\nenforcement = \"lax\"\n",
+            "policy $T/p.toml:2: sandbox.enforcement: invalid value \"lax\" (expected one of standard, strict, degraded)",
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(e.err(text), want, "for {text:?}");
+    }
+}
+
+#[test]
+fn contradiction_is_reported_at_the_later_layer() {
+    let e = Env::new();
+    // Denied first (file), write later (CLI): the CLI flag is named.
+    let cli = Overrides {
+        write: vec![e.p("home/.ssh")],
+        ..Overrides::default()
+    };
+    let err = e
+        .resolve(None, Some("[fs]\nadd_denied = [\"{home}\"]\n"), &cli)
+        .unwrap_err()
+        .to_string()
+        .replace(&e.root.display().to_string(), "$T");
+    assert_eq!(
+        err,
+        "--write: $T/home/.ssh is inside denied ($T/home, policy $T/p.toml); remove one of them"
+    );
+    // Ports set before a later layer turns the mode off are dropped.
+    let r = e.resolve(
+        None,
+        Some("[network]\nmode = \"tcp\"\nconnect = [443]\n"),
+        &Overrides {
+            allow_net: true,
+            ..Overrides::default()
+        },
+    );
+    assert_eq!(r.unwrap().grant.network, Network::On);
+}
+
+#[test]
+fn cli_errors_name_the_flag() {
+    let e = Env::new();
+    let o = |f: fn(&mut Overrides)| {
+        let mut o = Overrides::default();
+        f(&mut o);
+        o
+    };
+    assert_eq!(
+        e.cli_err(&o(|o| o.read = vec!["missing".into()])),
+        "--read: $T/cwd/missing does not exist (create it or remove it from --read)"
+    );
+    assert_eq!(
+        e.cli_err(&o(|o| o.timeout = Some("soon".into()))),
+        "--timeout: invalid duration \"soon\" (use e.g. \"30s\", \"500ms\", \"5m\")"
+    );
+    assert_eq!(
+        e.cli_err(&o(|o| o.timeout = Some("0".into()))),
+        "--timeout: must be greater than zero"
+    );
+    assert_eq!(
+        e.cli_err(&o(|o| o.env = vec!["A B".into()])),
+        "--env: invalid variable name \"A B\" (use NAME or PREFIX*)"
+    );
+    assert_eq!(
+        e.cli_err(&o(|o| o.env = vec!["=x".into()])),
+        "--env: invalid variable name \"\" (use letters, digits and _)"
+    );
+}
+
+#[test]
+fn unreadable_policy_file() {
+    let e = Env::new();
+    let sources = Sources {
+        profile: None,
+        policy_file: Some("nope.toml".into()),
+    };
+    let err = load(&sources, &e.ctx)
+        .unwrap_err()
+        .to_string()
+        .replace(&e.root.display().to_string(), "$T");
+    assert!(
+        err.starts_with("policy $T/cwd/nope.toml: cannot read: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn tmp_as_a_root_is_refused_while_the_private_tmp_covers_it() {
+    let e = Env::new();
+    assert_eq!(
+        e.err("[fs]\nadd_write = [\"/tmp\"]\n"),
+        "policy $T/p.toml:2: fs.add_write: /tmp as a write root would be hidden by the call's \
+         private /tmp (private_tmp = true, profile default); grant a directory beneath /tmp \
+         instead, or set [fs] private_tmp = false to share the host's /tmp"
+    );
+    // Control: without the private tmp, the host's /tmp can be granted.
+    let shared = "[fs]\nadd_write = [\"/tmp\"]\nprivate_tmp = false\n";
+    let r = e
+        .resolve(None, Some(shared), &Overrides::default())
+        .expect("host /tmp without a private tmp");
+    assert!(
+        r.grant
+            .write
+            .iter()
+            .any(|w| w == std::path::Path::new("/tmp"))
+    );
+}

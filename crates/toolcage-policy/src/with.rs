@@ -1,0 +1,57 @@
+//! Applying toolchain presets (`--with`, `with = [...]`) to the merged
+//! layers. Presets add up across layers and apply after all of them, so a
+//! later layer that replaces the read roots (`untrusted`) keeps them: a
+//! preset composes with any profile.
+
+use super::entries::{Kind, resolve_path};
+use super::error::PolicyError;
+use super::presets::{self, Host, Preset};
+use super::state::{Origin, Sourced, State};
+
+impl State {
+    /// Add what each preset named in any layer adds, once per preset (the
+    /// first layer that names it is its origin). Variables a layer set
+    /// explicitly keep their values.
+    pub fn apply_presets(&mut self, host: &Host) -> Result<(), PolicyError> {
+        let mut done: Vec<Preset> = Vec::new();
+        for w in self.with.clone() {
+            if done.contains(&w.v) {
+                continue;
+            }
+            done.push(w.v);
+            let o = Origin {
+                source: format!("preset {} ({})", w.v.name(), w.o.source),
+                ..w.o
+            };
+            let add = presets::additions(w.v, host);
+            let what = format!("preset {}", w.v.name());
+            for p in &add.read {
+                resolve_path(p, Kind::Root, true, &o, &what, &mut self.read)?;
+            }
+            for p in &add.denied {
+                resolve_path(p, Kind::Guard, true, &o, &what, &mut self.denied)?;
+            }
+            for (name, value) in add.env {
+                self.env_set.entry(name).or_insert(Sourced {
+                    v: value,
+                    o: o.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The presets in effect, in order, with where each was named first.
+    pub fn presets_named(&self) -> Vec<Sourced<Preset>> {
+        let mut out: Vec<Sourced<Preset>> = Vec::new();
+        for w in &self.with {
+            if !out.iter().any(|v| v.v == w.v) {
+                out.push(Sourced {
+                    v: w.v,
+                    o: w.o.clone(),
+                });
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,608 @@
+//! The child side of a sandboxed spawn: two processes.
+//!
+//! * the **init** (PID 1 of the call's PID namespace) sets up the mount
+//!   namespace, starts the tool, forwards SIGTERM/SIGINT/SIGHUP to every
+//!   process in the namespace, reaps orphans, and when the tool exits writes
+//!   its wait status to the parent and exits, which makes the kernel kill
+//!   whatever the tool left behind;
+//! * the **tool** (PID 2) drops every privilege, installs Landlock and
+//!   seccomp, and execs the command.
+//!
+//! Everything they need is prepared by the parent in a [`ChildPlan`] (C
+//! strings, pointer arrays, the Landlock descriptor, the BPF programs, the
+//! steps that build the root, two stacks). The init is created like a
+//! `fork` (its own copy of toolcage's memory, so a panic or a free in the
+//! parent cannot reach it, and its errno and TLS are its own); the tool
+//! shares the init's copy until it execs (`CLONE_VM | CLONE_VFORK`). Toolcage
+//! is multi-threaded, so both make only raw syscalls: no allocation, no
+//! locks.
+
+use super::steps::{self, Step};
+use std::ffi::CString;
+use std::os::fd::RawFd;
+use std::ptr;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// The step at which setup failed, reported to the parent with the errno.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Stage {
+    UserNamespace = 1,
+    Session = 2,
+    Mount = 3,
+    Rlimit = 4,
+    Capabilities = 5,
+    NoNewPrivs = 6,
+    Landlock = 7,
+    Chdir = 8,
+    Descriptors = 9,
+    Signals = 10,
+    Seccomp = 11,
+    Exec = 12,
+    Spawn = 13,
+    Network = 14,
+    Proxy = 15,
+}
+
+impl Stage {
+    pub fn from_u32(v: u32) -> Option<Stage> {
+        use Stage::*;
+        [
+            UserNamespace,
+            Session,
+            Mount,
+            Rlimit,
+            Capabilities,
+            NoNewPrivs,
+            Landlock,
+            Chdir,
+            Descriptors,
+            Signals,
+            Seccomp,
+            Exec,
+            Spawn,
+            Network,
+            Proxy,
+        ]
+        .into_iter()
+        .find(|s| *s as u32 == v)
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Stage::UserNamespace => "user namespace mapping",
+            Stage::Session => "new session",
+            Stage::Mount => "building the sandbox's root",
+            Stage::Rlimit => "resource limits",
+            Stage::Capabilities => "dropping capabilities",
+            Stage::NoNewPrivs => "no_new_privs",
+            Stage::Landlock => "Landlock restriction",
+            Stage::Chdir => "changing to the project directory",
+            Stage::Descriptors => "standard descriptors",
+            Stage::Signals => "signal dispositions",
+            Stage::Seccomp => "seccomp filter",
+            Stage::Exec => "execve",
+            Stage::Spawn => "starting the tool inside the namespace",
+            Stage::Network => "bringing up loopback in the network namespace",
+            Stage::Proxy => "creating the proxy's listeners in the network namespace",
+        }
+    }
+}
+
+/// A file written in the child before anything else (user namespace maps).
+pub struct ProcWrite {
+    pub path: CString,
+    pub content: Vec<u8>,
+}
+
+/// A Landlock rule the tool adds for a filesystem mounted inside the call.
+pub struct FreshRule {
+    pub path: CString,
+    pub access: u64,
+}
+
+/// Everything the child needs, prepared before clone. The init runs in its
+/// own copy of toolcage's memory (no `CLONE_VM`), so nothing here can be
+/// freed under it; the tool shares the init's copy until it execs.
+pub struct ChildPlan {
+    pub program: CString,
+    pub argv: Vec<*const libc::c_char>,
+    pub envp: Vec<*const libc::c_char>,
+    pub cwd: CString,
+    /// stdin, stdout, stderr for the child.
+    pub stdio: [RawFd; 3],
+    /// Write end of the setup-report pipe (close-on-exec).
+    pub report_fd: RawFd,
+    /// Write end of the pipe on which the init reports the tool's wait status.
+    pub status_fd: RawFd,
+    /// Descriptors the init keeps (sorted); every other one is closed first.
+    pub keep_fds: Vec<RawFd>,
+    /// Top of the tool's stack (the init runs on another one).
+    pub tool_stack_top: *mut libc::c_void,
+    pub landlock_fd: RawFd,
+    /// Landlock rules for the fresh `/tmp`, `/dev/shm` and `/proc`.
+    pub fresh_rules: Vec<FreshRule>,
+    pub seccomp: Vec<libc::sock_fprog>,
+    pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
+    pub proc_writes: Vec<ProcWrite>,
+    /// Building the constructed root.
+    pub steps: Vec<Step>,
+    /// Bring up `lo` (the call has its own network namespace).
+    pub loopback: Option<libc::ifreq>,
+    /// Domain mode: the listeners to create in the call's network
+    /// namespace and send to toolcage, before the tool starts.
+    pub listeners: Option<super::proxy::listen::ListenPlan>,
+    /// A network namespace made ahead (`netns.rs`) to join; -1 for none.
+    pub netns_fd: RawFd,
+    pub cap_last: libc::c_int,
+    pub sigrtmax: libc::c_int,
+    /// No namespaces: the init is a subreaper that kills the tool's process
+    /// group (pinned by seccomp) and reaps every descendant before it
+    /// reports; it tells the parent the group on the report pipe.
+    pub namespace_free: bool,
+    /// Owners of the memory `argv`/`envp`/`seccomp` point into.
+    pub _storage: (Vec<CString>, Vec<CString>, Vec<Vec<libc::sock_filter>>),
+}
+
+fn errno() -> i32 {
+    // SAFETY: reads this thread's errno (the init's own copy of the TLS).
+    unsafe { *libc::__errno_location() }
+}
+
+/// Report `stage`, the current errno and the failing step to the parent,
+/// then exit.
+unsafe fn fail_at(plan: &ChildPlan, stage: Stage, step: u32) -> ! {
+    let err = errno();
+    let mut msg = [0u8; 12];
+    msg[..4].copy_from_slice(&(stage as u32).to_ne_bytes());
+    msg[4..8].copy_from_slice(&err.to_ne_bytes());
+    msg[8..].copy_from_slice(&step.to_ne_bytes());
+    // SAFETY: write(2) and _exit(2) are async-signal-safe; `msg` is on our stack.
+    unsafe {
+        libc::write(plan.report_fd, msg.as_ptr().cast(), msg.len());
+        libc::_exit(125)
+    }
+}
+
+unsafe fn fail(plan: &ChildPlan, stage: Stage) -> ! {
+    // SAFETY: as for `fail_at`.
+    unsafe { fail_at(plan, stage, u32::MAX) }
+}
+
+/// Close every descriptor except the sorted `keep` list.
+unsafe fn close_all_but(keep: &[RawFd]) {
+    let mut from: u32 = 0;
+    for &fd in keep {
+        let fd = fd as u32;
+        if fd > from {
+            // SAFETY: close_range takes plain integers.
+            unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0u32) };
+        }
+        from = fd + 1;
+    }
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_close_range, from, u32::MAX, 0u32) };
+}
+
+/// Where the init forwards termination signals: -1 (every process in the
+/// namespace) or minus the tool's process group (namespace-free mode); 0
+/// before it is known. The init's own memory: it is not shared with toolcage.
+static FORWARD_TO: AtomicI32 = AtomicI32::new(0);
+
+/// Forward a termination signal to every other process of the call.
+extern "C" fn forward_signal(sig: libc::c_int) {
+    let target = FORWARD_TO.load(Ordering::Relaxed);
+    if target != 0 {
+        // SAFETY: kill(2) is async-signal-safe; -1 from a namespace init
+        // means every process in the namespace except the init itself.
+        unsafe {
+            libc::kill(target, sig);
+        }
+    }
+}
+
+/// The init's parent-death signal in namespace-free mode.
+const PARENT_GONE: libc::c_int = libc::SIGUSR2;
+
+/// toolcage died: kill the tool's group (it would outlive us), then exit.
+extern "C" fn parent_gone(_sig: libc::c_int) {
+    let target = FORWARD_TO.load(Ordering::Relaxed);
+    // SAFETY: kill(2) and _exit(2) are async-signal-safe.
+    unsafe {
+        if target < -1 {
+            libc::kill(target, libc::SIGKILL);
+        }
+        libc::_exit(125);
+    }
+}
+
+/// Default dispositions for every signal but SIGKILL and SIGSTOP.
+unsafe fn default_signals(sigrtmax: libc::c_int) {
+    // SAFETY: sigaction with a stack-allocated argument.
+    unsafe {
+        let mut dfl: libc::sigaction = std::mem::zeroed();
+        dfl.sa_sigaction = libc::SIG_DFL;
+        for sig in 1..=sigrtmax {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            libc::sigaction(sig, &dfl, ptr::null_mut());
+        }
+    }
+}
+
+/// Bring up `lo` in the call's fresh network namespace.
+pub(super) unsafe fn loopback_up(req: &libc::ifreq) -> bool {
+    // SAFETY: socket/ioctl/close on our own descriptor and a stack copy.
+    unsafe {
+        let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if s < 0 {
+            return false;
+        }
+        let mut r: libc::ifreq = *req;
+        let mut ok = libc::ioctl(s, libc::SIOCGIFFLAGS, &mut r) == 0;
+        if ok {
+            r.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+            ok = libc::ioctl(s, libc::SIOCSIFFLAGS, &r) == 0;
+        }
+        libc::close(s);
+        ok
+    }
+}
+
+/// The init's entry point, called by `clone(2)` on its own stack.
+pub extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: the parent passes a pointer to a ChildPlan; we run in a copy
+    // of its memory, so the plan stays valid for our whole life.
+    let plan = unsafe { &*(arg as *const ChildPlan) };
+    // SAFETY: every call below is a raw syscall (or a libc wrapper of one)
+    // that is async-signal-safe; all pointers come from `plan`.
+    unsafe {
+        // Die with the thread that spawned us, and close the race where it
+        // died before this prctl: the parent holds the read end of the
+        // status pipe, so once our own copy is closed, POLLERR on the write
+        // end means nobody is left to read it.
+        // Namespace-free, our death would not end the tool's group: we
+        // catch the signal instead and kill the group first.
+        let death_signal = if plan.namespace_free {
+            PARENT_GONE
+        } else {
+            libc::SIGKILL
+        };
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            death_signal as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+        close_all_but(&plan.keep_fds);
+        let mut pfd = libc::pollfd {
+            fd: plan.status_fd,
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        if libc::poll(&mut pfd, 1, 0) == 1 && pfd.revents & libc::POLLERR != 0 {
+            libc::_exit(125);
+        }
+        default_signals(plan.sigrtmax);
+        for w in &plan.proc_writes {
+            let fd = libc::open(w.path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 || libc::write(fd, w.content.as_ptr().cast(), w.content.len()) < 0 {
+                fail(plan, Stage::UserNamespace);
+            }
+            libc::close(fd);
+        }
+        // Not before the maps are written: a non-dumpable process's
+        // /proc/self files belong to root. From here on nobody can ptrace us
+        // or read our memory through /proc (which matters without Landlock).
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        if plan.netns_fd >= 0 && libc::setns(plan.netns_fd, libc::CLONE_NEWNET) != 0 {
+            fail(plan, Stage::Network);
+        }
+        for (i, step) in plan.steps.iter().enumerate() {
+            if steps::execute(step).is_err() {
+                fail_at(plan, Stage::Mount, i as u32);
+            }
+        }
+        if let Some(req) = &plan.loopback
+            && !loopback_up(req)
+        {
+            fail(plan, Stage::Network);
+        }
+        // Created while we still hold every right in the namespace; closed
+        // here (and the channel with them) before the tool exists.
+        if let Some(l) = &plan.listeners
+            && !super::proxy::listen::open_and_send(l)
+        {
+            fail(plan, Stage::Proxy);
+        }
+        if plan.namespace_free {
+            // Orphans of the call become our children, so we can reap them.
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        }
+        let tool = libc::clone(
+            tool_main,
+            plan.tool_stack_top,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            arg,
+        );
+        if tool < 0 {
+            fail(plan, Stage::Spawn);
+        }
+        if plan.namespace_free {
+            // The tool leads its own session and group (setsid), which
+            // seccomp keeps every descendant in: the parent kills it too if
+            // it has to kill us.
+            let bytes = tool.to_ne_bytes();
+            libc::write(plan.report_fd, bytes.as_ptr().cast(), bytes.len());
+            FORWARD_TO.store(-tool, Ordering::Relaxed);
+        } else {
+            FORWARD_TO.store(-1, Ordering::Relaxed);
+        }
+        // Signals are still blocked (as when the parent cloned us): a
+        // termination signal that arrived meanwhile runs the handler now.
+        let mut forward: libc::sigaction = std::mem::zeroed();
+        forward.sa_sigaction = forward_signal as *const () as libc::sighandler_t;
+        libc::sigfillset(&mut forward.sa_mask);
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaction(sig, &forward, ptr::null_mut());
+        }
+        if plan.namespace_free {
+            let mut gone: libc::sigaction = std::mem::zeroed();
+            gone.sa_sigaction = parent_gone as *const () as libc::sighandler_t;
+            libc::sigfillset(&mut gone.sa_mask);
+            libc::sigaction(PARENT_GONE, &gone, ptr::null_mut());
+        }
+        // The tool has exec'd or failed. Keep only the status pipe: the
+        // parent's EOF on the report pipe must not wait for us.
+        close_all_but(&[plan.status_fd]);
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, ptr::null_mut());
+        if plan.namespace_free {
+            reap_namespace_free(plan, tool);
+        }
+        loop {
+            let mut status = 0;
+            let pid = libc::waitpid(-1, &mut status, 0);
+            if pid == tool {
+                let bytes = status.to_ne_bytes();
+                libc::write(plan.status_fd, bytes.as_ptr().cast(), bytes.len());
+                libc::_exit(0);
+            }
+            if pid < 0 && errno() == libc::ECHILD {
+                libc::_exit(0);
+            }
+        }
+    }
+}
+
+/// Namespace-free mode: wait for the tool (reaping orphans meanwhile), kill
+/// its process group while the tool's zombie still holds the group's ID,
+/// then reap every descendant until none is left, and only then report the
+/// tool's status. Nothing the call started is alive when the parent hears.
+unsafe fn reap_namespace_free(plan: &ChildPlan, tool: libc::pid_t) -> ! {
+    // SAFETY: waitid/waitpid/kill/write/_exit are async-signal-safe raw
+    // syscalls on stack memory.
+    unsafe {
+        loop {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            if libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOWAIT) < 0 {
+                if errno() == libc::EINTR {
+                    continue;
+                }
+                libc::_exit(0); // no children: the tool is gone already
+            }
+            let pid = info.si_pid();
+            if pid != tool {
+                libc::waitpid(pid, ptr::null_mut(), 0); // an orphan
+                continue;
+            }
+            libc::kill(-tool, libc::SIGKILL);
+            let mut status = 0;
+            libc::waitpid(tool, &mut status, 0);
+            // Every descendant is in the killed group (seccomp refuses
+            // setsid and setpgid), and each one's children are handed to us
+            // before it dies: when waitpid says ECHILD, none is left.
+            loop {
+                if libc::waitpid(-1, ptr::null_mut(), 0) < 0 && errno() != libc::EINTR {
+                    break;
+                }
+            }
+            let bytes = status.to_ne_bytes();
+            libc::write(plan.status_fd, bytes.as_ptr().cast(), bytes.len());
+            libc::_exit(0);
+        }
+    }
+}
+
+/// The tool's entry point: drop everything, then exec.
+extern "C" fn tool_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: as for `init_main`; the init is suspended (vfork) until we exec.
+    let plan = unsafe { &*(arg as *const ChildPlan) };
+    // SAFETY: raw, async-signal-safe syscalls on memory owned by `plan`.
+    unsafe {
+        if libc::setsid() < 0 {
+            fail(plan, Stage::Session);
+        }
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+        for (resource, limit) in &plan.rlimits {
+            if libc::setrlimit(*resource, limit) != 0 {
+                fail(plan, Stage::Rlimit);
+            }
+        }
+        if libc::chdir(plan.cwd.as_ptr()) != 0 {
+            fail(plan, Stage::Chdir);
+        }
+        drop_capabilities(plan);
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            fail(plan, Stage::NoNewPrivs);
+        }
+        if plan.landlock_fd >= 0 {
+            for rule in &plan.fresh_rules {
+                add_fresh_rule(plan, rule);
+            }
+            if libc::syscall(libc::SYS_landlock_restrict_self, plan.landlock_fd, 0u32) != 0 {
+                fail(plan, Stage::Landlock);
+            }
+        }
+        // Nothing toolcage inherited may leak into the tool.
+        if libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        ) != 0
+        {
+            fail(plan, Stage::Descriptors);
+        }
+        for (target, &fd) in plan.stdio.iter().enumerate() {
+            let target = target as RawFd;
+            if fd == target {
+                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                    fail(plan, Stage::Descriptors);
+                }
+            } else if libc::dup2(fd, target) < 0 {
+                fail(plan, Stage::Descriptors);
+            }
+        }
+        reset_signals(plan);
+        for prog in &plan.seccomp {
+            if libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0u32,
+                prog as *const libc::sock_fprog,
+            ) != 0
+            {
+                fail(plan, Stage::Seccomp);
+            }
+        }
+        libc::execve(
+            plan.program.as_ptr(),
+            plan.argv.as_ptr(),
+            plan.envp.as_ptr(),
+        );
+        fail(plan, Stage::Exec)
+    }
+}
+
+/// Grant `rule.access` beneath a filesystem mounted inside the call (a
+/// fresh tmpfs or procfs), whose root inode no parent-side rule can name.
+unsafe fn add_fresh_rule(plan: &ChildPlan, rule: &FreshRule) {
+    #[repr(C, packed)]
+    struct PathBeneathAttr {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+    // SAFETY: open/syscall/close with a C string from the plan and a stack struct.
+    unsafe {
+        let fd = libc::open(
+            rule.path.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            fail(plan, Stage::Landlock);
+        }
+        let attr = PathBeneathAttr {
+            allowed_access: rule.access,
+            parent_fd: fd,
+        };
+        if libc::syscall(
+            libc::SYS_landlock_add_rule,
+            plan.landlock_fd,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0u32,
+        ) != 0
+        {
+            fail(plan, Stage::Landlock);
+        }
+        libc::close(fd);
+    }
+}
+
+/// Lock root out of its privileges and empty every capability set.
+unsafe fn drop_capabilities(plan: &ChildPlan) {
+    // NOROOT|NOROOT_LOCKED|NO_SETUID_FIXUP|NO_SETUID_FIXUP_LOCKED|KEEP_CAPS_LOCKED
+    // plus NO_CAP_AMBIENT_RAISE and its lock (0x40 | 0x80).
+    const SECBITS: libc::c_ulong = 0x2f | 0xc0;
+    // SAFETY: prctl/capset take plain integers or pointers to our stack.
+    unsafe {
+        // An ordinary user without a user namespace holds no capability:
+        // nothing to lock, and the bounding set cannot be changed without
+        // CAP_SETPCAP (no_new_privs keeps it from mattering).
+        let no_setpcap = plan.namespace_free && libc::geteuid() != 0;
+        if libc::prctl(libc::PR_SET_SECUREBITS, SECBITS, 0, 0, 0) != 0 && !no_setpcap {
+            fail(plan, Stage::Capabilities);
+        }
+        if libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            fail(plan, Stage::Capabilities);
+        }
+        for cap in 0..=plan.cap_last {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 && !no_setpcap
+            {
+                fail(plan, Stage::Capabilities);
+            }
+        }
+        #[repr(C)]
+        struct Header {
+            version: u32,
+            pid: i32,
+        }
+        #[repr(C)]
+        struct Data {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        let header = Header {
+            version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+            pid: 0,
+        };
+        let data = [
+            Data {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            },
+            Data {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            },
+        ];
+        if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
+            fail(plan, Stage::Capabilities);
+        }
+    }
+}
+
+/// Default dispositions and an empty mask: the tool must not inherit the
+/// init's handlers or toolcage's ignored SIGPIPE.
+unsafe fn reset_signals(plan: &ChildPlan) {
+    // SAFETY: sigaction/sigprocmask with stack-allocated arguments.
+    unsafe {
+        default_signals(plan.sigrtmax);
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        if libc::sigprocmask(libc::SIG_SETMASK, &empty, ptr::null_mut()) != 0 {
+            fail(plan, Stage::Signals);
+        }
+    }
+}

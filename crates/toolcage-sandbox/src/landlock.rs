@@ -1,0 +1,422 @@
+//! Building the Landlock ruleset in the parent; the child only calls
+//! `landlock_restrict_self` on the prepared descriptor.
+
+use super::report::{Degradation, LandlockReport, LandlockStatus};
+use super::rootfs::STANDARD_DEVICES;
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, Scope,
+};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use toolcage_policy::{Grant, Network};
+
+/// The Landlock ABI version this kernel supports (0 = none).
+pub fn kernel_abi() -> i32 {
+    static ABI_VERSION: OnceLock<i32> = OnceLock::new();
+    *ABI_VERSION.get_or_init(|| {
+        // SAFETY: landlock_create_ruleset with a NULL attribute, size 0 and the
+        // VERSION flag only returns the ABI version; it takes no pointers.
+        let v = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<libc::c_void>(),
+                0usize,
+                1u32, // LANDLOCK_CREATE_RULESET_VERSION
+            )
+        };
+        if v < 0 { 0 } else { v as i32 }
+    })
+}
+
+/// A ruleset ready for the child, and what it will enforce.
+pub struct Prepared {
+    pub fd: Option<OwnedFd>,
+    pub report: LandlockReport,
+    /// Rights the tool grants itself beneath the filesystems mounted inside
+    /// the call (`/tmp`, `/dev/shm`: everything; `/proc`: read). Rules on
+    /// host inodes cannot name them: they exist only in the call.
+    pub read_access: u64,
+    pub all_access: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LandlockError {
+    #[error("cannot open {path} for a Landlock rule: {source}")]
+    Path {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("building the Landlock ruleset failed: {0}")]
+    Ruleset(#[from] landlock::RulesetError),
+}
+
+/// Landlock features newer than ABI 1, with what toolcage does without them.
+/// `compensated` says whether another layer covers the gap for this grant.
+fn missing_features(abi: i32, network: &Network, constructed: bool) -> Vec<Degradation> {
+    // A constructed root shows only the granted paths: a host socket
+    // outside them has no path inside the call.
+    let unix_compensated = !matches!(network, Network::On) || constructed;
+    let pid_ns = constructed;
+    let table: [(i32, &str, bool, &str); 6] = [
+        (
+            2,
+            "refer (cross-directory link and rename)",
+            true,
+            "Landlock ABI 1 denies every cross-directory link and rename",
+        ),
+        (
+            3,
+            "truncate",
+            false,
+            "files in read-only roots can be truncated where file permissions allow",
+        ),
+        (
+            5,
+            "ioctl on devices",
+            true,
+            "seccomp denies TIOCSTI and TIOCLINUX",
+        ),
+        (
+            6,
+            "abstract unix socket scoping",
+            unix_compensated,
+            "seccomp denies connect() with the network off and AF_UNIX sockets in tcp mode",
+        ),
+        (
+            6,
+            "signal scoping",
+            pid_ns,
+            "the PID namespace hides every process outside the sandbox",
+        ),
+        (
+            9,
+            "unix socket path resolution",
+            unix_compensated,
+            "seccomp denies connect() with the network off and AF_UNIX sockets in tcp mode; \
+             with the network on, the constructed root shows no socket outside the grant",
+        ),
+    ];
+    let mut out: Vec<Degradation> = table
+        .iter()
+        .filter(|(since, ..)| abi < *since)
+        .map(|(since, what, compensated, how)| Degradation {
+            feature: format!("landlock: {what} (needs ABI {since})"),
+            compensated: *compensated,
+            note: how.to_string(),
+        })
+        .collect();
+    if abi < 4 && matches!(network, Network::Tcp { .. }) {
+        out.push(Degradation {
+            feature: "landlock: TCP port rules (needs ABI 4)".into(),
+            compensated: false,
+            note: "port restrictions cannot be enforced; TCP to any port would be allowed".into(),
+        });
+    }
+    out
+}
+
+fn is_dir(path: &Path) -> bool {
+    path.metadata().map(|m| m.is_dir()).unwrap_or(false)
+}
+
+/// What the tool's filesystem looks like, which decides the rules.
+pub enum Layout {
+    /// The constructed root: denied and protected paths are covered by
+    /// mounts; `/proc`, `/tmp` and `/dev/shm` are fresh (the tool adds
+    /// their rules itself).
+    Constructed,
+    /// The host's own tree (namespace-free mode): read roots are split
+    /// around the denied and hidden paths inside them, the host's `/proc`
+    /// is readable, and `private_tmp` (a directory toolcage made for this
+    /// call) is writable.
+    Host {
+        private_tmp: Option<PathBuf>,
+        hidden: Vec<PathBuf>,
+    },
+}
+
+/// `root` as rules that leave out `excluded` paths beneath it: the root
+/// itself when nothing is excluded inside; else its entries, recursing into
+/// those that contain an excluded path. Symlinks are left out (the kernel
+/// checks the target's own rules); unreadable directories give nothing.
+/// Exact for read-only roots, whose entries the call cannot add to.
+fn split_around(root: &Path, excluded: &[PathBuf], out: &mut Vec<PathBuf>) {
+    if excluded.iter().any(|e| e == root) {
+        return;
+    }
+    if !excluded.iter().any(|e| e.starts_with(root)) || !is_dir(root) {
+        out.push(root.to_path_buf());
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+            continue;
+        }
+        split_around(&entry.path(), excluded, out);
+    }
+}
+
+/// One path rule before it is opened.
+struct RuleSpec {
+    path: PathBuf,
+    rights: landlock::BitFlags<AccessFs>,
+    /// Skipped when it does not exist (else an error).
+    optional: bool,
+}
+
+/// An `O_PATH` descriptor for `spec` and whether it is a directory; `None`
+/// for an optional path that is gone or is a symlink by the time it is
+/// opened. Optional paths are entries of a split read root, listed a moment
+/// earlier: /tmp changes while we look, and a concurrent call may replace an
+/// entry inside its write root with a symlink to a secret, which must not
+/// become a rule on the secret.
+fn open_for_rule(spec: &RuleSpec) -> std::io::Result<Option<(OwnedFd, bool)>> {
+    use nix::fcntl::{OFlag, open};
+    use nix::sys::stat::{Mode, SFlag, fstat};
+    let mut flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
+    if spec.optional {
+        flags |= OFlag::O_NOFOLLOW;
+    }
+    let fd = match open(spec.path.as_path(), flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR) if spec.optional => {
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let kind = SFlag::from_bits_truncate(fstat(&fd)?.st_mode) & SFlag::S_IFMT;
+    if spec.optional && kind == SFlag::S_IFLNK {
+        return Ok(None);
+    }
+    Ok(Some((fd, kind == SFlag::S_IFDIR)))
+}
+
+/// Build the ruleset for `grant`. `extra_read` are files readable for this
+/// call only (a parameters file, `resolv.conf`'s target). The standard
+/// device nodes of the constructed root (`/dev/null`, `zero`, `full`,
+/// `random`, `urandom`) are readable and writable in every call. With no
+/// Landlock support, `fd` is `None` and the report says so; the caller
+/// decides whether that is acceptable.
+pub fn prepare(
+    grant: &Grant,
+    extra_read: &[PathBuf],
+    layout: &Layout,
+) -> Result<Prepared, LandlockError> {
+    let version = kernel_abi();
+    let constructed = matches!(layout, Layout::Constructed);
+    let missing = missing_features(version, &grant.network, constructed);
+    if version == 0 {
+        return Ok(Prepared {
+            fd: None,
+            report: LandlockReport {
+                abi: 0,
+                status: LandlockStatus::NotEnforced,
+                missing,
+            },
+            read_access: 0,
+            all_access: 0,
+        });
+    }
+    let abi = ABI::from(version);
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(abi))?;
+    if version >= 6 {
+        ruleset = ruleset.scope(Scope::AbstractUnixSocket | Scope::Signal)?;
+    }
+    let net_rules: Vec<NetPort> = match &grant.network {
+        // Domains: the call's own network namespace holds only loopback;
+        // toolcage's proxy outside it decides every connection.
+        Network::On | Network::Domains(_) => vec![],
+        Network::Off => {
+            // Defence in depth: seccomp already forbids inet sockets.
+            if version >= 4 {
+                ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
+            }
+            vec![]
+        }
+        Network::Tcp { connect, bind } => {
+            if version >= 4 {
+                ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
+            }
+            connect
+                .iter()
+                .map(|p| NetPort::new(*p, AccessNet::ConnectTcp))
+                .chain(bind.iter().map(|p| NetPort::new(*p, AccessNet::BindTcp)))
+                .collect()
+        }
+    };
+    let file_rights = AccessFs::from_file(abi);
+    let rule = |spec: &RuleSpec| -> Option<Result<PathBeneath<OwnedFd>, LandlockError>> {
+        match open_for_rule(spec) {
+            Ok(Some((fd, dir))) => {
+                let rights = if dir {
+                    spec.rights
+                } else {
+                    spec.rights & file_rights
+                };
+                Some(Ok(PathBeneath::new(fd, rights)))
+            }
+            Ok(None) => None,
+            Err(source) => Some(Err(LandlockError::Path {
+                path: spec.path.display().to_string(),
+                source,
+            })),
+        }
+    };
+    let mut fs_rules: Vec<RuleSpec> = Vec::with_capacity(grant.read.len() + grant.write.len() + 8);
+    let required = |path: &Path, rights| RuleSpec {
+        path: path.to_path_buf(),
+        rights,
+        optional: false,
+    };
+    match layout {
+        Layout::Constructed => {
+            for root in grant.read.iter().chain(extra_read) {
+                if root.starts_with("/proc") {
+                    continue; // the call's /proc is its own; see `read_access`
+                }
+                fs_rules.push(required(root, AccessFs::from_read(abi)));
+            }
+        }
+        Layout::Host {
+            private_tmp,
+            hidden,
+        } => {
+            let excluded: Vec<PathBuf> = grant.denied.iter().chain(hidden).cloned().collect();
+            let mut parts = Vec::new();
+            for root in grant.read.iter().chain(extra_read) {
+                split_around(root, &excluded, &mut parts);
+            }
+            parts.push(PathBuf::from("/proc"));
+            for part in parts {
+                fs_rules.push(RuleSpec {
+                    path: part,
+                    rights: AccessFs::from_read(abi),
+                    optional: true,
+                });
+            }
+            if let Some(tmp) = private_tmp {
+                fs_rules.push(required(tmp, AccessFs::from_all(abi)));
+            }
+        }
+    }
+    for root in &grant.write {
+        // The host's /proc is never writable: a root tool without
+        // capabilities still passes the sysctl owner check. (The
+        // constructed root mounts its /proc/sys read-only instead.)
+        if !constructed && root.starts_with("/proc") {
+            continue;
+        }
+        fs_rules.push(required(root, AccessFs::from_all(abi)));
+    }
+    for dev in STANDARD_DEVICES {
+        fs_rules.push(RuleSpec {
+            path: PathBuf::from(dev),
+            rights: (AccessFs::from_read(abi) | AccessFs::WriteFile | AccessFs::Truncate)
+                & AccessFs::from_all(abi),
+            optional: true,
+        });
+    }
+    let created = ruleset
+        .create()?
+        .add_rules(fs_rules.iter().filter_map(rule))?
+        .add_rules(net_rules.into_iter().map(Ok::<_, landlock::RulesetError>))?;
+    let status = if missing.iter().any(|d| !d.compensated) {
+        LandlockStatus::PartiallyEnforced
+    } else {
+        LandlockStatus::FullyEnforced
+    };
+    Ok(Prepared {
+        fd: created.into(),
+        report: LandlockReport {
+            abi: version,
+            status,
+            missing,
+        },
+        read_access: AccessFs::from_read(abi).bits(),
+        all_access: AccessFs::from_all(abi).bits(),
+    })
+}
+
+/// What Landlock will enforce for `grant` on this kernel, without building
+/// the ruleset (`toolcage doctor`). `constructed`: the call runs in the
+/// constructed root and its namespaces, which cover some gaps.
+pub fn report_for(grant: &Grant, constructed: bool) -> LandlockReport {
+    let abi = kernel_abi();
+    let missing = missing_features(abi, &grant.network, constructed);
+    let status = if abi == 0 {
+        LandlockStatus::NotEnforced
+    } else if missing.iter().any(|d| !d.compensated) {
+        LandlockStatus::PartiallyEnforced
+    } else {
+        LandlockStatus::FullyEnforced
+    };
+    LandlockReport {
+        abi,
+        status,
+        missing,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn abi_seven_off_network_is_fully_compensated() {
+        let missing = missing_features(7, &Network::Off, true);
+        assert!(!missing.is_empty(), "ABI 9 features are missing on ABI 7");
+        assert!(missing.iter().all(|d| d.compensated));
+    }
+
+    #[test]
+    fn old_abi_reports_uncompensated_gaps() {
+        let missing = missing_features(1, &Network::Off, true);
+        assert!(
+            missing
+                .iter()
+                .any(|d| !d.compensated && d.feature.contains("truncate"))
+        );
+        let tcp = Network::Tcp {
+            connect: vec![80],
+            bind: vec![],
+        };
+        assert!(
+            missing_features(3, &tcp, true)
+                .iter()
+                .any(|d| d.feature.contains("TCP port") && !d.compensated)
+        );
+    }
+
+    #[test]
+    fn split_entries_never_follow_symlinks_and_may_vanish() {
+        let dir = std::env::temp_dir().join(format!("tc-ll-open-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("file"), "x").unwrap();
+        std::os::unix::fs::symlink(dir.join("sub"), dir.join("link")).unwrap();
+        let spec = |name: &str, optional| RuleSpec {
+            path: dir.join(name),
+            rights: AccessFs::from_all(ABI::V1),
+            optional,
+        };
+        let opened = |name, optional| open_for_rule(&spec(name, optional));
+        // An entry of a split root: the symlink is left out, a vanished
+        // entry is skipped; files and directories open as what they are.
+        assert!(opened("link", true).unwrap().is_none());
+        assert!(opened("gone", true).unwrap().is_none());
+        assert!(opened("sub", true).unwrap().unwrap().1);
+        assert!(!opened("file", true).unwrap().unwrap().1);
+        // A root the grant names: followed (resolution already
+        // canonicalised it), and missing is an error, never a silent skip.
+        assert!(opened("link", false).unwrap().unwrap().1);
+        assert!(opened("gone", false).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,242 @@
+//! The sandbox: the only module with `unsafe` and raw syscalls.
+//!
+//! [`run`] takes a [`Grant`] and a [`Command`] and returns an [`Outcome`]:
+//! exit status, capped stdout/stderr with truncation counts, duration and
+//! the enforcement report. See DESIGN.md section 4 for the mechanics.
+#![deny(clippy::undocumented_unsafe_blocks)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod bpf;
+mod child;
+mod denial;
+mod env;
+mod init_guard;
+mod landlock;
+mod limits;
+pub mod mode;
+mod namespace_free;
+mod netns;
+pub mod output;
+pub mod probe;
+mod program;
+pub mod proxy;
+mod quarantine;
+pub mod report;
+mod restore;
+mod rootfs;
+mod runtime_dir;
+pub mod seccomp;
+mod spawn;
+mod steps;
+mod supervise;
+
+pub use denial::Denial;
+pub use env::build_env;
+pub use landlock::kernel_abi;
+pub use namespace_free::{namespaces_failed, namespaces_unavailable_reason};
+pub use netns::ahead as network_namespace_ahead;
+pub use output::Captured;
+pub use report::{Degradation, EnforcementReport, LandlockReport, LandlockStatus};
+pub use spawn::run;
+pub use supervise::CancelToken;
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What to run. The working directory is always the grant's project.
+#[derive(Debug, Clone, Default)]
+pub struct Command {
+    /// Program and arguments; a program without `/` is looked up in the
+    /// sandbox's `PATH`, a relative path is taken from the project.
+    pub argv: Vec<OsString>,
+    /// Variables set for this call on top of the grant's environment.
+    pub env: BTreeMap<String, String>,
+    /// Written to the child's stdin, then closed.
+    pub stdin: Vec<u8>,
+    /// Extra paths readable for this call only (e.g. a parameters file).
+    pub extra_read: Vec<PathBuf>,
+    /// Give the child toolcage's own stdin/stdout/stderr instead of pipes
+    /// (`toolcage exec`): output streams live and is not captured or capped.
+    pub inherit_stdio: bool,
+}
+
+/// How the child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+    /// Killed because the grant's timeout expired.
+    Timeout,
+    /// Killed because the caller cancelled the call.
+    Cancelled,
+}
+
+impl Exit {
+    /// The shell convention: the code, 128+N for signal N, 124 on timeout.
+    pub fn shell_status(self) -> i32 {
+        match self {
+            Exit::Code(c) => c,
+            Exit::Signal(s) => 128 + s,
+            Exit::Timeout => 124,
+            Exit::Cancelled => 130,
+        }
+    }
+
+    pub fn success(self) -> bool {
+        self == Exit::Code(0)
+    }
+}
+
+/// The result of one sandboxed run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub exit: Exit,
+    pub stdout: Captured,
+    pub stderr: Captured,
+    #[serde(serialize_with = "ser_secs")]
+    pub duration: Duration,
+    pub enforcement: EnforcementReport,
+    /// Protected paths the call created, protected symlinks it replaced or
+    /// removed, and protected or denied paths whose identity changed.
+    pub created_protected: Vec<PathBuf>,
+    /// What toolcage undid after the call: a protected path that did not
+    /// exist stays absent (what the call created there is moved aside), and a
+    /// replaced protected symlink is put back.
+    pub quarantined: Vec<Quarantined>,
+    /// Namespace-free mode: protected paths the call changed or removed,
+    /// restored from the copy taken before the call.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub restored: Vec<PathBuf>,
+    /// Namespace-free mode: protected paths the call changed that could not
+    /// be restored (no copy: too large), or a tree too large to guard.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unrestorable: Vec<PathBuf>,
+    /// What the call was refused (domain mode: every host its proxy or DNS
+    /// stub turned away).
+    pub denials: Vec<Denial>,
+}
+
+/// A path the call created where a protected path was absent, moved aside.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Quarantined {
+    pub path: PathBuf,
+    pub moved_to: PathBuf,
+}
+
+impl Outcome {
+    /// One line per protected path the call (`who`: "call", "command")
+    /// created or replaced, saying what toolcage undid.
+    pub fn protected_notes(&self, who: &str) -> Vec<String> {
+        let restored = self.restored.iter().map(|p| {
+            format!(
+                "the {who} changed protected path {}; restored it",
+                p.display()
+            )
+        });
+        let unrestorable = self.unrestorable.iter().map(|p| {
+            format!(
+                "the {who} changed protected path {}, which toolcage could not restore \
+                 (namespace-free mode keeps no copy of large files): check it",
+                p.display()
+            )
+        });
+        self.created_protected
+            .iter()
+            .map(|p| match self.quarantined.iter().find(|q| &q.path == p) {
+                Some(q) => format!(
+                    "the {who} created protected path {}; moved it aside to {}",
+                    p.display(),
+                    q.moved_to.display()
+                ),
+                None => format!(
+                    "the {who} created or replaced protected path {}",
+                    p.display()
+                ),
+            })
+            .chain(restored)
+            .chain(unrestorable)
+            .collect()
+    }
+}
+
+fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+/// Why a command could not be run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("{0}: command not found")]
+    NotFound(String),
+    #[error("{program}: cannot execute: {reason}")]
+    CannotExecute { program: String, reason: String },
+    /// The program (found on PATH or named by path) resolves, through its
+    /// symlinks, to a file the grant does not let the call read.
+    #[error("{}", outside_message(.program, .found, .resolved, None))]
+    OutsideGrant {
+        program: String,
+        /// The path the program was found at.
+        found: PathBuf,
+        /// Where its symlinks lead.
+        resolved: PathBuf,
+    },
+    #[error("the kernel cannot enforce this policy: {0} (pass --allow-degraded to run anyway)")]
+    NotEnforceable(String),
+    #[error("sandbox setup failed at {stage}: {source}")]
+    Setup {
+        stage: &'static str,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Prepare(String),
+    /// The grant's policy refuses the only mode this host offers.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// What kind of failure a [`SandboxError`] is (the CLI maps kinds to exit
+/// statuses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxErrorKind {
+    /// The program does not exist.
+    NotFound,
+    /// The program exists but cannot be executed.
+    CannotExecute,
+    /// toolcage's own failure: the policy cannot be enforced, setup failed.
+    Setup,
+}
+
+impl SandboxError {
+    pub fn kind(&self) -> SandboxErrorKind {
+        match self {
+            SandboxError::NotFound(_) => SandboxErrorKind::NotFound,
+            SandboxError::CannotExecute { .. } | SandboxError::OutsideGrant { .. } => {
+                SandboxErrorKind::CannotExecute
+            }
+            _ => SandboxErrorKind::Setup,
+        }
+    }
+}
+
+/// `prog: cannot execute: FOUND resolves to RESOLVED, outside ... (fix: FIX)`;
+/// the fix defaults to reading the resolved file's directory.
+pub fn outside_message(program: &str, found: &Path, resolved: &Path, fix: Option<&str>) -> String {
+    let fix = fix.map_or_else(
+        || format!("--read {}", resolved.parent().unwrap_or(resolved).display()),
+        str::to_string,
+    );
+    let what = if found == resolved {
+        format!("{} is", found.display())
+    } else {
+        format!(
+            "{} resolves to {}, which is",
+            found.display(),
+            resolved.display()
+        )
+    };
+    format!("{program}: cannot execute: {what} outside the policy's read roots (fix: {fix})")
+}

@@ -1,0 +1,226 @@
+//! Turning ordered entries into [`Step`]s: the mounts and the flags each
+//! kind of entry gets.
+
+use super::*;
+
+pub(super) struct Builder {
+    pub steps: Vec<Step>,
+    pub what: Vec<String>,
+    /// Device nodes in the fresh `/dev` get nosuid from one recursive
+    /// `mount_setattr` on `/dev` at the end, not one call each.
+    pub dev_nosuid_at_end: bool,
+}
+
+impl Builder {
+    pub fn push(&mut self, step: Step, what: String) {
+        self.steps.push(step);
+        self.what.push(what);
+    }
+
+    pub fn mount(
+        &mut self,
+        source: Option<CString>,
+        target: &Path,
+        fstype: Option<&str>,
+        flags: libc::c_ulong,
+        data: Option<String>,
+        what: String,
+    ) -> Result<(), SandboxError> {
+        let step = Step::Mount {
+            source,
+            target: cstr(target)?,
+            fstype: fstype.map(lit),
+            flags,
+            data: data.map(|d| lit(&d)),
+        };
+        self.push(step, what);
+        Ok(())
+    }
+
+    pub fn set_attr(
+        &mut self,
+        target: &Path,
+        host: &Path,
+        set: u64,
+        recursive: bool,
+    ) -> Result<(), SandboxError> {
+        let remount_flags = (!has_mount_setattr()).then(|| {
+            let mut flags = locked_flags(host);
+            for (attr, ms) in [
+                (MOUNT_ATTR_RDONLY, libc::MS_RDONLY),
+                (MOUNT_ATTR_NOSUID, libc::MS_NOSUID),
+                (MOUNT_ATTR_NODEV, libc::MS_NODEV),
+            ] {
+                if set & attr != 0 {
+                    flags |= ms;
+                }
+            }
+            flags
+        });
+        let step = Step::SetAttr {
+            path: cstr(target)?,
+            set,
+            recursive,
+            remount_flags,
+        };
+        self.push(step, format!("restricting the mount at {}", host.display()));
+        Ok(())
+    }
+
+    /// Bind the host's `host` (under the old root) at `target`, with every
+    /// mount beneath it, then add `attrs` to all of them.
+    pub fn bind(
+        &mut self,
+        host: &Path,
+        target: &Path,
+        attrs: u64,
+        what: String,
+    ) -> Result<(), SandboxError> {
+        let source = cstr(under(OLD, host))?;
+        let flags = libc::MS_BIND | libc::MS_REC;
+        self.mount(Some(source), target, None, flags, None, what)?;
+        self.set_attr(target, host, attrs, true)
+    }
+}
+
+/// Remember `path`'s identity, checked again after the call.
+fn watch(plan: &mut RootPlan, path: &Path) {
+    if let Some(id) = dev_ino(path) {
+        plan.watched.push(Watched {
+            path: path.to_path_buf(),
+            dev_ino: id,
+        });
+    }
+}
+
+pub(super) fn mount_entry(
+    b: &mut Builder,
+    e: &Entry,
+    plan: &mut RootPlan,
+) -> Result<(), SandboxError> {
+    let target = under(NEW, &e.path);
+    let shown = e.path.display();
+    let bind = libc::MS_BIND | libc::MS_REC;
+    match &e.kind {
+        Kind::Bind { writable } => {
+            let ro = if *writable { 0 } else { MOUNT_ATTR_RDONLY };
+            let attrs = ro | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+            b.bind(&e.path, &target, attrs, format!("binding {shown}"))?;
+        }
+        // Device nodes (and /dev/pts-like directories): no nodev.
+        Kind::Device => {
+            let what = format!("binding the device {shown}");
+            if b.dev_nosuid_at_end && within(&e.path, Path::new("/dev")) {
+                let source = cstr(under(OLD, &e.path))?;
+                b.mount(Some(source), &target, None, bind, None, what)?;
+            } else {
+                b.bind(&e.path, &target, MOUNT_ATTR_NOSUID, what)?;
+            }
+        }
+        Kind::Pin | Kind::Protect => {
+            let ro = if e.kind == Kind::Protect {
+                MOUNT_ATTR_RDONLY
+            } else {
+                0
+            };
+            let attrs = ro | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+            b.bind(
+                &e.path,
+                &target,
+                attrs,
+                format!("binding {shown} onto itself"),
+            )?;
+            watch(plan, &e.path);
+        }
+        Kind::Tmpfs { mode, size } => {
+            let size = if *size == 0 {
+                SMALL_TMPFS.to_string()
+            } else {
+                format!("size={size}")
+            };
+            b.mount(
+                Some(lit("tmpfs")),
+                &target,
+                Some("tmpfs"),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                Some(format!("mode={mode:o},{size}")),
+                format!("mounting a private tmpfs at {shown}"),
+            )?;
+        }
+        Kind::Proc => {
+            b.mount(
+                Some(lit("proc")),
+                &target,
+                Some("proc"),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                None,
+                "mounting a fresh /proc".into(),
+            )?;
+            // The kernel's knobs stay read-only whatever the grant says
+            // (a root tool without capabilities still passes the sysctl
+            // owner check), as in bubblewrap.
+            for sub in PROC_READ_ONLY {
+                let host = Path::new("/proc").join(sub);
+                if host.symlink_metadata().is_err() {
+                    continue;
+                }
+                let inner = target.join(sub);
+                b.mount(
+                    Some(cstr(&inner)?),
+                    &inner,
+                    None,
+                    bind,
+                    None,
+                    format!("making {} read-only", host.display()),
+                )?;
+                b.set_attr(
+                    &inner,
+                    &host,
+                    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                    true,
+                )?;
+            }
+        }
+        Kind::Devpts => {
+            b.mount(
+                Some(lit("devpts")),
+                &target,
+                Some("devpts"),
+                libc::MS_NOSUID | libc::MS_NOEXEC,
+                Some("newinstance,ptmxmode=0666,mode=0620".into()),
+                "mounting a private /dev/pts".into(),
+            )?;
+        }
+        Kind::MaskDir => {
+            b.mount(
+                Some(lit("tmpfs")),
+                &target,
+                Some("tmpfs"),
+                libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                Some("mode=000,size=4k".into()),
+                format!("covering the denied directory {shown}"),
+            )?;
+            watch(plan, &e.path);
+        }
+        Kind::MaskFile => {
+            // A bind takes the flags of its source: `/.mask` is read-only,
+            // nosuid and nodev already (see `plan`).
+            b.mount(
+                Some(lit("/.mask")),
+                &target,
+                None,
+                libc::MS_BIND,
+                None,
+                format!("covering the denied file {shown}"),
+            )?;
+            watch(plan, &e.path);
+        }
+        Kind::Generated { source } => {
+            let what = format!("binding toolcage's {shown}");
+            let attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+            b.bind(source, &target, attrs, what)?;
+        }
+        Kind::Symlink { .. } => {}
+    }
+    Ok(())
+}

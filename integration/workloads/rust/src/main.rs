@@ -1,0 +1,3 @@
+fn main() {
+    println!("2 + 3 = {}", workload::add(2, 3));
+}

@@ -1,0 +1,186 @@
+//! The engine: one project's policy layers and discovered tools, and the
+//! tool side of the call pipeline ([`Toolbox`]): look up, validate,
+//! resolve the grant, and run through the tool kind's runner.
+
+use super::pipeline::Toolbox;
+use super::runner::runner_for;
+use super::{CallError, CallResult, Definition, PreparedCall, annotations, definition, validate};
+use crate::discover::{Catalog, Options, ToolSpec};
+use crate::gate::Setup;
+use crate::policy::{Context, Overrides, PolicyError, PolicyStack, Resolved, Sources, ToolInput};
+use crate::sandbox::CancelToken;
+use std::path::{Path, PathBuf};
+
+/// Everything needed to serve calls for one project: its policy layers and
+/// its discovered tools. `Send + Sync`; the MCP server shares one.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    pub ctx: Context,
+    pub stack: PolicyStack,
+    pub overrides: Overrides,
+    pub options: Options,
+    pub catalog: Catalog,
+}
+
+impl Engine {
+    /// Load the policy layers and discover the project's tools.
+    pub fn load(
+        project: &Path,
+        sources: &Sources,
+        overrides: Overrides,
+        options: Options,
+    ) -> Result<Engine, PolicyError> {
+        let mut engine =
+            Engine::with_catalog(project, sources, overrides, options, Catalog::default())?;
+        engine.rediscover();
+        Ok(engine)
+    }
+
+    /// Like [`Engine::load`], with a catalog built by the caller instead of
+    /// discovered (tests, embedders). The tools are sorted by name.
+    pub fn with_catalog(
+        project: &Path,
+        sources: &Sources,
+        overrides: Overrides,
+        options: Options,
+        mut catalog: Catalog,
+    ) -> Result<Engine, PolicyError> {
+        let ctx = Context::detect(project, crate::discover::tooldirs::holds_a3s_tools)
+            .map_err(|e| PolicyError::Input(format!("cannot resolve the project: {e}")))?;
+        if !ctx.project.is_dir() {
+            return Err(PolicyError::Input(format!(
+                "project {} is not a directory (check -C/--project)",
+                ctx.project.display()
+            )));
+        }
+        let stack = crate::policy::load(sources, &ctx)?;
+        catalog.tools.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Engine {
+            ctx,
+            stack,
+            overrides,
+            options,
+            catalog,
+        })
+    }
+
+    /// The project root, with symlinks resolved (falls back to the path as given).
+    pub fn project_root(&self) -> PathBuf {
+        self.ctx
+            .project
+            .canonicalize()
+            .unwrap_or_else(|_| self.ctx.project.clone())
+    }
+
+    /// Discover again (hot reload); the policy layers stay.
+    pub fn rediscover(&mut self) {
+        let mut catalog = crate::discover::discover(&self.project_root(), &self.options);
+        catalog.tools.sort_by(|a, b| a.name.cmp(&b.name));
+        self.catalog = catalog;
+    }
+
+    /// The grant for `tool` (its requests bounded by the operator's policy).
+    pub fn resolve(&self, tool: &ToolSpec) -> Result<Resolved, PolicyError> {
+        let input = ToolInput {
+            name: &tool.name,
+            requests: &tool.requests,
+            extra_read: tool.needs_read.clone(),
+        };
+        self.stack.resolve(&self.ctx, &self.overrides, Some(&input))
+    }
+
+    /// The tool's MCP definition, the one `toolcage schema` prints and
+    /// `tools/list` serves: annotations from its resolved grant. When the
+    /// grant does not resolve, the definition has no annotations and the
+    /// error says why (`schema` refuses, `tools/list` warns).
+    pub fn definition(&self, tool: &ToolSpec) -> (Definition, Option<PolicyError>) {
+        match self.resolve(tool) {
+            Ok(r) => (
+                Definition::new(tool, annotations::annotations(&r.grant)),
+                None,
+            ),
+            Err(e) => (Definition::new(tool, serde_json::json!({})), Some(e)),
+        }
+    }
+
+    /// What the gate needs from the policy.
+    pub fn gate_setup<'a>(&'a self, project_root: &'a Path) -> Setup<'a> {
+        Setup {
+            project_root,
+            ctx: &self.ctx,
+            stack: &self.stack,
+            overrides: &self.overrides,
+        }
+    }
+
+    /// Look up → refuse a kind that cannot run → validate → resolve the
+    /// grant. Nothing runs.
+    pub fn prepare(&self, name: &str, args: serde_json::Value) -> Result<PreparedCall, CallError> {
+        let tool = self
+            .catalog
+            .get(name)
+            .ok_or_else(|| CallError::UnknownTool {
+                name: name.to_string(),
+                known: self.catalog.tools.iter().map(|t| t.name.clone()).collect(),
+            })?;
+        let runner = runner_for(tool);
+        if let Some(refusal) = runner.refusal() {
+            return Err(CallError::Unsupported(refusal));
+        }
+        let args =
+            validate::arguments(tool, args).map_err(|message| CallError::InvalidArguments {
+                tool: tool.name.clone(),
+                message,
+            })?;
+        let resolved = self.resolve(tool)?;
+        let definition_sha256 = definition::digest(tool, &resolved.grant);
+        Ok(PreparedCall {
+            tool: tool.clone(),
+            args,
+            resolved,
+            definition_sha256,
+            runs: runner.runs(),
+        })
+    }
+
+    /// Encode the arguments, run under the grant, format the result: the
+    /// tool kind's [`super::runner::ToolRunner`]. Blocking; `cancel` kills
+    /// the call's process tree.
+    pub fn execute(
+        &self,
+        call: &PreparedCall,
+        cancel: Option<&CancelToken>,
+    ) -> Result<CallResult, CallError> {
+        runner_for(&call.tool).execute(&call.tool.name, &call.args, &call.resolved.grant, cancel)
+    }
+
+    /// [`Engine::prepare`] then [`Engine::execute`], without a gate or an
+    /// audit record (tests, embedders).
+    pub fn call(
+        &self,
+        name: &str,
+        args: serde_json::Value,
+        cancel: Option<&CancelToken>,
+    ) -> Result<CallResult, CallError> {
+        let prepared = self.prepare(name, args)?;
+        self.execute(&prepared, cancel)
+    }
+}
+
+impl Toolbox for Engine {
+    fn prepare(&self, name: &str, args: serde_json::Value) -> Result<PreparedCall, CallError> {
+        Engine::prepare(self, name, args)
+    }
+
+    fn execute(
+        &self,
+        call: &PreparedCall,
+        cancel: Option<&CancelToken>,
+    ) -> Result<CallResult, CallError> {
+        Engine::execute(self, call, cancel)
+    }
+
+    fn spec(&self, name: &str) -> Option<ToolSpec> {
+        self.catalog.get(name).cloned()
+    }
+}

@@ -1,0 +1,113 @@
+//! One [`ToolRunner`] per kind of tool: how a call of that kind is described
+//! to the person approving it, which files its definition digest covers,
+//! and how it runs. A new kind (an http tool, an upstream MCP server, a
+//! script engine) is a new implementation here plus the discover module of
+//! its format; the pipeline, the CLI and the MCP server do not change.
+//!
+//! - [`octomind`]: the script, arguments on stdin and as environment.
+//! - [`clawd`]: `<interpreter> <entrypoint>`, arguments on stdin.
+//! - [`opencrabs`]: `sh -c` with positional parameters; the http executor
+//!   runs no process: toolcage makes the request ([`http`]).
+//! - [`agentdir`]: `kind: script` and `kind: mcp`, listed and validated,
+//!   refused at call time.
+
+pub mod agentdir;
+pub mod clawd;
+pub mod http;
+pub mod octomind;
+pub mod opencrabs;
+
+use super::encode::{EncodeError, Encoded};
+use super::{CallError, CallResult, result};
+use crate::discover::{Runner, ToolSpec};
+use crate::policy::Grant;
+use crate::sandbox::{CancelToken, SandboxError};
+use serde_json::{Map, Value};
+use std::path::PathBuf;
+
+/// How calls of one kind of tool run. Object-safe: [`runner_for`] hands
+/// out `Box<dyn ToolRunner>` borrowing the tool's spec.
+pub trait ToolRunner {
+    /// Why no call of this tool can run (a kind not supported yet): checked
+    /// before the arguments, refused with this text.
+    fn refusal(&self) -> Option<String> {
+        None
+    }
+
+    /// The command line a person approving a call is shown: the script,
+    /// `<interpreter> <entrypoint>`, `sh -c '<template>'`. Raw project
+    /// text: whoever shows it neutralises it ([`crate::text`]).
+    fn runs(&self) -> String;
+
+    /// The files whose content is part of the definition digest: the file
+    /// that defines the tool and what it executes.
+    fn files(&self) -> Vec<PathBuf>;
+
+    /// The sandboxed command for validated `args` under `grant`.
+    fn encode(&self, args: &Map<String, Value>, grant: &Grant) -> Result<Encoded, EncodeError>;
+
+    /// Encode, run under `grant`, format the result. Blocking; `cancel`
+    /// kills the call's process tree. A kind that does not run a command
+    /// in the sandbox replaces this.
+    fn execute(
+        &self,
+        tool: &str,
+        args: &Map<String, Value>,
+        grant: &Grant,
+        cancel: Option<&CancelToken>,
+    ) -> Result<CallResult, CallError> {
+        let encoded = self.encode(args, grant).map_err(|e| match e {
+            EncodeError::Unsupported(m) => CallError::Unsupported(m),
+            EncodeError::Invalid(message) => CallError::InvalidArguments {
+                tool: tool.to_string(),
+                message,
+            },
+            EncodeError::Internal(m) => CallError::Sandbox(SandboxError::Prepare(m)),
+        })?;
+        // `encoded` (and its parameters file) lives until the run is over.
+        let outcome = crate::sandbox::run(grant, &encoded.command, cancel)?;
+        drop(encoded);
+        let (text, is_error) = result::format(&outcome, grant);
+        Ok(CallResult {
+            text,
+            is_error,
+            outcome,
+        })
+    }
+}
+
+/// The runner for `tool`'s kind.
+pub fn runner_for(tool: &ToolSpec) -> Box<dyn ToolRunner + '_> {
+    match &tool.runner {
+        Runner::Octomind { program } => Box::new(octomind::Executable { tool, program }),
+        Runner::Clawd {
+            interpreter,
+            entrypoint,
+        } => Box::new(clawd::Entrypoint {
+            tool,
+            interpreter: interpreter.as_deref(),
+            entrypoint,
+        }),
+        Runner::OpencrabsShell { command, .. } => Box::new(opencrabs::Shell { command }),
+        Runner::OpencrabsHttp { method, url, .. } => {
+            Box::new(opencrabs::Http { tool, method, url })
+        }
+        Runner::AgentdirScript { path, .. } => Box::new(agentdir::JsScript { tool, path }),
+        Runner::AgentdirMcp { command, url, .. } => Box::new(agentdir::Upstream {
+            tool,
+            command: command.as_deref(),
+            url: url.as_deref(),
+        }),
+    }
+}
+
+/// `paths` in order, each once.
+fn distinct(paths: &[&std::path::Path]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in paths {
+        if !out.iter().any(|q| q == p) {
+            out.push(p.to_path_buf());
+        }
+    }
+    out
+}

@@ -1,0 +1,51 @@
+//! Exit statuses (DESIGN.md section 1): the one place that turns what went
+//! wrong into a number. The layers below expose a kind ([`CallErrorKind`],
+//! [`SandboxErrorKind`], [`DenyReason`]); only the CLI knows the numbers.
+
+use crate::call::CallErrorKind;
+use crate::gate::DenyReason;
+use crate::sandbox::SandboxErrorKind;
+
+pub const OK: u8 = 0;
+pub const TOOL_ERROR: u8 = 1;
+pub const INVALID: u8 = 2;
+pub const DENIED: u8 = 3;
+pub const TIMEOUT: u8 = 124;
+pub const INTERNAL: u8 = 125;
+pub const CANNOT_EXECUTE: u8 = 126;
+pub const NOT_FOUND: u8 = 127;
+
+/// `toolcage call`: 2 unknown tool or invalid arguments, 3 denied (by the
+/// gate, or stopped before it ran), 125 everything that is toolcage's own
+/// failure (an unsupported runner, a policy that does not apply, the
+/// sandbox, an unusable gate or audit log).
+pub fn of_call(kind: CallErrorKind) -> u8 {
+    match kind {
+        CallErrorKind::UnknownTool | CallErrorKind::InvalidArguments => INVALID,
+        CallErrorKind::Denied(reason) => of_denial(reason),
+        CallErrorKind::NotRun => DENIED,
+        CallErrorKind::Unsupported
+        | CallErrorKind::Policy
+        | CallErrorKind::Sandbox
+        | CallErrorKind::Audit
+        | CallErrorKind::Internal => INTERNAL,
+    }
+}
+
+/// A call the gate refused: 3, or 125 when the gate itself is unusable.
+pub fn of_denial(reason: DenyReason) -> u8 {
+    match reason {
+        DenyReason::Unavailable => INTERNAL,
+        _ => DENIED,
+    }
+}
+
+/// `toolcage exec`: 127 not found, 126 cannot execute, 125 toolcage's own
+/// failure (a policy the kernel cannot enforce, sandbox setup).
+pub fn of_sandbox(kind: SandboxErrorKind) -> u8 {
+    match kind {
+        SandboxErrorKind::NotFound => NOT_FOUND,
+        SandboxErrorKind::CannotExecute => CANNOT_EXECUTE,
+        SandboxErrorKind::Setup => INTERNAL,
+    }
+}

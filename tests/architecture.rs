@@ -1,0 +1,392 @@
+//! The module map of ARCHITECTURE.md, checked: arrows point down. Each
+//! top-level module of `src/`, and each library crate under `crates/`
+//! (`toolcage-text` is the module `text`, `toolcage-policy` is `policy`,
+//! `toolcage-sandbox` is `sandbox`), may use only the modules below it (the
+//! table), and only the sandbox crate may hold `unsafe`. An upward import
+//! (a surface's helper used by the gate, a policy helper reaching into the
+//! sandbox) fails here with the file, the line and the rule. Between the
+//! crates the compiler enforces it too: a crate's manifest names only the
+//! crates below it, which is checked here as well.
+//!
+//! Reads the source text: `crate::...` and `toolcage_<crate>::...` paths
+//! (in `use` trees too) and `super::` paths that climb out of a module,
+//! outside comments.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Module → what it may use: a module, or `module::Item` for one item.
+/// Mirrors the table in ARCHITECTURE.md.
+const ALLOWED: &[(&str, &[&str])] = &[
+    ("text", &[]),
+    ("spec", &[]),
+    ("policy", &["text"]),
+    ("sandbox", &["policy", "text"]),
+    (
+        "discover",
+        &["spec", "text", "policy::Requests", "policy::RateLimit"],
+    ),
+    ("audit", &["policy", "spec", "text"]),
+    (
+        "gate",
+        &["audit", "discover", "policy", "sandbox", "spec", "text"],
+    ),
+    (
+        "call",
+        &[
+            "gate", "audit", "discover", "policy", "sandbox", "spec", "text",
+        ],
+    ),
+    (
+        "mcp",
+        &[
+            "call", "gate", "audit", "discover", "policy", "sandbox", "spec", "text",
+        ],
+    ),
+    (
+        "cli",
+        &[
+            "mcp", "call", "gate", "audit", "discover", "policy", "sandbox", "spec", "text",
+        ],
+    ),
+];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// `src/gate/approval/tests.rs` → `["gate", "approval", "tests"]`.
+fn module_path(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|c| c.to_string_lossy().into_owned())
+        .collect();
+    if let Some(last) = parts.pop() {
+        let stem = last.trim_end_matches(".rs");
+        if stem != "mod" {
+            parts.push(stem.to_string());
+        }
+    }
+    parts
+}
+
+/// The text with `//` comments blanked (line numbers kept). Strings are
+/// left alone, so a `//` inside one hides the rest of its line: harmless
+/// for imports.
+fn strip_comments(text: &str) -> String {
+    text.lines()
+        .map(|l| match l.find("//") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn ident_at(s: &[u8], mut i: usize) -> (String, usize) {
+    let start = i;
+    while i < s.len() && (s[i].is_ascii_alphanumeric() || s[i] == b'_') {
+        i += 1;
+    }
+    (String::from_utf8_lossy(&s[start..i]).into_owned(), i)
+}
+
+fn skip_ws(s: &[u8], mut i: usize) -> usize {
+    while i < s.len() && s[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    i
+}
+
+/// Parse a use tree at `i` (after `crate::`): every path as its first two
+/// segments. Returns the end.
+fn use_tree(s: &[u8], i: usize, prefix: &[String], out: &mut Vec<Vec<String>>) -> usize {
+    let mut i = skip_ws(s, i);
+    if i < s.len() && s[i] == b'{' {
+        i += 1;
+        loop {
+            i = skip_ws(s, i);
+            if i >= s.len() {
+                return i;
+            }
+            if s[i] == b'}' {
+                return i + 1;
+            }
+            if s[i] == b',' {
+                i += 1;
+                continue;
+            }
+            let next = use_tree(s, i, prefix, out);
+            if next == i {
+                return i + 1;
+            }
+            i = next;
+        }
+    }
+    let (name, mut j) = ident_at(s, i);
+    if name.is_empty() {
+        return i;
+    }
+    let mut path = prefix.to_vec();
+    path.push(name);
+    if s[j..].starts_with(b"::") && path.len() < 2 {
+        j = use_tree(s, j + 2, &path, out);
+        return j;
+    }
+    out.push(path);
+    j
+}
+
+/// Every `(line, [module, item?])` this file reaches outside its module.
+fn references(text: &str, depth: usize) -> Vec<(usize, Vec<String>)> {
+    let code = strip_comments(text);
+    let s = code.as_bytes();
+    let mut out = Vec::new();
+    let line_of = |at: usize| s[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+    let mut i = 0;
+    while i < s.len() {
+        let word_start = i == 0 || !(s[i - 1].is_ascii_alphanumeric() || s[i - 1] == b'_');
+        if word_start && s[i..].starts_with(b"crate::") {
+            let mut paths = Vec::new();
+            let end = use_tree(s, i + 7, &[], &mut paths);
+            out.extend(paths.into_iter().map(|p| (line_of(i), p)));
+            i = end.max(i + 7);
+            continue;
+        }
+        if word_start && s[i..].starts_with(b"super::") {
+            let mut j = i;
+            let mut ups = 0;
+            while s[j..].starts_with(b"super::") {
+                ups += 1;
+                j += 7;
+            }
+            // A file at depth d climbs to the crate root with d supers
+            // (an inline `mod` adds one; its climbs are harmless here).
+            if ups >= depth {
+                let mut paths = Vec::new();
+                let end = use_tree(s, j, &[], &mut paths);
+                out.extend(paths.into_iter().map(|p| (line_of(i), p)));
+                i = end.max(j);
+                continue;
+            }
+            i = j;
+            continue;
+        }
+        i += 1;
+    }
+    out
+}
+
+fn allowed(from: &str, path: &[String], table: &BTreeMap<&str, &[&str]>) -> bool {
+    let Some(target) = path.first() else {
+        return true;
+    };
+    if target == from || !table.contains_key(target.as_str()) {
+        return true;
+    }
+    let item = path.get(1).map(|i| format!("{target}::{i}"));
+    table[from]
+        .iter()
+        .any(|a| *a == target.as_str() || Some(a.to_string()) == item)
+}
+
+/// The library crates split out of `src/`, as the modules they were.
+const CRATES: &[(&str, &str)] = &[
+    ("toolcage-text", "text"),
+    ("toolcage-policy", "policy"),
+    ("toolcage-sandbox", "sandbox"),
+];
+
+fn top() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `toolcage_policy::x` → `crate::policy::x`, and so on for each crate.
+fn crate_paths_as_modules(text: &str) -> String {
+    let mut text = text.to_string();
+    for (krate, module) in CRATES {
+        let from = format!("{}::", krate.replace('-', "_"));
+        text = text.replace(&from, &format!("crate::{module}::"));
+    }
+    text
+}
+
+/// Every Rust file of the workspace with its module path: `src/gate/x.rs`
+/// → `[gate, x]`, `crates/toolcage-policy/src/grant.rs` → `[policy,
+/// grant]`, and the text as the checker reads it (a crate's
+/// `toolcage_policy::` is `crate::policy::`; its own `crate::` stays and
+/// names items of its own module).
+fn sources() -> Vec<(String, Vec<String>, String)> {
+    let mut out = Vec::new();
+    let mut files = Vec::new();
+    rust_files(&top().join("src"), &mut files);
+    for file in files {
+        let rel = file.strip_prefix(top().join("src")).unwrap().to_path_buf();
+        let module = module_path(&rel);
+        let text = std::fs::read_to_string(&file).unwrap();
+        out.push((format!("src/{}", rel.display()), module, text));
+    }
+    for (krate, module_name) in CRATES {
+        let root = top().join("crates").join(krate).join("src");
+        let mut files = Vec::new();
+        rust_files(&root, &mut files);
+        for file in files {
+            let rel = file.strip_prefix(&root).unwrap().to_path_buf();
+            let mut module = vec![module_name.to_string()];
+            if rel != Path::new("lib.rs") {
+                module.extend(module_path(&rel));
+            }
+            let mut text = std::fs::read_to_string(&file).unwrap();
+            for (other, name) in CRATES {
+                text = text.replace(
+                    &format!("{}::", other.replace('-', "_")),
+                    &format!("crate::{name}::"),
+                );
+            }
+            let shown = format!("crates/{krate}/src/{}", rel.display());
+            out.push((shown, module, text));
+        }
+    }
+    out
+}
+
+#[test]
+fn arrows_point_down() {
+    let table: BTreeMap<&str, &[&str]> = ALLOWED.iter().copied().collect();
+    let mut wrong = Vec::new();
+    let mut seen = 0;
+    for (shown, module, text) in sources() {
+        let Some(top) = module.first() else { continue };
+        if top == "lib" || top == "main" {
+            continue;
+        }
+        assert!(
+            table.contains_key(top.as_str()),
+            "{shown}: module '{top}' is not in the table of tests/architecture.rs and ARCHITECTURE.md: add it"
+        );
+        // A crate's own modules sit one level higher than they did in src/.
+        let depth = if shown.starts_with("crates/") {
+            module.len() - 1
+        } else {
+            module.len()
+        };
+        for (line, path) in references(&text, depth) {
+            seen += 1;
+            if !allowed(top, &path, &table) {
+                wrong.push(format!(
+                    "{shown}:{line}: {top} uses {} (allowed: {})",
+                    path.join("::"),
+                    table[top.as_str()].join(", ")
+                ));
+            }
+        }
+    }
+    assert!(
+        seen > 100,
+        "the scan found only {seen} references: is it broken?"
+    );
+    assert!(
+        wrong.is_empty(),
+        "imports against the arrows (see ARCHITECTURE.md, 'Dependencies'):\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn crate_manifests_name_only_the_crates_below() {
+    let table: BTreeMap<&str, &[&str]> = ALLOWED.iter().copied().collect();
+    for (krate, module) in CRATES {
+        let manifest = top().join("crates").join(krate).join("Cargo.toml");
+        let text = std::fs::read_to_string(&manifest)
+            .unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+        let value: toml::Table = toml::from_str(&text).unwrap();
+        let deps = value.get("dependencies").and_then(|d| d.as_table());
+        for name in deps.into_iter().flat_map(|d| d.keys()) {
+            let Some((_, below)) = CRATES.iter().find(|(c, _)| c == name) else {
+                assert!(
+                    !name.starts_with("toolcage"),
+                    "crates/{krate}: depends on {name}, which is above it"
+                );
+                continue;
+            };
+            assert!(
+                table[module].contains(below),
+                "crates/{krate}/Cargo.toml: depends on {name}, but {module} may use only {:?}",
+                table[module]
+            );
+        }
+    }
+}
+
+#[test]
+fn unsafe_lives_in_the_sandbox_only() {
+    let mut found = Vec::new();
+    for (shown, module, text) in sources() {
+        if module.first().is_some_and(|m| m == "sandbox") {
+            continue;
+        }
+        let code = strip_comments(&text);
+        for (n, line) in code.lines().enumerate() {
+            let words = line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
+            if words.into_iter().any(|w| w == "unsafe") && !line.contains('"') {
+                found.push(format!("{shown}:{}", n + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "unsafe outside the sandbox crate: {found:?}"
+    );
+}
+
+/// The checker itself: an upward import is caught, in every spelling.
+#[test]
+fn the_checker_sees_upward_imports() {
+    let table: BTreeMap<&str, &[&str]> = ALLOWED.iter().copied().collect();
+    let text = "use crate::cli::status;\nuse crate::{text::one_line, call::Engine};\n\
+                fn f() { crate::policy::line_at(\"\", 0); }\n// crate::mcp::x in a comment\n";
+    let refs = references(text, 2);
+    let bad: Vec<String> = refs
+        .iter()
+        .filter(|(_, p)| !allowed("discover", p, &table))
+        .map(|(l, p)| format!("{l}:{}", p.join("::")))
+        .collect();
+    assert_eq!(
+        bad,
+        ["1:cli::status", "2:call::Engine", "3:policy::line_at"]
+    );
+    // Control: the same file's allowed uses pass.
+    assert!(allowed(
+        "discover",
+        &["text".into(), "one_line".into()],
+        &table
+    ));
+    assert!(allowed(
+        "discover",
+        &["policy".into(), "Requests".into()],
+        &table
+    ));
+    // A library crate that names a crate above it, by its crate name.
+    let from_policy =
+        crate_paths_as_modules("use toolcage_sandbox::run;\nuse toolcage_text::one_line;\n");
+    let bad: Vec<String> = references(&from_policy, 1)
+        .iter()
+        .filter(|(_, p)| !allowed("policy", p, &table))
+        .map(|(l, p)| format!("{l}:{}", p.join("::")))
+        .collect();
+    assert_eq!(bad, ["1:sandbox::run"]);
+    let climbs = references("use super::super::cli::x;\nuse super::y;\n", 2);
+    assert_eq!(climbs, [(1, vec!["cli".to_string(), "x".to_string()])]);
+}
