@@ -24,7 +24,13 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("sandbox", &["policy", "text"]),
     (
         "discover",
-        &["spec", "text", "policy::Requests", "policy::RateLimit"],
+        &[
+            "spec",
+            "text",
+            "policy::Requests",
+            "policy::RateLimit",
+            "policy::hostname",
+        ],
     ),
     ("audit", &["policy", "spec", "text"]),
     (

@@ -350,10 +350,15 @@ fn unsupported_runners_are_refused_before_anything_runs() {
         },
     );
     let e = engine(&p, vec![http, script]);
-    match e.prepare("h", json!({})).unwrap_err() {
-        CallError::Unsupported(m) => {
-            assert!(m.starts_with("http executor not supported yet"), "{m}")
-        }
+    // An http tool runs in toolcage itself; with no network it is denied
+    // before anything is sent.
+    let call = e.prepare("h", json!({})).unwrap();
+    match e.execute(&call, None).unwrap_err() {
+        CallError::Denied(d) => assert!(
+            d.message.contains("its grant has no network"),
+            "{}",
+            d.message
+        ),
         other => panic!("{other:?}"),
     }
     match e.prepare("s", json!({})).unwrap_err() {

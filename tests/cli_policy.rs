@@ -66,3 +66,50 @@ fn a_policy_file_inside_the_project_is_shown_protected_with_its_origin() {
     let protected = v["grant"]["protected"].as_array().unwrap();
     assert!(protected.iter().any(|x| x == file.to_str().unwrap()));
 }
+
+#[test]
+fn domain_patterns_and_pins_are_shown_with_their_origin() {
+    let p = Project::new("policy-domains");
+    let outside = p.state_dir().with_extension("domains.toml");
+    std::fs::write(
+        &outside,
+        "[network]\nmode = \"domains\"\nallow = [\"API.github.com.\", \"*.pypi.org\"]\ndeny = [\"evil.pypi.org\"]\n[network.hosts]\n\"allowed.test\" = \"127.0.0.1\"\n",
+    )
+    .unwrap();
+    let o = policy(&p, &["--policy", outside.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let source = format!("(policy {})", outside.display());
+    for (key, value) in [
+        ("network", "domains"),
+        ("network.allow", "api.github.com"),
+        ("network.allow", "*.pypi.org"),
+        ("network.deny", "evil.pypi.org"),
+        ("network.hosts", "allowed.test = 127.0.0.1"),
+    ] {
+        let found = out.lines().any(|l| {
+            let l = l.trim_start();
+            l.starts_with(key)
+                && l[key.len()..].trim_start().starts_with(value)
+                && l.ends_with(&source)
+        });
+        assert!(found, "{key} {value} {source}\n{out}");
+    }
+    // A bad pattern: one line naming the file, line and key (exit 125).
+    std::fs::write(
+        &outside,
+        "[network]\nmode = \"domains\"\nallow = [\"a*.test\"]\n",
+    )
+    .unwrap();
+    let o = policy(&p, &["--policy", outside.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&outside);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "toolcage: policy {}:3: network.allow: \"a*.test\": '*' only as the whole first label (*.example.com) or alone",
+            outside.display()
+        )
+    );
+}

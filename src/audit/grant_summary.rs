@@ -1,7 +1,7 @@
 //! What a person (the approval prompt) and the audit log see of a grant:
 //! its roots, network and timeout.
 
-use crate::policy::{Grant, Network};
+use crate::policy::Grant;
 use crate::text::format_duration;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -11,18 +11,14 @@ use std::path::PathBuf;
 pub struct GrantSummary {
     pub read: Vec<PathBuf>,
     pub write: Vec<PathBuf>,
-    /// `off`, `on`, or `tcp connect [..] bind [..]`.
+    /// `off`, `on`, `tcp connect [..] bind [..]` or `domains allow [..]`.
     pub network: String,
     pub timeout_secs: f64,
 }
 
 impl GrantSummary {
     pub fn of(g: &Grant) -> GrantSummary {
-        let network = match &g.network {
-            Network::Off => "off".to_string(),
-            Network::On => "on".to_string(),
-            Network::Tcp { connect, bind } => format!("tcp connect {connect:?} bind {bind:?}"),
-        };
+        let network = g.network.summary();
         GrantSummary {
             read: g.read.clone(),
             write: g.write.clone(),

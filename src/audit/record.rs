@@ -155,6 +155,10 @@ pub struct AuditRecord {
     pub stdout: Option<StreamBytes>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stderr: Option<StreamBytes>,
+    /// What the call was refused (domain mode's proxy and DNS stub); absent
+    /// when nothing was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub denials: Option<serde_json::Value>,
 }
 
 impl AuditRecord {

@@ -34,6 +34,7 @@ fn rec(tool: &str) -> AuditRecord {
         duration_ms: Some(1),
         stdout: None,
         stderr: None,
+        denials: None,
     }
 }
 

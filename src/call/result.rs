@@ -37,7 +37,11 @@ pub fn format(outcome: &Outcome, grant: &Grant) -> (String, bool) {
         text.push_str("[stderr]\n");
         text.push_str(&stderr);
     }
-    for note in outcome.protected_notes("call") {
+    let denials = outcome.denials.iter().map(|d| match &d.fix {
+        Some(fix) => format!("{}; to allow it: {fix}", d.line()),
+        None => d.line(),
+    });
+    for note in outcome.protected_notes("call").into_iter().chain(denials) {
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
@@ -91,6 +95,7 @@ pub(crate) mod tests {
             quarantined: vec![],
             restored: vec![],
             unrestorable: vec![],
+            denials: vec![],
         }
     }
 

@@ -71,6 +71,7 @@ fn mode_name(mode: IsolationMode) -> &'static str {
     match mode {
         IsolationMode::Namespaces => "namespaces",
         IsolationMode::NamespaceFree => "namespace-free",
+        IsolationMode::InProcess => "in-process",
     }
 }
 

@@ -14,6 +14,10 @@ pub struct ExecArgs {
     /// Allow network access.
     #[arg(long)]
     pub allow_net: bool,
+    /// Allow HOST (optionally only on PORT) by name: domains mode, through
+    /// toolcage's proxy. Repeatable; patterns as in [network] allow.
+    #[arg(long = "allow-domain", value_name = "HOST[:PORT]")]
+    pub allow_domain: Vec<String>,
     /// Grant read (and execute) access beneath PATH. Repeatable.
     #[arg(long = "read", value_name = "PATH")]
     pub read: Vec<PathBuf>,
@@ -77,6 +81,7 @@ fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
     }
     let overrides = Overrides {
         allow_net: args.allow_net,
+        allow_domain: args.allow_domain.clone(),
         with: args.policy.with.clone(),
         read: args.read.clone(),
         write: args.write.clone(),
@@ -107,6 +112,12 @@ fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
     }
     for note in outcome.protected_notes("command") {
         eprintln!("toolcage: warning: {note}");
+    }
+    for d in &outcome.denials {
+        match &d.fix {
+            Some(fix) => eprintln!("toolcage: {}; to allow it: {fix}", d.line()),
+            None => eprintln!("toolcage: {}", d.line()),
+        }
     }
     if args.json {
         // The outcome, and the PATH directories the call did not get.

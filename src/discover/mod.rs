@@ -23,6 +23,7 @@ use std::time::Duration;
 pub mod agentdir;
 pub mod clawd;
 pub mod collide;
+pub mod crabhttp;
 mod crabparams;
 mod frontmatter;
 mod fsread;
@@ -79,8 +80,8 @@ pub enum Runner {
         command: String,
         params: Vec<CrabParam>,
     },
-    /// OpenCrabs http executor: parsed and listed; refused at call time
-    /// until the network gateway exists.
+    /// OpenCrabs http executor: toolcage makes the request itself, under
+    /// the grant's network policy (`call::http`).
     OpencrabsHttp {
         method: String,
         url: String,

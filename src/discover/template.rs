@@ -251,6 +251,20 @@ impl Template {
         out
     }
 
+    /// Render with each value's text passed through `encode` (the http
+    /// executor percent-encodes values in URLs).
+    pub fn render_encoded(
+        &self,
+        args: &Map<String, Value>,
+        encode: &dyn Fn(&str) -> String,
+    ) -> String {
+        let mut out = String::new();
+        render_nodes(&self.nodes, args, &mut out, &mut |name, _, out| {
+            out.push_str(&encode(&value_text(args.get(name))));
+        });
+        out
+    }
+
     fn vars_in_order(&self) -> Vec<(&str, usize)> {
         fn walk<'a>(nodes: &'a [Node], out: &mut Vec<(&'a str, usize)>) {
             for n in nodes {

@@ -68,6 +68,7 @@ pub fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
         duration_ms: None,
         stdout: None,
         stderr: None,
+        denials: None,
     };
     match event.ran {
         Ran::NotRun => {}
@@ -86,6 +87,9 @@ pub fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
                 kept: outcome.stderr.bytes_kept,
                 omitted: outcome.stderr.bytes_omitted,
             });
+            if !outcome.denials.is_empty() {
+                r.denials = serde_json::to_value(&outcome.denials).ok();
+            }
         }
         Ran::Failed { error, after } => {
             r.is_error = Some(true);
@@ -129,5 +133,6 @@ pub fn of_rejected(rejected: &Rejected<'_>, redact: bool) -> AuditRecord {
         duration_ms: None,
         stdout: None,
         stderr: None,
+        denials: None,
     }
 }

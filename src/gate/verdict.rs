@@ -72,6 +72,9 @@ pub enum DenyReason {
     /// The gate cannot work safely: its state or the audit log is unusable
     /// or lies inside a write root. A configuration problem, not a refusal.
     Unavailable,
+    /// The tool's grant does not allow what the call needs (an http tool
+    /// whose host its network grant does not reach).
+    Grant,
 }
 
 impl DenyReason {
@@ -87,6 +90,7 @@ impl DenyReason {
             DenyReason::RateLimited => "rate_limited",
             DenyReason::Concurrency => "concurrency",
             DenyReason::Unavailable => "gate_unavailable",
+            DenyReason::Grant => "grant_denied",
         }
     }
 }

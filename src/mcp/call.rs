@@ -329,6 +329,7 @@ pub fn success(name: &str, r: &CallResult) -> CallToolResult {
     }
     let meta = json!({
         "toolcage/enforcement": r.outcome.enforcement,
+        "toolcage/denials": r.outcome.denials,
         "toolcage/exit": r.outcome.exit,
         "toolcage/duration": r.outcome.duration.as_secs_f64(),
     });

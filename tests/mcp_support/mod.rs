@@ -132,6 +132,7 @@ fn outcome(exit: Exit, text: &str, duration: Duration) -> Outcome {
         quarantined: vec![],
         restored: vec![],
         unrestorable: vec![],
+        denials: vec![],
     }
 }
 

@@ -18,9 +18,14 @@
 //! private_tmp = true           # a private, empty TMPDIR per call
 //!
 //! [network]
-//! mode = "off"                 # off | on | tcp
+//! mode = "off"                 # off | on | tcp | domains
 //! connect = [443]              # TCP ports, mode "tcp" only (1-65535)
 //! bind = []                    # TCP ports, mode "tcp" only
+//! allow = ["api.github.com", "*.pypi.org", "registry.npmjs.org:443"]
+//!                              # mode "domains": host patterns (replaces)
+//! deny = []                    # checked first (replaces)
+//! add_allow = [] ; add_deny = []  # append
+//! hosts = { "allowed.test" = "127.0.0.1" }  # pins, merged key by key
 //!
 //! [env]
 //! allow = ["PATH", "LC_*"]     # names or PREFIX* patterns passed through (replaces)
@@ -202,6 +207,7 @@ pub enum NetMode {
     Off,
     On,
     Tcp,
+    Domains,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -211,6 +217,13 @@ pub struct NetworkSection {
     /// Kept wide so out-of-range ports get our own message with a line.
     pub connect: Option<Vec<i64>>,
     pub bind: Option<Vec<i64>>,
+    /// Host patterns, mode "domains" only.
+    pub allow: Option<Vec<String>>,
+    pub deny: Option<Vec<String>>,
+    pub add_allow: Option<Vec<String>>,
+    pub add_deny: Option<Vec<String>>,
+    /// `[network.hosts]`: name = address pins.
+    pub hosts: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -34,6 +34,7 @@ impl State {
                 connect: self.connect.v.clone(),
                 bind: self.bind.v.clone(),
             },
+            NetMode::Domains => Network::Domains(self.domains.policy()),
         };
         let rate_limit = match (&self.rl_requests, &self.rl_window) {
             (Some(r), w) => Some(RateLimit {
@@ -159,7 +160,7 @@ impl State {
                 )));
             }
         }
-        Ok(())
+        self.check_domains()
     }
 
     fn provenance(&self, g: &Grant) -> Vec<Provenance> {
@@ -196,8 +197,20 @@ impl State {
             Network::Off => "off".to_string(),
             Network::On => "on".to_string(),
             Network::Tcp { connect, bind } => format!("tcp connect {connect:?} bind {bind:?}"),
+            Network::Domains(_) => "domains".to_string(),
         };
         push("network", net, &self.mode.o);
+        if matches!(g.network, Network::Domains(_)) {
+            for e in &self.domains.allow {
+                push("network.allow", e.v.to_string(), &e.o);
+            }
+            for e in &self.domains.deny {
+                push("network.deny", e.v.to_string(), &e.o);
+            }
+            for (name, e) in &self.domains.hosts {
+                push("network.hosts", format!("{name} = {}", e.v), &e.o);
+            }
+        }
         for e in &self.env_allow {
             push("env.allow", e.v.clone(), &e.o);
         }

@@ -18,6 +18,40 @@ pub enum Network {
     On,
     /// TCP only, to and from the listed ports (Landlock ABI >= 4).
     Tcp { connect: Vec<u16>, bind: Vec<u16> },
+    /// Named hosts only: the call gets its own network namespace with only
+    /// loopback, where toolcage's proxy and DNS stub listen; the proxy (in
+    /// toolcage, outside the sandbox) decides every connection.
+    Domains(super::DomainPolicy),
+}
+
+impl Network {
+    /// One line for people: `off`, `on`, `tcp connect [443] bind []`,
+    /// `domains allow [api.github.com] deny [] hosts [allowed.test = 127.0.0.1]`.
+    pub fn summary(&self) -> String {
+        let list = |v: &[super::HostRule]| {
+            v.iter()
+                .map(|r| r.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self {
+            Network::Off => "off".to_string(),
+            Network::On => "on".to_string(),
+            Network::Tcp { connect, bind } => format!("tcp connect {connect:?} bind {bind:?}"),
+            Network::Domains(d) => {
+                let mut s = format!("domains allow [{}]", list(&d.allow));
+                if !d.deny.is_empty() {
+                    s.push_str(&format!(" deny [{}]", list(&d.deny)));
+                }
+                if !d.hosts.is_empty() {
+                    let pins: Vec<String> =
+                        d.hosts.iter().map(|(n, a)| format!("{n} = {a}")).collect();
+                    s.push_str(&format!(" hosts [{}]", pins.join(", ")));
+                }
+                s
+            }
+        }
+    }
 }
 
 /// Resource limits applied with `setrlimit` in the child. `None` leaves the

@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 mod canon;
+mod domains;
 mod entries;
 mod env_dirs;
 mod error;
@@ -27,6 +28,8 @@ mod file;
 mod finish;
 mod floor;
 mod grant;
+pub mod hostname;
+mod netrules;
 mod origin;
 mod parse;
 mod paths;
@@ -45,12 +48,14 @@ mod with;
 // use them as `super::units`.
 use toolcage_text::units;
 
+pub use domains::{DomainPolicy, HostRule, Refusal, RefusalKind, parse_pin};
 pub use env_dirs::{PRIVATE_TMP, TMP_VARS, is_explicit};
 pub use error::PolicyError;
 pub use grant::{
     ApprovalMode, Enforcement, Grant, Limits, NamespaceFree, NamespaceFreePolicy, Network,
     OutputCaps, RateLimit,
 };
+pub use hostname::Host;
 pub use paths::{canonical_lenient, state_base, within};
 pub use profiles::profile_names;
 pub use render::render_text;

@@ -244,7 +244,7 @@ timeout = "5s"
         let e = err("[network]\nmode = \"sometimes\"\n");
         assert_eq!(
             e,
-            "policy /x/p.toml:2: network.mode: invalid value \"sometimes\" (expected one of off, on, tcp)"
+            "policy /x/p.toml:2: network.mode: invalid value \"sometimes\" (expected one of off, on, tcp, domains)"
         );
     }
 

@@ -22,6 +22,10 @@ pub struct Requests {
     pub requires_approval: Option<bool>,
     /// `requests` per `window`, from the tool's own definition.
     pub rate_limit: Option<RateLimit>,
+    /// The only hosts the tool needs (`host[:port]` patterns, e.g. an
+    /// OpenCrabs http tool's url): narrows a domain grant, never widens one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domains: Option<Vec<String>>,
 }
 
 /// What happened to one request.
@@ -133,6 +137,17 @@ pub fn apply(st: &mut State, tool: &str, r: &Requests, seq: usize) -> Vec<Reques
                 "a tool may always ask for less".into(),
             );
         }
+    }
+
+    if let Some(want) = &r.domains {
+        let d = st.request_domains(tool, want, seq);
+        note(
+            "network.allow",
+            format!("[{}]", want.join(", ")),
+            d.granted,
+            d.decision,
+            d.reason,
+        );
     }
 
     if let Some(t) = r.timeout {

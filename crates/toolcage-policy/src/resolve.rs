@@ -85,6 +85,8 @@ impl Context {
 pub struct Overrides {
     /// `--allow-net`: network on.
     pub allow_net: bool,
+    /// `--allow-domain HOST[:PORT]`: domains mode with these hosts allowed.
+    pub allow_domain: Vec<String>,
     /// `--with PRESET`: toolchain presets (rust, node, python).
     pub with: Vec<String>,
     /// `--read PATH`: extra read roots (relative to the cwd; must exist).

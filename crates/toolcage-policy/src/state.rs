@@ -44,6 +44,8 @@ pub struct State {
     pub mode: Sourced<NetMode>,
     pub connect: Sourced<Vec<u16>>,
     pub bind: Sourced<Vec<u16>>,
+    /// `[network] allow`, `deny`, `hosts` (mode "domains").
+    pub domains: super::netrules::DomainState,
     pub env_allow: Vec<Sourced<String>>,
     pub env_set: BTreeMap<String, Sourced<String>>,
     pub timeout: Sourced<Duration>,
@@ -153,6 +155,7 @@ impl State {
             mode: val(NetMode::Off, &o),
             connect: val(Vec::new(), &o),
             bind: val(Vec::new(), &o),
+            domains: Default::default(),
             env_allow: Vec::new(),
             env_set: BTreeMap::new(),
             timeout: val(g.timeout, &o),
@@ -250,6 +253,7 @@ impl State {
             };
             *target = val(v, &o);
         }
+        self.apply_domains(l, net)?;
 
         let env = &b.env;
         for (list, key, replace) in [
@@ -388,6 +392,7 @@ impl State {
         if cli.allow_net {
             self.mode = val(NetMode::On, &Origin::flag("--allow-net", seq));
         }
+        self.apply_allow_domain(&cli.allow_domain, cli.allow_net, seq)?;
         for name in &cli.with {
             let o = Origin::flag("--with", seq);
             let v = Preset::parse(name).map_err(|m| o.error(m))?;
@@ -503,6 +508,7 @@ pub fn mode_name(m: NetMode) -> &'static str {
         NetMode::Off => "off",
         NetMode::On => "on",
         NetMode::Tcp => "tcp",
+        NetMode::Domains => "domains",
     }
 }
 

@@ -41,6 +41,7 @@ pub enum Stage {
     Exec = 12,
     Spawn = 13,
     Network = 14,
+    Proxy = 15,
 }
 
 impl Stage {
@@ -61,6 +62,7 @@ impl Stage {
             Exec,
             Spawn,
             Network,
+            Proxy,
         ]
         .into_iter()
         .find(|s| *s as u32 == v)
@@ -82,6 +84,7 @@ impl Stage {
             Stage::Exec => "execve",
             Stage::Spawn => "starting the tool inside the namespace",
             Stage::Network => "bringing up loopback in the network namespace",
+            Stage::Proxy => "creating the proxy's listeners in the network namespace",
         }
     }
 }
@@ -126,6 +129,9 @@ pub struct ChildPlan {
     pub steps: Vec<Step>,
     /// Bring up `lo` (the call has its own network namespace).
     pub loopback: Option<libc::ifreq>,
+    /// Domain mode: the listeners to create in the call's network
+    /// namespace and send to toolcage, before the tool starts.
+    pub listeners: Option<super::proxy::listen::ListenPlan>,
     /// A network namespace made ahead (`netns.rs`) to join; -1 for none.
     pub netns_fd: RawFd,
     pub cap_last: libc::c_int,
@@ -303,6 +309,13 @@ pub extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
             && !loopback_up(req)
         {
             fail(plan, Stage::Network);
+        }
+        // Created while we still hold every right in the namespace; closed
+        // here (and the channel with them) before the tool exists.
+        if let Some(l) = &plan.listeners
+            && !super::proxy::listen::open_and_send(l)
+        {
+            fail(plan, Stage::Proxy);
         }
         if plan.namespace_free {
             // Orphans of the call become our children, so we can reap them.

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 /// The call's private tmpfs inside its constructed root.
 pub use toolcage_policy::PRIVATE_TMP;
-use toolcage_policy::{Grant, TMP_VARS, is_explicit, search_path};
+use toolcage_policy::{Grant, Network, TMP_VARS, is_explicit, search_path};
 
 /// Build the environment from `host` (toolcage's own environment).
 pub fn build_env(
@@ -32,7 +32,40 @@ pub fn build_env(
             }
         }
     }
+    if matches!(grant.network, Network::Domains(_)) {
+        env.extend(proxy_env());
+    }
     env
+}
+
+/// Domain mode: every client that honours proxy variables goes through the
+/// call's proxy (an HTTP proxy for ALL_PROXY too: a SOCKS URL there breaks
+/// clients without SOCKS support, such as httpx). NO_PROXY names only the
+/// call's own loopback, never a host service. They win over the policy's
+/// and the call's values: nothing else is reachable anyway.
+pub fn proxy_env() -> Vec<(String, String)> {
+    let url = format!("http://127.0.0.1:{}", super::proxy::PROXY_PORT);
+    let mut out: Vec<(String, String)> = [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "NPM_CONFIG_PROXY",
+        "NPM_CONFIG_HTTPS_PROXY",
+        "YARN_HTTP_PROXY",
+        "YARN_HTTPS_PROXY",
+    ]
+    .iter()
+    .map(|k| (k.to_string(), url.clone()))
+    .collect();
+    for k in ["NO_PROXY", "no_proxy"] {
+        out.push((k.into(), "localhost,127.0.0.1,::1".into()));
+    }
+    // Node's built-in fetch ignores the variables without it.
+    out.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
+    out
 }
 
 #[cfg(test)]
@@ -58,6 +91,21 @@ mod tests {
         assert_eq!(env["TMPDIR"], "/tmp");
         assert_eq!(env["HOME"], "/tmp");
         assert!(!env.contains_key("AWS_SECRET"));
+    }
+
+    #[test]
+    fn domain_mode_sets_the_proxy_variables_over_the_policys() {
+        let mut g = Grant::closed("/p".into());
+        g.network = Network::Domains(Default::default());
+        g.env_set
+            .insert("HTTPS_PROXY".into(), "http://elsewhere:1".into());
+        let env = build_env(&g, vec![], &BTreeMap::new());
+        assert_eq!(env["HTTPS_PROXY"], "http://127.0.0.1:3128");
+        assert_eq!(env["all_proxy"], "http://127.0.0.1:3128");
+        assert_eq!(env["NO_PROXY"], "localhost,127.0.0.1,::1");
+        assert_eq!(env["NODE_USE_ENV_PROXY"], "1");
+        let off = build_env(&Grant::closed("/p".into()), vec![], &BTreeMap::new());
+        assert!(!off.contains_key("HTTP_PROXY"));
     }
 
     #[test]

@@ -230,7 +230,9 @@ pub fn prepare(
         ruleset = ruleset.scope(Scope::AbstractUnixSocket | Scope::Signal)?;
     }
     let net_rules: Vec<NetPort> = match &grant.network {
-        Network::On => vec![],
+        // Domains: the call's own network namespace holds only loopback;
+        // toolcage's proxy outside it decides every connection.
+        Network::On | Network::Domains(_) => vec![],
         Network::Off => {
             // Defence in depth: seccomp already forbids inet sockets.
             if version >= 4 {

@@ -8,6 +8,7 @@
 
 mod bpf;
 mod child;
+mod denial;
 mod env;
 mod init_guard;
 mod landlock;
@@ -18,6 +19,7 @@ mod netns;
 pub mod output;
 pub mod probe;
 mod program;
+pub mod proxy;
 mod quarantine;
 pub mod report;
 mod restore;
@@ -28,6 +30,7 @@ mod spawn;
 mod steps;
 mod supervise;
 
+pub use denial::Denial;
 pub use env::build_env;
 pub use landlock::kernel_abi;
 pub use namespace_free::{namespaces_failed, namespaces_unavailable_reason};
@@ -112,6 +115,9 @@ pub struct Outcome {
     /// be restored (no copy: too large), or a tree too large to guard.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unrestorable: Vec<PathBuf>,
+    /// What the call was refused (domain mode: every host its proxy or DNS
+    /// stub turned away).
+    pub denials: Vec<Denial>,
 }
 
 /// A path the call created where a protected path was absent, moved aside.

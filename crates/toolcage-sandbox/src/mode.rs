@@ -14,6 +14,9 @@ use toolcage_policy::{Grant, NamespaceFree, Network};
 pub enum IsolationMode {
     Namespaces,
     NamespaceFree,
+    /// No process at all: toolcage makes the call itself (an OpenCrabs
+    /// http tool), under the grant's network policy.
+    InProcess,
 }
 
 impl IsolationMode {
@@ -21,6 +24,7 @@ impl IsolationMode {
         match self {
             IsolationMode::Namespaces => "namespaces",
             IsolationMode::NamespaceFree => "namespace-free",
+            IsolationMode::InProcess => "in-process",
         }
     }
 }
@@ -96,6 +100,13 @@ pub fn lacks(grant: &Grant, landlock_abi: i32) -> Vec<Lack> {
             part: "constructed root (host unix sockets reachable by path)".into(),
             compensated_by: Some("seccomp allows AF_UNIX only as connected pairs".into()),
         }),
+        Network::Domains(_) => out.push(Lack {
+            id: "network",
+            part: "network namespace (domain mode needs the call's own: without it the call \
+                   would reach the host's network directly)"
+                .into(),
+            compensated_by: None,
+        }),
     }
     if grant
         .denied
@@ -165,6 +176,13 @@ pub fn decide(grant: &Grant, host: HostFeatures, why_no_namespaces: &str) -> Mod
     let lacking = lacks(grant, host.landlock_abi);
     let policy = &grant.namespace_free;
     let refusal = match policy.mode {
+        // Never the host's network instead: nothing could filter it.
+        _ if matches!(grant.network, Network::Domains(_)) => Some(format!(
+            "{why_no_namespaces}; network mode \"domains\" needs the call's own network \
+             namespace (its proxy and DNS stub listen there), and toolcage never falls back to \
+             the host's network: use network mode \"on\" or \"off\" here, or run where \
+             namespaces are available (toolcage doctor)"
+        )),
         NamespaceFree::Allow => None,
         NamespaceFree::Refuse => Some(format!(
             "{why_no_namespaces}; this policy refuses namespace-free mode ([sandbox] \

@@ -62,6 +62,31 @@ pub struct EnforcementReport {
 }
 
 impl EnforcementReport {
+    /// A call no process ran: toolcage made it itself (an http tool), so no
+    /// sandbox layer applies and none is claimed; the network policy did.
+    pub fn in_process() -> EnforcementReport {
+        EnforcementReport {
+            mode: IsolationMode::InProcess,
+            lacking: Vec::new(),
+            landlock: LandlockReport {
+                abi: super::landlock::kernel_abi(),
+                status: LandlockStatus::NotEnforced,
+                missing: Vec::new(),
+            },
+            seccomp: false,
+            capabilities_dropped: false,
+            no_new_privs: false,
+            pid_namespace: false,
+            mount_namespace: false,
+            constructed_root: false,
+            ipc_namespace: false,
+            network_namespace: false,
+            rlimits: false,
+            rlimits_clamped: Vec::new(),
+            degraded: Vec::new(),
+        }
+    }
+
     /// One line for logs and the CLI: `landlock=full(abi 7) seccomp=on ...`.
     pub fn summary(&self) -> String {
         let ll = match self.landlock.status {

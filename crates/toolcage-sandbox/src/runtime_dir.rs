@@ -3,6 +3,8 @@
 //! tmpfs, in which the call's constructed root is built (see `rootfs`).
 //! Only the call's own mount namespace ever mounts there; the host sees an
 //! empty directory. Reusing it keeps file creation off the per-call path.
+//! `resolv.conf` beside it is what domain mode binds over the call's
+//! `/etc/resolv.conf`.
 
 use super::SandboxError;
 use std::fs::DirBuilder;
@@ -16,7 +18,13 @@ pub struct RuntimeDir {
     pub base: PathBuf,
     /// An empty directory; each call mounts its staging tmpfs over it.
     pub root: PathBuf,
+    /// Domain mode's `/etc/resolv.conf`: the call's own DNS stub.
+    pub resolv_conf: PathBuf,
 }
+
+/// What domain mode binds over `/etc/resolv.conf`.
+const RESOLV_CONF: &str =
+    "# toolcage: the call's DNS stub (network mode \"domains\")\nnameserver 127.0.0.1\n";
 
 fn euid() -> u32 {
     // SAFETY: geteuid cannot fail.
@@ -55,9 +63,16 @@ fn setup(base: &Path) -> std::io::Result<RuntimeDir> {
             base.display()
         )));
     }
+    let resolv_conf = base.join("resolv.conf");
+    if std::fs::read(&resolv_conf).ok().as_deref() != Some(RESOLV_CONF.as_bytes()) {
+        let tmp = base.join(format!("resolv.conf.{}", std::process::id()));
+        std::fs::write(&tmp, RESOLV_CONF)?;
+        std::fs::rename(&tmp, &resolv_conf)?;
+    }
     Ok(RuntimeDir {
         base: base.to_path_buf(),
         root,
+        resolv_conf,
     })
 }
 

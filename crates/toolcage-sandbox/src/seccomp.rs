@@ -220,6 +220,31 @@ pub fn rules(network: &Network) -> BTreeMap<i64, Vec<SeccompRule>> {
                 rules.insert(libc::SYS_listen, vec![]);
             }
         }
+        Network::Domains(_) => {
+            // TCP and UDP over IPv4/IPv6, in the call's own network
+            // namespace where only loopback exists (the proxy, the DNS stub
+            // and the capture listeners are toolcage's). No raw, ICMP,
+            // SCTP or MPTCP sockets; no netlink (nothing to configure), no
+            // vsock (not namespaced); AF_UNIX only as connected pairs, so no
+            // host socket in a granted directory can be reached by path.
+            let inet = libc::AF_INET as u64;
+            let inet6 = libc::AF_INET6 as u64;
+            let dgram = libc::SOCK_DGRAM as u64;
+            let mut socket = vec![rule(vec![
+                cond(0, Len::Dword, Op::Ne, inet),
+                cond(0, Len::Dword, Op::Ne, inet6),
+            ])];
+            socket.extend(deny_types_except(&[stream, dgram]));
+            socket.push(rule(vec![
+                cond(2, Len::Dword, Op::Ne, 0),
+                cond(2, Len::Dword, Op::Ne, libc::IPPROTO_TCP as u64),
+                cond(2, Len::Dword, Op::Ne, libc::IPPROTO_UDP as u64),
+            ]));
+            rules.insert(libc::SYS_socket, socket);
+            let mut pair = vec![rule(vec![cond(0, Len::Dword, Op::Ne, unix)])];
+            pair.extend(deny_types_except(&[stream, seqpacket]));
+            rules.insert(libc::SYS_socketpair, pair);
+        }
     }
     rules
 }

@@ -13,7 +13,9 @@ use super::namespace_free::{
 use super::report::{EnforcementReport, LandlockStatus};
 use super::rootfs::{self, FreshAccess};
 use super::supervise::{CancelToken, Running, supervise};
-use super::{Command, Outcome, SandboxError, build_env, netns, program, runtime_dir, seccomp};
+use super::{
+    Command, Outcome, SandboxError, build_env, netns, program, proxy, runtime_dir, seccomp,
+};
 use super::{quarantine, restore};
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -90,9 +92,10 @@ fn hidden_dirs(runtime: &runtime_dir::RuntimeDir) -> Vec<PathBuf> {
 }
 
 /// Files a call with network needs that may live outside the grant:
-/// `/etc/resolv.conf` is often a link into `/run`.
+/// `/etc/resolv.conf` is often a link into `/run`. (Domain mode binds its
+/// own over it instead.)
 fn network_files(grant: &Grant) -> Vec<PathBuf> {
-    if grant.network == Network::Off {
+    if matches!(grant.network, Network::Off | Network::Domains(_)) {
         return Vec::new();
     }
     match Path::new("/etc/resolv.conf").canonicalize() {
@@ -247,7 +250,11 @@ fn run_in(
     let prepared = ll::prepare(grant, &extra_read, &layout)
         .map_err(|e| SandboxError::Prepare(e.to_string()))?;
     let (rlimits, rlimit_notes) = rlimits(grant);
-    let new_netns = grant.network == Network::Off && !namespace_free;
+    let domains = match &grant.network {
+        Network::Domains(d) if !namespace_free => Some(d),
+        _ => None,
+    };
+    let new_netns = (grant.network == Network::Off || domains.is_some()) && !namespace_free;
     let mut report = EnforcementReport {
         mode: isolation,
         lacking: decision
@@ -302,7 +309,9 @@ fn run_in(
         })
         .collect();
 
-    let mut root = rootfs::plan(grant, &extra_read, &runtime.root, &hidden_dirs(runtime))?;
+    let files = domains.map_or_else(Vec::new, |_| proxy::resolv_conf(&runtime.resolv_conf));
+    let hidden = hidden_dirs(runtime);
+    let mut root = rootfs::plan(grant, &extra_read, &runtime.root, &hidden, &files)?;
     if namespace_free {
         // Only its record of protected paths is used: nothing is mounted.
         root.steps.clear();
@@ -382,6 +391,7 @@ fn run_in(
     let (report_r, report_w) = pipe()?;
     let (status_r, status_w) = pipe()?;
     let landlock_fd = prepared.fd.as_ref().map_or(-1, |f| f.as_raw_fd());
+    let proxy_setup = domains.map(proxy::Setup::new).transpose()?;
     let mut keep_fds: Vec<RawFd> = stdio.to_vec();
     let netns = early_netns.and_then(netns::Early::finish);
     let netns_fd = netns.as_ref().map_or(-1, |f| f.as_raw_fd());
@@ -391,6 +401,7 @@ fn run_in(
         landlock_fd,
         netns_fd,
     ]);
+    keep_fds.extend(proxy_setup.as_ref().and_then(proxy::Setup::child_fd));
     keep_fds.retain(|fd| *fd >= 0);
     keep_fds.sort_unstable();
     keep_fds.dedup();
@@ -440,6 +451,7 @@ fn run_in(
         steps: root.steps,
         loopback: (new_netns && netns.is_none()).then(loopback_request),
         netns_fd,
+        listeners: proxy_setup.as_ref().and_then(proxy::Setup::listen_plan),
         cap_last: cap_last(),
         sigrtmax: libc::SIGRTMAX(),
         namespace_free,
@@ -483,6 +495,9 @@ fn run_in(
     // The plan and the stacks are freed after the init is gone: until then
     // every page the allocator writes is copied (the init shares them).
     let _after_the_init = (plan, stacks);
+    // Domain mode: serve the call's network as long as it runs (stopped
+    // when dropped, on every way out).
+    let proxy = proxy_setup.map(proxy::Setup::start).transpose()?.flatten();
     let parent_ends = pipes.map(|(child_ends, parent_ends)| {
         drop(child_ends);
         parent_ends
@@ -522,6 +537,7 @@ fn run_in(
         grant.kill_grace,
         cancel,
     );
+    let denials = proxy.map_or_else(Vec::new, proxy::Proxy::finish);
     let (created_protected, quarantined) = quarantine::after_call(
         root.missing_protected,
         root.protected_links,
@@ -553,6 +569,7 @@ fn run_in(
         quarantined,
         restored,
         unrestorable,
+        denials,
     })
 }
 

@@ -7,12 +7,13 @@
 //! - [`octomind`]: the script, arguments on stdin and as environment.
 //! - [`clawd`]: `<interpreter> <entrypoint>`, arguments on stdin.
 //! - [`opencrabs`]: `sh -c` with positional parameters; the http executor
-//!   refuses until the network gateway exists.
+//!   runs no process: toolcage makes the request ([`http`]).
 //! - [`agentdir`]: `kind: script` and `kind: mcp`, listed and validated,
 //!   refused at call time.
 
 pub mod agentdir;
 pub mod clawd;
+pub mod http;
 pub mod octomind;
 pub mod opencrabs;
 

@@ -1,15 +1,16 @@
 //! OpenCrabs: the shell executor runs `/bin/sh -c <rendered command> sh
 //! <values...>`, each `{{param}}` a positional parameter reference (never
 //! pasted source); `$OPENCRABS_PARAMS` names a 0600 JSON file removed after
-//! the call. The http executor is listed and refused until the network
-//! gateway exists.
+//! the call. The http executor runs no process: toolcage makes the request
+//! itself ([`super::http`]).
 
 use super::ToolRunner;
 use crate::call::encode::{EncodeError, Encoded, stdin_json};
 use crate::call::params_file::ParamsFile;
+use crate::call::{CallError, CallResult};
 use crate::discover::ToolSpec;
 use crate::policy::Grant;
-use crate::sandbox::Command;
+use crate::sandbox::{CancelToken, Command};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -66,21 +67,7 @@ pub struct Http<'a> {
     pub url: &'a str,
 }
 
-impl Http<'_> {
-    fn unsupported(&self) -> String {
-        format!(
-            "http executor not supported yet: tool {} ({}) runs once the network gateway lands",
-            self.tool.name,
-            self.tool.source.display()
-        )
-    }
-}
-
 impl ToolRunner for Http<'_> {
-    fn refusal(&self) -> Option<String> {
-        Some(self.unsupported())
-    }
-
     fn runs(&self) -> String {
         format!("http {} {}", self.method, self.url)
     }
@@ -90,6 +77,22 @@ impl ToolRunner for Http<'_> {
     }
 
     fn encode(&self, _: &Map<String, Value>, _: &Grant) -> Result<Encoded, EncodeError> {
-        Err(EncodeError::Unsupported(self.unsupported()))
+        Err(EncodeError::Unsupported(format!(
+            "tool {} ({}) is an http tool: toolcage makes its request itself, it has no command",
+            self.tool.name,
+            self.tool.source.display()
+        )))
+    }
+
+    /// No process: toolcage makes the request, through the same decision
+    /// as a sandboxed call's proxy (see [`super::http`]).
+    fn execute(
+        &self,
+        _tool: &str,
+        args: &Map<String, Value>,
+        grant: &Grant,
+        cancel: Option<&CancelToken>,
+    ) -> Result<CallResult, CallError> {
+        super::http::run(self.tool, args, grant, cancel)
     }
 }

@@ -15,7 +15,9 @@
 //!   Warning "disabled".
 //! - `timeout_secs`: an integer 1..=3600 → `requests.timeout`.
 //! - http tools require `method` (GET, POST, PUT, PATCH, DELETE, HEAD,
-//!   OPTIONS) and an `http(s)://` `url`, and request network access.
+//!   OPTIONS) and an `http(s)://` `url` whose host part is fixed (no
+//!   `{{param}}`, no user information), and request network access to
+//!   that host only (`requests.domains`); header names are fixed tokens.
 //! - param `type` defaults to `string`; `default` may be a TOML string (as
 //!   in the seed: `"50"`, `"null"`) converted by the type, or a native TOML
 //!   value of the right type.
@@ -283,11 +285,26 @@ fn parse_tool(item: &Toml, cx: &mut Cx) -> Option<ToolSpec> {
             if let Err(e) = template::check_declared(&url, &declared, false) {
                 cx.err("url", e, "declare the param, or fix the template");
             }
+            if url.starts_with("http://") || url.starts_with("https://") {
+                // The fixed host is what the tool asks to reach; the policy
+                // decides whether it gets it.
+                match super::crabhttp::host_pattern(&url) {
+                    Ok(host) => requests.domains = Some(vec![host]),
+                    Err(e) => cx.err("url", e, "write a fixed host in the url"),
+                }
+            }
             let mut headers = Vec::new();
             match t.get("headers") {
                 None => {}
                 Some(Toml::Table(h)) => {
                     for (k, v) in h {
+                        if !super::crabhttp::valid_header_name(k) {
+                            cx.err(
+                                &format!("headers.{k}"),
+                                "not a header name (letters, digits and -, no {{param}})",
+                                "write a fixed header name; parameters go in the value",
+                            );
+                        }
                         match v.as_str() {
                             Some(v) => {
                                 if let Err(e) = template::check_declared(v, &declared, false) {
@@ -343,18 +360,6 @@ fn parse_tool(item: &Toml, cx: &mut Cx) -> Option<ToolSpec> {
             .fix("set `enabled = true` to list it"),
         );
         return None;
-    }
-    if matches!(runner, Runner::OpencrabsHttp { .. }) {
-        cx.diags.push(
-            Diagnostic::warning(
-                cx.file,
-                cx.line,
-                format!(
-                    "tool '{name}': http executor listed, but calls are refused: not supported yet (needs the network gateway)"
-                ),
-            )
-            .fix("meanwhile use executor = \"shell\" with curl and a policy that allows network"),
-        );
     }
     let schema_params: Vec<Param> = params.into_iter().map(|(p, _)| p).collect();
     Some(ToolSpec {

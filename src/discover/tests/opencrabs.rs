@@ -65,12 +65,7 @@ Authorization = "Bearer {{api_key}}"
 #[test]
 fn seed_shell_and_http_tools() {
     let (tools, d) = parse(SEED_SHELL);
-    assert_eq!(
-        d,
-        vec![
-            "tools.toml:28: tool 'check_api_health': http executor listed, but calls are refused: not supported yet (needs the network gateway) (fix: meanwhile use executor = \"shell\" with curl and a policy that allows network)"
-        ]
-    );
+    assert!(d.is_empty(), "{d:?}");
     let s = &tools[0];
     assert_eq!(s.name, "send_notification");
     assert_eq!(s.line, Some(2));
@@ -89,6 +84,11 @@ fn seed_shell_and_http_tools() {
     let h = &tools[1];
     assert_eq!(h.line, Some(28));
     assert_eq!(h.requests.network, Some(true));
+    assert_eq!(
+        h.requests.domains,
+        Some(vec!["api.example.com:443".to_string()]),
+        "an http tool asks for its url's host only"
+    );
     match &h.runner {
         Runner::OpencrabsHttp {
             method,
@@ -104,6 +104,47 @@ fn seed_shell_and_http_tools() {
             );
         }
         other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn http_tools_have_a_fixed_host_and_fixed_header_names() {
+    let tool = |url: &str, header: &str| {
+        format!(
+            "[[tools]]\nname = \"h\"\ndescription = \"d\"\nexecutor = \"http\"\nmethod = \"GET\"\nurl = \"{url}\"\n[[tools.params]]\nname = \"p\"\n[tools.headers]\n\"{header}\" = \"{{{{p}}}}\"\n"
+        )
+    };
+    let (t, d) = parse(&tool("http://api.test:8080/x/{{p}}", "X-Key"));
+    assert!(d.is_empty(), "{d:?}");
+    assert_eq!(
+        t[0].requests.domains,
+        Some(vec!["api.test:8080".to_string()])
+    );
+    for (url, header, want) in [
+        (
+            "https://{{p}}.example.com/",
+            "X-Key",
+            "url: a {{param}} in the url's host",
+        ),
+        (
+            "https://user@api.test/",
+            "X-Key",
+            "url: user information in the url",
+        ),
+        (
+            "https://api.test/",
+            "X-{{p}}",
+            "headers.X-{{p}}: not a header name",
+        ),
+        (
+            "https://api.test/",
+            "Bad Header",
+            "headers.Bad Header: not a header name",
+        ),
+    ] {
+        let (t, d) = parse(&tool(url, header));
+        assert!(t.is_empty(), "{url} {header}");
+        assert!(d.iter().any(|m| m.contains(want)), "{want}: {d:?}");
     }
 }
 

@@ -3,9 +3,11 @@
 
 use super::*;
 
+mod domains;
 mod errors;
 mod floor;
 mod gate_keys;
+mod network;
 mod presets;
 mod props;
 mod with;

@@ -11,6 +11,7 @@ fn overrides() -> impl Strategy<Value = Overrides> {
     ];
     (
         any::<bool>(),
+        proptest::collection::vec(prop_oneof![Just("a.test".to_string()), ".{0,8}"], 0..2),
         proptest::collection::vec(path.clone(), 0..3),
         proptest::collection::vec(path, 0..3),
         proptest::collection::vec("[A-Za-z_=*0-9 ]{0,8}", 0..3),
@@ -19,14 +20,17 @@ fn overrides() -> impl Strategy<Value = Overrides> {
         proptest::collection::vec(prop_oneof!["rust", "node", "python", "[a-z]{0,5}"], 0..3),
     )
         .prop_map(
-            |(allow_net, read, write, env, timeout, allow_degraded, with)| Overrides {
-                allow_net,
-                with,
-                read: read.into_iter().map(PathBuf::from).collect(),
-                write: write.into_iter().map(PathBuf::from).collect(),
-                env,
-                timeout,
-                allow_degraded,
+            |(allow_net, allow_domain, read, write, env, timeout, allow_degraded, with)| {
+                Overrides {
+                    allow_net,
+                    allow_domain,
+                    with,
+                    read: read.into_iter().map(PathBuf::from).collect(),
+                    write: write.into_iter().map(PathBuf::from).collect(),
+                    env,
+                    timeout,
+                    allow_degraded,
+                }
             },
         )
 }
@@ -37,16 +41,28 @@ fn requests() -> impl Strategy<Value = Requests> {
         proptest::option::of(0u64..100_000),
         proptest::option::of(any::<bool>()),
         proptest::option::of((0u32..50, 0u64..600)),
+        proptest::option::of(proptest::collection::vec(
+            prop_oneof![
+                Just("a.test".to_string()),
+                Just("*.x.test:443".to_string()),
+                Just("1.2.3.4".to_string()),
+                ".{0,8}"
+            ],
+            0..3,
+        )),
     )
-        .prop_map(|(network, timeout, requires_approval, rl)| Requests {
-            network,
-            timeout: timeout.map(Duration::from_secs),
-            requires_approval,
-            rate_limit: rl.map(|(requests, w)| RateLimit {
-                requests,
-                window: Duration::from_secs(w),
-            }),
-        })
+        .prop_map(
+            |(network, timeout, requires_approval, rl, domains)| Requests {
+                network,
+                timeout: timeout.map(Duration::from_secs),
+                requires_approval,
+                rate_limit: rl.map(|(requests, w)| RateLimit {
+                    requests,
+                    window: Duration::from_secs(w),
+                }),
+                domains,
+            },
+        )
 }
 
 proptest! {
@@ -66,6 +82,15 @@ proptest! {
             let _ = render_text(&r, &[]);
             if cli.allow_net {
                 prop_assert_eq!(&r.grant.network, &Network::On);
+            }
+            if !cli.allow_domain.is_empty() {
+                let Network::Domains(d) = &r.grant.network else {
+                    return Err(TestCaseError::fail("--allow-domain without domains mode"));
+                };
+                for h in &cli.allow_domain {
+                    let rule = HostRule::parse(h).unwrap();
+                    prop_assert!(d.allow.contains(&rule), "{} not allowed", h);
+                }
             }
             if let Some(d) = &cli.timeout {
                 prop_assert_eq!(Ok(r.grant.timeout), parse_duration(d));

@@ -215,6 +215,11 @@ pub(super) fn mount_entry(
             )?;
             watch(plan, &e.path);
         }
+        Kind::Generated { source } => {
+            let what = format!("binding toolcage's {shown}");
+            let attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+            b.bind(source, &target, attrs, what)?;
+        }
         Kind::Symlink { .. } => {}
     }
     Ok(())

@@ -9,6 +9,7 @@ pub(super) struct Inputs<'a> {
     pub grant: &'a Grant,
     pub extra_read: &'a [PathBuf],
     pub hidden: &'a [PathBuf],
+    pub files: &'a [(PathBuf, PathBuf)],
 }
 
 fn beneath(p: &Path, roots: &[PathBuf]) -> bool {
@@ -232,6 +233,15 @@ pub(super) fn collect(inp: &Inputs, plan: &mut RootPlan) -> Vec<Entry> {
             }),
             Err(_) => plan.missing_protected.push(p.clone()),
         }
+    }
+    for (path, source) in inp.files {
+        entries.push(Entry {
+            path: path.clone(),
+            kind: Kind::Generated {
+                source: source.clone(),
+            },
+            dir: false,
+        });
     }
     for p in g.denied.iter().chain(inp.hidden) {
         if !beneath(p, &all_roots) {

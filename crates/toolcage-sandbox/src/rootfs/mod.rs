@@ -105,6 +105,10 @@ enum Kind {
     Symlink {
         target: PathBuf,
     },
+    /// A file toolcage made (domain mode's `resolv.conf`), bound read-only.
+    Generated {
+        source: PathBuf,
+    },
 }
 
 impl Kind {
@@ -114,7 +118,7 @@ impl Kind {
             Kind::Bind { .. } | Kind::Device | Kind::Symlink { .. } => 0,
             Kind::Tmpfs { .. } | Kind::Proc | Kind::Devpts => 1,
             Kind::Pin => 2,
-            Kind::Protect | Kind::MaskDir | Kind::MaskFile => 3,
+            Kind::Protect | Kind::MaskDir | Kind::MaskFile | Kind::Generated { .. } => 3,
         }
     }
     /// The host's content is visible beneath this entry.
@@ -186,12 +190,15 @@ fn dev_ino(p: &Path) -> Option<(u64, u64)> {
 
 /// Plan the root for `grant`. `base` is an empty directory toolcage owns
 /// (the mount point of the staging tmpfs); `hidden` are toolcage's own
-/// directories, covered wherever a root would show them.
+/// directories, covered wherever a root would show them; `files` are
+/// (path inside, file on the host) pairs bound read-only over whatever is
+/// at that path.
 pub fn plan(
     grant: &Grant,
     extra_read: &[PathBuf],
     base: &Path,
     hidden: &[PathBuf],
+    files: &[(PathBuf, PathBuf)],
 ) -> Result<RootPlan, SandboxError> {
     let mut plan = RootPlan {
         steps: Vec::new(),
@@ -205,6 +212,7 @@ pub fn plan(
         grant,
         extra_read,
         hidden,
+        files,
     };
     let mut entries = collect(&inputs, &mut plan);
     let pinned = pins(&entries);

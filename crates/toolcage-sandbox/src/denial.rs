@@ -1,0 +1,62 @@
+//! What a call was refused, for the person reading its result: "blocked:
+//! evil.example:443 (not in the allow list)" instead of a timeout. Domain
+//! mode's proxy and DNS stub record every refusal here.
+
+use serde::Serialize;
+
+/// One refused operation (identical ones are counted, not repeated).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Denial {
+    /// The layer that refused: `proxy` or `dns`.
+    pub layer: &'static str,
+    /// What was attempted: `connect` (CONNECT), `http` (plain HTTP through
+    /// the proxy), `tcp` (a connection to a name's synthetic address, from a
+    /// program that ignores the proxy variables), `dns` (a lookup).
+    pub op: &'static str,
+    /// `host:port`, or the name for a lookup.
+    pub target: String,
+    /// The `deny` pattern that matched, when one did.
+    pub rule: Option<String>,
+    /// Why, for people.
+    pub reason: String,
+    /// What would grant it, when something would.
+    pub fix: Option<String>,
+    pub count: u32,
+}
+
+impl Denial {
+    /// `blocked: evil.example:443 (not in the allow list)`.
+    pub fn line(&self) -> String {
+        let times = if self.count > 1 {
+            format!(", {} times", self.count)
+        } else {
+            String::new()
+        };
+        format!("blocked: {} ({}{times})", self.target, self.reason)
+    }
+}
+
+/// The denials of one call, bounded: at most [`MAX_KINDS`] different ones
+/// are kept; the rest are only counted.
+#[derive(Debug, Default)]
+pub struct DenialLog {
+    pub kept: Vec<Denial>,
+    pub dropped: u64,
+}
+
+pub const MAX_KINDS: usize = 64;
+
+impl DenialLog {
+    pub fn record(&mut self, d: Denial) {
+        let same = |k: &Denial| {
+            k.layer == d.layer && k.op == d.op && k.target == d.target && k.reason == d.reason
+        };
+        if let Some(k) = self.kept.iter_mut().find(|k| same(k)) {
+            k.count = k.count.saturating_add(1);
+        } else if self.kept.len() < MAX_KINDS {
+            self.kept.push(d);
+        } else {
+            self.dropped += 1;
+        }
+    }
+}

@@ -1,0 +1,374 @@
+//! Domain mode's network: the call runs in its own network namespace with
+//! only loopback, where its init creates toolcage's listeners (see
+//! [`listen`]); toolcage accepts on them from its own namespace, on threads
+//! that live as long as the call:
+//!
+//! * `127.0.0.1:3128`, the HTTP proxy (`HTTP_PROXY`, `HTTPS_PROXY`,
+//!   `ALL_PROXY`): CONNECT and absolute-form plain HTTP;
+//! * `127.0.0.1:53`, UDP and TCP, the DNS stub ([`dns`]): allowed names get
+//!   a synthetic 127.1.x.y address, every other name NXDOMAIN;
+//! * `0.0.0.0:PORT` for each capture port (80, 443 and the ports the allow
+//!   patterns name): a program that ignores the proxy variables and
+//!   connects to a synthetic address reaches the name it stands for.
+//!
+//! Every path goes through [`upstream::open`]: decide, resolve, refuse
+//! private addresses, connect to the checked address. Nothing listens on
+//! the host. Connections per call, request head size and idle time are
+//! bounded; every refusal is recorded as a [`Denial`].
+
+mod conn;
+pub mod dns;
+pub mod http;
+pub mod listen;
+mod upstream;
+
+pub use upstream::{OpenError, connect};
+
+use super::denial::{Denial, DenialLog};
+use listen::ListenSpec;
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use toolcage_policy::{DomainPolicy, Refusal, RefusalKind};
+
+/// The HTTP proxy's port on the call's loopback.
+pub const PROXY_PORT: u16 = 3128;
+/// The DNS stub's port (what `/etc/resolv.conf` names inside).
+pub const DNS_PORT: u16 = 53;
+/// Connections open at once per call (through the proxy, captured, DNS
+/// over TCP); more are closed at once and recorded.
+pub const MAX_CONNECTIONS: usize = 256;
+/// A stack for each connection's thread: relaying needs little.
+const THREAD_STACK: usize = 256 * 1024;
+
+/// What an accepted connection is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Http,
+    DnsTcp,
+    Capture,
+}
+
+/// The listeners a call's init creates, in the order it sends them.
+pub struct Plan {
+    pub specs: Vec<ListenSpec>,
+    roles: Vec<Option<Role>>, // None: the UDP DNS socket
+}
+
+impl Plan {
+    pub fn new(policy: &DomainPolicy) -> Plan {
+        let lo = Ipv4Addr::LOCALHOST;
+        let mut specs = vec![
+            ListenSpec::new(lo, PROXY_PORT, libc::SOCK_STREAM),
+            ListenSpec::new(lo, DNS_PORT, libc::SOCK_DGRAM),
+            ListenSpec::new(lo, DNS_PORT, libc::SOCK_STREAM),
+        ];
+        let mut roles = vec![Some(Role::Http), None, Some(Role::DnsTcp)];
+        let ports = policy
+            .capture_ports()
+            .into_iter()
+            .filter(|p| *p != PROXY_PORT && *p != DNS_PORT)
+            .take(listen::MAX_LISTENERS - specs.len());
+        for port in ports {
+            specs.push(ListenSpec::new(
+                Ipv4Addr::UNSPECIFIED,
+                port,
+                libc::SOCK_STREAM,
+            ));
+            roles.push(Some(Role::Capture));
+        }
+        Plan { specs, roles }
+    }
+}
+
+/// What the threads share.
+pub struct Shared {
+    policy: DomainPolicy,
+    synth: Mutex<dns::Synthetic>,
+    denials: Mutex<DenialLog>,
+    /// Duplicates of both sides of every relayed connection, shut down
+    /// when the call ends so no thread outlives it for long.
+    active: Mutex<HashMap<u64, [TcpStream; 2]>>,
+    next_id: AtomicU64,
+    connections: AtomicUsize,
+    stopping: AtomicBool,
+    resolve: upstream::Resolver,
+}
+
+impl Shared {
+    fn new(policy: DomainPolicy, resolve: upstream::Resolver) -> Shared {
+        Shared {
+            policy,
+            synth: Mutex::default(),
+            denials: Mutex::default(),
+            active: Mutex::default(),
+            next_id: AtomicU64::new(0),
+            connections: AtomicUsize::new(0),
+            stopping: AtomicBool::new(false),
+            resolve,
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+
+    /// Record a refusal of `op` on `target` by `layer`.
+    fn deny(&self, layer: &'static str, op: &'static str, target: String, r: &Refusal) {
+        let fix = match r.kind {
+            RefusalKind::NotAllowed => Some(format!(
+                "add it to [network] allow (or pass --allow-domain {target})"
+            )),
+            RefusalKind::Denylist => r
+                .rule
+                .as_ref()
+                .map(|rule| format!("remove \"{rule}\" from [network] deny")),
+            _ => None,
+        };
+        self.denials.lock().unwrap().record(Denial {
+            layer,
+            op,
+            target,
+            rule: r.rule.clone(),
+            reason: r.reason.clone(),
+            fix,
+            count: 1,
+        });
+    }
+
+    fn register(&self, a: &TcpStream, b: &TcpStream) -> Option<u64> {
+        let (a, b) = (a.try_clone().ok()?, b.try_clone().ok()?);
+        let mut active = self.active.lock().unwrap();
+        if self.stopping() {
+            return None;
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        active.insert(id, [a, b]);
+        Some(id)
+    }
+
+    fn unregister(&self, id: u64) {
+        self.active.lock().unwrap().remove(&id);
+    }
+}
+
+/// The running proxy of one call. Dropping it stops it.
+pub struct Proxy {
+    shared: Arc<Shared>,
+    stop: OwnedFd,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl Proxy {
+    /// Serve `fds` (from [`listen::receive`], in `plan`'s order) under `policy`.
+    pub fn start(policy: DomainPolicy, plan: &Plan, fds: Vec<OwnedFd>) -> std::io::Result<Proxy> {
+        Self::start_with(policy, plan, fds, upstream::system_resolver)
+    }
+
+    fn start_with(
+        policy: DomainPolicy,
+        plan: &Plan,
+        fds: Vec<OwnedFd>,
+        resolve: upstream::Resolver,
+    ) -> std::io::Result<Proxy> {
+        let shared = Arc::new(Shared::new(policy, resolve));
+        let stop: OwnedFd = nix::sys::eventfd::EventFd::from_flags(
+            nix::sys::eventfd::EfdFlags::EFD_CLOEXEC | nix::sys::eventfd::EfdFlags::EFD_NONBLOCK,
+        )?
+        .into();
+        let mut tcp = Vec::new();
+        let mut udp = None;
+        for (fd, role) in fds.into_iter().zip(&plan.roles) {
+            match role {
+                Some(role) => tcp.push((*role, TcpListener::from(fd))),
+                None => udp = Some(UdpSocket::from(fd)),
+            }
+        }
+        let stop_fd = stop.try_clone()?;
+        let s = shared.clone();
+        let acceptor = std::thread::Builder::new()
+            .name("toolcage-proxy".into())
+            .spawn(move || accept_loop(&s, &stop_fd, &tcp, udp.as_ref()))?;
+        Ok(Proxy {
+            shared,
+            stop,
+            acceptor: Some(acceptor),
+        })
+    }
+
+    /// Stop accepting, cut every open connection, and return the denials.
+    pub fn finish(mut self) -> Vec<Denial> {
+        self.stop_now();
+        let mut log = self.shared.denials.lock().unwrap();
+        let mut out = std::mem::take(&mut log.kept);
+        if log.dropped > 0 {
+            out.push(Denial {
+                layer: "proxy",
+                op: "connect",
+                target: "(more)".into(),
+                rule: None,
+                reason: format!("{} more refusals of other kinds, not listed", log.dropped),
+                fix: None,
+                count: 1,
+            });
+        }
+        out
+    }
+
+    fn stop_now(&mut self) {
+        self.shared.stopping.store(true, Ordering::Relaxed);
+        let one = 1u64.to_ne_bytes();
+        let _ = nix::unistd::write(self.stop.as_fd(), &one);
+        if let Some(a) = self.acceptor.take() {
+            let _ = a.join();
+        }
+        for [a, b] in self.shared.active.lock().unwrap().values() {
+            let _ = a.shutdown(std::net::Shutdown::Both);
+            let _ = b.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        if self.acceptor.is_some() {
+            self.stop_now();
+        }
+    }
+}
+
+/// Accept on every listener and answer DNS over UDP until `stop` fires.
+/// The listeners (which keep the call's network namespace alive) are
+/// closed when this returns.
+fn accept_loop(
+    shared: &Arc<Shared>,
+    stop: &OwnedFd,
+    tcp: &[(Role, TcpListener)],
+    udp: Option<&UdpSocket>,
+) {
+    let mut fds: Vec<libc::pollfd> = std::iter::once(stop.as_raw_fd())
+        .chain(udp.map(|u| u.as_raw_fd()))
+        .chain(tcp.iter().map(|(_, l)| l.as_raw_fd()))
+        .map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let first_tcp = 1 + usize::from(udp.is_some());
+    let mut buf = [0u8; 4096];
+    loop {
+        // SAFETY: poll on descriptors we own, with a correctly sized array.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+        if n < 0 {
+            continue; // EINTR
+        }
+        if fds[0].revents != 0 || shared.stopping() {
+            return;
+        }
+        if let Some(u) = udp.filter(|_| fds[1].revents != 0) {
+            while let Ok((n, from)) = u.recv_from(&mut buf) {
+                if let Some(reply) = conn::answer_dns(shared, &buf[..n]) {
+                    let _ = u.send_to(&reply, from);
+                }
+            }
+        }
+        for (i, (role, listener)) in tcp.iter().enumerate() {
+            if fds[first_tcp + i].revents == 0 {
+                continue;
+            }
+            while let Ok((stream, _)) = listener.accept() {
+                spawn_connection(shared, *role, stream);
+            }
+        }
+    }
+}
+
+fn spawn_connection(shared: &Arc<Shared>, role: Role, stream: TcpStream) {
+    if shared.connections.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+        shared.connections.fetch_sub(1, Ordering::SeqCst);
+        let r = Refusal {
+            kind: RefusalKind::BadHost,
+            rule: None,
+            reason: format!("more than {MAX_CONNECTIONS} connections at once"),
+        };
+        shared.deny("proxy", "connect", "(connection limit)".into(), &r);
+        return;
+    }
+    let s = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name("toolcage-proxy-conn".into())
+        .stack_size(THREAD_STACK)
+        .spawn(move || {
+            conn::serve(&s, role, stream);
+            s.connections.fetch_sub(1, Ordering::SeqCst);
+        });
+    if spawned.is_err() {
+        shared.connections.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A call's proxy from before `clone` until it serves: the listener plan
+/// and the channel the init sends them on.
+pub struct Setup {
+    policy: DomainPolicy,
+    plan: Plan,
+    ours: OwnedFd,
+    /// The init's end; toolcage closes its copy once the init is cloned.
+    theirs: Option<OwnedFd>,
+}
+
+impl Setup {
+    pub fn new(policy: &DomainPolicy) -> Result<Setup, super::SandboxError> {
+        let (ours, theirs) = listen::channel()
+            .map_err(|e| super::SandboxError::Prepare(format!("socketpair: {e}")))?;
+        Ok(Setup {
+            policy: policy.clone(),
+            plan: Plan::new(policy),
+            ours,
+            theirs: Some(theirs),
+        })
+    }
+
+    /// The descriptor the init must keep.
+    pub fn child_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.theirs.as_ref().map(|t| t.as_raw_fd())
+    }
+
+    /// What the init does (see [`listen::open_and_send`]).
+    pub fn listen_plan(&self) -> Option<listen::ListenPlan> {
+        Some(listen::ListenPlan {
+            specs: self.plan.specs.clone(),
+            channel: self.child_fd()?,
+        })
+    }
+
+    /// After `clone`: close our copy of the init's end, receive the
+    /// listeners and serve them. `None` when the init failed before sending
+    /// them (its report says why).
+    pub fn start(mut self) -> Result<Option<Proxy>, super::SandboxError> {
+        drop(self.theirs.take());
+        let setup =
+            |stage: &'static str| move |source| super::SandboxError::Setup { stage, source };
+        let fds = listen::receive(&self.ours).map_err(setup("receiving the proxy's listeners"))?;
+        if fds.len() != self.plan.specs.len() {
+            return Ok(None);
+        }
+        let proxy =
+            Proxy::start(self.policy, &self.plan, fds).map_err(setup("starting the proxy"))?;
+        Ok(Some(proxy))
+    }
+}
+
+/// Domain mode's `resolv.conf` (the call's DNS stub, `source`), bound where
+/// `/etc/resolv.conf` leads: (path inside, file on the host). Without any,
+/// resolvers ask 127.0.0.1 anyway.
+pub fn resolv_conf(source: &std::path::Path) -> Vec<(std::path::PathBuf, std::path::PathBuf)> {
+    match std::path::Path::new("/etc/resolv.conf").canonicalize() {
+        Ok(real) => vec![(real, source.to_path_buf())],
+        Err(_) => Vec::new(),
+    }
+}
