@@ -38,8 +38,10 @@ pub struct ExecArgs {
     pub command: Vec<OsString>,
 }
 
-pub fn run(project: &Path, args: &ExecArgs) -> u8 {
-    match try_run(project, args) {
+/// Run `args` with `project`'s policy; `here` is the directory the command
+/// runs in when it lies below the project (found up from it).
+pub fn run(project: &Path, here: Option<&Path>, args: &ExecArgs) -> u8 {
+    match try_run(project, here, args) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("toolcage: {e}");
@@ -68,7 +70,7 @@ fn internal(message: impl ToString) -> ExecError {
     }
 }
 
-fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
+fn try_run(project: &Path, here: Option<&Path>, args: &ExecArgs) -> Result<u8, ExecError> {
     // Made on another CPU while the policy is resolved (sandbox/netns.rs).
     sandbox::network_namespace_ahead();
     let ctx = Context::detect(project, crate::discover::tooldirs::holds_a3s_tools)
@@ -94,6 +96,7 @@ fn try_run(project: &Path, args: &ExecArgs) -> Result<u8, ExecError> {
     let cmd = sandbox::Command {
         argv: args.command.clone(),
         inherit_stdio: true,
+        cwd: here.map(Path::to_path_buf),
         ..Default::default()
     };
     let program = args.command[0].to_string_lossy();

@@ -2,7 +2,7 @@
 //! its own module; this file only declares the arguments and dispatches.
 
 use clap::{Args, Parser, Subcommand};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 mod audit;
@@ -34,9 +34,11 @@ pub struct Cli {
 /// The options every subcommand takes.
 #[derive(Debug, Args)]
 pub struct GlobalOptions {
-    /// The project whose tools are discovered; the working directory of every call.
-    #[arg(short = 'C', long = "project", global = true, default_value = ".")]
-    pub project: PathBuf,
+    /// The project whose tools are discovered; the working directory of every call
+    /// [default: the nearest directory up from here holding a tool directory or a .git,
+    /// as git and cargo find their roots; else the current directory]
+    #[arg(short = 'C', long = "project", global = true, value_name = "PROJECT")]
+    pub project: Option<PathBuf>,
 
     /// Log verbosity for toolcage's own diagnostics on stderr (error, warn, info, debug, trace).
     #[arg(long, global = true, default_value = "warn")]
@@ -101,6 +103,22 @@ fn parse_from(args: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
         });
     }
     Cli::try_parse_from(args)
+}
+
+/// The project (`-C`, else found up from the current directory) and, when
+/// it was found above the current directory, that directory: `exec` runs
+/// its command there, as it was typed.
+fn project_and_here(explicit: Option<&Path>) -> (PathBuf, Option<PathBuf>) {
+    if let Some(p) = explicit {
+        return (p.to_path_buf(), None);
+    }
+    let Ok(here) = std::env::current_dir() else {
+        return (PathBuf::from("."), None);
+    };
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let root = crate::discover::tooldirs::project_root(&here, home.as_deref());
+    let below = (root != here).then_some(here);
+    (root, below)
 }
 
 /// What every tool command needs from the global options.
@@ -230,12 +248,13 @@ pub fn main() -> ExitCode {
     if !matches!(cli.command, Command::Exec(_)) {
         init_logging(&cli.options.log);
     }
+    let (project, here) = project_and_here(cli.options.project.as_deref());
     let global = Global {
-        project: cli.options.project.clone(),
+        project: project.clone(),
         tools_toml: cli.options.tools_toml.clone(),
     };
     let code = match &cli.command {
-        Command::Exec(args) => exec::run(&cli.options.project, args),
+        Command::Exec(args) => exec::run(&project, here.as_deref(), args),
         Command::Serve(args) => serve::run(&global, args),
         Command::List(args) => list::run(&global, args),
         Command::Schema(args) => schema::run(&global, args),

@@ -46,7 +46,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// What to run. The working directory is always the grant's project.
+/// What to run, and where: in `cwd`, a directory inside the grant's
+/// project, or the project itself.
 #[derive(Debug, Clone, Default)]
 pub struct Command {
     /// Program and arguments; a program without `/` is looked up in the
@@ -61,6 +62,10 @@ pub struct Command {
     /// Give the child toolcage's own stdin/stdout/stderr instead of pipes
     /// (`toolcage exec`): output streams live and is not captured or capped.
     pub inherit_stdio: bool,
+    /// The working directory: a directory inside the grant's project
+    /// (`toolcage exec` run from a subdirectory); `None` is the project.
+    /// A relative program path is taken from it.
+    pub cwd: Option<PathBuf>,
 }
 
 /// How the child ended.

@@ -38,7 +38,7 @@ fn outside(program: String, found: PathBuf) -> SandboxError {
 }
 
 /// Resolve the program: `/` in the name means a path (relative to the
-/// project); otherwise search `path_var`. The result must be `readable`.
+/// working directory `project`); otherwise search `path_var`. The result must be `readable`.
 pub(super) fn resolve(
     argv0: &OsStr,
     project: &Path,

@@ -85,6 +85,23 @@ fn clone_init(
     })
 }
 
+/// Where the command runs: `cmd.cwd` when it is a directory inside the
+/// project (what a constructed root shows of it), else the project.
+fn working_dir(grant: &Grant, cmd: &Command) -> Result<PathBuf, SandboxError> {
+    let Some(dir) = &cmd.cwd else {
+        return Ok(grant.project.clone());
+    };
+    let real = dir.canonicalize().unwrap_or_else(|_| dir.clone());
+    if !real.starts_with(&grant.project) || !real.is_dir() {
+        return Err(SandboxError::Prepare(format!(
+            "working directory {} is not a directory inside the project {}",
+            dir.display(),
+            grant.project.display()
+        )));
+    }
+    Ok(real)
+}
+
 /// toolcage's own directories that no call may see, wherever a root would
 /// show them: the runtime directory (the staging mount point).
 fn hidden_dirs(runtime: &runtime_dir::RuntimeDir) -> Vec<PathBuf> {
@@ -230,12 +247,10 @@ fn run_in(
     if let Some(tmp) = &host_tmp {
         retarget_private_tmp(&mut env, &tmp.0);
     }
-    let program = program::resolve(
-        argv0,
-        &grant.project,
-        env.get("PATH").map_or("", |s| s),
-        |p| program::grant_can_read(grant, &cmd.extra_read, p),
-    )?;
+    let cwd = working_dir(grant, cmd)?;
+    let program = program::resolve(argv0, &cwd, env.get("PATH").map_or("", |s| s), |p| {
+        program::grant_can_read(grant, &cmd.extra_read, p)
+    })?;
 
     let mut extra_read = cmd.extra_read.clone();
     extra_read.extend(network_files(grant));
@@ -437,7 +452,7 @@ fn run_in(
         program: cstring(program.as_os_str())?,
         argv,
         envp,
-        cwd: cstring(grant.project.as_os_str())?,
+        cwd: cstring(cwd.as_os_str())?,
         stdio,
         report_fd: report_w.as_raw_fd(),
         status_fd: status_w.as_raw_fd(),
