@@ -327,6 +327,15 @@ async fn bad_input_gets_a_json_rpc_error_and_the_server_keeps_serving() {
         .filter(|m| m["error"]["code"] == -32600)
         .count();
     assert!(errors >= 1, "no Invalid Request error: {:?}", c.notes);
+    // The two that are not objects (a batch array, a number): each its own
+    // Invalid Request, with the `"id": null` member JSON-RPC 2.0 requires
+    // (absent is not null).
+    let null_id = c
+        .notes
+        .iter()
+        .filter(|m| m["error"]["code"] == -32600 && m.get("id") == Some(&Value::Null))
+        .count();
+    assert_eq!(null_id, 2, "{:?}", c.notes);
 
     // Wrong params on a real method: Invalid params, not a crash.
     let r = c

@@ -7,8 +7,9 @@
 //! UTF-8 or not JSON gets a `-32700` Parse error, a line over
 //! `max_message_bytes` is skipped without being buffered and gets a
 //! `-32600` Invalid Request (both with `"id": null`, as JSON-RPC 2.0
-//! section 5.1 says when the id cannot be read), and only well-formed JSON
-//! reaches rmcp, which answers wrong shapes with Invalid Request and
+//! section 5.1 says when the id cannot be read), so does valid JSON that is
+//! not an object, and only JSON objects reach rmcp, which answers wrong
+//! shapes with Invalid Request and
 //! unknown methods with Method not found. The server keeps serving after
 //! each. Our error lines and rmcp's responses share one writer that only
 //! ever writes whole lines, so they never interleave.
@@ -119,6 +120,13 @@ fn reject(line: &[u8]) -> Option<serde_json::Value> {
         }
     };
     match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+        // Valid JSON that is not an object (a number, a string, a batch
+        // array, which MCP no longer has): answered here, with the `"id":
+        // null` JSON-RPC 2.0 asks for when the id cannot be known.
+        Ok(_) if !text.trim_start().starts_with('{') => Some(error(
+            -32600,
+            "Invalid Request: a message must be a JSON object".into(),
+        )),
         Ok(_) => None,
         Err(e) => Some(error(
             -32700,
