@@ -270,3 +270,32 @@ fn json_report_names_what_was_enforced() {
     assert_eq!(v["enforcement"]["capabilities_dropped"], true);
     assert!(v["enforcement"]["landlock"]["abi"].as_i64().unwrap() >= 1);
 }
+
+#[test]
+fn a_command_without_the_separator_gets_the_line_to_type() {
+    let p = Project::new("exec-sep");
+    let o = toolcage(&p, &["exec", "--timeout", "5s", "sh", "-c", "echo 'hi'"]);
+    assert_eq!(status(&o), 125);
+    let err = stderr(&o);
+    let tip = err
+        .lines()
+        .find(|l| l.starts_with("tip: "))
+        .unwrap_or_else(|| panic!("no tip: {err}"));
+    let line = tip.split_once(": ").unwrap().1.split_once(": ").unwrap().1;
+    assert!(
+        line.ends_with(" exec --timeout 5s -- sh -c 'echo '\\''hi'\\'''"),
+        "{tip}"
+    );
+    // The tip is a line that works: typed into a shell (with -C), it runs.
+    let line = line.replacen("toolcage", env!("CARGO_BIN_EXE_toolcage"), 1);
+    let run = std::process::Command::new("sh")
+        .args(["-c", &line])
+        .current_dir(&p.dir)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&run.stdout), "hi\n", "{line}");
+    // Control: with `--` there is nothing to suggest.
+    let o = toolcage(&p, &["exec", "--", "sh", "-c", "echo 'hi'"]);
+    assert_eq!(status(&o), 0);
+    assert!(!stderr(&o).contains("tip:"), "{}", stderr(&o));
+}

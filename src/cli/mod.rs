@@ -240,6 +240,9 @@ pub fn main() -> ExitCode {
         Err(e) => {
             let usage_status = usage_error_status(&e);
             let _ = e.print();
+            if let Some(tip) = exec_without_separator(&e, std::env::args().skip(1).collect()) {
+                eprintln!("{tip}");
+            }
             return ExitCode::from(usage_status);
         }
     };
@@ -284,6 +287,64 @@ fn usage_error_status(e: &clap::Error) -> u8 {
 }
 
 /// The first word that is neither a global option nor its value.
+/// `toolcage exec true`: clap sees `true` as an unexpected argument. The
+/// command goes after `--`; say so, with the line to type.
+fn exec_without_separator(e: &clap::Error, args: Vec<String>) -> Option<String> {
+    use clap::error::ErrorKind;
+    let is_exec = subcommand_name(args.iter().cloned()).as_deref() == Some("exec");
+    if !is_exec
+        || args.iter().any(|a| a == "--")
+        || !matches!(
+            e.kind(),
+            ErrorKind::UnknownArgument | ErrorKind::MissingRequiredArgument
+        )
+    {
+        return None;
+    }
+    let at = args.iter().position(|a| a == "exec")?;
+    // The first word after exec's own options is where the command starts.
+    let mut rest = args[at + 1..].iter().peekable();
+    let mut options = Vec::new();
+    while let Some(a) = rest.next_if(|a| a.starts_with('-')) {
+        options.push(a.clone());
+        let takes_value = !matches!(
+            a.as_str(),
+            "--allow-net" | "--allow-degraded" | "--json" | "--explain"
+        ) && !a.contains('=');
+        if takes_value {
+            if let Some(v) = rest.next() {
+                options.push(v.clone());
+            }
+        }
+    }
+    let command: Vec<&String> = rest.collect();
+    if command.is_empty() {
+        return None;
+    }
+    let mut line = vec!["toolcage".to_string()];
+    line.extend(args[..=at].iter().cloned());
+    line.extend(options);
+    line.push("--".into());
+    line.extend(command.into_iter().cloned());
+    let line: Vec<String> = line.iter().map(|a| shell_word(a)).collect();
+    Some(format!(
+        "tip: the command goes after `--`: {}",
+        crate::text::one_line(&line.join(" "))
+    ))
+}
+
+/// `a` as a shell would need it typed: bare when plain, else single-quoted.
+fn shell_word(a: &str) -> String {
+    let plain = !a.is_empty()
+        && a.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_./:=@%+-,".contains(&b));
+    if plain {
+        a.to_string()
+    } else {
+        format!("'{}'", a.replace('\'', "'\\''"))
+    }
+}
+
 fn subcommand_name(mut args: impl Iterator<Item = String>) -> Option<String> {
     while let Some(a) = args.next() {
         match a.as_str() {
