@@ -311,10 +311,8 @@ fn exec_without_separator(e: &clap::Error, args: Vec<String>) -> Option<String> 
             a.as_str(),
             "--allow-net" | "--allow-degraded" | "--json" | "--explain"
         ) && !a.contains('=');
-        if takes_value {
-            if let Some(v) = rest.next() {
-                options.push(v.clone());
-            }
+        if takes_value && let Some(v) = rest.next() {
+            options.push(v.clone());
         }
     }
     let command: Vec<&String> = rest.collect();
