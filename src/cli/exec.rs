@@ -1,35 +1,16 @@
 //! `toolcage exec`: run any command under the sandbox.
 
 use super::{PolicyArgs, status};
-use crate::policy::{self, Context, Overrides, Sources};
+use crate::policy::{self, Context, Sources};
 use crate::sandbox::{self, Exit};
 use clap::Args;
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 #[derive(Debug, Args)]
 pub struct ExecArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
-    /// Allow network access.
-    #[arg(long)]
-    pub allow_net: bool,
-    /// Allow HOST (optionally only on PORT) by name: domains mode, through
-    /// toolcage's proxy. Repeatable; patterns as in [network] allow.
-    #[arg(long = "allow-domain", value_name = "HOST[:PORT]")]
-    pub allow_domain: Vec<String>,
-    /// Grant read (and execute) access beneath PATH. Repeatable.
-    #[arg(long = "read", value_name = "PATH")]
-    pub read: Vec<PathBuf>,
-    /// Grant write access beneath PATH. Repeatable.
-    #[arg(long = "write", value_name = "PATH")]
-    pub write: Vec<PathBuf>,
-    /// Pass the environment variable NAME through (or NAME=VALUE to set it). Repeatable.
-    #[arg(long = "env", value_name = "NAME")]
-    pub env: Vec<String>,
-    /// Kill the command after DUR (e.g. 30s, 500ms, 5m).
-    #[arg(long, value_name = "DUR")]
-    pub timeout: Option<String>,
     /// Print the outcome and enforcement report as JSON on stderr after the command ends.
     #[arg(long)]
     pub json: bool,
@@ -81,16 +62,7 @@ fn try_run(project: &Path, here: Option<&Path>, args: &ExecArgs) -> Result<u8, E
             ctx.project.display()
         )));
     }
-    let overrides = Overrides {
-        allow_net: args.allow_net,
-        allow_domain: args.allow_domain.clone(),
-        with: args.policy.with.clone(),
-        read: args.read.clone(),
-        write: args.write.clone(),
-        env: args.env.clone(),
-        timeout: args.timeout.clone(),
-        allow_degraded: args.policy.allow_degraded,
-    };
+    let overrides = args.policy.overrides();
     let (_, resolved) =
         policy::load_and_resolve(&sources(&args.policy), &ctx, &overrides).map_err(internal)?;
     let cmd = sandbox::Command {

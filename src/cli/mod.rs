@@ -195,18 +195,44 @@ pub struct PolicyArgs {
     /// A toolchain in your home to use inside the sandbox: its dirs readable, its variables set. Repeatable.
     #[arg(long = "with", value_name = "PRESET", value_parser = crate::policy::presets::NAMES.to_vec())]
     pub with: Vec<String>,
+    /// Allow network access.
+    #[arg(long)]
+    pub allow_net: bool,
+    /// Allow HOST (optionally only on PORT) by name: domains mode, through
+    /// toolcage's proxy. Repeatable; patterns as in [network] allow.
+    #[arg(long = "allow-domain", value_name = "HOST[:PORT]")]
+    pub allow_domain: Vec<String>,
+    /// Grant read (and execute) access beneath PATH. Repeatable.
+    #[arg(long = "read", value_name = "PATH")]
+    pub read: Vec<PathBuf>,
+    /// Grant write access beneath PATH. Repeatable.
+    #[arg(long = "write", value_name = "PATH")]
+    pub write: Vec<PathBuf>,
+    /// Pass the environment variable NAME through (or NAME=VALUE to set it). Repeatable.
+    #[arg(long = "env", value_name = "NAME")]
+    pub env: Vec<String>,
+    /// Kill the command after DUR (e.g. 30s, 500ms, 5m).
+    #[arg(long, value_name = "DUR")]
+    pub timeout: Option<String>,
     /// Run even if the kernel cannot enforce Landlock (reported as degraded).
     #[arg(long)]
     pub allow_degraded: bool,
 }
 
 impl PolicyArgs {
-    /// The CLI layer for the tool commands: `--with` and `--allow-degraded`.
+    /// The command line's layer of the policy: the same for every command
+    /// that resolves a grant, so `policy` previews what `exec` and `call`
+    /// with the same flags get.
     pub fn overrides(&self) -> crate::policy::Overrides {
         crate::policy::Overrides {
+            allow_net: self.allow_net,
+            allow_domain: self.allow_domain.clone(),
             with: self.with.clone(),
+            read: self.read.clone(),
+            write: self.write.clone(),
+            env: self.env.clone(),
+            timeout: self.timeout.clone(),
             allow_degraded: self.allow_degraded,
-            ..Default::default()
         }
     }
 }
