@@ -265,10 +265,14 @@ mod tests {
     #[test]
     fn only_utf8_json_passes() {
         assert!(reject(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).is_none());
-        assert!(
-            reject(b"[1,2]").is_none(),
-            "shape errors are rmcp's to answer"
-        );
+        // Not an object: Invalid Request with a null id, here. Other shape
+        // errors (an object without a method) are rmcp's to answer.
+        for not_an_object in [&b"[1,2]"[..], b"42", b" \"x\""] {
+            let e = reject(not_an_object).unwrap();
+            assert_eq!(e["error"]["code"], -32600);
+            assert_eq!(e.get("id"), Some(&serde_json::Value::Null));
+        }
+        assert!(reject(br#"{"jsonrpc":"2.0","id":8}"#).is_none());
         let e = reject(b"{\"a\": \"\xff\"}").unwrap();
         assert_eq!(e["error"]["code"], -32700);
         assert!(e["id"].is_null());
