@@ -424,3 +424,46 @@ fn listed_but_unsupported_runners_are_warned_by_check_and_refused_by_call() {
     assert!(stderr(&o).contains("not supported yet"), "{}", stderr(&o));
     assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
 }
+
+#[test]
+fn a_missing_interpreter_exits_127_as_exec_does() {
+    // bun: an interpreter clawd knows, not installed here.
+    if std::process::Command::new("sh")
+        .args(["-c", "command -v bun"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        eprintln!("skipped: bun is installed here");
+        return;
+    }
+    let p = Project::new("call-interp");
+    p.write(
+        ".clawd/tools/t/tool.json",
+        r#"{"name": "t", "description": "Runs with an interpreter that is not installed",
+            "parameters": {}, "entrypoint": "t.js", "interpreter": "bun"}"#,
+    );
+    p.write(".clawd/tools/t/t.js", "console.log('hi')\n");
+    let o = toolcage(&p, &["call", "ct_t"]);
+    assert_eq!(
+        o.status.code(),
+        Some(127),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let e = toolcage(&p, &["exec", "--", "bun"]);
+    assert_eq!(e.status.code(), Some(127), "exec, the same program");
+    // Control: an interpreter that exists runs the same tool.
+    p.write(
+        ".clawd/tools/t/tool.json",
+        r#"{"name": "t", "description": "Runs with sh",
+            "parameters": {}, "entrypoint": "t.js", "interpreter": "sh"}"#,
+    );
+    p.write(".clawd/tools/t/t.js", "echo hi\n");
+    let o = toolcage(&p, &["call", "ct_t"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -111,7 +111,8 @@ pub enum CallErrorKind {
     NotRun,
     Unsupported,
     Policy,
-    Sandbox,
+    /// The sandbox: not found, cannot execute, or its own setup.
+    Sandbox(crate::sandbox::SandboxErrorKind),
     Audit,
     Internal,
 }
@@ -125,7 +126,7 @@ impl CallError {
             CallError::NotRun(_) => CallErrorKind::NotRun,
             CallError::Unsupported(_) => CallErrorKind::Unsupported,
             CallError::Policy(_) => CallErrorKind::Policy,
-            CallError::Sandbox(_) => CallErrorKind::Sandbox,
+            CallError::Sandbox(e) => CallErrorKind::Sandbox(e.kind()),
             CallError::Audit { .. } => CallErrorKind::Audit,
             CallError::Internal(_) => CallErrorKind::Internal,
         }
@@ -141,7 +142,7 @@ impl CallError {
             CallErrorKind::Denied(_) | CallErrorKind::NotRun => "denied",
             CallErrorKind::Unsupported => "unsupported",
             CallErrorKind::Policy => "policy",
-            CallErrorKind::Sandbox => "sandbox",
+            CallErrorKind::Sandbox(_) => "sandbox",
             CallErrorKind::Audit => "audit",
             CallErrorKind::Internal => "internal",
         }

@@ -16,17 +16,18 @@ pub const CANNOT_EXECUTE: u8 = 126;
 pub const NOT_FOUND: u8 = 127;
 
 /// `toolcage call`: 2 unknown tool or invalid arguments, 3 denied (by the
-/// gate, or stopped before it ran), 125 everything that is toolcage's own
-/// failure (an unsupported runner, a policy that does not apply, the
-/// sandbox, an unusable gate or audit log).
+/// gate, or stopped before it ran), 127 and 126 as `exec` when the tool's
+/// program (or its interpreter) is not found or cannot be executed, 125
+/// everything that is toolcage's own failure (an unsupported runner, a
+/// policy that does not apply, sandbox setup, an unusable gate or audit log).
 pub fn of_call(kind: CallErrorKind) -> u8 {
     match kind {
         CallErrorKind::UnknownTool | CallErrorKind::InvalidArguments => INVALID,
         CallErrorKind::Denied(reason) => of_denial(reason),
         CallErrorKind::NotRun => DENIED,
+        CallErrorKind::Sandbox(kind) => of_sandbox(kind),
         CallErrorKind::Unsupported
         | CallErrorKind::Policy
-        | CallErrorKind::Sandbox
         | CallErrorKind::Audit
         | CallErrorKind::Internal => INTERNAL,
     }
