@@ -467,3 +467,25 @@ fn a_missing_interpreter_exits_127_as_exec_does() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+#[test]
+fn schema_of_a_skipped_tool_says_why_it_was_skipped() {
+    let p = Project::new("schema-skipped");
+    p.write(
+        ".agents/tools/broken",
+        "#!/bin/sh\n# @description Bad header.\n# @param\necho\n",
+    );
+    let o = toolcage(&p, &["schema", "broken"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("tool 'broken' was skipped")
+            && err.contains("broken:3: @param without a name"),
+        "{err}"
+    );
+    // Control: a name no file has is simply unknown.
+    let o = toolcage(&p, &["schema", "nothere"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err.contains("unknown tool 'nothere'"), "{err}");
+}
