@@ -471,10 +471,12 @@ fn a_missing_interpreter_exits_127_as_exec_does() {
 #[test]
 fn schema_of_a_skipped_tool_says_why_it_was_skipped() {
     let p = Project::new("schema-skipped");
-    p.write(
+    let file = p.write(
         ".agents/tools/broken",
         "#!/bin/sh\n# @description Bad header.\n# @param\necho\n",
     );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
     let o = toolcage(&p, &["schema", "broken"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
