@@ -42,6 +42,9 @@ pub struct CallArgs {
     /// Print {text, is_error, outcome} as JSON instead of the text.
     #[arg(long)]
     pub json: bool,
+    /// After the result, print what the sandbox refused and what would grant it.
+    #[arg(long)]
+    pub explain: bool,
     /// The tool to call.
     #[arg(value_name = "NAME")]
     pub name: String,
@@ -209,6 +212,9 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
     } else {
         write_result(&result.text);
     }
+    // The result text already lists them (what an agent sees); --explain
+    // puts them on stderr too.
+    super::explain::report(&outcome.denials, args.explain, false, true);
     match outcome.exit {
         Exit::Timeout => status::TIMEOUT,
         _ if result.is_error => status::TOOL_ERROR,

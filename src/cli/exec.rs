@@ -14,6 +14,9 @@ pub struct ExecArgs {
     /// Print the outcome and enforcement report as JSON on stderr after the command ends.
     #[arg(long)]
     pub json: bool,
+    /// After the command, print what the sandbox refused and what would grant it.
+    #[arg(long)]
+    pub explain: bool,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -88,12 +91,13 @@ fn try_run(project: &Path, here: Option<&Path>, args: &ExecArgs) -> Result<u8, E
     for note in outcome.protected_notes("command") {
         eprintln!("toolcage: warning: {note}");
     }
-    for d in &outcome.denials {
-        match &d.fix {
-            Some(fix) => eprintln!("toolcage: {}; to allow it: {fix}", d.line()),
-            None => eprintln!("toolcage: {}", d.line()),
+    // Network refusals are exact and few: always shown (domain mode).
+    if !args.explain {
+        for l in super::explain::lines(&outcome.denials) {
+            eprintln!("{l}");
         }
     }
+    super::explain::report(&outcome.denials, args.explain, false, false);
     if args.json {
         // The outcome, and the PATH directories the call did not get.
         let mut json = serde_json::to_value(&outcome).map_err(internal)?;

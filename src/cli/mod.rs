@@ -10,6 +10,7 @@ mod call;
 mod check;
 mod doctor;
 mod exec;
+mod explain;
 mod hints;
 mod list;
 mod policy;

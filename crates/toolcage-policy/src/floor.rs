@@ -58,6 +58,26 @@ pub const SECRETS: &[(&str, &str)] = &[
 ];
 
 /// The origin label of the secrets.
+/// What `path` is when it is (or lies in) one of the built-in [`SECRETS`]:
+/// the policy cannot grant it, whatever it says.
+pub fn built_in_secret(path: &Path) -> Option<&'static str> {
+    SECRETS.iter().find_map(|(pattern, what)| {
+        let pattern = Path::new(pattern);
+        let hit = match (pattern.parent(), pattern.file_name()) {
+            (Some(dir), Some(name)) if name.as_encoded_bytes().contains(&b'*') => path
+                .ancestors()
+                .filter(|a| a.parent() == Some(dir))
+                .any(|a| {
+                    a.file_name().is_some_and(|n| {
+                        super::entries::matches(name.as_encoded_bytes(), n.as_encoded_bytes())
+                    })
+                }),
+            _ => path.starts_with(pattern),
+        };
+        hit.then_some(*what)
+    })
+}
+
 pub const SECRET_SOURCE: &str = "built-in secret (always denied)";
 /// The origin label of toolcage's state directory.
 pub const STATE_SOURCE: &str = "toolcage state (audit log, rate limits)";

@@ -1,17 +1,19 @@
 //! What a call was refused, for the person reading its result: "blocked:
 //! evil.example:443 (not in the allow list)" instead of a timeout. Domain
-//! mode's proxy and DNS stub record every refusal here.
+//! mode's proxy and DNS stub record every refusal here, exactly; refusals
+//! of files are inferred from the tool's own error messages (`infer`).
 
 use serde::Serialize;
 
 /// One refused operation (identical ones are counted, not repeated).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Denial {
-    /// The layer that refused: `proxy` or `dns`.
+    /// The layer that refused: `proxy`, `dns`, `http`, or `filesystem`.
     pub layer: &'static str,
     /// What was attempted: `connect` (CONNECT), `http` (plain HTTP through
     /// the proxy), `tcp` (a connection to a name's synthetic address, from a
-    /// program that ignores the proxy variables), `dns` (a lookup).
+    /// program that ignores the proxy variables), `dns` (a lookup); `read`
+    /// or `write` of a file.
     pub op: &'static str,
     /// `host:port`, or the name for a lookup.
     pub target: String,
@@ -22,6 +24,10 @@ pub struct Denial {
     /// What would grant it, when something would.
     pub fix: Option<String>,
     pub count: u32,
+    /// Read from the tool's error output and the grant, not reported by
+    /// the kernel or the proxy: likely, not certain.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub inferred: bool,
 }
 
 impl Denial {
@@ -32,7 +38,8 @@ impl Denial {
         } else {
             String::new()
         };
-        format!("blocked: {} ({}{times})", self.target, self.reason)
+        let likely = if self.inferred { ", inferred" } else { "" };
+        format!("blocked: {} ({}{times}{likely})", self.target, self.reason)
     }
 }
 

@@ -10,6 +10,7 @@ mod bpf;
 mod child;
 mod denial;
 mod env;
+mod inferred;
 mod init_guard;
 mod landlock;
 mod limits;

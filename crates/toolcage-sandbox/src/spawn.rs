@@ -552,7 +552,11 @@ fn run_in(
         grant.kill_grace,
         cancel,
     );
-    let denials = proxy.map_or_else(Vec::new, proxy::Proxy::finish);
+    let mut denials = proxy.map_or_else(Vec::new, proxy::Proxy::finish);
+    // The tool's own error messages, when toolcage has them (not under
+    // `exec`, whose output goes straight to the terminal).
+    let text = format!("{}\n{}", finished.stderr.text, finished.stdout.text);
+    denials.extend(super::inferred::from_output(grant, &text));
     let (created_protected, quarantined) = quarantine::after_call(
         root.missing_protected,
         root.protected_links,

@@ -136,6 +136,7 @@ impl Shared {
             reason: r.reason.clone(),
             fix,
             count: 1,
+            inferred: false,
         });
     }
 
@@ -213,6 +214,7 @@ impl Proxy {
                 reason: format!("{} more refusals of other kinds, not listed", log.dropped),
                 fix: None,
                 count: 1,
+                inferred: false,
             });
         }
         out

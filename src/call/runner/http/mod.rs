@@ -187,6 +187,7 @@ fn denial(t: &Target, r: &Refusal) -> Denial {
         fix: (r.kind == crate::policy::RefusalKind::NotAllowed)
             .then(|| "add it to [network] allow (the tool's url host is what it asks for)".into()),
         count: 1,
+        inferred: false,
     }
 }
 

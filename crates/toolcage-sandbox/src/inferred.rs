@@ -1,0 +1,275 @@
+//! Filesystem denials inferred from a tool's own error messages: the kernel
+//! tells the tool (EACCES, EPERM, EROFS, ENOENT), not toolcage. A path in
+//! such a message is classified against the grant; only what the grant
+//! explains becomes a denial, marked `inferred`, with the flag or policy
+//! key that would change it. A path inside a write root, a file missing on
+//! the host too, or the call's own private places say nothing about the
+//! sandbox and are left out.
+
+use super::denial::{Denial, DenialLog};
+use std::path::{Component, Path, PathBuf};
+use toolcage_policy::{Grant, Network};
+
+/// What the message says happened to the path.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Error {
+    /// EACCES / EPERM: the access was refused.
+    Refused,
+    /// EROFS: a write on a read-only mount.
+    ReadOnly,
+    /// ENOENT: not there (outside a constructed root, nothing is).
+    Missing,
+}
+
+const MARKERS: [(&str, Error); 5] = [
+    ("Permission denied", Error::Refused),
+    ("Operation not permitted", Error::Refused),
+    ("Read-only file system", Error::ReadOnly),
+    ("No such file or directory", Error::Missing),
+    // A shell running a program that is not there.
+    (": not found", Error::Missing),
+];
+
+/// Places every call has of its own: what they refuse is not the grant's.
+const OWN: [&str; 4] = ["/tmp", "/proc", "/dev", "/sys"];
+
+/// What programs print when they cannot reach the network (resolvers,
+/// curl, Python, Node): with the network off, that is the sandbox's doing.
+const NO_NETWORK: [&str; 7] = [
+    "Could not resolve host",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "Network is unreachable",
+    "getaddrinfo EAI_AGAIN",
+    "Couldn't connect to server",
+    "[Errno 1] Operation not permitted",
+];
+
+/// The denials `text` (a tool's stderr, then stdout) suggests under `grant`.
+pub fn from_output(grant: &Grant, text: &str) -> Vec<Denial> {
+    let mut log = DenialLog::default();
+    for line in text.lines() {
+        if grant.network == Network::Off && NO_NETWORK.iter().any(|m| line.contains(m)) {
+            log.record(Denial {
+                layer: "seccomp",
+                op: "connect",
+                target: "the network".into(),
+                rule: None,
+                reason: "the network is off for this call (no sockets but local ones)".into(),
+                fix: Some("--allow-net, or --allow-domain HOST for one host".into()),
+                count: 1,
+                inferred: true,
+            });
+            continue;
+        }
+        let Some(error) = MARKERS
+            .iter()
+            .find(|(m, _)| line.contains(m))
+            .map(|(_, e)| *e)
+        else {
+            continue;
+        };
+        for path in paths_in(line) {
+            if let Some(d) = classify(grant, &path, error) {
+                log.record(d);
+            }
+        }
+    }
+    log.kept
+}
+
+/// Absolute paths in a message: words that start with `/`, without the
+/// quotes, brackets and punctuation messages put around them. A path that
+/// opens the line is the program naming itself (`/p/script: 3: cannot
+/// create /x: ...`), not what was refused.
+fn paths_in(line: &str) -> Vec<PathBuf> {
+    let line = match line.split_once(": ") {
+        Some((first, rest)) if first.starts_with('/') && !first.contains(' ') => rest,
+        _ => line,
+    };
+    line.split(|c: char| c.is_whitespace() || c == '`')
+        .map(|w| {
+            w.trim_start_matches(|c: char| "'\"‘“([{<".contains(c))
+                .trim_end_matches(|c: char| "'\"’”)]}>,;:.".contains(c))
+        })
+        .filter(|w| w.starts_with('/') && w.len() > 1)
+        .map(normal)
+        .collect()
+}
+
+/// `p` without `.` and `..` (lexically: the host's symlinks are not the
+/// call's).
+fn normal(p: &str) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in Path::new(p).components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(n) => out.push(n),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn under(p: &Path, roots: &[PathBuf]) -> Option<PathBuf> {
+    roots.iter().find(|r| p.starts_with(r)).cloned()
+}
+
+fn classify(grant: &Grant, path: &Path, error: Error) -> Option<Denial> {
+    if OWN.iter().any(|o| path.starts_with(o)) && under(path, &grant.read).is_none() {
+        return None;
+    }
+    let denial = |op: &'static str, reason: String, fix: Option<String>| Denial {
+        layer: "filesystem",
+        op,
+        target: path.display().to_string(),
+        rule: None,
+        reason,
+        fix,
+        count: 1,
+        inferred: true,
+    };
+    if let Some(what) = toolcage_policy::built_in_secret(path) {
+        return Some(denial(
+            "read",
+            format!("a built-in secret ({what}): never granted"),
+            None,
+        ));
+    }
+    if let Some(d) = under(path, &grant.denied) {
+        return Some(denial(
+            "read",
+            format!("denied by the policy ({})", d.display()),
+            Some(format!("remove {} from [fs] denied", d.display())),
+        ));
+    }
+    if error != Error::Missing
+        && let Some(p) = under(path, &grant.protected)
+    {
+        return Some(denial(
+            "write",
+            format!("protected: read-only inside the project ({})", p.display()),
+            Some(format!(
+                "remove {} from [fs] protected, if tools may rewrite it",
+                p.display()
+            )),
+        ));
+    }
+    if under(path, &grant.write).is_some() {
+        return None; // writable: the refusal is the file's own
+    }
+    if under(path, &grant.read).is_some() {
+        // Readable but not writable: a refused or read-only write.
+        return (error != Error::Missing).then(|| {
+            let dir = if path.is_dir() {
+                path
+            } else {
+                path.parent().unwrap_or(path)
+            };
+            denial(
+                "write",
+                "read-only: inside a read root, not a write root".into(),
+                Some(format!("--write {}", dir.display())),
+            )
+        });
+    }
+    // Outside every root: inside a constructed root it is not there at all,
+    // so "missing" counts when the host has it.
+    if path.symlink_metadata().is_err() {
+        return None;
+    }
+    Some(denial(
+        "read",
+        "outside every read root: not in the sandbox".into(),
+        Some(format!("--read {}", path.display())),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant() -> Grant {
+        let mut g = Grant::closed("/work/p".into());
+        g.read = vec!["/usr".into(), "/etc".into()];
+        g.write = vec!["/work/p".into()];
+        g.protected = vec!["/work/p/.git".into()];
+        g.denied = vec!["/etc/shadow".into(), "/etc/app".into()];
+        g
+    }
+
+    fn one(text: &str) -> Option<Denial> {
+        let mut v = from_output(&grant(), text);
+        assert!(v.len() <= 1, "{v:?}");
+        v.pop()
+    }
+
+    #[test]
+    fn each_message_shape_names_its_path_and_the_fix() {
+        let d = one("cat: /etc/shadow: Permission denied").unwrap();
+        assert_eq!((d.op, d.target.as_str()), ("read", "/etc/shadow"));
+        assert!(
+            d.reason.contains("built-in secret") && d.fix.is_none(),
+            "{d:?}"
+        );
+        let d = one("cat: /etc/ssh/ssh_host_ed25519_key: Permission denied").unwrap();
+        assert!(d.reason.contains("SSH host private keys"), "{d:?}");
+        let d = one("cat: /etc/app/token: Permission denied").unwrap();
+        assert_eq!(d.fix.as_deref(), Some("remove /etc/app from [fs] denied"));
+        let d = one("touch: cannot touch '/usr/x': Read-only file system").unwrap();
+        assert_eq!(d.fix.as_deref(), Some("--write /usr"));
+        let d =
+            one("PermissionError: [Errno 13] Permission denied: '/work/p/.git/config'").unwrap();
+        assert!(d.reason.starts_with("protected"), "{}", d.reason);
+        let d = one("sh: 1: cannot create /etc/x.conf: Permission denied").unwrap();
+        assert_eq!(d.fix.as_deref(), Some("--write /etc"));
+        // A script naming itself first: only the refused path counts.
+        let d = one("/work/p/.agents/tools/t: 3: cannot create /etc/x: Read-only file system");
+        assert_eq!(d.unwrap().target, "/etc/x");
+        // Outside every root and present on the host: the missing path is
+        // the sandbox's doing.
+        let d = one("ls: cannot access '/root': No such file or directory").unwrap();
+        assert_eq!(d.fix.as_deref(), Some("--read /root"));
+        assert!(
+            d.inferred && d.line().ends_with(", inferred)"),
+            "{}",
+            d.line()
+        );
+    }
+
+    #[test]
+    fn what_the_grant_does_not_explain_is_left_out() {
+        // Inside the write root: the file's own permissions.
+        assert!(one("cat: /work/p/secret: Permission denied").is_none());
+        // Missing on the host as well: really missing.
+        assert!(one("cat: /no/such/tc-path: No such file or directory").is_none());
+        // Missing inside a read root: really missing.
+        assert!(one("cat: /usr/tc-no-such: No such file or directory").is_none());
+        // The call's own /tmp, and lines without an error.
+        assert!(one("mkdir: cannot create directory '/tmp/x': Permission denied").is_none());
+        assert!(one("reading /etc/passwd").is_none());
+    }
+
+    #[test]
+    fn no_network_messages_are_denials_only_with_the_network_off() {
+        let text = "curl: (6) Could not resolve host: example.com";
+        let d = one(text).unwrap();
+        assert_eq!((d.layer, d.op), ("seccomp", "connect"));
+        assert!(d.fix.unwrap().contains("--allow-net"));
+        let mut on = grant();
+        on.network = Network::On;
+        assert!(from_output(&on, text).is_empty(), "control: network on");
+    }
+
+    #[test]
+    fn repeats_are_counted_and_paths_normalised() {
+        let v = from_output(
+            &grant(),
+            "cat: /etc/../etc/shadow: Permission denied\ncat: /etc/shadow: Permission denied\n",
+        );
+        assert_eq!(v.len(), 1);
+        assert_eq!((v[0].target.as_str(), v[0].count), ("/etc/shadow", 2));
+    }
+}
