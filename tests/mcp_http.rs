@@ -22,11 +22,13 @@ const AUTH: (&str, &str) = ("Authorization", "Bearer mcp-http-test-token");
 struct Running {
     addr: SocketAddr,
     stop: CancellationToken,
+    dir: std::path::PathBuf,
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
         self.stop.cancel();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -54,7 +56,7 @@ async fn start_with(tag: &str, config: ServeConfig) -> Running {
         Auth::Bearer(Token::new(TOKEN).unwrap()),
         stop.clone(),
     ));
-    Running { addr, stop }
+    Running { addr, stop, dir: d }
 }
 
 fn init_body() -> Vec<u8> {

@@ -13,11 +13,12 @@ use std::time::Duration;
 use toolcage::gate::Gatekeeper;
 use toolcage::mcp::ServeConfig;
 
-fn dir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("tc-mcp-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh directory, removed when the test ends.
+fn dir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("tc-mcp-{tag}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn config() -> ServeConfig {
@@ -30,7 +31,8 @@ fn config() -> ServeConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn initialize_declares_tools_list_changed_and_logging() {
-    let d = dir("init");
+    let tmp = dir("init");
+    let d = tmp.path().to_path_buf();
     let (mut c, _s, _t) = wire::start(FakeHost::new(&d), config());
     let r = c.initialize().await;
     assert_eq!(r["protocolVersion"], "2025-11-25", "{r}");
@@ -43,7 +45,8 @@ async fn initialize_declares_tools_list_changed_and_logging() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_list_pages_through_every_tool_with_schemas_and_annotations() {
-    let d = dir("page");
+    let tmp = dir("page");
+    let d = tmp.path().to_path_buf();
     let host = FakeHost::new(&d);
     let want: Vec<String> = toolcage::mcp::ToolHost::tools(&*host)
         .iter()
@@ -84,7 +87,8 @@ async fn tools_list_pages_through_every_tool_with_schemas_and_annotations() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn call_results_errors_and_unknown_tools() {
-    let d = dir("call");
+    let tmp = dir("call");
+    let d = tmp.path().to_path_buf();
     let (mut c, _s, _t) = wire::start(FakeHost::new(&d), config());
     c.initialize().await;
 
@@ -132,7 +136,8 @@ async fn call_results_errors_and_unknown_tools() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logging_set_level_enables_log_notifications() {
-    let d = dir("log");
+    let tmp = dir("log");
+    let d = tmp.path().to_path_buf();
     let (mut c, _s, _t) = wire::start(FakeHost::new(&d), config());
     c.initialize().await;
     let r = c
@@ -154,7 +159,8 @@ async fn logging_set_level_enables_log_notifications() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_notifications_follow_the_progress_token() {
-    let d = dir("progress");
+    let tmp = dir("progress");
+    let d = tmp.path().to_path_buf();
     let (mut c, _s, _t) = wire::start(FakeHost::new(&d), config());
     c.initialize().await;
     let id = c.fresh_id();
@@ -189,7 +195,8 @@ async fn progress_notifications_follow_the_progress_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_stops_the_run_and_a_control_completes() {
-    let d = dir("cancel");
+    let tmp = dir("cancel");
+    let d = tmp.path().to_path_buf();
     let host = FakeHost::new(&d);
     let (mut c, _s, _t) = wire::start(host.clone(), config());
     c.initialize().await;
@@ -230,7 +237,8 @@ async fn cancellation_stops_the_run_and_a_control_completes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_call_blocks_neither_list_nor_other_calls_and_the_limit_holds() {
-    let d = dir("conc");
+    let tmp = dir("conc");
+    let d = tmp.path().to_path_buf();
     let host = FakeHost::new(&d);
     let cfg = ServeConfig {
         max_concurrent: 2,
@@ -270,7 +278,8 @@ async fn a_hung_call_blocks_neither_list_nor_other_calls_and_the_limit_holds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_a_json_rpc_error_and_the_server_keeps_serving() {
-    let d = dir("bad");
+    let tmp = dir("bad");
+    let d = tmp.path().to_path_buf();
     let cfg = ServeConfig {
         max_message_bytes: 64 * 1024,
         ..config()
@@ -348,7 +357,8 @@ async fn bad_input_gets_a_json_rpc_error_and_the_server_keeps_serving() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_tool_file_sends_list_changed_and_a_half_written_one_is_not_served() {
-    let d = dir("reload");
+    let tmp = dir("reload");
+    let d = tmp.path().to_path_buf();
     let host = FakeHost::new(&d);
     let (mut c, s, _t) = wire::start(host, config());
     c.initialize().await;
@@ -385,7 +395,8 @@ async fn a_new_tool_file_sends_list_changed_and_a_half_written_one_is_not_served
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdin_eof_ends_the_server() {
-    let d = dir("eof");
+    let tmp = dir("eof");
+    let d = tmp.path().to_path_buf();
     let (mut c, _s, t) = wire::start(FakeHost::new(&d), config());
     c.initialize().await;
     c.close_input().await;
@@ -445,7 +456,8 @@ impl Gatekeeper for RefuseSleep {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gate_refusal_is_an_error_result_and_nothing_runs() {
-    let d = dir("gate");
+    let tmp = dir("gate");
+    let d = tmp.path().to_path_buf();
     let host = FakeHost::new(&d);
     let gate = std::sync::Arc::new(RefuseSleep::default());
     let server = toolcage::mcp::McpServer::new(host.clone(), config()).with_gate(gate.clone());
@@ -516,7 +528,8 @@ impl Gatekeeper for NeverAnswers {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_whose_client_goes_away_before_it_runs_is_still_recorded() {
-    let d = dir("gone");
+    let tmp = dir("gone");
+    let d = tmp.path().to_path_buf();
     let host = FakeHost::new(&d);
     let gate = std::sync::Arc::new(NeverAnswers::default());
     let server = toolcage::mcp::McpServer::new(host.clone(), config()).with_gate(gate.clone());
