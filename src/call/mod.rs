@@ -50,6 +50,10 @@ pub struct CallResult {
     pub text: String,
     pub is_error: bool,
     pub outcome: Outcome,
+    /// An upstream MCP tool's own result (`content`, `structuredContent`),
+    /// passed on as it came (text capped like a tool's stdout); `None` for
+    /// every other kind, whose result is `text`.
+    pub content: Option<serde_json::Value>,
 }
 
 /// A call that did not run, or could not.

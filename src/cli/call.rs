@@ -121,7 +121,19 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
         Ok(e) => e,
         Err(e) => return fail(args, &e.to_string(), status::INTERNAL),
     };
-    let schema = engine.catalog.get(&args.name).map(|t| &t.input_schema);
+    // A name no local tool has may be an upstream server's tool.
+    let upstream = match engine.catalog.get(&args.name) {
+        Some(_) => None,
+        None => match super::upstreams::CliGateway::start(&engine) {
+            Ok(g) => g,
+            Err(e) => return fail(args, &e, status::INTERNAL),
+        },
+    };
+    let exposed = upstream.as_ref().map(|g| g.gateway.exposed());
+    let schema = match exposed.as_ref().and_then(|e| e.get(&args.name)) {
+        Some(t) => Some(&t.spec.input_schema),
+        None => engine.catalog.get(&args.name).map(|t| &t.input_schema),
+    };
     let map = match build_args(schema, args.args_json.as_deref(), &args.pairs) {
         Ok(m) => m,
         Err(message) => {
@@ -150,8 +162,12 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
     };
     let surface = Arc::new(TerminalCall::new(args.yes, interrupts));
     let engine = Arc::new(engine);
+    let tools: Arc<dyn crate::call::Toolbox> = match &upstream {
+        Some(g) => g.toolbox(engine.clone()),
+        None => engine.clone(),
+    };
     let pipeline = Pipeline {
-        tools: engine.clone(),
+        tools,
         gate: Some(Arc::new(gate)),
     };
     let called = pipeline.call(&args.name, Value::Object(map), surface.clone());

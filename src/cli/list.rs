@@ -55,7 +55,7 @@ pub fn run(global: &Global, args: &ListArgs) -> u8 {
         }
     };
     let root = engine.project_root();
-    let rows: Vec<Row> = engine
+    let mut rows: Vec<Row> = engine
         .catalog
         .tools
         .iter()
@@ -67,6 +67,35 @@ pub fn run(global: &Global, args: &ListArgs) -> u8 {
             description: one_line(&t.description, 100),
         })
         .collect();
+    // Upstream servers' tools, by the names calls use.
+    match super::upstreams::CliGateway::start(&engine) {
+        Ok(Some(gw)) => {
+            for s in gw.status().iter().filter(|s| s.state != "running") {
+                super::say(&format!(
+                    "note: upstream server '{}' is {}{} (toolcage upstreams)",
+                    text::one_line(&s.name),
+                    s.state,
+                    s.reason
+                        .as_deref()
+                        .and_then(|r| r.lines().next())
+                        .map(|r| format!(": {}", text::one_line(r)))
+                        .unwrap_or_default()
+                ));
+            }
+            for t in &gw.gateway.exposed().tools {
+                rows.push(Row {
+                    name: t.name.clone(),
+                    format: t.spec.format,
+                    source: relative(&root, &t.spec.source),
+                    line: t.spec.line,
+                    description: one_line(&t.spec.description, 100),
+                });
+            }
+            rows.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        Ok(None) => {}
+        Err(e) => super::say(&e),
+    }
     print_rows(&root, rows, args.json)
 }
 

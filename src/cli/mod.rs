@@ -18,6 +18,7 @@ mod schema;
 mod serve;
 pub mod signals;
 pub mod status;
+mod upstreams;
 
 const ABOUT: &str = "Discover agent tools and run every call in a kernel-enforced sandbox";
 const EXEC_ABOUT: &str = "Run any command under the sandbox.";
@@ -258,6 +259,8 @@ pub enum Command {
     Audit(audit::AuditArgs),
     /// What this machine and user can enforce, and the mode each shipped profile runs in.
     Doctor(doctor::DoctorArgs),
+    /// Upstream MCP servers (.mcp.json, A3S kind: mcp): state, tools, pins; `approve NAME` after a change.
+    Upstreams(upstreams::UpstreamsArgs),
 }
 
 /// Parse the command line and run the subcommand; returns the process exit status.
@@ -293,6 +296,7 @@ pub fn main() -> ExitCode {
         Command::Policy(args) => policy::run(&global, args),
         Command::Audit(args) => audit::run(&global, args),
         Command::Doctor(args) => doctor::run(&global, args),
+        Command::Upstreams(args) => upstreams::run(&global, args),
     };
     ExitCode::from(code)
 }

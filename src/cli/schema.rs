@@ -22,8 +22,23 @@ pub fn run(global: &Global, args: &SchemaArgs) -> u8 {
             return status::INTERNAL;
         }
     };
+    // Upstream servers' tools are known once their servers run.
+    let upstream = match &args.name {
+        Some(n) if engine.catalog.get(n).is_some() => None,
+        _ => match super::upstreams::CliGateway::start(&engine) {
+            Ok(g) => g,
+            Err(e) => {
+                super::say(&e);
+                return status::INTERNAL;
+            }
+        },
+    };
+    let exposed = upstream.as_ref().map(|g| g.gateway.exposed());
     let tools: Vec<&crate::discover::ToolSpec> = match &args.name {
         Some(name) => {
+            if let Some(t) = exposed.as_ref().and_then(|e| e.get(name)) {
+                return print_json(&t.definition.to_json());
+            }
             let Some(tool) = engine.catalog.get(name) else {
                 if let Some(why) = skipped(&engine.catalog, name) {
                     super::say(&format!(
@@ -57,12 +72,22 @@ pub fn run(global: &Global, args: &SchemaArgs) -> u8 {
             }
         }
     }
+    if args.name.is_none()
+        && let Some(e) = &exposed
+    {
+        defs.extend(e.definitions().iter().map(|d| d.to_json()));
+        defs.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    }
     // One tool: its definition as one object; otherwise an array of all.
     let value = match &args.name {
         Some(_) => defs.pop().unwrap_or_default(),
         None => serde_json::Value::Array(defs),
     };
-    match serde_json::to_string_pretty(&value) {
+    print_json(&value)
+}
+
+fn print_json(value: &serde_json::Value) -> u8 {
+    match serde_json::to_string_pretty(value) {
         Ok(s) => {
             println!("{s}");
             status::OK

@@ -13,7 +13,7 @@
 //! gets a Warning naming the winner. Every loser is in `Catalog.shadowed`:
 //! never silent.
 
-use super::{Diagnostic, Shadowed, ToolSpec};
+use super::{Diagnostic, Shadowed, ToolSpec, UpstreamSpec};
 use crate::spec::Format;
 
 /// Higher wins.
@@ -85,4 +85,37 @@ pub fn resolve(mut tools: Vec<ToolSpec>) -> (Vec<ToolSpec>, Vec<Shadowed>, Vec<D
         });
     }
     (winners, shadowed, diags)
+}
+
+/// Keep one upstream server per name: `.mcp.json` (the configuration)
+/// over A3S `kind: mcp`; the one left out is an error naming the winner.
+/// Sorted by name.
+pub fn upstreams(mut servers: Vec<UpstreamSpec>, diags: &mut Vec<Diagnostic>) -> Vec<UpstreamSpec> {
+    servers.sort_by(|a, b| {
+        a.name
+            .cmp(&b.name)
+            .then((a.format != Format::McpJson).cmp(&(b.format != Format::McpJson)))
+            .then(a.source.cmp(&b.source))
+            .then(a.line.cmp(&b.line))
+    });
+    let mut kept: Vec<UpstreamSpec> = Vec::with_capacity(servers.len());
+    for s in servers {
+        if let Some(w) = kept.last().filter(|w| w.name == s.name) {
+            diags.push(
+                Diagnostic::error(
+                    &s.source,
+                    s.line,
+                    format!(
+                        "upstream server '{}' is also declared in {}; this one is ignored",
+                        s.name,
+                        w.source.display()
+                    ),
+                )
+                .fix("rename one of the servers"),
+            );
+            continue;
+        }
+        kept.push(s);
+    }
+    kept
 }

@@ -81,7 +81,8 @@ pub(crate) fn first_paragraph(body: &str) -> String {
         .join(" ")
 }
 
-/// Expand `${VAR}` with `lookup`; the error names the unset variable.
+/// Expand `${VAR}` and `${VAR:-default}` with `lookup`; the error names
+/// an unset variable that has no default.
 pub fn expand_env(s: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
@@ -91,13 +92,21 @@ pub fn expand_env(s: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<St
         let Some(end) = after.find('}') else {
             return Err("unterminated ${".into());
         };
-        let var = &after[..end];
+        // `${VAR:-default}`: the default when VAR is unset or empty.
+        let (var, default) = match after[..end].split_once(":-") {
+            Some((v, d)) => (v, Some(d)),
+            None => (&after[..end], None),
+        };
         if !super::valid_env_name(var) {
             return Err(format!("invalid variable name '{var}' in ${{...}}"));
         }
-        match lookup(var) {
-            Some(v) => out.push_str(&v),
-            None => return Err(format!("environment variable {var} is not set")),
+        match (
+            lookup(var).filter(|v| default.is_none() || !v.is_empty()),
+            default,
+        ) {
+            (Some(v), _) => out.push_str(&v),
+            (None, Some(d)) => out.push_str(d),
+            (None, None) => return Err(format!("environment variable {var} is not set")),
         }
         rest = &after[end + 1..];
     }

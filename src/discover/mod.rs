@@ -8,6 +8,8 @@
 //! - clawd: `.clawd/tools/<id>/tool.json`, exposed as `ct_<id>`
 //! - OpenCrabs: `tools.toml` (and `--tools-toml FILE`)
 //! - A3S AgentDir: `tools/<name>.md` (YAML front matter)
+//! - Octo `.mcp.json` and A3S `kind: mcp`: upstream MCP servers
+//!   ([`UpstreamSpec`]), whose tools the gateway lists once they run
 //!
 //! [`discover`] never panics: unreadable, vanished, half-written, non-UTF-8
 //! files and symlink loops become [`Diagnostic`]s. Results are sorted, so
@@ -29,6 +31,7 @@ mod frontmatter;
 mod fsread;
 #[doc(hidden)]
 pub mod fuzz;
+pub mod mcp_json;
 pub mod octomind;
 pub mod opencrabs;
 pub mod schema;
@@ -37,6 +40,9 @@ pub mod template;
 #[cfg(test)]
 mod tests;
 pub mod tooldirs;
+pub mod upstream;
+
+pub use upstream::{Transport, UpstreamSpec};
 
 /// One discovered tool, format-neutral.
 #[derive(Debug, Clone, Serialize)]
@@ -96,28 +102,15 @@ pub enum Runner {
         max_tool_calls: Option<u64>,
         max_output_bytes: Option<u64>,
     },
-    /// A3S `kind: mcp`: an upstream MCP server; not runnable yet.
-    AgentdirMcp {
-        transport: String,
-        command: Option<String>,
-        args: Vec<String>,
-        url: Option<String>,
-        /// Values are expanded from the process environment at discovery
-        /// time, so they may hold secrets: serialized with values redacted.
-        #[serde(serialize_with = "redact_env")]
-        env: Vec<(String, String)>,
+    /// A tool of an upstream MCP server, as the gateway exposes it
+    /// (`crate::mcp::gateway`): calls go to the server's running instance.
+    Upstream {
+        server: String,
+        /// The tool's name on the server.
+        tool: String,
+        /// How the server is started (for the person approving a call).
+        runs: String,
     },
-}
-
-/// Serialize `env` pairs as `[name, "<redacted>"]` so `list --json` and the
-/// like never print expanded secrets.
-fn redact_env<S: serde::Serializer>(env: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
-    use serde::ser::SerializeSeq;
-    let mut seq = s.serialize_seq(Some(env.len()))?;
-    for (k, _) in env {
-        seq.serialize_element(&(k, "<redacted>"))?;
-    }
-    seq.end()
 }
 
 /// An OpenCrabs `[[tools.params]]` entry, as needed at call time.
@@ -201,6 +194,8 @@ pub struct Catalog {
     pub shadowed: Vec<Shadowed>,
     /// Every file examined (loaded or not), for `check`.
     pub examined: Vec<PathBuf>,
+    /// Upstream MCP servers (`.mcp.json`, A3S `kind: mcp`), sorted by name.
+    pub upstreams: Vec<UpstreamSpec>,
 }
 
 impl Catalog {
@@ -258,11 +253,13 @@ pub(crate) struct Found {
     pub tools: Vec<ToolSpec>,
     pub diagnostics: Vec<Diagnostic>,
     pub examined: Vec<PathBuf>,
+    pub upstreams: Vec<UpstreamSpec>,
 }
 
 impl Found {
     fn extend(&mut self, other: Found) {
         self.tools.extend(other.tools);
+        self.upstreams.extend(other.upstreams);
         self.diagnostics.extend(other.diagnostics);
         self.examined.extend(other.examined);
     }
@@ -298,10 +295,16 @@ pub fn valid_env_name(s: &str) -> bool {
 /// Every file and directory discovery reads for `project`: what a reloader
 /// watches (a change there may change the catalog).
 pub fn watch_paths(project: &Path, options: &Options) -> Vec<PathBuf> {
-    let mut paths: Vec<PathBuf> = [octomind::DIR, clawd::DIR, opencrabs::FILE, agentdir::DIR]
-        .iter()
-        .map(|p| project.join(p))
-        .collect();
+    let mut paths: Vec<PathBuf> = [
+        octomind::DIR,
+        clawd::DIR,
+        opencrabs::FILE,
+        agentdir::DIR,
+        mcp_json::FILE,
+    ]
+    .iter()
+    .map(|p| project.join(p))
+    .collect();
     if let Some(t) = &options.tools_toml {
         paths.push(t.clone());
     }
@@ -355,7 +358,10 @@ fn discover_inner(project: &Path, options: &Options) -> Catalog {
     found.extend(clawd::scan(project));
     found.extend(opencrabs::scan(project, options.tools_toml.as_deref()));
     found.extend(agentdir::scan(project));
+    found.extend(mcp_json::scan(project));
     skip_remote_references(&mut found);
+    let upstreams =
+        collide::upstreams(std::mem::take(&mut found.upstreams), &mut found.diagnostics);
 
     let (tools, shadowed, mut diags) = collide::resolve(found.tools);
     let mut diagnostics = found.diagnostics;
@@ -372,5 +378,6 @@ fn discover_inner(project: &Path, options: &Options) -> Catalog {
         diagnostics,
         shadowed,
         examined,
+        upstreams,
     }
 }

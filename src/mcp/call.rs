@@ -21,6 +21,8 @@
 
 use super::McpServer;
 use super::elicitation::Elicitation;
+use super::gateway::exposed::{CALL_MCP_TOOL, FIND_TOOLS};
+use super::gateway::{Gateway, deferred};
 use super::queue::Place;
 use crate::call::pipeline::{Job, JobDone, Turn};
 use crate::call::{CallError, CallResult, NotRun, NotRunKind, Surface};
@@ -38,8 +40,14 @@ pub async fn call_tool(
     request: CallToolRequestParams,
     context: RequestContext<RoleServer>,
 ) -> Result<CallToolResult, McpError> {
-    let name = request.name.to_string();
-    let args = Value::Object(request.arguments.unwrap_or_default());
+    let mut name = request.name.to_string();
+    let mut args = Value::Object(request.arguments.unwrap_or_default());
+    // This session's upstream servers (their tools join the pipeline's).
+    if let Some(gw) = server.gateway(&context.peer).await
+        && let Some(answer) = deferred_call(&gw, &mut name, &mut args)
+    {
+        return Ok(answer);
+    }
     let pipeline = server.pipeline();
     // Counted until its audit record is written: a stopping server waits.
     let _in_flight = server.shared.calls.token();
@@ -73,6 +81,59 @@ pub async fn call_tool(
             Ok(success(&name, &result))
         }
         Err(e) => respond(server, &name, e),
+    }
+}
+
+/// Octo's `find_tools` is answered here (it runs nothing); its
+/// `call_mcp_tool` names the upstream tool the pipeline then calls like
+/// any other (`name` and `args` are rewritten). An answer ends the call.
+fn deferred_call(gw: &Gateway, name: &mut String, args: &mut Value) -> Option<CallToolResult> {
+    let exposed = gw.exposed();
+    if !exposed.deferred || gw.local_names.iter().any(|n| n == name) {
+        return None;
+    }
+    let meta = json!({});
+    match name.as_str() {
+        FIND_TOOLS => {
+            let Some(query) = args.get("query").and_then(Value::as_str) else {
+                return Some(error_result(
+                    "find_tools: missing required parameter 'query' (a string)".into(),
+                    meta,
+                ));
+            };
+            let servers: Vec<String> = gw
+                .servers
+                .iter()
+                .filter(|s| s.settings.expose == crate::policy::Expose::Deferred)
+                .map(|s| s.spec.name.clone())
+                .collect();
+            Some(build(
+                deferred::find_tools(&exposed, &servers, query),
+                false,
+                meta,
+            ))
+        }
+        CALL_MCP_TOOL => {
+            let Some(tool) = args.get("tool_name").and_then(Value::as_str) else {
+                return Some(error_result(
+                    "call_mcp_tool: missing required parameter 'tool_name' (a string)".into(),
+                    meta,
+                ));
+            };
+            match deferred::resolve(&exposed, tool) {
+                Ok(flat) => {
+                    let inner = match args.get("arguments") {
+                        None | Some(Value::Null) => json!({}),
+                        Some(v) => v.clone(),
+                    };
+                    *name = flat;
+                    *args = inner;
+                    None
+                }
+                Err(text) => Some(error_result(text, meta)),
+            }
+        }
+        _ => None,
     }
 }
 
@@ -333,6 +394,15 @@ pub fn success(name: &str, r: &CallResult) -> CallToolResult {
         "toolcage/exit": r.outcome.exit,
         "toolcage/duration": r.outcome.duration.as_secs_f64(),
     });
+    // An upstream tool's result passes as it came (content blocks,
+    // structuredContent), with toolcage's _meta.
+    if let Some(mut content) = r.content.clone() {
+        content["isError"] = json!(r.is_error);
+        content["_meta"] = meta.clone();
+        if let Ok(result) = serde_json::from_value::<CallToolResult>(content) {
+            return result;
+        }
+    }
     build(text, r.is_error, meta)
 }
 

@@ -17,6 +17,11 @@ pub trait ToolHost: Toolbox {
     fn reload(&self) -> bool;
     /// Files and directories whose changes should trigger [`ToolHost::reload`].
     fn watch_paths(&self) -> Vec<PathBuf>;
+    /// The engine behind the tools (its upstream servers, its policy), for
+    /// a session's gateway; `None` for hosts without one (test fakes).
+    fn engine(&self) -> Option<Engine> {
+        None
+    }
 }
 
 /// An [`Engine`] behind a swappable snapshot: a reload builds a new engine
@@ -84,6 +89,10 @@ impl ToolHost for EngineHost {
             Err(poisoned) => *poisoned.into_inner() = new,
         }
         changed
+    }
+
+    fn engine(&self) -> Option<Engine> {
+        Some(self.snapshot().engine.clone())
     }
 
     fn watch_paths(&self) -> Vec<PathBuf> {

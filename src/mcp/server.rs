@@ -5,6 +5,7 @@
 // target 2025-11-25, where it is current.
 #![allow(deprecated)]
 
+use super::gateway::{self, Gateway, Wiring, toolbox::SessionTools};
 use super::queue::{CallQueue, QueueLimits, SessionKey};
 use super::{ServeConfig, ToolHost};
 use crate::call::{Definition, Pipeline};
@@ -60,6 +61,8 @@ pub struct Session {
     /// Minimum level of `notifications/message` this client wants
     /// ([`level_rank`]); `warning` until it sends `logging/setLevel`.
     log_level: AtomicU8,
+    /// This session's upstream servers, made on its first request.
+    gateway: OnceLock<Option<Arc<Gateway>>>,
 }
 
 static NEXT_SESSION_KEY: AtomicU64 = AtomicU64::new(1);
@@ -70,6 +73,7 @@ impl Default for Session {
             id: crate::gate::SessionId::fresh("mcp"),
             key: NEXT_SESSION_KEY.fetch_add(1, Ordering::Relaxed),
             log_level: AtomicU8::new(level_rank(LoggingLevel::Warning)),
+            gateway: OnceLock::new(),
         }
     }
 }
@@ -125,12 +129,53 @@ impl McpServer {
         }
     }
 
-    /// The call pipeline through this server's tools and gate.
+    /// The call pipeline through this session's tools (the server's, and
+    /// its upstream servers') and the server's gate.
     pub fn pipeline(&self) -> Pipeline {
+        let tools: Arc<dyn crate::call::Toolbox> = match self.session.gateway.get() {
+            Some(Some(gw)) => Arc::new(SessionTools {
+                local: self.shared.host.clone(),
+                gateway: gw.clone(),
+                runtime: tokio::runtime::Handle::current(),
+            }),
+            _ => self.shared.host.clone(),
+        };
         Pipeline {
-            tools: self.shared.host.clone(),
+            tools,
             gate: self.shared.gate.clone(),
         }
+    }
+
+    /// This session's gateway (made on first use, with `peer` as the
+    /// client elicitation is forwarded to and list_changed is sent to),
+    /// its servers started; `None` when the project declares none.
+    pub async fn gateway(&self, peer: &Peer<RoleServer>) -> Option<Arc<Gateway>> {
+        let gw = self
+            .session
+            .gateway
+            .get_or_init(|| {
+                let engine = self.shared.host.engine()?;
+                if engine.catalog.upstreams.is_empty() {
+                    return None;
+                }
+                let notify = peer.clone();
+                let wiring = Wiring {
+                    downstream: Some(peer.clone()),
+                    on_change: Some(Arc::new(move || {
+                        let peer = notify.clone();
+                        tokio::spawn(async move {
+                            let _ = peer.notify_tool_list_changed().await;
+                        });
+                    })),
+                    elicitation_timeout: self.shared.config.approval_timeout,
+                };
+                let gw = Arc::new(Gateway::new(&engine, wiring));
+                gateway::stop_when_idle(&gw);
+                Some(gw)
+            })
+            .clone()?;
+        gw.ensure_started().await;
+        Some(gw)
     }
 
     /// A handler for a new client: shares tools and limits, owns its session.
@@ -300,9 +345,15 @@ impl ServerHandler for McpServer {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let tools = self.shared.host.tools();
+        let mut tools = self.shared.host.tools();
+        if let Some(gw) = self.gateway(&context.peer).await {
+            let mut all: Vec<Definition> = tools.to_vec();
+            all.extend(gw.exposed().definitions());
+            all.sort_by(|a, b| a.name.cmp(&b.name));
+            tools = all.into();
+        }
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
         let (tools, next) = page(&tools, cursor, self.shared.config.page_size)?;
         let mut result = ListToolsResult::with_all_items(tools);

@@ -141,6 +141,7 @@ fn result(exit: Exit, text: &str, started: Instant) -> CallResult {
         text: text.into(),
         is_error: !exit.success(),
         outcome: outcome(exit, text, started.elapsed()),
+        content: None,
     }
 }
 

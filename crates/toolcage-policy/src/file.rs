@@ -120,12 +120,15 @@ pub struct PolicyFile {
     /// Per-tool overrides, by tool name.
     #[serde(default)]
     pub tools: BTreeMap<String, Body>,
+    /// Upstream MCP servers' grants and gateway settings, by server name.
+    #[serde(default)]
+    pub upstreams: BTreeMap<String, UpstreamBody>,
 }
 
 impl PolicyFile {
     /// Split into the top-level body and the per-tool bodies (the top-level
     /// only sections are taken first with [`PolicyFile::session_parts`]).
-    pub fn into_parts(self) -> (Body, BTreeMap<String, Body>) {
+    pub fn into_parts(self) -> (Body, BTreeMap<String, Body>, BTreeMap<String, UpstreamBody>) {
         let body = Body {
             with: self.with,
             fs: self.fs,
@@ -137,7 +140,7 @@ impl PolicyFile {
             approval: self.approval,
             rate_limit: self.rate_limit,
         };
-        (body, self.tools)
+        (body, self.tools, self.upstreams)
     }
 
     /// The sections that apply to a whole session, not to one tool.
@@ -185,7 +188,73 @@ pub const SECTIONS: &[&str] = &[
     "global_rate_limit",
     "audit",
     "tools",
+    "upstreams",
 ];
+
+/// How the gateway offers an upstream server's tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Expose {
+    /// Each tool as `server__tool`.
+    #[default]
+    Flat,
+    /// Behind Octo's `find_tools` and `call_mcp_tool`.
+    Deferred,
+}
+
+/// `[upstreams.NAME]`: the keys of a tool section (the server's grant),
+/// plus the gateway's own.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamBody {
+    /// The shipped profile the server's grant starts from (`untrusted`
+    /// when not given).
+    #[serde(default)]
+    pub profile: Option<String>,
+    #[serde(default)]
+    pub expose: Option<Expose>,
+    /// Stop the server after this long without a call (`0`: never).
+    #[serde(default)]
+    pub idle_timeout: Option<Dur>,
+    /// `false`: the server is not started and its tools are not offered.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    #[serde(default)]
+    pub with: Option<Vec<String>>,
+    #[serde(default)]
+    pub fs: FsSection,
+    #[serde(default)]
+    pub network: NetworkSection,
+    #[serde(default)]
+    pub env: EnvSection,
+    #[serde(default)]
+    pub limits: LimitsSection,
+    #[serde(default)]
+    pub sandbox: SandboxSection,
+    #[serde(default)]
+    pub requests: RequestsSection,
+    #[serde(default)]
+    pub approval: ApprovalSection,
+    #[serde(default)]
+    pub rate_limit: RateLimitSection,
+}
+
+impl UpstreamBody {
+    /// The grant's part.
+    pub fn body(&self) -> Body {
+        Body {
+            with: self.with.clone(),
+            fs: self.fs.clone(),
+            network: self.network.clone(),
+            env: self.env.clone(),
+            limits: self.limits.clone(),
+            sandbox: self.sandbox.clone(),
+            requests: self.requests.clone(),
+            approval: self.approval.clone(),
+            rate_limit: self.rate_limit.clone(),
+        }
+    }
+}
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -43,6 +43,7 @@ mod session;
 mod state;
 #[cfg(test)]
 mod tests;
+mod upstreams;
 mod with;
 // Durations and sizes live in the bottom text module; the policy files
 // use them as `super::units`.
@@ -51,6 +52,7 @@ use toolcage_text::units;
 pub use domains::{DomainPolicy, HostRule, Refusal, RefusalKind, parse_pin};
 pub use env_dirs::{PRIVATE_TMP, TMP_VARS, is_explicit};
 pub use error::PolicyError;
+pub use file::Expose;
 pub use floor::built_in_secret;
 pub use grant::{
     ApprovalMode, Enforcement, Grant, Limits, NamespaceFree, NamespaceFreePolicy, Network,
@@ -67,3 +69,4 @@ pub use resolve::{
 };
 pub use session::{AuditPolicy, SessionPolicy};
 pub use units::{format_duration, format_size, parse_duration, parse_size};
+pub use upstreams::{DEFAULT_IDLE_TIMEOUT, DEFAULT_UPSTREAM_PROFILE, UpstreamSettings};

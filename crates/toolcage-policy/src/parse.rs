@@ -178,7 +178,7 @@ timeout = "5s"
 "#,
         ))
         .unwrap();
-        let (body, tools) = f.into_parts();
+        let (body, tools, _) = f.into_parts();
         assert_eq!(body.fs.read, Some(vec!["/usr".to_string()]));
         assert_eq!(body.network.mode, Some(NetMode::Tcp));
         assert_eq!(body.limits.timeout, Some(Dur(Duration::from_secs(120))));

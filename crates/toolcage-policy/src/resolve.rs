@@ -9,7 +9,7 @@
 
 use super::canon;
 use super::error::PolicyError;
-use super::file::{AuditSection, Body, RateLimitSection};
+use super::file::{AuditSection, Body, RateLimitSection, UpstreamBody};
 use super::grant::Grant;
 use super::parse::{self, FileText};
 use super::paths::{Vars, normalize, state_base};
@@ -155,11 +155,13 @@ impl Resolved {
 pub(super) struct FileLayer {
     pub(super) source: String,
     pub(super) file: Arc<FileText>,
-    shipped: bool,
+    pub(super) shipped: bool,
     /// The operator's `--policy FILE` (absolute); `None` for a shipped profile.
-    path: Option<PathBuf>,
-    body: Body,
-    tools: BTreeMap<String, Body>,
+    pub(super) path: Option<PathBuf>,
+    pub(super) body: Body,
+    pub(super) tools: BTreeMap<String, Body>,
+    /// `[upstreams.NAME]` sections.
+    pub(super) upstreams: BTreeMap<String, UpstreamBody>,
     /// `[global_rate_limit]` and `[audit]`: top level only.
     pub(super) session: (RateLimitSection, AuditSection),
 }
@@ -170,7 +172,7 @@ pub struct PolicyStack {
     pub(super) layers: Vec<FileLayer>,
 }
 
-fn shipped(name: &str) -> Result<FileLayer, PolicyError> {
+pub(super) fn shipped(name: &str) -> Result<FileLayer, PolicyError> {
     let text = profile_text(name).ok_or_else(|| PolicyError::UnknownProfile {
         name: name.to_string(),
         valid: profile_names().join(", "),
@@ -181,7 +183,7 @@ fn shipped(name: &str) -> Result<FileLayer, PolicyError> {
     });
     let parsed = parse::parse(&file)?;
     let session = parsed.session_parts();
-    let (body, tools) = parsed.into_parts();
+    let (body, tools, upstreams) = parsed.into_parts();
     Ok(FileLayer {
         source: format!("profile {name}"),
         file,
@@ -189,6 +191,7 @@ fn shipped(name: &str) -> Result<FileLayer, PolicyError> {
         path: None,
         body,
         tools,
+        upstreams,
         session,
     })
 }
@@ -234,7 +237,7 @@ fn load_checked(sources: &Sources, ctx: &Context) -> Result<(PolicyStack, Resolv
         let file = Arc::new(FileText { label, text });
         let parsed = parse::parse(&file)?;
         let session = parsed.session_parts();
-        let (body, tools) = parsed.into_parts();
+        let (body, tools, upstreams) = parsed.into_parts();
         layers.push(FileLayer {
             source: format!("policy {}", path.display()),
             file,
@@ -242,6 +245,7 @@ fn load_checked(sources: &Sources, ctx: &Context) -> Result<(PolicyStack, Resolv
             path: Some(path.clone()),
             body,
             tools,
+            upstreams,
             session,
         });
     }
@@ -256,6 +260,16 @@ fn load_checked(sources: &Sources, ctx: &Context) -> Result<(PolicyStack, Resolv
             extra_read: Vec::new(),
         };
         stack.resolve(ctx, &Overrides::default(), Some(&tool))?;
+    }
+    for name in stack.upstream_sections() {
+        let tool = ToolInput {
+            name: &name,
+            requests: &none,
+            extra_read: Vec::new(),
+        };
+        stack
+            .upstream_stack(&name)?
+            .resolve(ctx, &Overrides::default(), Some(&tool))?;
     }
     Ok((stack, defaults))
 }

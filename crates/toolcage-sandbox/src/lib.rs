@@ -63,6 +63,14 @@ pub struct Command {
     /// Give the child toolcage's own stdin/stdout/stderr instead of pipes
     /// (`toolcage exec`): output streams live and is not captured or capped.
     pub inherit_stdio: bool,
+    /// Give the child these descriptors as its stdin, stdout and stderr (a
+    /// long-lived service such as an upstream MCP server, whose caller
+    /// speaks to it over them): nothing is captured or capped, and `stdin`
+    /// is not written. The caller keeps them open until [`run`] returns.
+    pub stdio_fds: Option<[std::os::fd::RawFd; 3]>,
+    /// Sent the enforcement report once the program has started (a
+    /// long-lived service reports what confines it while it runs).
+    pub report_to: Option<std::sync::mpsc::SyncSender<EnforcementReport>>,
     /// The working directory: a directory inside the grant's project
     /// (`toolcage exec` run from a subdirectory); `None` is the project.
     /// A relative program path is taken from it.

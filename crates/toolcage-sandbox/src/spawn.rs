@@ -387,7 +387,7 @@ fn run_in(
     envp.push(std::ptr::null());
 
     // Pipes for captured stdio: (child end, parent end) per stream.
-    let pipes = if cmd.inherit_stdio {
+    let pipes = if cmd.inherit_stdio || cmd.stdio_fds.is_some() {
         None
     } else {
         let (stdin_r, stdin_w) = pipe()?;
@@ -401,7 +401,7 @@ fn run_in(
             child_ends[1].as_raw_fd(),
             child_ends[2].as_raw_fd(),
         ],
-        None => [0, 1, 2],
+        None => cmd.stdio_fds.unwrap_or([0, 1, 2]),
     };
     let (report_r, report_w) = pipe()?;
     let (status_r, status_w) = pipe()?;
@@ -540,6 +540,9 @@ fn run_in(
         return Err(Failed(setup_error(stage, errno, step, &root.what, argv0)));
     }
 
+    if let Some(tx) = &cmd.report_to {
+        let _ = tx.try_send(report.clone());
+    }
     let finished = supervise(
         Running {
             init: &mut init,

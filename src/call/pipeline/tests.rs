@@ -63,6 +63,7 @@ impl Toolbox for Tools {
             text: "ran".into(),
             is_error: false,
             outcome: outcome(),
+            content: None,
         })
     }
 }

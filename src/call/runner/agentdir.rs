@@ -1,6 +1,6 @@
-//! A3S AgentDir: `kind: script` (a QuickJS program) and `kind: mcp` (an
-//! upstream MCP server) are listed and validated; calls are refused until
-//! they are supported.
+//! A3S AgentDir `kind: script` (a QuickJS program) is listed and
+//! validated; calls are refused until it is supported. Upstream MCP tools
+//! (`.mcp.json`, A3S `kind: mcp`) run through the gateway, not here.
 
 use super::ToolRunner;
 use crate::call::encode::{EncodeError, Encoded};
@@ -43,23 +43,30 @@ impl ToolRunner for JsScript<'_> {
     }
 }
 
+/// A tool of an upstream MCP server. The gateway runs its calls (it holds
+/// the server's running instance); through a plain engine it is refused.
 pub struct Upstream<'a> {
     pub tool: &'a ToolSpec,
-    pub command: Option<&'a str>,
-    pub url: Option<&'a str>,
+    pub server: &'a str,
+    pub runs: &'a str,
+}
+
+impl Upstream<'_> {
+    fn refused(&self) -> String {
+        format!(
+            "{} is a tool of the upstream MCP server '{}': only the gateway (toolcage serve, call, list) can run it",
+            self.tool.name, self.server
+        )
+    }
 }
 
 impl ToolRunner for Upstream<'_> {
     fn refusal(&self) -> Option<String> {
-        Some(unsupported(self.tool, "kind: mcp (an upstream MCP server)"))
+        Some(self.refused())
     }
 
     fn runs(&self) -> String {
-        match (self.command, self.url) {
-            (Some(c), _) => format!("mcp server {c}"),
-            (None, Some(u)) => format!("mcp server {u}"),
-            (None, None) => "mcp server".into(),
-        }
+        format!("mcp server {} ({})", self.server, self.runs)
     }
 
     fn files(&self) -> Vec<PathBuf> {
@@ -67,9 +74,6 @@ impl ToolRunner for Upstream<'_> {
     }
 
     fn encode(&self, _: &Map<String, Value>, _: &Grant) -> Result<Encoded, EncodeError> {
-        Err(EncodeError::Unsupported(unsupported(
-            self.tool,
-            "kind: mcp (an upstream MCP server)",
-        )))
+        Err(EncodeError::Unsupported(self.refused()))
     }
 }

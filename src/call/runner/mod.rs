@@ -72,6 +72,7 @@ pub trait ToolRunner {
             text,
             is_error,
             outcome,
+            content: None,
         })
     }
 }
@@ -93,11 +94,9 @@ pub fn runner_for(tool: &ToolSpec) -> Box<dyn ToolRunner + '_> {
             Box::new(opencrabs::Http { tool, method, url })
         }
         Runner::AgentdirScript { path, .. } => Box::new(agentdir::JsScript { tool, path }),
-        Runner::AgentdirMcp { command, url, .. } => Box::new(agentdir::Upstream {
-            tool,
-            command: command.as_deref(),
-            url: url.as_deref(),
-        }),
+        Runner::Upstream { server, runs, .. } => {
+            Box::new(agentdir::Upstream { tool, server, runs })
+        }
     }
 }
 

@@ -22,7 +22,7 @@ mod kinds;
 use super::frontmatter::{MAX_FLOW_DEPTH, MAX_FRONT_MATTER, first_paragraph, flow_depth};
 pub use super::frontmatter::{expand_env, split_front_matter};
 use super::fsread::{self, io_message};
-use super::{Diagnostic, Found, Runner, ToolSpec, schema, valid_tool_name};
+use super::{Diagnostic, Found, Runner, ToolSpec, Transport, UpstreamSpec, valid_tool_name};
 use crate::policy::Requests;
 use crate::spec::Format;
 use kinds::{parse_mcp, parse_script};
@@ -364,56 +364,16 @@ fn to_spec(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -
                 schema,
             )
         }
-        Kind::Mcp {
-            transport,
-            command,
-            args,
-            url,
-            env,
-        } => {
-            let mut expanded = Vec::new();
-            for (k, v) in env {
-                match expand_env(&v, |n| std::env::var(n).ok()) {
-                    Ok(x) => expanded.push((k, x)),
-                    Err(e) => {
-                        diags.push(
-                            Diagnostic::error(
-                                file,
-                                Some(line_of(&doc.key_lines, &k).unwrap_or(doc.line)),
-                                format!("env {k}: {e}; tool skipped"),
-                            )
-                            .fix("set the variable before starting toolcage"),
-                        );
-                        return None;
-                    }
-                }
-            }
-            if transport == "http" {
-                requests.network = Some(true);
-            }
-            (
-                Runner::AgentdirMcp {
-                    transport,
-                    command,
-                    args,
-                    url,
-                    env: expanded,
-                },
-                schema::open_object(),
-            )
-        }
+        // An upstream server, not a tool: `to_upstream`.
+        Kind::Mcp { .. } => return None,
     };
     diags.push(
         Diagnostic::warning(
             file,
             Some(doc.line),
             format!(
-                "tool '{}': kind: {} is parsed and listed, but calls are refused: not supported yet",
-                doc.name,
-                match runner {
-                    Runner::AgentdirMcp { .. } => "mcp",
-                    _ => "script",
-                }
+                "tool '{}': kind: script is parsed and listed, but calls are refused: not supported yet",
+                doc.name
             ),
         )
         .fix("use an Octomind, clawd or OpenCrabs shell tool until it is supported"),
@@ -428,6 +388,77 @@ fn to_spec(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -
         requests,
         runner,
         needs_read,
+    })
+}
+
+/// A `kind: mcp` file: its upstream server, with `${VAR}` expanded in
+/// the command, arguments, url and env (an unset variable skips it).
+fn to_upstream(file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -> Option<UpstreamSpec> {
+    let Kind::Mcp {
+        transport,
+        command,
+        args,
+        url,
+        env,
+    } = doc.kind
+    else {
+        return None;
+    };
+    let fail = |key: &str, e: String, diags: &mut Vec<Diagnostic>| {
+        diags.push(
+            Diagnostic::error(
+                file,
+                Some(line_of(&doc.key_lines, key).unwrap_or(doc.line)),
+                format!("{key}: {e}; server skipped"),
+            )
+            .fix("set the variable before starting toolcage, or write ${VAR:-default}"),
+        );
+    };
+    let lookup = |n: &str| std::env::var(n).ok();
+    let mut expanded = Vec::new();
+    for (k, v) in env {
+        match expand_env(&v, lookup) {
+            Ok(x) => expanded.push((k, x)),
+            Err(e) => {
+                fail(&format!("env {k}"), e, diags);
+                return None;
+            }
+        }
+    }
+    let one = |key: &str, v: Option<String>, diags: &mut Vec<Diagnostic>| match v {
+        None => Ok(None),
+        Some(v) => expand_env(&v, lookup)
+            .map(Some)
+            .map_err(|e| fail(key, e, diags)),
+    };
+    let mut requests = Requests::default();
+    let transport = if transport == "http" {
+        let url = one("url", url, diags).ok()?.unwrap_or_default();
+        requests.network = Some(true);
+        Transport::Http {
+            url,
+            headers: Vec::new(),
+        }
+    } else {
+        let command = one("command", command, diags).ok()?.unwrap_or_default();
+        let mut a = Vec::new();
+        for x in args {
+            a.push(one("args", Some(x), diags).ok()??);
+        }
+        Transport::Stdio {
+            command,
+            args: a,
+            env: expanded,
+            cwd: None,
+        }
+    };
+    Some(UpstreamSpec {
+        name: doc.name,
+        format: Format::Agentdir,
+        source: file.to_path_buf(),
+        line: Some(doc.line),
+        transport,
+        requests,
     })
 }
 
@@ -461,10 +492,15 @@ pub(crate) fn scan(project: &Path) -> Found {
         };
         let (doc, mut diags) = parse_md(&text, &path);
         f.diagnostics.append(&mut diags);
-        if let Some(doc) = doc
-            && let Some(spec) = to_spec(project, &path, doc, &mut f.diagnostics)
-        {
-            f.tools.push(spec);
+        match doc {
+            Some(doc) if matches!(doc.kind, Kind::Mcp { .. }) => {
+                f.upstreams
+                    .extend(to_upstream(&path, doc, &mut f.diagnostics));
+            }
+            Some(doc) => f
+                .tools
+                .extend(to_spec(project, &path, doc, &mut f.diagnostics)),
+            None => {}
         }
     }
     f

@@ -141,6 +141,7 @@ pub fn run(
         text,
         is_error,
         outcome,
+        content: None,
     })
 }
 

@@ -1,0 +1,96 @@
+//! The grants of upstream MCP servers (`[upstreams.NAME]`).
+//!
+//! A server's grant does not start from the operator's general policy:
+//! it starts from a shipped profile (`untrusted` unless the section names
+//! another: project read-only, private tmp, no network), then each
+//! operator file's `[upstreams.NAME]` section applies in order. The
+//! server's own declaration (`.mcp.json`, `kind: mcp`) only requests,
+//! bounded by the sections' `[requests]`, as a tool's files do.
+
+use super::error::PolicyError;
+use super::file::Expose;
+use super::resolve::{FileLayer, PolicyStack, shipped};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The profile a server's grant starts from when its section names none.
+pub const DEFAULT_UPSTREAM_PROFILE: &str = "untrusted";
+
+/// How long a server may sit unused before it is stopped, by default.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+/// The gateway's settings for one server, later files winning.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UpstreamSettings {
+    pub profile: String,
+    pub expose: Expose,
+    /// `None`: never stopped for being idle.
+    pub idle_timeout: Option<Duration>,
+    pub enabled: bool,
+}
+
+impl PolicyStack {
+    /// The server names that have an `[upstreams.NAME]` section in any layer.
+    pub fn upstream_sections(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .layers
+            .iter()
+            .flat_map(|l| l.upstreams.keys().cloned())
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// The gateway settings of server `name`.
+    pub fn upstream_settings(&self, name: &str) -> UpstreamSettings {
+        let mut s = UpstreamSettings {
+            profile: DEFAULT_UPSTREAM_PROFILE.into(),
+            expose: Expose::Flat,
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            enabled: true,
+        };
+        for u in self.layers.iter().filter_map(|l| l.upstreams.get(name)) {
+            if let Some(p) = &u.profile {
+                s.profile = p.clone();
+            }
+            if let Some(e) = u.expose {
+                s.expose = e;
+            }
+            if let Some(d) = u.idle_timeout {
+                s.idle_timeout = (!d.0.is_zero()).then_some(d.0);
+            }
+            if let Some(e) = u.enabled {
+                s.enabled = e;
+            }
+        }
+        s
+    }
+
+    /// The layers server `name`'s grant is resolved from: `default`, its
+    /// profile, then every file's `[upstreams.NAME]` section as that
+    /// file's body. Resolve it with the server's requests as the tool's.
+    pub fn upstream_stack(&self, name: &str) -> Result<PolicyStack, PolicyError> {
+        let settings = self.upstream_settings(name);
+        let mut layers = vec![shipped("default")?];
+        if settings.profile != "default" {
+            layers.push(shipped(&settings.profile)?);
+        }
+        for l in &self.layers {
+            let Some(u) = l.upstreams.get(name) else {
+                continue;
+            };
+            layers.push(FileLayer {
+                source: format!("{} [upstreams.{name}]", l.source),
+                file: l.file.clone(),
+                shipped: l.shipped,
+                path: l.path.clone(),
+                body: u.body(),
+                tools: BTreeMap::new(),
+                upstreams: BTreeMap::new(),
+                session: Default::default(),
+            });
+        }
+        Ok(PolicyStack { layers })
+    }
+}

@@ -1,0 +1,155 @@
+//! The upstream tools a session is offered, built from the running
+//! servers' tool lists and their pins: flat servers' tools as
+//! `server__tool` definitions; deferred servers' tools in the index behind
+//! `find_tools` / `call_mcp_tool`; changed definitions held back.
+
+use super::Gateway;
+use super::names;
+use super::pins::PinState;
+use crate::call::{Definition, annotations};
+use crate::discover::{Runner, ToolSpec};
+use crate::policy::Expose;
+use rmcp::model::Tool;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+
+/// One upstream tool the session can call.
+#[derive(Debug, Clone)]
+pub struct Offered {
+    /// Its flat name (`server__tool`, sanitised): how calls name it.
+    pub name: String,
+    pub server: String,
+    pub tool: Tool,
+    /// Why the flat name is not plain `server__tool`, when it is not.
+    pub renamed: Option<String>,
+    pub expose: Expose,
+    /// Its definition as a tool of this session (annotations from the
+    /// server's grant).
+    pub definition: Definition,
+    pub spec: ToolSpec,
+}
+
+/// A tool whose definition changed since it was pinned.
+#[derive(Debug, Clone)]
+pub struct Held {
+    pub server: String,
+    pub tool: String,
+    pub pinned: String,
+    pub now: String,
+}
+
+#[derive(Debug, Default)]
+pub struct Exposed {
+    /// Every callable upstream tool, sorted by flat name.
+    pub tools: Vec<Offered>,
+    pub held: Vec<Held>,
+    /// Whether `find_tools` and `call_mcp_tool` are offered.
+    pub deferred: bool,
+}
+
+pub const FIND_TOOLS: &str = "find_tools";
+pub const CALL_MCP_TOOL: &str = "call_mcp_tool";
+
+impl Exposed {
+    /// From the tool lists of running servers (`(index in gw.servers, tools)`).
+    pub fn build(gw: &Gateway, running: &[(usize, Vec<Tool>)]) -> Exposed {
+        let mut taken: BTreeSet<String> = gw.local_names.iter().cloned().collect();
+        let deferred = gw
+            .servers
+            .iter()
+            .any(|s| s.settings.expose == Expose::Deferred && Gateway::refusal(s).is_none());
+        if deferred {
+            taken.insert(FIND_TOOLS.into());
+            taken.insert(CALL_MCP_TOOL.into());
+        }
+        let mut out = Exposed {
+            deferred,
+            ..Exposed::default()
+        };
+        for (i, tools) in running {
+            let server = &gw.servers[*i];
+            let states = gw.pins.check(&server.spec.name, tools);
+            let grant = server.grant.as_ref().ok().map(|r| &r.grant);
+            for (tool, state) in tools.iter().zip(states) {
+                if let PinState::Changed { pinned, now } = state {
+                    out.held.push(Held {
+                        server: server.spec.name.clone(),
+                        tool: tool.name.to_string(),
+                        pinned,
+                        now,
+                    });
+                    continue;
+                }
+                let (name, renamed) = names::flat(&server.spec.name, &tool.name, &taken);
+                taken.insert(name.clone());
+                let spec = ToolSpec {
+                    name: name.clone(),
+                    format: server.spec.format,
+                    source: server.spec.source.clone(),
+                    line: server.spec.line,
+                    description: tool.description.as_deref().unwrap_or_default().to_string(),
+                    input_schema: Value::Object((*tool.input_schema).clone()),
+                    requests: server.spec.requests.clone(),
+                    runner: Runner::Upstream {
+                        server: server.spec.name.clone(),
+                        tool: tool.name.to_string(),
+                        runs: server.spec.transport.describe(),
+                    },
+                    needs_read: Vec::new(),
+                };
+                let mut ann = grant.map_or_else(|| json!({}), annotations::annotations);
+                // The server's own hints are untrusted: they may only add caution.
+                if tool.annotations.as_ref().and_then(|a| a.destructive_hint) == Some(true)
+                    && ann.is_object()
+                {
+                    ann["destructiveHint"] = json!(true);
+                }
+                out.tools.push(Offered {
+                    definition: Definition::new(&spec, ann),
+                    name,
+                    server: server.spec.name.clone(),
+                    tool: tool.clone(),
+                    renamed,
+                    expose: server.settings.expose,
+                    spec,
+                });
+            }
+        }
+        out.tools.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// The definitions `tools/list` adds: flat tools, and the two deferred
+    /// tools when a server is deferred.
+    pub fn definitions(&self) -> Vec<Definition> {
+        let mut defs: Vec<Definition> = self
+            .tools
+            .iter()
+            .filter(|t| t.expose == Expose::Flat)
+            .map(|t| t.definition.clone())
+            .collect();
+        if self.deferred {
+            defs.extend(super::deferred::definitions());
+        }
+        defs
+    }
+
+    pub fn offered_names(&self) -> Vec<String> {
+        self.definitions().into_iter().map(|d| d.name).collect()
+    }
+
+    /// The tool called `name` (its flat name).
+    pub fn get(&self, name: &str) -> Option<&Offered> {
+        self.tools
+            .binary_search_by(|t| t.name.as_str().cmp(name))
+            .ok()
+            .map(|i| &self.tools[i])
+    }
+
+    /// The held tool `name` would be (`server__tool`), if it is held.
+    pub fn held_as(&self, name: &str) -> Option<&Held> {
+        self.held
+            .iter()
+            .find(|h| format!("{}__{}", h.server, h.tool) == name)
+    }
+}

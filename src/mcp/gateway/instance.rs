@@ -1,0 +1,353 @@
+//! One running upstream server: a long-lived child in the sandbox under
+//! the server's grant, spoken to over its stdin and stdout with rmcp's
+//! client. Its stderr goes into a ring of the last 16 KiB (error texts,
+//! `check`), never to toolcage's own output. Dropping the instance kills
+//! its whole process tree (the sandbox's cancel token).
+
+use super::client::UpstreamClient;
+use crate::discover::{Transport, UpstreamSpec};
+use crate::policy::Grant;
+use crate::sandbox::{CancelToken, EnforcementReport};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ClientRequest, Tool};
+use rmcp::service::{PeerRequestOptions, RunningService, ServiceError};
+use rmcp::{RoleClient, ServiceExt};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a server may take from exec to answering `initialize` and
+/// `tools/list` (`npx` may download first).
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
+const STDERR_TAIL: usize = 16 * 1024;
+
+/// The last bytes a server wrote to stderr.
+#[derive(Debug, Default)]
+pub struct Tail(Mutex<Vec<u8>>);
+
+impl Tail {
+    fn push(&self, chunk: &[u8]) {
+        let mut b = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        b.extend_from_slice(chunk);
+        if b.len() > STDERR_TAIL {
+            let cut = b.len() - STDERR_TAIL;
+            b.drain(..cut);
+        }
+    }
+
+    /// The tail as text, its last `lines` lines.
+    pub fn text(&self, lines: usize) -> String {
+        let b = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let s = String::from_utf8_lossy(&b);
+        let all: Vec<&str> = s.lines().collect();
+        let from = all.len().saturating_sub(lines);
+        crate::text::multi_line(&all[from..].join("\n"))
+    }
+}
+
+/// Why a call to a running server produced no result.
+#[derive(Debug)]
+pub enum CallFailure {
+    /// The server exited or closed its output while the call was in flight.
+    Gone(String),
+    /// No answer within the call's timeout: the request was cancelled.
+    Timeout(Duration),
+    /// The caller cancelled it (`notifications/cancelled` was sent on).
+    Cancelled,
+    /// The server answered with a JSON-RPC error.
+    Error(String),
+}
+
+pub struct Instance {
+    pub server: String,
+    service: RunningService<RoleClient, UpstreamClient>,
+    /// Kills the server's process tree.
+    kill: CancelToken,
+    pub stderr: Arc<Tail>,
+    /// What confines it, as the sandbox reported at its start.
+    pub enforcement: EnforcementReport,
+    /// Its tools, as last listed.
+    pub tools: Mutex<Vec<Tool>>,
+    pub last_used: Mutex<Instant>,
+    pub started: Instant,
+    exited: Arc<Mutex<Option<String>>>,
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        self.kill.cancel();
+    }
+}
+
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
+}
+
+impl Instance {
+    /// Start `spec` (stdio) under `grant` and initialize it. On failure,
+    /// the message says why, with the stderr tail when there is one.
+    pub async fn start(
+        spec: &UpstreamSpec,
+        grant: &Grant,
+        client: UpstreamClient,
+    ) -> Result<Instance, String> {
+        let Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } = &spec.transport
+        else {
+            return Err(format!(
+                "server '{}' uses Streamable HTTP ({}): upstream HTTP servers are not supported yet; run it over stdio",
+                spec.name,
+                spec.transport.describe()
+            ));
+        };
+        let (stdin_r, stdin_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
+        let (stdout_r, stdout_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
+        let (stderr_r, stderr_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
+        let (report_tx, report_rx) = std::sync::mpsc::sync_channel(1);
+        let mut argv = vec![command.into()];
+        argv.extend(args.iter().map(Into::into));
+        let cmd = crate::sandbox::Command {
+            argv,
+            env: env.iter().cloned().collect::<BTreeMap<_, _>>(),
+            cwd: cwd.clone(),
+            stdio_fds: Some([
+                stdin_r.as_raw_fd(),
+                stdout_w.as_raw_fd(),
+                stderr_w.as_raw_fd(),
+            ]),
+            report_to: Some(report_tx),
+            ..Default::default()
+        };
+        // The server lives until it is killed: its calls have their own
+        // timeout (the grant's), not its process.
+        let mut grant = grant.clone();
+        grant.timeout = Duration::from_secs(u64::from(u32::MAX));
+        let kill = CancelToken::new().map_err(|e| format!("cancel token: {e}"))?;
+        let exited = Arc::new(Mutex::new(None));
+        let stderr = Arc::new(Tail::default());
+        let (setup_tx, setup_rx) = tokio::sync::oneshot::channel::<String>();
+        {
+            let kill = kill.clone();
+            let exited = exited.clone();
+            let name = spec.name.clone();
+            std::thread::Builder::new()
+                .name(format!("upstream-{name}"))
+                .spawn(move || {
+                    let result = crate::sandbox::run(&grant, &cmd, Some(&kill));
+                    // Our copies of the child's ends: the server's output
+                    // ends only once they are closed too.
+                    drop((stdin_r, stdout_w, stderr_w));
+                    let why = match result {
+                        Ok(o) => format!("the server exited ({})", exit_text(o.exit)),
+                        Err(e) => {
+                            let text = e.to_string();
+                            let _ = setup_tx.send(text.clone());
+                            text
+                        }
+                    };
+                    *exited.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+                })
+                .map_err(|e| format!("cannot start a thread: {e}"))?;
+        }
+        {
+            let stderr = stderr.clone();
+            let mut file = std::fs::File::from(stderr_r);
+            let _ = std::thread::Builder::new()
+                .name(format!("upstream-{}-stderr", spec.name))
+                .spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n) = file.read(&mut buf) {
+                        if n == 0 {
+                            break;
+                        }
+                        stderr.push(&buf[..n]);
+                    }
+                });
+        }
+        let failed = |why: String, stderr: &Tail| {
+            let tail = stderr.text(20);
+            match tail.is_empty() {
+                true => why,
+                false => format!("{why}; its stderr ends with:\n{tail}"),
+            }
+        };
+        let enforcement = match tokio::task::spawn_blocking(move || {
+            report_rx.recv_timeout(Duration::from_secs(30))
+        })
+        .await
+        {
+            Ok(Ok(r)) => r,
+            _ => {
+                kill.cancel();
+                let why = match setup_rx.await {
+                    Ok(setup) => setup,
+                    Err(_) => "the sandbox did not start it".into(),
+                };
+                return Err(failed(
+                    format!("cannot start '{}': {why}", spec.name),
+                    &stderr,
+                ));
+            }
+        };
+        let io = (|| {
+            Ok::<_, std::io::Error>((
+                tokio::net::unix::pipe::Receiver::from_owned_fd(stdout_r)?,
+                tokio::net::unix::pipe::Sender::from_owned_fd(stdin_w)?,
+            ))
+        })()
+        .map_err(|e| format!("pipes: {e}"))?;
+        let started = Instant::now();
+        let service = match tokio::time::timeout(START_TIMEOUT, client.serve(io)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                kill.cancel();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                return Err(failed(
+                    format!("'{}' did not complete the MCP handshake: {e}", spec.name),
+                    &stderr,
+                ));
+            }
+            Err(_) => {
+                kill.cancel();
+                return Err(failed(
+                    format!(
+                        "'{}' did not answer initialize within {}s",
+                        spec.name,
+                        START_TIMEOUT.as_secs()
+                    ),
+                    &stderr,
+                ));
+            }
+        };
+        let instance = Instance {
+            server: spec.name.clone(),
+            service,
+            kill,
+            stderr,
+            enforcement,
+            tools: Mutex::new(Vec::new()),
+            last_used: Mutex::new(Instant::now()),
+            started,
+            exited,
+        };
+        instance.refresh_tools().await.map_err(|e| {
+            failed(
+                format!("'{}' did not list its tools: {e}", spec.name),
+                &instance.stderr,
+            )
+        })?;
+        Ok(instance)
+    }
+
+    /// List the server's tools again (after `list_changed`).
+    pub async fn refresh_tools(&self) -> Result<Vec<Tool>, String> {
+        let tools =
+            match tokio::time::timeout(START_TIMEOUT, self.service.peer().list_all_tools()).await {
+                Ok(Ok(t)) => t,
+                Ok(Err(e)) => return Err(e.to_string()),
+                Err(_) => return Err("tools/list timed out".into()),
+            };
+        *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = tools.clone();
+        Ok(tools)
+    }
+
+    /// Why the server is gone, if it is.
+    pub fn exited(&self) -> Option<String> {
+        if let Some(why) = self
+            .exited
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        {
+            return Some(why);
+        }
+        self.service
+            .peer()
+            .is_transport_closed()
+            .then(|| "the server closed its output".to_string())
+    }
+
+    /// Call `tool` with `args`. Never re-sent: a call the server took and
+    /// did not answer fails.
+    pub async fn call(
+        &self,
+        tool: &str,
+        args: serde_json::Map<String, serde_json::Value>,
+        timeout: Duration,
+        cancel: Option<&CancelToken>,
+    ) -> Result<CallToolResult, CallFailure> {
+        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        params.arguments = Some(args);
+        let request = ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
+        let peer = self.service.peer().clone();
+        let handle = peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(|e| CallFailure::Gone(self.gone_text(&e.to_string())))?;
+        let id = handle.id.clone();
+        let response = handle.await_response();
+        tokio::pin!(response);
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut tick = tokio::time::interval(Duration::from_millis(25));
+        let outcome = loop {
+            tokio::select! {
+                r = &mut response => break Ok(r),
+                _ = &mut deadline => break Err(CallFailure::Timeout(timeout)),
+                _ = tick.tick() => {
+                    if cancel.is_some_and(CancelToken::is_cancelled) {
+                        break Err(CallFailure::Cancelled);
+                    }
+                }
+            }
+        };
+        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        match outcome {
+            Ok(Ok(rmcp::model::ServerResult::CallToolResult(r))) => Ok(r),
+            Ok(Ok(other)) => Err(CallFailure::Error(format!(
+                "unexpected answer to tools/call: {}",
+                serde_json::to_string(&other).unwrap_or_default()
+            ))),
+            Ok(Err(ServiceError::McpError(e))) => Err(CallFailure::Error(e.message.to_string())),
+            Ok(Err(e)) => Err(CallFailure::Gone(self.gone_text(&e.to_string()))),
+            Err(failure) => {
+                let reason = match &failure {
+                    CallFailure::Timeout(_) => "timeout",
+                    _ => "cancelled by the client",
+                };
+                let note =
+                    rmcp::model::CancelledNotificationParam::new(Some(id), Some(reason.into()));
+                let _ = peer.notify_cancelled(note).await;
+                Err(failure)
+            }
+        }
+    }
+
+    fn gone_text(&self, error: &str) -> String {
+        let why = self.exited().unwrap_or_else(|| error.to_string());
+        let tail = self.stderr.text(20);
+        match tail.is_empty() {
+            true => why,
+            false => format!("{why}; its stderr ends with:\n{tail}"),
+        }
+    }
+
+    pub fn peer(&self) -> &rmcp::Peer<RoleClient> {
+        self.service.peer()
+    }
+}
+
+fn exit_text(exit: crate::sandbox::Exit) -> String {
+    match exit {
+        crate::sandbox::Exit::Code(c) => format!("exit status {c}"),
+        crate::sandbox::Exit::Signal(s) => format!("killed by signal {s}"),
+        crate::sandbox::Exit::Timeout => "timed out".into(),
+        crate::sandbox::Exit::Cancelled => "stopped by toolcage".into(),
+    }
+}

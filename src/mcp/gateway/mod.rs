@@ -1,0 +1,437 @@
+//! The MCP gateway: upstream servers (`.mcp.json`, A3S `kind: mcp`), each
+//! a long-lived child in the sandbox under its own grant (`[upstreams.NAME]`,
+//! by default the `untrusted` profile: project read-only, no network),
+//! one instance per (server, client session), never one per call.
+//!
+//! - [`instance`]: one running server (sandbox + rmcp client).
+//! - [`client`]: what toolcage declares to a server and does with its
+//!   requests (elicitation forwarded only to a client that declared it).
+//! - [`exposed`]: the tools offered: flat `server__tool`, or deferred
+//!   behind Octo's `find_tools` / `call_mcp_tool` ([`deferred`]).
+//! - [`pins`]: a changed tool definition is held until approved.
+//! - [`toolbox`]: the gateway's tools as part of the call pipeline, so an
+//!   upstream call passes the same gate (approval, rate limits, audit).
+//!
+//! A server that dies is restarted on the next call, after a backoff of
+//! 1 s doubling to 30 s; a call in flight when it died fails (`isError`)
+//! and is never sent again.
+
+pub mod client;
+pub mod deferred;
+pub mod exposed;
+pub mod instance;
+pub mod names;
+pub mod pins;
+pub mod toolbox;
+
+use crate::call::Engine;
+use crate::discover::UpstreamSpec;
+use crate::policy::{Overrides, Resolved, ToolInput, UpstreamSettings};
+use client::{OnListChanged, UpstreamClient};
+use instance::Instance;
+use pins::Pins;
+use rmcp::{Peer, RoleServer};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const BACKOFF_FIRST: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// One declared server and what the policy gives it.
+pub struct Server {
+    pub spec: UpstreamSpec,
+    pub settings: UpstreamSettings,
+    /// Its grant, or why it does not resolve (the server is refused).
+    pub grant: Result<Resolved, String>,
+}
+
+enum Slot {
+    Running(Arc<Instance>),
+    Failed {
+        why: String,
+        failures: u32,
+        retry_at: Instant,
+    },
+}
+
+/// Options a surface gives its gateway.
+#[derive(Clone, Default)]
+pub struct Wiring {
+    /// The downstream client (elicitation forwarding).
+    pub downstream: Option<Peer<RoleServer>>,
+    /// Called when the tools the gateway exposes may have changed.
+    pub on_change: Option<Arc<dyn Fn() + Send + Sync>>,
+    pub elicitation_timeout: Duration,
+}
+
+/// The upstream servers of one client session.
+pub struct Gateway {
+    pub servers: Vec<Server>,
+    pub pins: Pins,
+    slots: tokio::sync::Mutex<BTreeMap<String, Slot>>,
+    /// Names taken by local tools: flat names avoid them.
+    pub local_names: Vec<String>,
+    wiring: Wiring,
+    /// The exposed tools, recomputed when an instance starts or re-lists.
+    exposed: Mutex<Arc<exposed::Exposed>>,
+}
+
+/// What `toolcage upstreams` and `check` show of one server.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    pub name: String,
+    pub source: String,
+    pub transport: String,
+    pub runs: String,
+    pub expose: crate::policy::Expose,
+    /// `running`, `failed`, `refused`, `disabled`, `unsupported`, `stopped`.
+    pub state: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub tools: usize,
+    pub pinned: usize,
+    /// Tools held back because their definition changed.
+    pub held: Vec<String>,
+}
+
+impl Gateway {
+    /// The servers of `engine`'s project with their grants; nothing starts.
+    pub fn new(engine: &Engine, wiring: Wiring) -> Gateway {
+        let servers = engine
+            .catalog
+            .upstreams
+            .iter()
+            .map(|spec| {
+                let settings = engine.stack.upstream_settings(&spec.name);
+                let grant = engine
+                    .stack
+                    .upstream_stack(&spec.name)
+                    .and_then(|stack| {
+                        let input = ToolInput {
+                            name: &spec.name,
+                            requests: &spec.requests,
+                            extra_read: Vec::new(),
+                        };
+                        stack.resolve(&engine.ctx, &Overrides::default(), Some(&input))
+                    })
+                    .map_err(|e| e.to_string());
+                Server {
+                    spec: spec.clone(),
+                    settings,
+                    grant,
+                }
+            })
+            .collect();
+        let state_dir = crate::audit::location::state_dir(&engine.project_root(), &engine.ctx);
+        Gateway {
+            servers,
+            pins: Pins::new(&state_dir),
+            slots: tokio::sync::Mutex::new(BTreeMap::new()),
+            local_names: engine
+                .catalog
+                .tools
+                .iter()
+                .map(|t| t.name.clone())
+                .collect(),
+            wiring,
+            exposed: Mutex::new(Arc::new(exposed::Exposed::default())),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    pub fn server(&self, name: &str) -> Option<&Server> {
+        self.servers.iter().find(|s| s.spec.name == name)
+    }
+
+    /// Why `server` cannot be started at all (disabled, refused by the
+    /// policy, a transport not supported), if so.
+    fn refusal(server: &Server) -> Option<(&'static str, String)> {
+        if !server.settings.enabled {
+            return Some(("disabled", "enabled = false in [upstreams]".into()));
+        }
+        if let Err(e) = &server.grant {
+            return Some(("refused", e.clone()));
+        }
+        if !server.spec.stdio() {
+            return Some((
+                "unsupported",
+                "Streamable HTTP upstreams are not supported yet; run the server over stdio".into(),
+            ));
+        }
+        None
+    }
+
+    /// Start every server that can run and is not running (in parallel),
+    /// unless it failed and its backoff has not passed.
+    pub async fn ensure_started(self: &Arc<Self>) {
+        let names: Vec<String> = self
+            .servers
+            .iter()
+            .filter(|s| Self::refusal(s).is_none())
+            .map(|s| s.spec.name.clone())
+            .collect();
+        let starts = names.iter().map(|n| self.instance(n));
+        futures::future::join_all(starts).await;
+    }
+
+    /// The running instance of `name`, started if needed.
+    pub async fn instance(self: &Arc<Self>, name: &str) -> Result<Arc<Instance>, String> {
+        let server = self
+            .server(name)
+            .ok_or_else(|| format!("no upstream server '{name}'"))?;
+        if let Some((_, why)) = Self::refusal(server) {
+            return Err(format!("upstream server '{name}': {why}"));
+        }
+        let mut slots = self.slots.lock().await;
+        let failures = match slots.get(name) {
+            Some(Slot::Running(i)) => match i.exited() {
+                None => return Ok(i.clone()),
+                Some(why) => {
+                    tracing::warn!("upstream {name}: {why}");
+                    1
+                }
+            },
+            Some(Slot::Failed {
+                why,
+                failures,
+                retry_at,
+            }) => {
+                if Instant::now() < *retry_at {
+                    return Err(format!(
+                        "upstream server '{name}' failed ({why}); retrying in {}s",
+                        retry_at.saturating_duration_since(Instant::now()).as_secs() + 1
+                    ));
+                }
+                *failures
+            }
+            None => 0,
+        };
+        let grant = match &server.grant {
+            Ok(r) => r.grant.clone(),
+            Err(e) => return Err(e.clone()),
+        };
+        let client = self.client_for(server, &grant);
+        match Instance::start(&server.spec, &grant, client).await {
+            Ok(i) => {
+                let i = Arc::new(i);
+                slots.insert(name.to_string(), Slot::Running(i.clone()));
+                drop(slots);
+                self.recompute().await;
+                Ok(i)
+            }
+            Err(why) => {
+                let failures = failures + 1;
+                let backoff = BACKOFF_FIRST
+                    .saturating_mul(1 << failures.min(6).saturating_sub(1))
+                    .min(BACKOFF_MAX);
+                slots.insert(
+                    name.to_string(),
+                    Slot::Failed {
+                        why: why.clone(),
+                        failures,
+                        retry_at: Instant::now() + backoff,
+                    },
+                );
+                Err(why)
+            }
+        }
+    }
+
+    fn client_for(
+        self: &Arc<Self>,
+        server: &Server,
+        grant: &crate::policy::Grant,
+    ) -> UpstreamClient {
+        let weak = Arc::downgrade(self);
+        let on_list_changed: OnListChanged = Arc::new(move |name: String| {
+            let Some(gw) = weak.upgrade() else { return };
+            tokio::spawn(async move { gw.relist(&name).await });
+        });
+        let roots = grant
+            .read
+            .iter()
+            .filter(|p| p.starts_with(&grant.project))
+            .map(|p| format!("file://{}", p.display()))
+            .collect();
+        UpstreamClient {
+            server: server.spec.name.clone(),
+            downstream: self.wiring.downstream.clone(),
+            on_list_changed: Some(on_list_changed),
+            roots,
+            elicitation_timeout: self.wiring.elicitation_timeout,
+        }
+    }
+
+    /// A server said its tools changed: list them again, re-check pins,
+    /// tell the client if what is offered changed.
+    async fn relist(&self, name: &str) {
+        let instance = match self.slots.lock().await.get(name) {
+            Some(Slot::Running(i)) => i.clone(),
+            _ => return,
+        };
+        if let Err(e) = instance.refresh_tools().await {
+            tracing::warn!("upstream {name}: cannot list its tools again: {e}");
+            return;
+        }
+        self.recompute().await;
+    }
+
+    /// Rebuild the exposed set from the running instances; tell the
+    /// client when it changed.
+    async fn recompute(&self) {
+        let running: Vec<(usize, Vec<rmcp::model::Tool>)> = {
+            let slots = self.slots.lock().await;
+            self.servers
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| match slots.get(&s.spec.name) {
+                    Some(Slot::Running(inst)) => Some((
+                        i,
+                        inst.tools.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+                    )),
+                    _ => None,
+                })
+                .collect()
+        };
+        let new = exposed::Exposed::build(self, &running);
+        let changed = {
+            let mut cur = self.exposed.lock().unwrap_or_else(|p| p.into_inner());
+            let changed = cur.offered_names() != new.offered_names()
+                || cur.definitions() != new.definitions();
+            *cur = Arc::new(new);
+            changed
+        };
+        if changed && let Some(f) = &self.wiring.on_change {
+            f();
+        }
+    }
+
+    /// What is offered now.
+    pub fn exposed(&self) -> Arc<exposed::Exposed> {
+        self.exposed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Stop servers unused for longer than their `idle_timeout`.
+    pub async fn stop_idle(&self) {
+        let mut slots = self.slots.lock().await;
+        let idle: Vec<String> = slots
+            .iter()
+            .filter_map(|(name, slot)| {
+                let Slot::Running(i) = slot else { return None };
+                let limit = self.server(name)?.settings.idle_timeout?;
+                let last = *i.last_used.lock().unwrap_or_else(|p| p.into_inner());
+                (last.elapsed() > limit).then(|| name.clone())
+            })
+            .collect();
+        for name in idle {
+            tracing::info!("upstream {name}: idle; stopped");
+            slots.remove(&name);
+        }
+    }
+
+    /// Stop every server (their process trees are killed).
+    pub async fn stop_all(&self) {
+        self.slots.lock().await.clear();
+    }
+
+    /// Mark `name` failed after a call found it gone (the next call
+    /// restarts it after the backoff).
+    async fn mark_gone(&self, name: &str, why: &str) {
+        let mut slots = self.slots.lock().await;
+        slots.insert(
+            name.to_string(),
+            Slot::Failed {
+                why: why.lines().next().unwrap_or(why).to_string(),
+                failures: 1,
+                retry_at: Instant::now() + BACKOFF_FIRST,
+            },
+        );
+    }
+
+    /// Every server's state, for `upstreams` and `check`.
+    pub async fn status(&self) -> Vec<Status> {
+        let slots = self.slots.lock().await;
+        let exposed = self.exposed();
+        self.servers
+            .iter()
+            .map(|s| {
+                let name = &s.spec.name;
+                let (state, reason, tools) = match (Self::refusal(s), slots.get(name)) {
+                    (Some((state, why)), _) => (state.to_string(), Some(why), 0),
+                    (None, Some(Slot::Running(i))) => match i.exited() {
+                        Some(why) => ("failed".into(), Some(why), 0),
+                        None => (
+                            "running".into(),
+                            None,
+                            i.tools.lock().unwrap_or_else(|p| p.into_inner()).len(),
+                        ),
+                    },
+                    (None, Some(Slot::Failed { why, .. })) => {
+                        ("failed".into(), Some(why.clone()), 0)
+                    }
+                    (None, None) => ("stopped".into(), None, 0),
+                };
+                Status {
+                    name: name.clone(),
+                    source: match s.spec.line {
+                        Some(l) => format!("{}:{l}", s.spec.source.display()),
+                        None => s.spec.source.display().to_string(),
+                    },
+                    transport: match s.spec.stdio() {
+                        true => "stdio".into(),
+                        false => "http".into(),
+                    },
+                    runs: s.spec.transport.describe(),
+                    expose: s.settings.expose,
+                    state,
+                    reason,
+                    tools,
+                    pinned: self.pins.count(name),
+                    held: exposed
+                        .held
+                        .iter()
+                        .filter(|h| &h.server == name)
+                        .map(|h| h.tool.clone())
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Stop `gw`'s idle servers every 30 s, for as long as it exists.
+pub fn stop_when_idle(gw: &Arc<Gateway>) {
+    let weak = Arc::downgrade(gw);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(30));
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let Some(gw) = weak.upgrade() else { return };
+            gw.stop_idle().await;
+        }
+    });
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field(
+                "servers",
+                &self
+                    .servers
+                    .iter()
+                    .map(|s| &s.spec.name)
+                    .collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
