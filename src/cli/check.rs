@@ -85,6 +85,9 @@ struct Report {
     policy: Vec<PolicyProblem>,
     policy_warnings: Vec<SectionWarning>,
     tools: usize,
+    /// Upstream MCP servers, each started to see whether it runs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    upstreams: Vec<crate::mcp::gateway::Status>,
     errors: usize,
     warnings: usize,
     ok: bool,
@@ -195,6 +198,7 @@ fn build(
         files,
         shadowed,
         tools: catalog.tools.len(),
+        upstreams: Vec::new(),
         errors,
         warnings,
         ok: errors == 0,
@@ -349,6 +353,32 @@ fn print_text(r: &Report) {
             None => show(format!("error    {}", p.message)),
         }
     }
+    for u in &r.upstreams {
+        let level = match u.state.as_str() {
+            "failed" | "refused" => "error   ",
+            "unsupported" => "warning ",
+            _ => "ok      ",
+        };
+        let what = match u.state.as_str() {
+            "running" => format!("started, {} tool(s)", u.tools),
+            other => other.to_string(),
+        };
+        let mut reason = u.reason.as_deref().unwrap_or_default().lines();
+        let first = reason.next().map(|l| format!(": {l}")).unwrap_or_default();
+        show(format!(
+            "{level} upstream {} ({}): {what}{first}",
+            u.name, u.source
+        ));
+        for line in reason {
+            show(format!("             {line}"));
+        }
+        for h in &u.held {
+            show(format!(
+                "warning  upstream {}: tool {h} changed its definition; held until `toolcage upstreams approve {}__{h}`",
+                u.name, u.name
+            ));
+        }
+    }
 }
 
 pub fn run(global: &Global, args: &CheckArgs) -> u8 {
@@ -366,6 +396,7 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
     let mut problems = Vec::new();
     let mut section_warnings = Vec::new();
     let mut tools_protected = None;
+    let mut upstreams = Vec::new();
     match Engine::with_catalog(
         &global.project,
         &super::exec::sources(&args.policy),
@@ -382,6 +413,11 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
                 &engine.catalog,
                 args.policy.policy.as_deref(),
             );
+            match super::upstreams::CliGateway::start(&engine) {
+                Ok(Some(gw)) => upstreams = gw.status(),
+                Ok(None) => {}
+                Err(e) => super::say(&e),
+            }
             for t in &engine.catalog.tools {
                 if let Err(e) = engine.resolve(t) {
                     problems.push(PolicyProblem {
@@ -399,7 +435,17 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
     // Without a grant there is nothing to say about tools/ (the policy
     // problem is reported instead).
     let tools = tools_protected.and_then(|protected| tools_dir(&project, protected));
-    let report = build(&project, &catalog, problems, section_warnings, tools);
+    let mut report = build(&project, &catalog, problems, section_warnings, tools);
+    // A server that cannot start is an error; one not supported, a warning.
+    for u in &upstreams {
+        match u.state.as_str() {
+            "failed" | "refused" => report.errors += 1,
+            "unsupported" => report.warnings += 1,
+            _ => {}
+        }
+    }
+    report.ok = report.errors == 0;
+    report.upstreams = upstreams;
     if args.json {
         match serde_json::to_string_pretty(&report) {
             Ok(s) => println!("{s}"),

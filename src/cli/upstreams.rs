@@ -29,7 +29,11 @@ pub struct UpstreamsArgs {
 #[derive(Debug, Subcommand)]
 pub enum UpstreamsAction {
     /// Pin the current definitions of server NAME's tools, or of one tool (server__tool).
-    Approve { name: String },
+    Approve {
+        name: String,
+        #[command(flatten)]
+        policy: PolicyArgs,
+    },
 }
 
 /// The upstream servers of one command, started for it.
@@ -75,7 +79,16 @@ impl Drop for CliGateway {
 }
 
 pub fn run(global: &Global, args: &UpstreamsArgs) -> u8 {
-    let engine = match global.engine(&args.policy) {
+    // The policy options may come before or after `approve NAME`.
+    let policy = match &args.action {
+        Some(UpstreamsAction::Approve { policy, .. })
+            if policy.profile.is_some() || policy.policy.is_some() =>
+        {
+            policy
+        }
+        _ => &args.policy,
+    };
+    let engine = match global.engine(policy) {
         Ok(e) => e,
         Err(e) => {
             super::say(&e);
@@ -104,7 +117,7 @@ pub fn run(global: &Global, args: &UpstreamsArgs) -> u8 {
         }
     };
     match &args.action {
-        Some(UpstreamsAction::Approve { name }) => approve(&gw, name),
+        Some(UpstreamsAction::Approve { name, .. }) => approve(&gw, name),
         None => show(&gw, args.json),
     }
 }

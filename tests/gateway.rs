@@ -1,0 +1,261 @@
+//! The MCP gateway end to end, through the binary: an upstream server from
+//! `.mcp.json` runs in the sandbox under its own grant, one instance per
+//! session, offered flat or deferred, pinned, restarted after a crash,
+//! timed out, capped; and nothing of it outlives the session. Each
+//! denial has its control (the same action allowed by a grant that
+//! permits it).
+
+mod gateway_support;
+
+use gateway_support::{Fixture, is_error, processes_with, text};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+#[test]
+fn a_flat_upstream_runs_sandboxed_with_state_kept_in_its_session() {
+    let f = Fixture::new(
+        "flat",
+        json!({"DECLARED": "${TOOLCAGE_TEST_HOST_SECRET:-none}"}),
+        "",
+    );
+    f.write("inside.txt", "project file");
+    std::fs::create_dir(f.dir.path().join("out")).unwrap();
+    let outside = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(outside.path(), "host file").unwrap();
+    let mut s = f.serve();
+    let tools = s.tools();
+    assert!(tools.contains(&"fx__echo".to_string()), "{tools:?}");
+    let r = s.call("fx__echo", json!({"text": "hi"}));
+    assert_eq!(text(&r), "hi", "{r}");
+    assert_eq!(r["_meta"]["toolcage/enforcement"]["seccomp"], true, "{r}");
+    // One instance for the session: its state carries across calls.
+    assert_eq!(text(&s.call("fx__counter", json!({}))), "1");
+    assert_eq!(text(&s.call("fx__counter", json!({}))), "2");
+    // Reads: the project yes, a host file no (it does not exist inside).
+    let inside = s.call(
+        "fx__read_file",
+        json!({"path": f.root().join("inside.txt")}),
+    );
+    assert_eq!(text(&inside), "project file", "{inside}");
+    let host = s.call("fx__read_file", json!({"path": outside.path()}));
+    assert!(is_error(&host), "{host}");
+    assert!(!text(&host).contains("host file"), "{host}");
+    // Writes: the default (untrusted) grant keeps the project read-only.
+    let w = s.call(
+        "fx__write_file",
+        json!({"path": f.root().join("out/w.txt"), "text": "x"}),
+    );
+    assert!(is_error(&w), "{w}");
+    assert!(!f.dir.path().join("out/w.txt").exists());
+    // The environment is scrubbed: only what .mcp.json declares passes.
+    assert_eq!(
+        text(&s.call("fx__env", json!({"name": "TOOLCAGE_TEST_HOST_SECRET"}))),
+        "<unset>"
+    );
+    assert_eq!(
+        text(&s.call("fx__env", json!({"name": "DECLARED"}))),
+        "host-secret-value"
+    );
+    assert_eq!(s.finish(), 0);
+    // Gone with its session.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        processes_with(f.dir.path()).is_empty(),
+        "{:?}",
+        processes_with(f.dir.path())
+    );
+}
+
+#[test]
+fn the_operators_upstream_section_grants_a_write_root_and_a_new_session_starts_fresh() {
+    let f = Fixture::new(
+        "grant",
+        json!({}),
+        "[upstreams.fx.fs]\nadd_write = [\"{project}/out\"]\n",
+    );
+    std::fs::create_dir(f.dir.path().join("out")).unwrap();
+    let mut s = f.serve();
+    let w = s.call(
+        "fx__write_file",
+        json!({"path": f.root().join("out/w.txt"), "text": "x"}),
+    );
+    assert!(!is_error(&w), "{w}");
+    assert_eq!(
+        std::fs::read_to_string(f.dir.path().join("out/w.txt")).unwrap(),
+        "x"
+    );
+    // Still nothing outside the grant.
+    let other = s.call(
+        "fx__write_file",
+        json!({"path": f.root().join("elsewhere.txt"), "text": "x"}),
+    );
+    assert!(is_error(&other), "{other}");
+    assert_eq!(text(&s.call("fx__counter", json!({}))), "1");
+    drop(s);
+    // Another session: its own instance, its own state.
+    let mut s2 = f.serve();
+    assert_eq!(text(&s2.call("fx__counter", json!({}))), "1");
+}
+
+#[test]
+fn deferred_servers_answer_find_tools_and_call_mcp_tool_as_octo_does() {
+    let f = Fixture::new(
+        "deferred",
+        json!({}),
+        "[upstreams.fx]\nexpose = \"deferred\"\n",
+    );
+    let mut s = f.serve();
+    let tools = s.tools();
+    assert!(tools.contains(&"find_tools".to_string()), "{tools:?}");
+    assert!(tools.contains(&"call_mcp_tool".to_string()), "{tools:?}");
+    assert!(!tools.contains(&"fx__echo".to_string()), "{tools:?}");
+    let found = s.call("find_tools", json!({"query": "echo text"}));
+    let list: serde_json::Value = serde_json::from_str(&text(&found)).unwrap();
+    assert_eq!(list[0]["name"], "echo", "{list}");
+    assert!(
+        list[0]["parameters"]["properties"]["text"].is_object(),
+        "{list}"
+    );
+    let none = s.call("find_tools", json!({"query": "zzzz"}));
+    assert_eq!(
+        text(&none),
+        "No tools found matching 'zzzz'. Available servers: fx"
+    );
+    let r = s.call(
+        "call_mcp_tool",
+        json!({"tool_name": "echo", "arguments": {"text": "via"}}),
+    );
+    assert_eq!(text(&r), "via", "{r}");
+    let missing = s.call("call_mcp_tool", json!({"tool_name": "ech"}));
+    assert_eq!(
+        text(&missing),
+        "[Error] Tool 'ech' not found. Similar: echo Use find_tools() to search."
+    );
+    // Arguments are still validated against the server's schema.
+    let bad = s.call(
+        "call_mcp_tool",
+        json!({"tool_name": "echo", "arguments": {}}),
+    );
+    assert!(is_error(&bad), "{bad}");
+}
+
+#[test]
+fn a_changed_definition_is_held_until_the_operator_approves_it() {
+    let f = Fixture::new("pins", json!({"ECHO_DESC": "Echo v1"}), "");
+    let (code, out, err) = f.run(&["list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("fx__echo"), "{out}");
+    // The server now describes echo differently: held back.
+    f.set_env(json!({"ECHO_DESC": "Echo v2, and mail it to someone"}));
+    let (code, out, _) = f.run(&["list"]);
+    assert_eq!(code, 0);
+    assert!(!out.contains("fx__echo"), "{out}");
+    assert!(out.contains("fx__counter"), "{out}");
+    let (code, _, err) = f.run(&["call", "fx__echo", "text=x"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("upstreams approve fx"), "{err}");
+    let (_, out, _) = f.run(&["upstreams"]);
+    assert!(out.contains("held: echo"), "{out}");
+    let (code, out, err) = f.run(&["upstreams", "approve", "fx__echo"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("pinned fx__echo"), "{out}");
+    let (code, out, err) = f.run(&["call", "fx__echo", "text=x"]);
+    assert_eq!((code, out.as_str()), (0, "x\n"), "{err}");
+}
+
+#[test]
+fn a_definition_changed_mid_session_is_held_and_the_client_is_told() {
+    let f = Fixture::new("mutate", json!({}), "");
+    let mut s = f.serve();
+    assert!(s.tools().contains(&"fx__echo".to_string()));
+    let r = s.call("fx__mutate", json!({}));
+    assert_eq!(text(&r), "changed", "{r}");
+    assert!(s.wait_for("notifications/tools/list_changed", Duration::from_secs(10)));
+    let tools = s.tools();
+    assert!(!tools.contains(&"fx__echo".to_string()), "{tools:?}");
+    let held = s.call("fx__echo", json!({"text": "x"}));
+    assert!(is_error(&held), "{held}");
+    assert!(
+        text(&held).contains("changed since it was approved"),
+        "{held}"
+    );
+}
+
+#[test]
+fn a_crash_fails_the_call_in_flight_and_the_next_call_restarts_the_server() {
+    let f = Fixture::new("crash", json!({}), "");
+    let mut s = f.serve();
+    let before = text(&s.call("fx__counter", json!({})));
+    assert_eq!(before, "1");
+    let r = s.call("fx__crash", json!({}));
+    assert!(is_error(&r), "{r}");
+    let t = text(&r);
+    assert!(t.contains("not sent again"), "{t}");
+    assert!(t.contains("crashing on purpose"), "{t}");
+    std::thread::sleep(Duration::from_millis(1200));
+    // A new instance: its state starts again.
+    assert_eq!(text(&s.call("fx__counter", json!({}))), "1");
+}
+
+#[test]
+fn a_hanging_call_times_out_and_a_flood_is_capped() {
+    let f = Fixture::new(
+        "hang",
+        json!({}),
+        "[upstreams.fx.limits]\ntimeout = \"2s\"\n",
+    );
+    let mut s = f.serve();
+    let start = Instant::now();
+    let r = s.call("fx__hang", json!({}));
+    assert!(is_error(&r), "{r}");
+    assert!(text(&r).contains("timed out"), "{r}");
+    assert!(start.elapsed() < Duration::from_secs(20));
+    // The fixture answers one request at a time: a new session for the rest.
+    drop(s);
+    let mut s = f.serve();
+    let flood = s.call("fx__flood", json!({"bytes": 1_000_000}));
+    let t = text(&flood);
+    assert!(t.len() < 70 * 1024, "{}", t.len());
+    assert!(t.contains("OUTPUT TRUNCATED"), "{}", &t[t.len() - 100..]);
+    // Control: a small answer is whole.
+    let small = s.call("fx__flood", json!({"bytes": 1000}));
+    assert_eq!(text(&small).len(), 1000);
+}
+
+#[test]
+fn check_explains_each_server() {
+    let f = Fixture::new("check", json!({}), "");
+    let mcp = json!({"mcpServers": {
+        "fx": {"command": "python3", "args": ["fx.py"]},
+        "broken": {"command": "python3", "args": ["-c", "import sys; sys.stderr.write('boom: no config\\n'); sys.exit(2)"]},
+        "legacy": {"type": "sse", "url": "http://127.0.0.1:9/sse"},
+        "unset": {"command": "x", "args": ["${TOOLCAGE_SURELY_UNSET_VAR}"]},
+        "dflt": {"command": "python3", "args": ["fx.py", "${TOOLCAGE_SURELY_UNSET_VAR:-fallback}"]}
+    }});
+    f.write(".mcp.json", &mcp.to_string());
+    let (code, out, err) = f.run(&["check"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("upstream fx (") && out.contains("started, 10 tool(s)"),
+        "{out}"
+    );
+    assert!(out.contains("upstream dflt ("), "{out}");
+    assert!(
+        out.contains("upstream broken") && out.contains("boom: no config"),
+        "{out}"
+    );
+    assert!(out.contains("server 'legacy': type \"sse\""), "{out}");
+    assert!(
+        out.contains(
+            "server 'unset': args[0]: environment variable TOOLCAGE_SURELY_UNSET_VAR is not set"
+        ),
+        "{out}"
+    );
+    // Control: without the broken ones, check passes.
+    f.write(
+        ".mcp.json",
+        &json!({"mcpServers": {"fx": {"command": "python3", "args": ["fx.py"]}}}).to_string(),
+    );
+    let (code, out, _) = f.run(&["check"]);
+    assert_eq!(code, 0, "{out}");
+}
