@@ -404,12 +404,13 @@ fn to_upstream(file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -> Option<Ups
     else {
         return None;
     };
-    let fail = |key: &str, e: String, diags: &mut Vec<Diagnostic>| {
+    // `key` names the line; `label` the value (`env T`).
+    let fail = |key: &str, label: &str, e: String, diags: &mut Vec<Diagnostic>| {
         diags.push(
             Diagnostic::error(
                 file,
                 Some(line_of(&doc.key_lines, key).unwrap_or(doc.line)),
-                format!("{key}: {e}; server skipped"),
+                format!("{label}: {e}; server skipped"),
             )
             .fix("set the variable before starting toolcage, or write ${VAR:-default}"),
         );
@@ -420,7 +421,7 @@ fn to_upstream(file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -> Option<Ups
         match expand_env(&v, lookup) {
             Ok(x) => expanded.push((k, x)),
             Err(e) => {
-                fail(&format!("env {k}"), e, diags);
+                fail(&k, &format!("env {k}"), e, diags);
                 return None;
             }
         }
@@ -429,7 +430,7 @@ fn to_upstream(file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -> Option<Ups
         None => Ok(None),
         Some(v) => expand_env(&v, lookup)
             .map(Some)
-            .map_err(|e| fail(key, e, diags)),
+            .map_err(|e| fail(key, key, e, diags)),
     };
     let mut requests = Requests::default();
     let transport = if transport == "http" {

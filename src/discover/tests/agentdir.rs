@@ -4,7 +4,7 @@ use super::{Proj, assert_one_line_with_fix, names, rendered};
 use crate::discover::agentdir::{
     Doc, Kind, expand_env, parse_md, scan_key_lines, split_front_matter,
 };
-use crate::discover::{Diagnostic, Runner, Severity};
+use crate::discover::{Diagnostic, Severity, Transport};
 use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
@@ -235,16 +235,20 @@ fn scan_loads_both_kinds_and_reports_each_file() {
             .replace("s.js", "out.js"),
     );
     let c = p.discover();
-    assert_eq!(names(&c), vec!["path-tool", "search-auth"]);
+    // kind: mcp is an upstream server, not a tool.
+    assert_eq!(names(&c), vec!["search-auth"]);
+    assert_eq!(
+        c.upstreams.iter().map(|u| u.name.as_str()).collect::<Vec<_>>(),
+        vec!["path-tool"]
+    );
     assert_eq!(
         rendered(&c, p.root()),
         vec![
             "warning tools/README.md:1: no YAML front matter; not a tool (fix: start the file with a `---` line, `kind: ...` and `name: ...`)",
             "error tools/link.md:4: script path 'out.js' resolves outside the AgentDir; tool skipped (fix: keep scripts inside the project, without symlinks out)",
             "error tools/missing.md:4: script path 's.js': file vanished or is a dangling symlink; tool skipped (fix: create the script or fix `path`)",
-            "warning tools/path-tool.md:1: tool 'path-tool': kind: mcp is parsed and listed, but calls are refused: not supported yet (fix: use an Octomind, clawd or OpenCrabs shell tool until it is supported)",
             "warning tools/search-auth.md:1: tool 'search-auth': kind: script is parsed and listed, but calls are refused: not supported yet (fix: use an Octomind, clawd or OpenCrabs shell tool until it is supported)",
-            "error tools/secret.md:7: env T: environment variable TOOLCAGE_TEST_SURELY_UNSET is not set; tool skipped (fix: set the variable before starting toolcage)",
+            "error tools/secret.md:7: env T: environment variable TOOLCAGE_TEST_SURELY_UNSET is not set; server skipped (fix: set the variable before starting toolcage, or write ${VAR:-default})",
         ]
     );
     assert_one_line_with_fix(&c);
@@ -254,14 +258,13 @@ fn scan_loads_both_kinds_and_reports_each_file() {
         s.input_schema["properties"]["inputs"]["type"],
         json!("object")
     );
-    let m = c.get("path-tool").unwrap();
-    assert_eq!(m.input_schema, json!({"type": "object", "properties": {}}));
+    let m = &c.upstreams[0];
     // Expanded values are never serialized.
     let ser = serde_json::to_string(m).unwrap();
     assert!(ser.contains("<redacted>"), "{ser}");
     assert!(!ser.contains(&std::env::var("PATH").unwrap()), "{ser}");
     assert!(
-        matches!(&m.runner, Runner::AgentdirMcp { env, .. } if env[0].1 == std::env::var("PATH").unwrap())
+        matches!(&m.transport, Transport::Stdio { env, .. } if env[0].1 == std::env::var("PATH").unwrap())
     );
 }
 

@@ -89,7 +89,7 @@ pub fn find_tools(exposed: &Exposed, servers: &[String], query: &str) -> String 
             servers.join(", ")
         );
     }
-    scored.sort_by(|a, b| b.0.cmp(&a.0));
+    scored.sort_by_key(|s| std::cmp::Reverse(s.0));
     let out: Vec<Value> = scored
         .iter()
         .take(TOP)
