@@ -57,6 +57,11 @@ fn a_flat_upstream_runs_sandboxed_with_state_kept_in_its_session() {
         "host-secret-value"
     );
     assert_eq!(s.finish(), 0);
+    // Every upstream call is in the audit log with its server and tool.
+    let (code, audit, _) = f.run(&["audit", "--json"]);
+    assert_eq!(code, 0);
+    assert!(audit.contains("\"tool\":\"fx__counter\""), "{audit}");
+    assert!(audit.contains("\"upstream\":{\"server\":\"fx\",\"tool\":\"counter\"}"), "{audit}");
     // Gone with its session.
     std::thread::sleep(Duration::from_millis(300));
     assert!(

@@ -109,6 +109,10 @@ pub struct AuditRecord {
     pub format: String,
     /// The file that defines the tool.
     pub source: String,
+    /// A tool of an upstream MCP server: which server, and the tool's name
+    /// there (`tool` is the name the agent called).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<UpstreamRef>,
     /// The tool's definition digest (spec, grant, script or tool file
     /// content) that an approval was given for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -238,5 +242,25 @@ mod tests {
         assert_eq!(at(1_709_251_199, 999), "2024-02-29T23:59:59.999Z");
         assert_eq!(at(4_102_444_800, 0), "2100-01-01T00:00:00.000Z");
         assert_eq!(at(1_234_567_890, 0), "2009-02-13T23:31:30.000Z");
+    }
+}
+
+/// The upstream server and tool behind a gateway call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpstreamRef {
+    pub server: String,
+    pub tool: String,
+}
+
+impl UpstreamRef {
+    /// For a tool of an upstream server.
+    pub fn of(runner: &crate::discover::Runner) -> Option<UpstreamRef> {
+        match runner {
+            crate::discover::Runner::Upstream { server, tool, .. } => Some(UpstreamRef {
+                server: server.clone(),
+                tool: tool.clone(),
+            }),
+            _ => None,
+        }
     }
 }

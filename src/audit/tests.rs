@@ -13,6 +13,7 @@ fn rec(tool: &str) -> AuditRecord {
         tool: tool.into(),
         format: "octomind".into(),
         source: "/p/.agents/tools/t".into(),
+        upstream: None,
         definition_sha256: None,
         args_sha256: "0".repeat(64),
         args: Some(serde_json::json!({"a": "line\nbreak"})),

@@ -52,6 +52,7 @@ pub fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
         tool: call.tool.name.clone(),
         format: format_name(call.tool.format),
         source: call.tool.source.display().to_string(),
+        upstream: crate::audit::record::UpstreamRef::of(&call.tool.runner),
         definition_sha256: Some(call.definition_sha256.clone()),
         args_sha256: args_digest(&args),
         args: (!redact).then_some(args),
@@ -114,6 +115,7 @@ pub fn of_rejected(rejected: &Rejected<'_>, redact: bool) -> AuditRecord {
         source: tool
             .map(|t| t.source.display().to_string())
             .unwrap_or_default(),
+        upstream: tool.and_then(|t| crate::audit::record::UpstreamRef::of(&t.runner)),
         definition_sha256: None,
         args_sha256: args_digest(rejected.args),
         args: (!redact).then(|| rejected.args.clone()),
