@@ -61,7 +61,10 @@ fn a_flat_upstream_runs_sandboxed_with_state_kept_in_its_session() {
     let (code, audit, _) = f.run(&["audit", "--json"]);
     assert_eq!(code, 0);
     assert!(audit.contains("\"tool\":\"fx__counter\""), "{audit}");
-    assert!(audit.contains("\"upstream\":{\"server\":\"fx\",\"tool\":\"counter\"}"), "{audit}");
+    assert!(
+        audit.contains("\"upstream\":{\"server\":\"fx\",\"tool\":\"counter\"}"),
+        "{audit}"
+    );
     // Gone with its session.
     std::thread::sleep(Duration::from_millis(300));
     assert!(
@@ -173,6 +176,11 @@ fn a_definition_changed_mid_session_is_held_and_the_client_is_told() {
     let f = Fixture::new("mutate", json!({}), "");
     let mut s = f.serve();
     assert!(s.tools().contains(&"fx__echo".to_string()));
+    // The first list announces nothing: the client has it.
+    assert!(!s.wait_for(
+        "notifications/tools/list_changed",
+        Duration::from_millis(500)
+    ));
     let r = s.call("fx__mutate", json!({}));
     assert_eq!(text(&r), "changed", "{r}");
     assert!(s.wait_for("notifications/tools/list_changed", Duration::from_secs(10)));
@@ -263,4 +271,96 @@ fn check_explains_each_server() {
     );
     let (code, out, _) = f.run(&["check"]);
     assert_eq!(code, 0, "{out}");
+}
+
+/// `toolcage serve --http` on a project with one Octomind tool (`greet`):
+/// a real Streamable HTTP MCP server. Its URL, and the child.
+fn http_server(dir: &std::path::Path, state: &std::path::Path) -> (String, std::process::Child) {
+    use std::io::BufRead;
+    let tool = dir.join(".agents/tools/greet");
+    std::fs::create_dir_all(tool.parent().unwrap()).unwrap();
+    std::fs::write(
+        &tool,
+        "#!/bin/sh\n# @description Greet someone\n# @param name string * Who\necho \"hello $OCTOMIND_PARAM_NAME\"\n",
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .arg("755")
+        .arg(&tool)
+        .status()
+        .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolcage"))
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "--log",
+            "info",
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--no-auth",
+            "--no-watch",
+        ])
+        .env("XDG_STATE_HOME", state)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let url = loop {
+        let line = lines.next().expect("serve --http printed its URL").unwrap();
+        if let Some(i) = line.find("http://127.0.0.1:") {
+            let url: String = line[i..].split_whitespace().next().unwrap().to_string();
+            break url;
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    (url, child)
+}
+
+#[test]
+fn an_http_upstream_is_reached_only_where_the_operator_grants_its_host() {
+    let remote = tempfile::Builder::new()
+        .prefix("tc-gw-remote-")
+        .tempdir()
+        .unwrap();
+    let state = tempfile::Builder::new()
+        .prefix("tc-gw-remote-state-")
+        .tempdir()
+        .unwrap();
+    let (url, mut server) = http_server(remote.path(), state.path());
+    let port = url
+        .trim_start_matches("http://127.0.0.1:")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let f = Fixture::new("http", json!({}), "");
+    let mcp = json!({"mcpServers": {"remote": {"type": "http", "url": format!("http://localhost:{port}/mcp")}}});
+    f.write(".mcp.json", &mcp.to_string());
+    // The untrusted default has no network: refused, and check says why.
+    let (code, out, _) = f.run(&["check"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("grant has no network"), "{out}");
+    let (code, _, _) = f.run(&["call", "remote__greet", "name=x"]);
+    assert_ne!(code, 0);
+    // The operator allows that one host: the call goes through.
+    f.write_outside(
+        "policy.toml",
+        &format!(
+            "[upstreams.remote.network]\nmode = \"domains\"\nallow = [\"localhost:{port}\"]\nhosts = {{ \"localhost\" = \"127.0.0.1\" }}\n"
+        ),
+    );
+    let (code, out, err) = f.run(&["call", "remote__greet", "name=world"]);
+    assert_eq!((code, out.as_str()), (0, "hello world\n"), "{err}");
+    let mut s = f.serve();
+    assert_eq!(
+        text(&s.call("remote__greet", json!({"name": "mcp"}))).trim(),
+        "hello mcp"
+    );
+    drop(s);
+    let _ = server.kill();
+    let _ = server.wait();
 }

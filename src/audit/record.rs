@@ -251,16 +251,3 @@ pub struct UpstreamRef {
     pub server: String,
     pub tool: String,
 }
-
-impl UpstreamRef {
-    /// For a tool of an upstream server.
-    pub fn of(runner: &crate::discover::Runner) -> Option<UpstreamRef> {
-        match runner {
-            crate::discover::Runner::Upstream { server, tool, .. } => Some(UpstreamRef {
-                server: server.clone(),
-                tool: tool.clone(),
-            }),
-            _ => None,
-        }
-    }
-}

@@ -388,8 +388,14 @@ fn subcommand_name(mut args: impl Iterator<Item = String>) -> Option<String> {
 }
 
 fn init_logging(level: &str) {
+    // rmcp's own lines (a worker that quit, a response error) repeat what
+    // toolcage reports itself: shown from `--log debug` on.
+    let directives = match level {
+        "debug" | "trace" => level.to_string(),
+        _ => format!("{level},rmcp=off"),
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLCAGE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(directives));
     // Log lines quote tool names, file names and diagnostics from clients
     // and projects: each line is neutralised (no colours of our own, so no
     // escape sequence is ours to keep).

@@ -350,7 +350,7 @@ impl ServerHandler for McpServer {
         let mut tools = self.shared.host.tools();
         if let Some(gw) = self.gateway(&context.peer).await {
             let mut all: Vec<Definition> = tools.to_vec();
-            all.extend(gw.exposed().definitions());
+            all.extend(gw.listed().definitions());
             all.sort_by(|a, b| a.name.cmp(&b.name));
             tools = all.into();
         }

@@ -238,7 +238,10 @@ fn scan_loads_both_kinds_and_reports_each_file() {
     // kind: mcp is an upstream server, not a tool.
     assert_eq!(names(&c), vec!["search-auth"]);
     assert_eq!(
-        c.upstreams.iter().map(|u| u.name.as_str()).collect::<Vec<_>>(),
+        c.upstreams
+            .iter()
+            .map(|u| u.name.as_str())
+            .collect::<Vec<_>>(),
         vec!["path-tool"]
     );
     assert_eq!(

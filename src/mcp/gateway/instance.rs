@@ -59,6 +59,14 @@ pub enum CallFailure {
     Error(String),
 }
 
+/// A stdio server's command, arguments, environment and directory.
+type StdioParts<'a> = (
+    &'a String,
+    &'a Vec<String>,
+    &'a Vec<(String, String)>,
+    &'a Option<std::path::PathBuf>,
+);
+
 pub struct Instance {
     pub server: String,
     service: RunningService<RoleClient, UpstreamClient>,
@@ -92,19 +100,79 @@ impl Instance {
         grant: &Grant,
         client: UpstreamClient,
     ) -> Result<Instance, String> {
-        let Transport::Stdio {
-            command,
-            args,
-            env,
-            cwd,
-        } = &spec.transport
-        else {
-            return Err(format!(
-                "server '{}' uses Streamable HTTP ({}): upstream HTTP servers are not supported yet; run it over stdio",
-                spec.name,
-                spec.transport.describe()
-            ));
+        match &spec.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => Self::start_stdio(spec, (command, args, env, cwd), grant, client).await,
+            Transport::Http { url, headers } => {
+                Self::start_http(spec, url, headers, grant, client).await
+            }
+        }
+    }
+
+    /// A Streamable HTTP server: no process of ours; toolcage's HTTP
+    /// client under the grant's network is the transport.
+    async fn start_http(
+        spec: &UpstreamSpec,
+        url: &str,
+        headers: &[(String, String)],
+        grant: &Grant,
+        client: UpstreamClient,
+    ) -> Result<Instance, String> {
+        use rmcp::transport::StreamableHttpClientTransport;
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+        let http = super::http_client::PolicyHttpClient {
+            server: spec.name.clone(),
+            network: grant.network.clone(),
+            headers: headers.to_vec(),
+            timeout: grant.timeout,
         };
+        let config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+        let transport = StreamableHttpClientTransport::with_client(http, config);
+        let service = match tokio::time::timeout(START_TIMEOUT, client.serve(transport)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                return Err(format!(
+                    "'{}' at {url}: {}",
+                    spec.name,
+                    client_error(&e.to_string())
+                ));
+            }
+            Err(_) => {
+                return Err(format!(
+                    "'{}' at {url} did not answer initialize within {}s",
+                    spec.name,
+                    START_TIMEOUT.as_secs()
+                ));
+            }
+        };
+        let instance = Instance {
+            server: spec.name.clone(),
+            service,
+            kill: CancelToken::new().map_err(|e| format!("cancel token: {e}"))?,
+            stderr: Arc::new(Tail::default()),
+            enforcement: EnforcementReport::in_process(),
+            tools: Mutex::new(Vec::new()),
+            last_used: Mutex::new(Instant::now()),
+            started: Instant::now(),
+            exited: Arc::new(Mutex::new(None)),
+        };
+        instance
+            .refresh_tools()
+            .await
+            .map_err(|e| format!("'{}' did not list its tools: {e}", spec.name))?;
+        Ok(instance)
+    }
+
+    async fn start_stdio(
+        spec: &UpstreamSpec,
+        (command, args, env, cwd): StdioParts<'_>,
+        grant: &Grant,
+        client: UpstreamClient,
+    ) -> Result<Instance, String> {
         let (stdin_r, stdin_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
         let (stdout_r, stdout_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
         let (stderr_r, stderr_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
@@ -349,5 +417,17 @@ fn exit_text(exit: crate::sandbox::Exit) -> String {
         crate::sandbox::Exit::Signal(s) => format!("killed by signal {s}"),
         crate::sandbox::Exit::Timeout => "timed out".into(),
         crate::sandbox::Exit::Cancelled => "stopped by toolcage".into(),
+    }
+}
+
+/// rmcp wraps a transport's error in its worker's type names: keep what
+/// our HTTP client said, when it said something.
+fn client_error(e: &str) -> String {
+    match e.split_once("Client error: ") {
+        Some((_, rest)) => rest
+            .rsplit_once(", when ")
+            .map_or(rest, |(msg, _)| msg)
+            .to_string(),
+        None => e.to_string(),
     }
 }

@@ -19,6 +19,7 @@
 pub mod client;
 pub mod deferred;
 pub mod exposed;
+pub mod http_client;
 pub mod instance;
 pub mod names;
 pub mod pins;
@@ -76,6 +77,8 @@ pub struct Gateway {
     wiring: Wiring,
     /// The exposed tools, recomputed when an instance starts or re-lists.
     exposed: Mutex<Arc<exposed::Exposed>>,
+    /// The client has been sent a tool list: changes after it are news.
+    listed: std::sync::atomic::AtomicBool,
 }
 
 /// What `toolcage upstreams` and `check` show of one server.
@@ -137,6 +140,7 @@ impl Gateway {
                 .collect(),
             wiring,
             exposed: Mutex::new(Arc::new(exposed::Exposed::default())),
+            listed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -148,20 +152,14 @@ impl Gateway {
         self.servers.iter().find(|s| s.spec.name == name)
     }
 
-    /// Why `server` cannot be started at all (disabled, refused by the
-    /// policy, a transport not supported), if so.
+    /// Why `server` cannot be started at all (disabled, or its grant does
+    /// not resolve), if so.
     fn refusal(server: &Server) -> Option<(&'static str, String)> {
         if !server.settings.enabled {
             return Some(("disabled", "enabled = false in [upstreams]".into()));
         }
         if let Err(e) = &server.grant {
             return Some(("refused", e.clone()));
-        }
-        if !server.spec.stdio() {
-            return Some((
-                "unsupported",
-                "Streamable HTTP upstreams are not supported yet; run the server over stdio".into(),
-            ));
         }
         None
     }
@@ -306,9 +304,21 @@ impl Gateway {
             *cur = Arc::new(new);
             changed
         };
-        if changed && let Some(f) = &self.wiring.on_change {
+        let listed = self.listed.load(std::sync::atomic::Ordering::Relaxed);
+        if changed
+            && listed
+            && let Some(f) = &self.wiring.on_change
+        {
             f();
         }
+    }
+
+    /// What is offered now, as the client is sent it in `tools/list`: from
+    /// now on a change is announced with `list_changed`.
+    pub fn listed(&self) -> Arc<exposed::Exposed> {
+        self.listed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.exposed()
     }
 
     /// What is offered now.

@@ -15,7 +15,7 @@
 //! Kept apart from the sandboxed runners so it plugs into the call
 //! pipeline's runner trait as one implementation.
 
-mod client;
+pub mod client;
 mod render;
 mod tls;
 
@@ -145,6 +145,38 @@ pub fn run(
     })
 }
 
+/// One exchange for another part of toolcage that speaks HTTP under a
+/// grant (the gateway's Streamable HTTP upstreams): `url` must be one the
+/// grant's network reaches (decided before resolving, private addresses
+/// refused unless pinned, as for an http tool). No redirects are followed.
+#[allow(clippy::too_many_arguments)]
+pub fn exchange(
+    who: &str,
+    network: &Network,
+    url: &str,
+    method: &str,
+    headers: &[(String, String)],
+    body: Option<&[u8]>,
+    cap: usize,
+    timeout: Duration,
+) -> Result<client::Response, String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("url {url}: {e}"))?;
+    let target = Target::new(parsed)?;
+    let policy = policy_for(who, network, &target).map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + timeout;
+    match request(&policy, &target, method, headers, body, cap, deadline, None) {
+        Ok(r) => Ok(r),
+        Err(Step::Refused(r)) => Err(format!(
+            "toolcage: blocked: {} ({})",
+            target_text(&target),
+            r.reason
+        )),
+        Err(Step::Failed(Failure::Timeout)) => Err(format!("{url}: no answer in time")),
+        Err(Step::Failed(Failure::Cancelled)) => Err(format!("{url}: cancelled")),
+        Err(Step::Failed(Failure::Other(e))) => Err(format!("{url}: {e}")),
+    }
+}
+
 /// The hosts this call may reach (see the module comment).
 fn policy_for(tool: &str, network: &Network, target: &Target) -> Result<DomainPolicy, CallError> {
     match network {
@@ -220,8 +252,15 @@ fn request(
     // the answer waits in slices so a cancellation is noticed.
     tcp.set_read_timeout(Some(left)).map_err(failed)?;
     tcp.set_write_timeout(Some(left)).map_err(failed)?;
+    let accept = match headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("accept"))
+    {
+        true => "",
+        false => "Accept: */*\r\n",
+    };
     let mut head = format!(
-        "{method} {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: toolcage\r\nAccept: */*\r\nConnection: close\r\n",
+        "{method} {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: toolcage\r\n{accept}Connection: close\r\n",
         t.path(),
         t.authority()
     );
