@@ -4,6 +4,7 @@
 //! resolve). Exit 1 when any error was found; warnings do not fail.
 
 use super::list::format_name;
+use super::toolnotes::{self, Approval};
 use super::{Global, PolicyArgs, relative, status};
 use crate::call::Engine;
 use crate::discover::{Catalog, Diagnostic, Severity};
@@ -75,6 +76,16 @@ struct ToolsDir {
     message: String,
 }
 
+/// A tool whose calls wait for a person's yes, and why.
+#[derive(Debug, Serialize)]
+struct ApprovalReport {
+    tool: String,
+    file: String,
+    line: Option<usize>,
+    #[serde(flatten)]
+    approval: Approval,
+}
+
 #[derive(Debug, Serialize)]
 struct Report {
     project: String,
@@ -84,6 +95,8 @@ struct Report {
     shadowed: Vec<ShadowReport>,
     policy: Vec<PolicyProblem>,
     policy_warnings: Vec<SectionWarning>,
+    /// Tools that ask for approval (not problems: visible, not counted).
+    approvals: Vec<ApprovalReport>,
     tools: usize,
     errors: usize,
     warnings: usize,
@@ -125,13 +138,22 @@ fn tools_dir(root: &Path, protected: bool) -> Option<ToolsDir> {
     })
 }
 
-fn build(
-    root: &Path,
-    catalog: &Catalog,
+/// What the checks beyond discovery found.
+#[derive(Default)]
+struct Found {
     policy: Vec<PolicyProblem>,
     policy_warnings: Vec<SectionWarning>,
+    approvals: Vec<ApprovalReport>,
     tools_dir: Option<ToolsDir>,
-) -> Report {
+}
+
+fn build(root: &Path, catalog: &Catalog, found: Found) -> Report {
+    let Found {
+        policy,
+        policy_warnings,
+        approvals,
+        tools_dir,
+    } = found;
     let mut files: Vec<PathBuf> = catalog.examined.clone();
     for d in &catalog.diagnostics {
         if !files.contains(&d.file) {
@@ -200,6 +222,7 @@ fn build(
         ok: errors == 0,
         policy,
         policy_warnings,
+        approvals,
     }
 }
 
@@ -326,6 +349,15 @@ fn print_text(r: &Report) {
                 .unwrap_or_default();
             show(format!("{sev}  {}{line}: {}{fix}", d.file, d.message));
         }
+        for a in r.approvals.iter().filter(|a| a.file == f.file) {
+            let line = a.line.map(|l| format!(":{l}")).unwrap_or_default();
+            show(format!(
+                "note     {}{line}: tool {} {}",
+                a.file,
+                a.tool,
+                a.approval.text()
+            ));
+        }
     }
     if let Some(t) = &r.tools_dir {
         show(format!("note     tools/: {}", t.message));
@@ -363,8 +395,7 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
         }
     };
     let catalog = crate::discover::discover(&project, &global.options());
-    let mut problems = Vec::new();
-    let mut section_warnings = Vec::new();
+    let mut found = Found::default();
     let mut tools_protected = None;
     match Engine::with_catalog(
         &global.project,
@@ -377,29 +408,39 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
             if let Ok(r) = engine.stack.resolve(&engine.ctx, &engine.overrides, None) {
                 tools_protected = Some(r.grant.protected.contains(&project.join("tools")));
             }
-            section_warnings = unmatched_sections(
+            found.policy_warnings = unmatched_sections(
                 &engine.stack.tool_sections(),
                 &engine.catalog,
                 args.policy.policy.as_deref(),
             );
             for t in &engine.catalog.tools {
-                if let Err(e) = engine.resolve(t) {
-                    problems.push(PolicyProblem {
+                match engine.resolve(t) {
+                    Ok(r) => {
+                        if let Some(approval) = toolnotes::approval(t, &r) {
+                            found.approvals.push(ApprovalReport {
+                                tool: t.name.clone(),
+                                file: relative(&project, &t.source),
+                                line: t.line,
+                                approval,
+                            });
+                        }
+                    }
+                    Err(e) => found.policy.push(PolicyProblem {
                         tool: Some(t.name.clone()),
                         message: e.to_string(),
-                    });
+                    }),
                 }
             }
         }
-        Err(e) => problems.push(PolicyProblem {
+        Err(e) => found.policy.push(PolicyProblem {
             tool: None,
             message: e.to_string(),
         }),
     }
     // Without a grant there is nothing to say about tools/ (the policy
     // problem is reported instead).
-    let tools = tools_protected.and_then(|protected| tools_dir(&project, protected));
-    let report = build(&project, &catalog, problems, section_warnings, tools);
+    found.tools_dir = tools_protected.and_then(|protected| tools_dir(&project, protected));
+    let report = build(&project, &catalog, found);
     if args.json {
         match serde_json::to_string_pretty(&report) {
             Ok(s) => println!("{s}"),

@@ -1,5 +1,6 @@
 //! `toolcage list`: every tool discovered, one per line (or JSON).
 
+use super::toolnotes::{self, Approval};
 use super::{Global, PolicyArgs, relative, status};
 use crate::text;
 use clap::Args;
@@ -9,7 +10,7 @@ use serde::Serialize;
 pub struct ListArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
-    /// Print a JSON array of {name, format, source, line, description}.
+    /// Print a JSON array of {name, format, source, line, description, approval}.
     #[arg(long)]
     pub json: bool,
 }
@@ -22,6 +23,8 @@ struct Row {
     source: String,
     line: Option<usize>,
     description: String,
+    /// Set when a person must approve its calls: the mode and why.
+    approval: Option<Approval>,
 }
 
 /// The first line of a description, at most `max` characters.
@@ -65,6 +68,11 @@ pub fn run(global: &Global, args: &ListArgs) -> u8 {
             source: relative(&root, &t.source),
             line: t.line,
             description: one_line(&t.description, 100),
+            // A grant that does not resolve: `check` says why.
+            approval: engine
+                .resolve(t)
+                .ok()
+                .and_then(|r| toolnotes::approval(t, &r)),
         })
         .collect();
     print_rows(&root, rows, args.json)
@@ -107,8 +115,14 @@ fn print_rows(root: &std::path::Path, rows: Vec<Row>, json: bool) -> u8 {
         .unwrap_or(0);
     let sw = rows.iter().map(|r| r.source.len()).max().unwrap_or(0);
     for r in &rows {
+        // A tool that waits for a person says so on its own line's end.
+        let approval = r
+            .approval
+            .as_ref()
+            .map(|a| format!("  [{}]", text::one_line(&a.text())))
+            .unwrap_or_default();
         let line = format!(
-            "{:<nw$}  {:<fw$}  {:<sw$}  {}",
+            "{:<nw$}  {:<fw$}  {:<sw$}  {}{approval}",
             r.name,
             format_name(r.format),
             r.source,

@@ -18,6 +18,7 @@ mod schema;
 mod serve;
 pub mod signals;
 pub mod status;
+mod toolnotes;
 
 const ABOUT: &str = "Discover agent tools and run every call in a kernel-enforced sandbox";
 const EXEC_ABOUT: &str = "Run any command under the sandbox.";
