@@ -145,6 +145,8 @@ struct Found {
     policy_warnings: Vec<SectionWarning>,
     approvals: Vec<ApprovalReport>,
     tools_dir: Option<ToolsDir>,
+    /// Interpreters the calls will not find: warnings on the tool's file.
+    interpreters: Vec<Diagnostic>,
 }
 
 fn build(root: &Path, catalog: &Catalog, found: Found) -> Report {
@@ -153,7 +155,11 @@ fn build(root: &Path, catalog: &Catalog, found: Found) -> Report {
         policy_warnings,
         approvals,
         tools_dir,
+        interpreters,
     } = found;
+    let mut catalog = catalog.clone();
+    catalog.diagnostics.extend(interpreters);
+    let catalog = &catalog;
     let mut files: Vec<PathBuf> = catalog.examined.clone();
     for d in &catalog.diagnostics {
         if !files.contains(&d.file) {
@@ -416,6 +422,9 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
             for t in &engine.catalog.tools {
                 match engine.resolve(t) {
                     Ok(r) => {
+                        if let Some(d) = toolnotes::interpreter(t, &r, &engine.ctx) {
+                            found.interpreters.push(d);
+                        }
                         if let Some(approval) = toolnotes::approval(t, &r) {
                             found.approvals.push(ApprovalReport {
                                 tool: t.name.clone(),
