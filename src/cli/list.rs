@@ -90,10 +90,10 @@ fn print_rows(root: &std::path::Path, rows: Vec<Row>, json: bool) -> u8 {
         return status::OK;
     }
     if rows.is_empty() {
-        eprintln!(
-            "toolcage: no tools found in {} (run `toolcage check` to see why)",
+        super::notice(&format!(
+            "no tools found in {} (run `toolcage check` to see why)",
             root.display()
-        );
+        ));
         return status::OK;
     }
     // Text for a terminal: names, paths and descriptions come from the

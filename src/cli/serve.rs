@@ -272,9 +272,9 @@ fn announce_auth(
 ) -> anyhow::Result<(Auth, Option<(PathBuf, Token)>)> {
     match auth {
         Some(Auth::None) => {
-            eprintln!(
-                "toolcage: --no-auth: any local process that reaches {local} can call every tool"
-            );
+            super::notice(&format!(
+                "warning: --no-auth: any local process that reaches {local} can call every tool"
+            ));
             Ok((Auth::None, None))
         }
         Some(Auth::Bearer(t)) => {
