@@ -144,9 +144,7 @@ fn try_run(
     };
 
     let engine = global.engine(&args.policy)?;
-    for d in &engine.catalog.diagnostics {
-        tracing::warn!("{d}");
-    }
+    mcp::host::log_diagnostics(&engine.catalog.diagnostics);
     tracing::info!("{} tool(s) discovered", engine.catalog.tools.len());
     // Approval, rate limits and the audit log; the rate limits are the
     // project's shared state (with `toolcage call`), sessions are per client.
