@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 mod audit;
 mod call;
 mod check;
+mod docs;
 mod doctor;
 mod exec;
 mod explain;
@@ -281,6 +282,10 @@ pub enum Command {
     Audit(audit::AuditArgs),
     /// What this machine and user can enforce, and the mode each shipped profile runs in.
     Doctor(doctor::DoctorArgs),
+    /// A shell completion script on stdout (bash, zsh, fish, elvish, powershell).
+    Completions(docs::CompletionsArgs),
+    /// The man page (roff) on stdout: `toolcage man > toolcage.1`; `man exec` for toolcage-exec(1).
+    Man(docs::ManArgs),
 }
 
 /// Parse the command line and run the subcommand; returns the process exit status.
@@ -328,6 +333,8 @@ pub fn main() -> ExitCode {
         Command::Policy(args) => policy::run(&global, args),
         Command::Audit(args) => audit::run(&global, args),
         Command::Doctor(args) => doctor::run(&global, args),
+        Command::Completions(args) => docs::completions(args),
+        Command::Man(args) => docs::man(args),
     };
     ExitCode::from(code)
 }
