@@ -62,7 +62,8 @@ fn a_read_only_grant_is_not_destructive_and_a_writable_one_is_unless_declared() 
         json!({"readOnlyHint": false, "destructiveHint": true, "openWorldHint": false})
     );
     // The same tool with a read-only grant from the operator.
-    let policy = p.state_dir().with_extension("toml");
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
     std::fs::write(&policy, "[tools.sh_tool.fs]\nwrite = [\"/dev/null\"]\n").unwrap();
     let ro = ["--policy", policy.to_str().unwrap()];
     assert_eq!(
@@ -81,5 +82,4 @@ fn a_read_only_grant_is_not_destructive_and_a_writable_one_is_unless_declared() 
         json!({"readOnlyHint": false, "destructiveHint": true,
                "idempotentHint": true, "openWorldHint": true})
     );
-    let _ = std::fs::remove_file(&policy);
 }

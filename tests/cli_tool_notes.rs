@@ -136,7 +136,8 @@ fn an_opencrabs_tool_without_requires_approval_shows_that_it_asks_and_why() {
 fn approval_set_by_the_operator_names_the_policy() {
     let p = Project::new("notes-approval-policy");
     p.write("tools.toml", CRABS);
-    let policy = p.state_dir().with_extension("toml");
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
     std::fs::write(&policy, "[tools.free.approval]\nmode = \"once\"\n").unwrap();
     let o = toolcage(&p, &["list", "--policy", policy.to_str().unwrap()]);
     let text = out(&o);
@@ -147,7 +148,6 @@ fn approval_set_by_the_operator_names_the_policy() {
         ),
         "{text}"
     );
-    let _ = std::fs::remove_file(&policy);
 }
 
 fn executable(p: &std::path::Path, text: &str) {

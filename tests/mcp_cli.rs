@@ -19,10 +19,13 @@ fn stdio_serve_writes_only_mcp_to_stdout_and_exits_on_eof() {
         "#!/bin/sh\n# @description Say hi.\necho hi\n",
     );
     std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The audit log and state go here, not into the user's state dir.
+    let state = tempfile::tempdir().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolcage"))
         .arg("-C")
         .arg(&p.dir)
         .args(["--log", "debug", "serve"])
+        .env("XDG_STATE_HOME", state.path())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
