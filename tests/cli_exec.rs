@@ -299,3 +299,31 @@ fn a_command_without_the_separator_gets_the_line_to_type() {
     assert_eq!(status(&o), 0);
     assert!(!stderr(&o).contains("tip:"), "{}", stderr(&o));
 }
+
+/// README's quick start: `toolcage exec -- cat ~/.ssh/id_rsa`, with `~`
+/// expanded by the user's shell to the real home, shows the protection.
+#[test]
+fn readme_quick_start_a_key_in_home_is_not_in_the_sandbox() {
+    let p = Project::new("exec-readme-home");
+    let home = tempfile::tempdir().unwrap();
+    let ssh = home.path().join(".ssh");
+    std::fs::create_dir_all(&ssh).unwrap();
+    std::fs::write(ssh.join("id_rsa"), "PRIVATE KEY\n").unwrap();
+    let key = ssh.join("id_rsa");
+    let key = key.to_str().unwrap();
+    let o = toolcage(&p, &["exec", "--", "cat", key]);
+    assert_eq!(status(&o), 1, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("No such file or directory"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(o.stdout.is_empty());
+    // Control: the same command with the directory granted reads the key.
+    let o = toolcage(
+        &p,
+        &["exec", "--read", ssh.to_str().unwrap(), "--", "cat", key],
+    );
+    assert_eq!(status(&o), 0, "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "PRIVATE KEY\n");
+}

@@ -304,6 +304,14 @@ fn yes_is_honoured_only_where_the_policy_allows_pre_approval() {
     let o = e.run(&["call", "--yes", "deploy", "target=prod"]);
     assert_eq!(code(&o), 3, "{}", err(&o));
     assert!(err(&o).contains("--yes is not permitted"), "{}", err(&o));
+    // One line, in one piece: the refusal and its fix.
+    let msg = err(&o);
+    assert_eq!(msg.lines().count(), 1, "{msg}");
+    assert!(
+        msg.contains("allow_yes = false). Run without --yes from a terminal")
+            && msg.ends_with("[tools.deploy.approval] allow_yes = true\n"),
+        "{msg}"
+    );
     let policy = e.state.path().join("yes.toml");
     std::fs::write(&policy, "[tools.deploy.approval]\nallow_yes = true\n").unwrap();
     let p = policy.to_str().unwrap();

@@ -19,10 +19,13 @@ fn stdio_serve_writes_only_mcp_to_stdout_and_exits_on_eof() {
         "#!/bin/sh\n# @description Say hi.\necho hi\n",
     );
     std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The audit log and state go here, not into the user's state dir.
+    let state = tempfile::tempdir().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolcage"))
         .arg("-C")
         .arg(&p.dir)
         .args(["--log", "debug", "serve"])
+        .env("XDG_STATE_HOME", state.path())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -87,4 +90,74 @@ fn a_bad_http_address_is_refused() {
         String::from_utf8_lossy(&out.stderr).contains("--http"),
         "{out:?}"
     );
+}
+
+/// `serve` with stderr into a file: one start-up line for many tool file
+/// problems (pointing at `toolcage check`), no escape byte, and with
+/// `--quiet` nothing. Control: `--log debug` prints each problem (a file
+/// name holding an escape sequence among them), still without one.
+#[test]
+fn serve_start_is_short_and_has_no_escape_bytes_in_a_file() {
+    let p = Project::new("mcp-cli-start");
+    let state = tempfile::tempdir().unwrap();
+    for i in 0..14 {
+        // Not executable: each is skipped with a diagnostic.
+        p.write(
+            &format!(".agents/tools/tool{i}"),
+            "#!/bin/sh\n# @description x\n",
+        );
+    }
+    p.write(
+        ".agents/tools/red\u{1b}[31mname",
+        "#!/bin/sh\n# @description x\n",
+    );
+    let logs = tempfile::tempdir().unwrap();
+    let serve = |args: &[&str], log: &str| -> Vec<u8> {
+        let path = logs.path().join(log);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolcage"))
+            .arg("-C")
+            .arg(&p.dir)
+            .args(args)
+            .arg("serve")
+            .env("XDG_STATE_HOME", state.path())
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&path).unwrap())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let input = concat!(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+            "\n",
+        );
+        stdin.write_all(input.as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        drop(stdin);
+        assert!(child.wait().unwrap().success());
+        std::fs::read(&path).unwrap()
+    };
+    let lines = |b: &[u8]| String::from_utf8_lossy(b).lines().count();
+
+    let start = serve(&[], "default.log");
+    let text = String::from_utf8_lossy(&start);
+    assert!(!start.contains(&0x1b), "{text:?}");
+    assert_eq!(lines(&start), 1, "{text}");
+    assert!(
+        text.contains("15 error(s)") && text.contains("`toolcage check` explains each"),
+        "{text}"
+    );
+    let quiet = serve(&["--quiet"], "quiet.log");
+    assert_eq!(String::from_utf8_lossy(&quiet), "");
+    // Control: every problem is there to be folded, and an escape sequence
+    // in a file name stays neutralised.
+    let debug = serve(&["--log", "debug"], "debug.log");
+    let text = String::from_utf8_lossy(&debug);
+    assert!(lines(&debug) > 15, "{text}");
+    assert!(text.contains("tool13: not executable"), "{text}");
+    assert!(!debug.contains(&0x1b), "{text:?}");
 }

@@ -255,6 +255,45 @@ async fn bad_bodies_are_refused_and_other_sessions_keep_working() {
     assert_eq!(c["result"]["content"][0]["text"], "still here", "{c}");
 }
 
+/// JSON that is not a JSON-RPC message is an Invalid Request (-32600) with
+/// `"id": null`; only a body that is not JSON at all is a Parse error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_that_is_not_a_message_is_an_invalid_request_with_id_null() {
+    let s = start("invalid", 64 * 1024).await;
+    let sid = session(s.addr).await;
+    for body in [
+        &b"[]"[..],
+        b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]",
+        b"\"x\"",
+        b"1",
+        b"null",
+        b"true",
+    ] {
+        let shown = String::from_utf8_lossy(body);
+        let r = send(s.addr, &sid, body).await;
+        assert_eq!(r.status, 400, "{shown}: {}", r.body);
+        let e: Value = serde_json::from_str(&r.body).unwrap();
+        assert_eq!(e["error"]["code"], -32600, "{shown}: {e}");
+        assert_eq!(e.get("id"), Some(&Value::Null), "{shown}: {e}");
+        assert_eq!(e["jsonrpc"], "2.0", "{e}");
+    }
+    // An object that is not a message keeps its id.
+    let r = send(s.addr, &sid, br#"{"jsonrpc":"2.0","id":3}"#).await;
+    let e: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(
+        (e["error"]["code"].clone(), e["id"].clone()),
+        (json!(-32600), json!(3)),
+        "{e}"
+    );
+    // Control: a body that is not JSON is still a Parse error, and the
+    // session still answers.
+    let r = send(s.addr, &sid, b"[1,").await;
+    let e: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(e["error"]["code"], -32700, "{e}");
+    let p = rpc(s.addr, &sid, 7, "ping", json!({})).await;
+    assert_eq!(p["result"], json!({}), "{p}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_beyond_the_cap_are_refused_until_one_ends() {
     let config = ServeConfig {

@@ -96,7 +96,7 @@ impl Engine {
     pub fn definition(&self, tool: &ToolSpec) -> (Definition, Option<PolicyError>) {
         match self.resolve(tool) {
             Ok(r) => (
-                Definition::new(tool, annotations::annotations(&r.grant)),
+                Definition::new(tool, annotations::annotations(tool, &r.grant)),
                 None,
             ),
             Err(e) => (Definition::new(tool, serde_json::json!({})), Some(e)),

@@ -116,7 +116,7 @@ pub fn run(global: &Global, args: &AuditArgs) -> u8 {
     let parsed = match crate::audit::read::read(&path) {
         Ok(Some(p)) => p,
         Ok(None) => {
-            eprintln!("toolcage: no audit log yet at {}", path.display());
+            super::notice(&format!("no audit log yet at {}", path.display()));
             return status::OK;
         }
         Err(e) => {

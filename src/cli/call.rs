@@ -154,7 +154,7 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
     let interrupts = match Interrupts::watch() {
         Ok(i) => Some(i),
         Err(e) => {
-            super::say(&format!(
+            super::notice(&format!(
                 "warning: cannot catch SIGTERM/SIGINT/SIGHUP ({e}); a signal now leaves only the call's started record"
             ));
             None
@@ -206,13 +206,13 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
         return fail(args, &message, signals::exit_status(sig));
     }
     if !outcome.enforcement.degraded.is_empty() {
-        super::say(&format!(
+        super::notice(&format!(
             "warning: ran degraded: {}",
             outcome.enforcement.degraded.join("; ")
         ));
     }
     for note in outcome.protected_notes("call") {
-        super::say(&format!("warning: {note}"));
+        super::notice(&format!("warning: {note}"));
     }
     if args.json {
         // The result, and the PATH directories the call did not get.

@@ -4,6 +4,7 @@
 //! resolve). Exit 1 when any error was found; warnings do not fail.
 
 use super::list::format_name;
+use super::toolnotes::{self, Approval};
 use super::{Global, PolicyArgs, relative, status};
 use crate::call::Engine;
 use crate::discover::{Catalog, Diagnostic, Severity};
@@ -75,6 +76,16 @@ struct ToolsDir {
     message: String,
 }
 
+/// A tool whose calls wait for a person's yes, and why.
+#[derive(Debug, Serialize)]
+struct ApprovalReport {
+    tool: String,
+    file: String,
+    line: Option<usize>,
+    #[serde(flatten)]
+    approval: Approval,
+}
+
 #[derive(Debug, Serialize)]
 struct Report {
     project: String,
@@ -84,6 +95,8 @@ struct Report {
     shadowed: Vec<ShadowReport>,
     policy: Vec<PolicyProblem>,
     policy_warnings: Vec<SectionWarning>,
+    /// Tools that ask for approval (not problems: visible, not counted).
+    approvals: Vec<ApprovalReport>,
     tools: usize,
     /// Upstream MCP servers, each started to see whether it runs.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -128,13 +141,28 @@ fn tools_dir(root: &Path, protected: bool) -> Option<ToolsDir> {
     })
 }
 
-fn build(
-    root: &Path,
-    catalog: &Catalog,
+/// What the checks beyond discovery found.
+#[derive(Default)]
+struct Found {
     policy: Vec<PolicyProblem>,
     policy_warnings: Vec<SectionWarning>,
+    approvals: Vec<ApprovalReport>,
     tools_dir: Option<ToolsDir>,
-) -> Report {
+    /// Interpreters the calls will not find: warnings on the tool's file.
+    interpreters: Vec<Diagnostic>,
+}
+
+fn build(root: &Path, catalog: &Catalog, found: Found) -> Report {
+    let Found {
+        policy,
+        policy_warnings,
+        approvals,
+        tools_dir,
+        interpreters,
+    } = found;
+    let mut catalog = catalog.clone();
+    catalog.diagnostics.extend(interpreters);
+    let catalog = &catalog;
     let mut files: Vec<PathBuf> = catalog.examined.clone();
     for d in &catalog.diagnostics {
         if !files.contains(&d.file) {
@@ -204,6 +232,7 @@ fn build(
         ok: errors == 0,
         policy,
         policy_warnings,
+        approvals,
     }
 }
 
@@ -330,6 +359,15 @@ fn print_text(r: &Report) {
                 .unwrap_or_default();
             show(format!("{sev}  {}{line}: {}{fix}", d.file, d.message));
         }
+        for a in r.approvals.iter().filter(|a| a.file == f.file) {
+            let line = a.line.map(|l| format!(":{l}")).unwrap_or_default();
+            show(format!(
+                "note     {}{line}: tool {} {}",
+                a.file,
+                a.tool,
+                a.approval.text()
+            ));
+        }
     }
     if let Some(t) = &r.tools_dir {
         show(format!("note     tools/: {}", t.message));
@@ -393,8 +431,7 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
         }
     };
     let catalog = crate::discover::discover(&project, &global.options());
-    let mut problems = Vec::new();
-    let mut section_warnings = Vec::new();
+    let mut found = Found::default();
     let mut tools_protected = None;
     let mut upstreams = Vec::new();
     match Engine::with_catalog(
@@ -408,7 +445,7 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
             if let Ok(r) = engine.stack.resolve(&engine.ctx, &engine.overrides, None) {
                 tools_protected = Some(r.grant.protected.contains(&project.join("tools")));
             }
-            section_warnings = unmatched_sections(
+            found.policy_warnings = unmatched_sections(
                 &engine.stack.tool_sections(),
                 &engine.catalog,
                 args.policy.policy.as_deref(),
@@ -419,23 +456,36 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
                 Err(e) => super::say(&e),
             }
             for t in &engine.catalog.tools {
-                if let Err(e) = engine.resolve(t) {
-                    problems.push(PolicyProblem {
+                match engine.resolve(t) {
+                    Ok(r) => {
+                        if let Some(d) = toolnotes::interpreter(t, &r, &engine.ctx) {
+                            found.interpreters.push(d);
+                        }
+                        if let Some(approval) = toolnotes::approval(t, &r) {
+                            found.approvals.push(ApprovalReport {
+                                tool: t.name.clone(),
+                                file: relative(&project, &t.source),
+                                line: t.line,
+                                approval,
+                            });
+                        }
+                    }
+                    Err(e) => found.policy.push(PolicyProblem {
                         tool: Some(t.name.clone()),
                         message: e.to_string(),
-                    });
+                    }),
                 }
             }
         }
-        Err(e) => problems.push(PolicyProblem {
+        Err(e) => found.policy.push(PolicyProblem {
             tool: None,
             message: e.to_string(),
         }),
     }
     // Without a grant there is nothing to say about tools/ (the policy
     // problem is reported instead).
-    let tools = tools_protected.and_then(|protected| tools_dir(&project, protected));
-    let mut report = build(&project, &catalog, problems, section_warnings, tools);
+    found.tools_dir = tools_protected.and_then(|protected| tools_dir(&project, protected));
+    let mut report = build(&project, &catalog, found);
     // A server that cannot start is an error; one not supported, a warning.
     for u in &upstreams {
         match u.state.as_str() {

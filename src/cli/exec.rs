@@ -76,23 +76,24 @@ fn try_run(project: &Path, here: Option<&Path>, args: &ExecArgs) -> Result<u8, E
     };
     let program = args.command[0].to_string_lossy();
     if let Some(note) = super::hints::shadowed(&program, &resolved, &ctx) {
-        eprintln!("toolcage: {note}");
+        super::notice(&note);
     }
     let outcome = sandbox::run(&resolved.grant, &cmd, None).map_err(|e| ExecError {
         message: super::hints::explain(&e, &resolved, &ctx),
         status: super::status::of_sandbox(e.kind()),
     })?;
     if !outcome.enforcement.degraded.is_empty() {
-        eprintln!(
-            "toolcage: warning: ran degraded: {}",
+        super::notice(&format!(
+            "warning: ran degraded: {}",
             outcome.enforcement.degraded.join("; ")
-        );
+        ));
     }
     for note in outcome.protected_notes("command") {
-        eprintln!("toolcage: warning: {note}");
+        super::notice(&format!("warning: {note}"));
     }
-    // Network refusals are exact and few: always shown (domain mode).
-    if !args.explain {
+    // Network refusals are exact and few: shown (domain mode) unless
+    // --quiet.
+    if !args.explain && !super::quiet() {
         for l in super::explain::lines(&outcome.denials) {
             eprintln!("{l}");
         }

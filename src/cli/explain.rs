@@ -34,7 +34,7 @@ pub fn report(denials: &[Denial], explain: bool, failed: bool, captured: bool) {
         for l in lines(denials) {
             eprintln!("{l}");
         }
-    } else if failed && !denials.is_empty() {
+    } else if failed && !denials.is_empty() && !super::quiet() {
         eprintln!(
             "toolcage: the sandbox refused {} thing(s) during this call: run it again with --explain",
             denials.len()

@@ -17,6 +17,19 @@ pub fn explain(e: &SandboxError, resolved: &Resolved, ctx: &Context) -> String {
             found,
             resolved: real,
         } => outside_message(program, found, real, Some(&fix_for(real, resolved, ctx))),
+        // A script that exists but whose interpreter does not: execve's
+        // ENOENT names the script.
+        SandboxError::NotFound(name) if name.contains('/') => {
+            match shebang_unreachable(Path::new(name), &[], resolved, ctx) {
+                Some(u) => format!(
+                    "{name}: cannot start: the #! line's interpreter {} (fix: {})",
+                    u.what,
+                    u.fix
+                        .unwrap_or_else(|| "install it, or change the script's #! line".into())
+                ),
+                None => e.to_string(),
+            }
+        }
         SandboxError::NotFound(name) => match lookup(name, &resolved.grant, ctx).dropped {
             Some(found) => format!(
                 "{name}: command not found in the call's PATH; {} exists, but the grant \
@@ -96,4 +109,94 @@ fn lookup(name: &str, grant: &Grant, ctx: &Context) -> Lookup {
         }
     }
     out
+}
+
+/// Why `program` (a bare name looked up on the call's PATH, or an
+/// absolute path) cannot start under `resolved`, and the fix when a flag
+/// is one; `None` when it can. `extra_read` are the tool's own readable
+/// paths.
+pub fn unreachable(
+    program: &str,
+    extra_read: &[PathBuf],
+    resolved: &Resolved,
+    ctx: &Context,
+) -> Option<Unreachable> {
+    let grant = &resolved.grant;
+    if program.starts_with('/') {
+        let path = Path::new(program);
+        let runnable = path
+            .metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+        return if !runnable {
+            Some(Unreachable {
+                what: format!("{program} does not exist (or is not executable)"),
+                fix: None,
+            })
+        } else if !search_path::can_read(grant, extra_read, path) {
+            Some(Unreachable {
+                what: format!("{program}: the grant cannot read it"),
+                fix: Some(fix_for(path, resolved, ctx)),
+            })
+        } else {
+            None
+        };
+    }
+    let found = lookup(program, grant, ctx);
+    if found.kept.is_some() {
+        return None;
+    }
+    let inside = search_path::filter(grant, search_path::source(grant, ctx.env.get("PATH")));
+    Some(match found.dropped {
+        Some(at) => Unreachable {
+            what: format!(
+                "{program}: your PATH finds {}, but the grant cannot read its directory",
+                at.display()
+            ),
+            fix: Some(fix_for(&at, resolved, ctx)),
+        },
+        None => Unreachable {
+            what: format!("{program}: not found on the sandbox's PATH ({inside})"),
+            fix: None,
+        },
+    })
+}
+
+/// A program a call would not find: what is wrong, and the flag that
+/// fixes it when one does (else the program is not installed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreachable {
+    pub what: String,
+    pub fix: Option<String>,
+}
+
+/// Why the interpreter on `script`'s `#!` line cannot start under
+/// `resolved` (the path itself, or the NAME of `#!/usr/bin/env NAME`).
+pub fn shebang_unreachable(
+    script: &Path,
+    extra_read: &[PathBuf],
+    resolved: &Resolved,
+    ctx: &Context,
+) -> Option<Unreachable> {
+    let (path, name) = shebang(script)?;
+    unreachable(&path, extra_read, resolved, ctx)
+        .or_else(|| name.and_then(|n| unreachable(&n, extra_read, resolved, ctx)))
+}
+
+/// The interpreter a script's `#!` line names: the path, and for
+/// `#!/usr/bin/env [-S] NAME ...` also NAME, looked up on PATH. `None`
+/// without a `#!` line.
+fn shebang(script: &Path) -> Option<(String, Option<String>)> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(script).ok()?.read(&mut head).ok()?;
+    let line = head[..n].split(|&b| b == b'\n').next()?;
+    let line = std::str::from_utf8(line.strip_prefix(b"#!")?).ok()?;
+    let mut words = line.split_whitespace();
+    let interpreter = words.next()?.to_string();
+    let via_env = Path::new(&interpreter).file_name() == Some("env".as_ref());
+    let name = via_env
+        .then(|| words.find(|w| !w.starts_with('-') && !w.contains('=')))
+        .flatten()
+        .map(str::to_string);
+    Some((interpreter, name))
 }

@@ -1,5 +1,6 @@
 //! `toolcage list`: every tool discovered, one per line (or JSON).
 
+use super::toolnotes::{self, Approval};
 use super::{Global, PolicyArgs, relative, status};
 use crate::text;
 use clap::Args;
@@ -9,7 +10,7 @@ use serde::Serialize;
 pub struct ListArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
-    /// Print a JSON array of {name, format, source, line, description}.
+    /// Print a JSON array of {name, format, source, line, description, approval}.
     #[arg(long)]
     pub json: bool,
 }
@@ -22,6 +23,8 @@ struct Row {
     source: String,
     line: Option<usize>,
     description: String,
+    /// Set when a person must approve its calls: the mode and why.
+    approval: Option<Approval>,
 }
 
 /// The first line of a description, at most `max` characters.
@@ -65,13 +68,18 @@ pub fn run(global: &Global, args: &ListArgs) -> u8 {
             source: relative(&root, &t.source),
             line: t.line,
             description: one_line(&t.description, 100),
+            // A grant that does not resolve: `check` says why.
+            approval: engine
+                .resolve(t)
+                .ok()
+                .and_then(|r| toolnotes::approval(t, &r)),
         })
         .collect();
     // Upstream servers' tools, by the names calls use.
     match super::upstreams::CliGateway::start(&engine) {
         Ok(Some(gw)) => {
             for s in gw.status().iter().filter(|s| s.state != "running") {
-                super::say(&format!(
+                super::notice(&format!(
                     "note: upstream server '{}' is {}{} (toolcage upstreams)",
                     text::one_line(&s.name),
                     s.state,
@@ -89,6 +97,11 @@ pub fn run(global: &Global, args: &ListArgs) -> u8 {
                     source: relative(&root, &t.spec.source),
                     line: t.spec.line,
                     description: one_line(&t.spec.description, 100),
+                    approval: gw
+                        .gateway
+                        .server(&t.server)
+                        .and_then(|s| s.grant.as_ref().ok())
+                        .and_then(|r| toolnotes::approval(&t.spec, r)),
                 });
             }
             rows.sort_by(|a, b| a.name.cmp(&b.name));
@@ -111,10 +124,10 @@ fn print_rows(root: &std::path::Path, rows: Vec<Row>, json: bool) -> u8 {
         return status::OK;
     }
     if rows.is_empty() {
-        eprintln!(
-            "toolcage: no tools found in {} (run `toolcage check` to see why)",
+        super::notice(&format!(
+            "no tools found in {} (run `toolcage check` to see why)",
             root.display()
-        );
+        ));
         return status::OK;
     }
     // Text for a terminal: names, paths and descriptions come from the
@@ -136,8 +149,14 @@ fn print_rows(root: &std::path::Path, rows: Vec<Row>, json: bool) -> u8 {
         .unwrap_or(0);
     let sw = rows.iter().map(|r| r.source.len()).max().unwrap_or(0);
     for r in &rows {
+        // A tool that waits for a person says so on its own line's end.
+        let approval = r
+            .approval
+            .as_ref()
+            .map(|a| format!("  [{}]", text::one_line(&a.text())))
+            .unwrap_or_default();
         let line = format!(
-            "{:<nw$}  {:<fw$}  {:<sw$}  {}",
+            "{:<nw$}  {:<fw$}  {:<sw$}  {}{approval}",
             r.name,
             format_name(r.format),
             r.source,

@@ -4,10 +4,12 @@
 use clap::{Args, Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 mod audit;
 mod call;
 mod check;
+mod docs;
 mod doctor;
 mod exec;
 mod explain;
@@ -18,6 +20,7 @@ mod schema;
 mod serve;
 pub mod signals;
 pub mod status;
+mod toolnotes;
 mod upstreams;
 
 const ABOUT: &str = "Discover agent tools and run every call in a kernel-enforced sandbox";
@@ -42,9 +45,15 @@ pub struct GlobalOptions {
     #[arg(short = 'C', long = "project", global = true, value_name = "PROJECT")]
     pub project: Option<PathBuf>,
 
-    /// Log verbosity for toolcage's own diagnostics on stderr (error, warn, info, debug, trace).
-    #[arg(long, global = true, default_value = "warn")]
-    pub log: String,
+    /// Log verbosity for toolcage's own diagnostics on stderr (error, warn, info, debug, trace)
+    /// [default: warn; error with --quiet]
+    #[arg(long, global = true)]
+    pub log: Option<String>,
+
+    /// Print none of toolcage's own warnings, notes, hints and tips on stderr
+    /// (errors, the tool's output and approval prompts still show).
+    #[arg(short = 'q', long, global = true)]
+    pub quiet: bool,
 
     /// An OpenCrabs tools.toml outside the project, discovered with the project's tools.
     #[arg(long = "tools-toml", global = true, value_name = "FILE")]
@@ -78,6 +87,7 @@ fn exec_first(args: &[std::ffi::OsString]) -> bool {
     while let Some(Some(w)) = words.next() {
         match w {
             "exec" => return true,
+            "-q" | "--quiet" => {}
             "-C" | "--project" | "--log" | "--tools-toml" => match words.next() {
                 Some(Some(v)) if !v.starts_with('-') => {}
                 _ => return false,
@@ -178,6 +188,20 @@ pub fn say(message: &dyn std::fmt::Display) {
     );
 }
 
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// `--quiet`: toolcage's own warnings, notes, hints and tips stay unsaid.
+pub fn quiet() -> bool {
+    QUIET.load(Ordering::Relaxed)
+}
+
+/// [`say`] a warning, note, hint or tip: nothing under `--quiet`.
+pub fn notice(message: &dyn std::fmt::Display) {
+    if !quiet() {
+        say(message);
+    }
+}
+
 /// `path` relative to `root` when it lies beneath it, else as is.
 pub fn relative(root: &std::path::Path, path: &std::path::Path) -> String {
     path.strip_prefix(root)
@@ -261,6 +285,10 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
     /// Upstream MCP servers (.mcp.json, A3S kind: mcp): state, tools, pins; `approve NAME` after a change.
     Upstreams(upstreams::UpstreamsArgs),
+    /// A shell completion script on stdout (bash, zsh, fish, elvish, powershell).
+    Completions(docs::CompletionsArgs),
+    /// The man page (roff) on stdout: `toolcage man > toolcage.1`; `man exec` for toolcage-exec(1).
+    Man(docs::ManArgs),
 }
 
 /// Parse the command line and run the subcommand; returns the process exit status.
@@ -270,7 +298,13 @@ pub fn main() -> ExitCode {
         Err(e) => {
             let usage_status = usage_error_status(&e);
             let _ = e.print();
-            if let Some(tip) = exec_without_separator(&e, std::env::args().skip(1).collect()) {
+            let args: Vec<String> = std::env::args().skip(1).collect();
+            // Not parsed, but asked for: a tip is not an error.
+            let quiet = args
+                .iter()
+                .take_while(|a| *a != "--")
+                .any(|a| a == "-q" || a == "--quiet");
+            if let Some(tip) = exec_without_separator(&e, args).filter(|_| !quiet) {
                 eprintln!("{tip}");
             }
             return ExitCode::from(usage_status);
@@ -278,8 +312,14 @@ pub fn main() -> ExitCode {
     };
     // exec's path (policy, sandbox) logs nothing: it reports on stderr
     // itself. Setting up the subscriber would cost ~40 us of every exec.
+    QUIET.store(cli.options.quiet, Ordering::Relaxed);
     if !matches!(cli.command, Command::Exec(_)) {
-        init_logging(&cli.options.log);
+        let level = match (&cli.options.log, cli.options.quiet) {
+            (Some(level), _) => level.as_str(),
+            (None, true) => "error",
+            (None, false) => "warn",
+        };
+        init_logging(level);
     }
     let (project, here) = project_and_here(cli.options.project.as_deref());
     let global = Global {
@@ -297,6 +337,8 @@ pub fn main() -> ExitCode {
         Command::Audit(args) => audit::run(&global, args),
         Command::Doctor(args) => doctor::run(&global, args),
         Command::Upstreams(args) => upstreams::run(&global, args),
+        Command::Completions(args) => docs::completions(args),
+        Command::Man(args) => docs::man(args),
     };
     ExitCode::from(code)
 }
@@ -340,7 +382,7 @@ fn exec_without_separator(e: &clap::Error, args: Vec<String>) -> Option<String> 
         options.push(a.clone());
         let takes_value = !matches!(
             a.as_str(),
-            "--allow-net" | "--allow-degraded" | "--json" | "--explain"
+            "--allow-net" | "--allow-degraded" | "--json" | "--explain" | "--quiet" | "-q"
         ) && !a.contains('=');
         if takes_value && let Some(v) = rest.next() {
             options.push(v.clone());
@@ -459,6 +501,9 @@ mod tests {
                 "x",
             ],
             &["-C/p", "--tools-toml", "t.toml", "exec", "--", "x"],
+            &["-q", "exec", "--", "x"],
+            &["--quiet", "-C", "/p", "exec", "-q", "--", "x"],
+            &["-q", "exec", "true"],
             &[
                 "exec",
                 "--profile",

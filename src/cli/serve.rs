@@ -144,9 +144,7 @@ fn try_run(
     };
 
     let engine = global.engine(&args.policy)?;
-    for d in &engine.catalog.diagnostics {
-        tracing::warn!("{d}");
-    }
+    mcp::host::log_diagnostics(&engine.catalog.diagnostics);
     tracing::info!("{} tool(s) discovered", engine.catalog.tools.len());
     // Approval, rate limits and the audit log; the rate limits are the
     // project's shared state (with `toolcage call`), sessions are per client.
@@ -272,9 +270,9 @@ fn announce_auth(
 ) -> anyhow::Result<(Auth, Option<(PathBuf, Token)>)> {
     match auth {
         Some(Auth::None) => {
-            eprintln!(
-                "toolcage: --no-auth: any local process that reaches {local} can call every tool"
-            );
+            super::notice(&format!(
+                "warning: --no-auth: any local process that reaches {local} can call every tool"
+            ));
             Ok((Auth::None, None))
         }
         Some(Auth::Bearer(t)) => {

@@ -78,9 +78,7 @@ impl ToolHost for EngineHost {
         let old = self.snapshot();
         let mut engine = old.engine.clone();
         engine.rediscover();
-        for d in &engine.catalog.diagnostics {
-            tracing::warn!("{d}");
-        }
+        log_diagnostics(&engine.catalog.diagnostics);
         let defs = definitions(&engine);
         let changed = defs != old.defs;
         let new = Arc::new(Snapshot { engine, defs });
@@ -99,6 +97,36 @@ impl ToolHost for EngineHost {
         let snap = self.snapshot();
         crate::discover::watch_paths(&snap.engine.ctx.project, &snap.engine.options)
     }
+}
+
+/// Discovery's diagnostics in the server log: each at debug, and one
+/// warning line with the counts that points at `toolcage check` (which
+/// explains each with its fix), so a start or a reload prints one line
+/// however many files have something to say.
+pub fn log_diagnostics(diagnostics: &[crate::discover::Diagnostic]) {
+    use crate::discover::Severity;
+    for d in diagnostics {
+        tracing::debug!("{d}");
+    }
+    if diagnostics.is_empty() {
+        return;
+    }
+    let errors = diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .count();
+    let warnings = diagnostics.len() - errors;
+    let mut counts = Vec::new();
+    if errors > 0 {
+        counts.push(format!("{errors} error(s) (those tools are not served)"));
+    }
+    if warnings > 0 {
+        counts.push(format!("{warnings} warning(s)"));
+    }
+    tracing::warn!(
+        "tool files: {}; `toolcage check` explains each with its fix (or --log debug)",
+        counts.join(", ")
+    );
 }
 
 /// The `tools/list` entries for every discovered tool: the definitions

@@ -200,9 +200,29 @@ async fn route(service: &Service, req: Request<Incoming>) -> Response<BoxBody<By
             .get(hyper::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("application/json"));
+    // Keep a copy of the body rmcp reads (it caps it at --max-message-bytes
+    // itself): when rmcp cannot decode it, the copy tells a Parse error
+    // (not JSON) from an Invalid Request (JSON, but not a message).
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let req = if json_post {
+        let seen = seen.clone();
+        req.map(move |body| {
+            body.map_frame(move |frame| {
+                if let Some(data) = frame.data_ref() {
+                    let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+                    seen.extend_from_slice(data);
+                }
+                frame
+            })
+            .boxed()
+        })
+    } else {
+        req.map(|body| body.boxed())
+    };
     let mut resp = service.handle(req).await;
     if json_post && resp.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
-        return parse_error(resp).await;
+        let body = std::mem::take(&mut *seen.lock().unwrap_or_else(|p| p.into_inner()));
+        return undecodable(resp, &body).await;
     }
     // rmcp answers a session DELETE with 202; clients (the Python SDK) expect
     // 200 for a terminated session and warn otherwise.
@@ -236,22 +256,56 @@ fn too_many_sessions(max: usize) -> Response<BoxBody<Bytes, Infallible>> {
 }
 
 /// rmcp answers a JSON body it cannot decode with 415 and a text line. The
-/// media type was right, the JSON was not: 400 with a JSON-RPC Parse error
-/// (`id` null), as JSON-RPC 2.0 and the MCP transport spec expect.
-async fn parse_error(
+/// media type was right, the body was not: 400 with a JSON-RPC error, as
+/// JSON-RPC 2.0 and the MCP transport spec expect. Not JSON (or not UTF-8):
+/// -32700 Parse error, `id` null. JSON that is not a message (a batch array,
+/// which 2025-11-25 no longer has, a number, a string, `null`, an object
+/// without a method): -32600 Invalid Request, with the object's id when it
+/// has a usable one, else `id` null.
+async fn undecodable(
     resp: Response<BoxBody<Bytes, Infallible>>,
+    body: &[u8],
 ) -> Response<BoxBody<Bytes, Infallible>> {
-    let (parts, body) = resp.into_parts();
-    let text = match body.collect().await {
+    let (parts, rmcp_body) = resp.into_parts();
+    let text = match rmcp_body.collect().await {
         Ok(b) => String::from_utf8_lossy(&b.to_bytes()).into_owned(),
         Err(never) => match never {},
     };
     let Some(why) = text.strip_prefix("fail to deserialize request body") else {
         return Response::from_parts(parts, Full::new(Bytes::from(text)).boxed());
     };
-    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
-        "code": -32700,
-        "message": format!("Parse error:{} (the body must be one JSON-RPC message in UTF-8 JSON)", why.trim_end()),
+    let (code, id, message) = match serde_json::from_slice::<serde_json::Value>(body) {
+        Err(_) => (
+            -32700,
+            serde_json::Value::Null,
+            format!(
+                "Parse error:{} (the body must be one JSON-RPC message in UTF-8 JSON)",
+                why.trim_end()
+            ),
+        ),
+        Ok(serde_json::Value::Object(m)) => (
+            -32600,
+            m.get("id")
+                .filter(|id| id.is_string() || id.is_number())
+                .cloned()
+                .unwrap_or_default(),
+            format!(
+                "Invalid Request:{} (a request needs \"jsonrpc\": \"2.0\", a method, and an id unless it is a notification)",
+                why.trim_end()
+            ),
+        ),
+        Ok(other) => (
+            -32600,
+            serde_json::Value::Null,
+            format!(
+                "Invalid Request: the body is JSON {} but must be one JSON-RPC message, a JSON object (batches are not supported)",
+                kind(&other)
+            ),
+        ),
+    };
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {
+        "code": code,
+        "message": message,
     }});
     let mut out = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
     *out.status_mut() = StatusCode::BAD_REQUEST;
@@ -260,6 +314,17 @@ async fn parse_error(
         hyper::header::HeaderValue::from_static("application/json"),
     );
     out
+}
+
+fn kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Null => "null",
+        serde_json::Value::Object(_) => "an object",
+    }
 }
 
 #[cfg(test)]

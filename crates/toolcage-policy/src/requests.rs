@@ -20,6 +20,11 @@ pub struct Requests {
     pub timeout: Option<Duration>,
     /// The tool asks to be approved by a person before each run.
     pub requires_approval: Option<bool>,
+    /// Set when `requires_approval` is the format's own default rather than
+    /// written in the tool's files: why, and the key that changes it (shown
+    /// by `policy`, `list`, `check` and approval refusals).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval_default: Option<String>,
     /// `requests` per `window`, from the tool's own definition.
     pub rate_limit: Option<RateLimit>,
     /// The only hosts the tool needs (`host[:port]` patterns, e.g. an
@@ -223,9 +228,16 @@ pub fn apply(st: &mut State, tool: &str, r: &Requests, seq: usize) -> Vec<Reques
         let cur = enum_name(&st.approval.v);
         let src = st.approval.o.source.clone();
         if want && st.approval.v == ApprovalMode::Never {
+            let o = match &r.approval_default {
+                Some(why) => Origin::input(
+                    format!("tool {tool} requested it ({why}); a tool may always ask for approval"),
+                    seq,
+                ),
+                None => origin("a tool may always ask for approval".into()),
+            };
             st.approval = Sourced {
                 v: ApprovalMode::Always,
-                o: origin("a tool may always ask for approval".into()),
+                o,
             };
             note(
                 "approval",

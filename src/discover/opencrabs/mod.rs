@@ -221,7 +221,17 @@ fn parse_tool(item: &Toml, cx: &mut Cx) -> Option<ToolSpec> {
     }
     let executor = cx.string(t, "executor", true).unwrap_or_default();
     let enabled = cx.boolean(t, "enabled").unwrap_or(true);
-    let requires_approval = Some(cx.boolean(t, "requires_approval").unwrap_or(true));
+    let approval_key = cx.boolean(t, "requires_approval");
+    let requires_approval = Some(approval_key.unwrap_or(true));
+    // Unset: OpenCrabs' own default, true. Say so wherever approval shows.
+    let approval_default = approval_key.is_none().then(|| {
+        format!(
+            "requires_approval defaults to true in OpenCrabs; set requires_approval = false in {} to run it without asking",
+            cx.file
+                .file_name()
+                .map_or("tools.toml".into(), |n| n.to_string_lossy())
+        )
+    });
     let timeout = match t.get("timeout_secs") {
         None => None,
         Some(Toml::Integer(s)) if (1..=3600).contains(s) => {
@@ -242,6 +252,7 @@ fn parse_tool(item: &Toml, cx: &mut Cx) -> Option<ToolSpec> {
     let mut requests = Requests {
         timeout,
         requires_approval,
+        approval_default,
         rate_limit,
         ..Requests::default()
     };

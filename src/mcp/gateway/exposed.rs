@@ -97,7 +97,8 @@ impl Exposed {
                     },
                     needs_read: Vec::new(),
                 };
-                let mut ann = grant.map_or_else(|| json!({}), annotations::annotations);
+                let mut ann =
+                    grant.map_or_else(|| json!({}), |g| annotations::annotations(&spec, g));
                 // The server's own hints are untrusted: they may only add caution.
                 if tool.annotations.as_ref().and_then(|a| a.destructive_hint) == Some(true)
                     && ann.is_object()

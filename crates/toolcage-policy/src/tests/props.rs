@@ -56,6 +56,7 @@ fn requests() -> impl Strategy<Value = Requests> {
                 network,
                 timeout: timeout.map(Duration::from_secs),
                 requires_approval,
+                approval_default: None,
                 rate_limit: rl.map(|(requests, w)| RateLimit {
                     requests,
                     window: Duration::from_secs(w),
