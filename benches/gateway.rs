@@ -48,7 +48,12 @@ impl Raw {
             "initialize",
             json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}),
         );
-        writeln!(r.stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
+        writeln!(
+            r.stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        )
+        .unwrap();
         r
     }
 
@@ -74,7 +79,10 @@ impl Raw {
 
     fn echo(&mut self, tool: &str) -> Duration {
         let start = Instant::now();
-        let r = self.request("tools/call", json!({"name": tool, "arguments": {"message": "hi"}}));
+        let r = self.request(
+            "tools/call",
+            json!({"name": tool, "arguments": {"message": "hi"}}),
+        );
         let took = start.elapsed();
         assert!(
             r["result"]["content"][0]["text"]
@@ -133,7 +141,8 @@ fn main() {
         .prefix("tc-bench-gw-state-")
         .tempdir()
         .unwrap();
-    let mcp = json!({"mcpServers": {"everything": {"command": node, "args": [everything, "stdio"]}}});
+    let mcp =
+        json!({"mcpServers": {"everything": {"command": node, "args": [everything, "stdio"]}}});
     std::fs::write(project.path().join(".mcp.json"), mcp.to_string()).unwrap();
     let policy = state.path().join("policy.toml");
     std::fs::write(
@@ -170,9 +179,18 @@ fn main() {
         p.push(proxied.echo("everything__echo"));
     }
     let (dm, pm) = (median(d), median(p));
-    println!("gateway bench ({}; {ROUNDS} interleaved rounds, medians):", bin.display());
-    println!("  server-everything echo, direct over stdio:     {:>8.3} ms", dm.as_secs_f64() * 1e3);
-    println!("  everything__echo through toolcage serve:       {:>8.3} ms", pm.as_secs_f64() * 1e3);
+    println!(
+        "gateway bench ({}; {ROUNDS} interleaved rounds, medians):",
+        bin.display()
+    );
+    println!(
+        "  server-everything echo, direct over stdio:     {:>8.3} ms",
+        dm.as_secs_f64() * 1e3
+    );
+    println!(
+        "  everything__echo through toolcage serve:       {:>8.3} ms",
+        pm.as_secs_f64() * 1e3
+    );
     println!(
         "  overhead of the gateway (sandbox already up):   {:>+8.3} ms (target <= 1 ms)",
         (pm.as_secs_f64() - dm.as_secs_f64()) * 1e3

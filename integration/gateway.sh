@@ -27,6 +27,8 @@ cat >"$project/.mcp.json" <<JSON
   "filesystem": {"command": "$node", "args": ["$mods/server-filesystem/dist/index.js", "$project", "$outside"]},
   "memory": {"command": "$node", "args": ["$mods/server-memory/dist/index.js"],
              "env": {"MEMORY_FILE_PATH": "$project/data/memory.jsonl"}},
+  "memtmp": {"command": "$node", "args": ["$mods/server-memory/dist/index.js"],
+             "env": {"MEMORY_FILE_PATH": "/tmp/memory.jsonl"}},
   "time": {"command": "$deps/venv/bin/mcp-server-time", "args": ["--local-timezone", "UTC"]},
   "git": {"command": "$deps/venv/bin/mcp-server-git", "args": ["--repository", "$project"]}
 }}
@@ -34,7 +36,7 @@ JSON
 
 policy() {
   local expose="$1"
-  for s in everything filesystem memory time git; do
+  for s in everything filesystem memory memtmp time git; do
     echo "[upstreams.$s]"
     echo "expose = \"$expose\""
     # The venv's python may live in pyenv, in home: the python preset.
@@ -69,6 +71,17 @@ for _ in $(seq 1 200); do
 done
 rm -f "$project/data/memory.jsonl"
 TOOLCAGE_HTTP_TOKEN="$token" timeout 300 "$py" "$here/python_gateway.py" http "$url" "$project" flat || rc=1
+echo "-- 8 sessions at once, each with its own instances"
+TOOLCAGE_HTTP_TOKEN="$token" timeout 300 "$py" "$here/python_gateway.py" sessions "$url" 8 || rc=1
+# Their sessions ended (DELETE): their servers are gone while serve runs on.
+sleep 1
+if pgrep -f "$mods/server-" >/dev/null; then
+  echo "FAIL: upstream processes left after the HTTP sessions ended:"
+  pgrep -af "$mods/server-"
+  rc=1
+else
+  echo "PASS no upstream process left after the HTTP sessions ended"
+fi
 kill "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
 

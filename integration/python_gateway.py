@@ -10,6 +10,7 @@ real upstream servers, each in its own sandbox:
 
 Usage: python_gateway.py stdio BIN PROJECT POLICY MODE
        python_gateway.py http URL PROJECT MODE
+       python_gateway.py sessions URL COUNT   (memtmp: one instance per session)
 MODE: flat (server__tool names) or deferred (find_tools / call_mcp_tool).
 Prints one PASS/FAIL line per scenario; exits 1 if any failed.
 """
@@ -83,8 +84,38 @@ async def main_http(url, project, mode):
             await scenarios(session, project, mode)
 
 
+async def sessions_http(url, count):
+    """`count` sessions at once, each with its own memory server instance
+    (its file in the instance's private /tmp): none sees another's entity."""
+    seen = {}
+
+    async def one(i):
+        async with http_transport(url) as (r, w, *_):
+            async with ClientSession(r, w) as session:
+                await session.initialize()
+                await session.list_tools()
+                name = f"session-{i}"
+                r1 = await session.call_tool("memtmp__create_entities", {"entities": [
+                    {"name": name, "entityType": "probe", "observations": [name]}]})
+                r2 = await session.call_tool("memtmp__read_graph", {})
+                seen[i] = (r1.is_error, text_of(r2))
+
+    import anyio
+    async with anyio.create_task_group() as tg:
+        for i in range(count):
+            tg.start_soon(one, i)
+    for i in range(count):
+        err, graph = seen.get(i, (True, ""))
+        others = [j for j in range(count) if j != i and f"session-{j}" in graph]
+        check(f"session-{i}-isolated", not err and f"session-{i}" in graph and not others,
+              f"error={err} others={others} {graph[:200]}")
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "stdio":
+    if sys.argv[1] == "sessions":
+        _, _, url, count = sys.argv
+        run(lambda: sessions_http(url, int(count)), f"gateway {count} sessions")
+    elif sys.argv[1] == "stdio":
         _, _, binary, project, policy, mode = sys.argv
         run(lambda: main_stdio(binary, project, policy, mode), f"gateway stdio {mode}")
     else:

@@ -47,7 +47,9 @@ pub struct Shared {
 
 struct Client {
     peer: Peer<RoleServer>,
-    session: Arc<Session>,
+    /// Weak: a session that ended is dropped with its handler, and its
+    /// upstream servers with it.
+    session: std::sync::Weak<Session>,
 }
 
 /// Per-client state (one per stdio connection or HTTP session).
@@ -249,11 +251,11 @@ impl McpServer {
         clients.retain(|c| !c.peer.is_transport_closed());
         if !clients
             .iter()
-            .any(|c| Arc::ptr_eq(&c.session, &self.session))
+            .any(|c| std::ptr::eq(c.session.as_ptr(), Arc::as_ptr(&self.session)))
         {
             clients.push(Client {
                 peer,
-                session: self.session.clone(),
+                session: Arc::downgrade(&self.session),
             });
         }
     }
