@@ -223,9 +223,9 @@ fn a_hanging_call_times_out_and_a_flood_is_capped() {
     assert!(is_error(&r), "{r}");
     assert!(text(&r).contains("timed out"), "{r}");
     assert!(start.elapsed() < Duration::from_secs(20));
-    // The fixture answers one request at a time: a new session for the rest.
-    drop(s);
-    let mut s = f.serve();
+    // The request was cancelled upstream; the server lives on.
+    let cancelled = text(&s.call("fx__cancelled", json!({})));
+    assert_ne!(cancelled, "[]", "{cancelled}");
     let flood = s.call("fx__flood", json!({"bytes": 1_000_000}));
     let t = text(&flood);
     assert!(t.len() < 70 * 1024, "{}", t.len());
@@ -249,7 +249,7 @@ fn check_explains_each_server() {
     let (code, out, err) = f.run(&["check"]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
-        out.contains("upstream fx (") && out.contains("started, 10 tool(s)"),
+        out.contains("upstream fx (") && out.contains("started, 11 tool(s)"),
         "{out}"
     );
     assert!(out.contains("upstream dflt ("), "{out}");
@@ -363,4 +363,35 @@ fn an_http_upstream_is_reached_only_where_the_operator_grants_its_host() {
     drop(s);
     let _ = server.kill();
     let _ = server.wait();
+}
+
+#[test]
+fn a_client_cancellation_reaches_the_server_and_kills_nothing_else() {
+    let f = Fixture::new("cancel", json!({}), "");
+    let mut s = f.serve();
+    let pid = text(&s.call("fx__pid", json!({})));
+    assert_eq!(text(&s.call("fx__cancelled", json!({}))), "[]");
+    // A call that never ends, then the client cancels it.
+    s.send(json!({"jsonrpc": "2.0", "id": 900, "method": "tools/call",
+        "params": {"name": "fx__hang", "arguments": {}}}));
+    std::thread::sleep(Duration::from_millis(500));
+    s.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 900, "reason": "test"}}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let got = loop {
+        let c = text(&s.call("fx__cancelled", json!({})));
+        if c != "[]" || Instant::now() > deadline {
+            break c;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_ne!(got, "[]", "the server never heard of the cancellation");
+    // The same instance, still answering.
+    assert_eq!(text(&s.call("fx__pid", json!({}))), pid);
+    assert_eq!(
+        text(&s.call("fx__echo", json!({"text": "still here"}))),
+        "still here"
+    );
 }
