@@ -249,7 +249,7 @@ fn check_explains_each_server() {
     let (code, out, err) = f.run(&["check"]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
-        out.contains("upstream fx (") && out.contains("started, 11 tool(s)"),
+        out.contains("upstream fx (") && out.contains("started, 12 tool(s)"),
         "{out}"
     );
     assert!(out.contains("upstream dflt ("), "{out}");
@@ -393,5 +393,46 @@ fn a_client_cancellation_reaches_the_server_and_kills_nothing_else() {
     assert_eq!(
         text(&s.call("fx__echo", json!({"text": "still here"}))),
         "still here"
+    );
+}
+
+#[test]
+fn an_upstream_servers_progress_reaches_the_client() {
+    let f = Fixture::new("progress", json!({}), "");
+    let mut s = f.serve();
+    s.tools();
+    let r = s.request(
+        "tools/call",
+        json!({"name": "fx__steps", "arguments": {}, "_meta": {"progressToken": "p-1"}}),
+    );
+    assert_eq!(text(&r["result"]), "done", "{r}");
+    let steps: Vec<&serde_json::Value> = s
+        .notifications
+        .iter()
+        .filter(|n| {
+            n["method"] == "notifications/progress" && n["params"]["progressToken"] == "p-1"
+        })
+        .collect();
+    let messages: Vec<&str> = steps
+        .iter()
+        .filter_map(|n| n["params"]["message"].as_str())
+        .collect();
+    assert!(messages.contains(&"step 3/3"), "{messages:?}");
+    // Strictly increasing, as the spec wants.
+    let values: Vec<f64> = steps
+        .iter()
+        .map(|n| n["params"]["progress"].as_f64().unwrap())
+        .collect();
+    assert!(values.windows(2).all(|w| w[0] < w[1]), "{values:?}");
+    // Control: without a token, none is sent.
+    let before = s.notifications.len();
+    let r = s.call("fx__steps", json!({}));
+    assert_eq!(text(&r), "done");
+    assert!(
+        !s.notifications[before..]
+            .iter()
+            .any(|n| n["method"] == "notifications/progress"),
+        "{:?}",
+        &s.notifications[before..]
     );
 }

@@ -137,6 +137,15 @@ fn deferred_call(gw: &Gateway, name: &mut String, args: &mut Value) -> Option<Ca
     }
 }
 
+/// Stops passing on a call's upstream progress when the call is over.
+struct UnrouteProgress(Arc<Gateway>, CancelToken);
+
+impl Drop for UnrouteProgress {
+    fn drop(&mut self) {
+        self.0.unroute_progress(&self.1);
+    }
+}
+
 /// The MCP server as the surface of one call.
 struct ServerCall {
     server: McpServer,
@@ -224,8 +233,20 @@ impl Surface for ServerCall {
             let _kill_if_dropped = KillOnDrop(Some(cancel.clone()));
             let run_cancel = cancel.clone();
             let started = Instant::now();
+            // An upstream tool's own progress is passed on (see below).
+            let (upstream_tx, mut upstream_rx) = tokio::sync::mpsc::unbounded_channel();
+            let gateway = match server.session_gateway() {
+                Some(gw) => {
+                    gw.route_progress(&cancel, upstream_tx);
+                    Some(gw)
+                }
+                None => None,
+            };
+            let _unroute = gateway.map(|gw| UnrouteProgress(gw, cancel.clone()));
             let mut task = tokio::task::spawn_blocking(move || job(Some(&run_cancel)));
             let progress = context.meta.get_progress_token();
+            let mut last_sent = -1.0_f64;
+            let mut upstream_driven = false;
             // The first tick is immediate: progress 0 says the call has started.
             let mut ticks = tokio::time::interval(server.shared.config.progress_interval);
             let mut cancelled = false;
@@ -242,11 +263,30 @@ impl Surface for ServerCall {
                         cancel.cancel();
                         cancelled = true;
                     }
-                    _ = ticks.tick(), if progress.is_some() && !cancelled => {
+                    _ = ticks.tick(), if progress.is_some() && !cancelled && !upstream_driven => {
                         let secs = started.elapsed().as_secs_f64().floor();
                         if let Some(token) = progress.clone() {
+                            last_sent = secs;
                             let p = ProgressNotificationParam::new(token, secs)
                                 .with_message(format!("{name}: running for {secs:.0}s"));
+                            if let Err(e) = context.peer.notify_progress(p).await {
+                                tracing::debug!("cannot send progress: {e}");
+                            }
+                        }
+                    }
+                    // The upstream server's progress replaces toolcage's
+                    // ticks, its values kept increasing.
+                    Some(up) = upstream_rx.recv(), if progress.is_some() && !cancelled => {
+                        upstream_driven = true;
+                        if let Some(token) = progress.clone() {
+                            let value = match up.progress > last_sent {
+                                true => up.progress,
+                                false => last_sent + 0.001,
+                            };
+                            last_sent = value;
+                            let mut p = ProgressNotificationParam::new(token, value);
+                            p.total = up.total;
+                            p.message = up.message.map(|m| crate::text::one_line(&m));
                             if let Err(e) = context.peer.notify_progress(p).await {
                                 tracing::debug!("cannot send progress: {e}");
                             }

@@ -148,6 +148,11 @@ impl McpServer {
         }
     }
 
+    /// This session's gateway, if it has made one.
+    pub fn session_gateway(&self) -> Option<Arc<Gateway>> {
+        self.session.gateway.get().cloned().flatten()
+    }
+
     /// This session's gateway (made on first use, with `peer` as the
     /// client elicitation is forwarded to and list_changed is sent to),
     /// its servers started; `None` when the project declares none.

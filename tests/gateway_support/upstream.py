@@ -35,6 +35,7 @@ def tools():
         {"name": "flood", "description": "Answer with many bytes", "inputSchema": obj({"bytes": {"type": "integer"}})},
         {"name": "mutate", "description": "Change echo's description", "inputSchema": obj({})},
         {"name": "cancelled", "description": "Request ids cancelled so far", "inputSchema": obj({})},
+        {"name": "steps", "description": "Report progress 3 times, then answer", "inputSchema": obj({})},
     ]
 
 
@@ -89,6 +90,15 @@ def call(name, args):
 
 
 def answer_call(mid, p):
+    if p["name"] == "steps":
+        token = (p.get("_meta") or {}).get("progressToken")
+        for i in range(1, 4):
+            if token is not None:
+                send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
+                    "progressToken": token, "progress": i, "total": 3, "message": f"step {i}/3"}})
+            time.sleep(0.1)
+        send({"jsonrpc": "2.0", "id": mid, "result": text("done")})
+        return
     r = call(p["name"], p.get("arguments") or {})
     if r is None:
         send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32602, "message": "unknown tool " + p["name"]}})

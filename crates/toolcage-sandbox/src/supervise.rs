@@ -40,6 +40,12 @@ impl CancelToken {
         unsafe { libc::poll(pfd.as_mut_ptr(), 1, 0) > 0 }
     }
 
+    /// The same for every clone of this token: a key to attach things to
+    /// one call by.
+    pub fn id(&self) -> usize {
+        Arc::as_ptr(&self.fd) as usize
+    }
+
     fn raw(&self) -> RawFd {
         self.fd.as_raw_fd()
     }

@@ -17,6 +17,13 @@ use std::sync::Arc;
 /// Told when a server's tool list changed (the gateway re-lists it).
 pub type OnListChanged = Arc<dyn Fn(String) + Send + Sync>;
 
+/// Where a server's progress notifications for one request go.
+pub type ProgressSink = tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>;
+
+/// The requests in flight whose progress is wanted, by progress token.
+pub type ProgressRoutes =
+    Arc<std::sync::Mutex<std::collections::HashMap<rmcp::model::ProgressToken, ProgressSink>>>;
+
 #[derive(Clone)]
 pub struct UpstreamClient {
     pub server: String,
@@ -28,6 +35,7 @@ pub struct UpstreamClient {
     pub roots: Vec<String>,
     /// How long a person has to answer a forwarded elicitation.
     pub elicitation_timeout: std::time::Duration,
+    pub progress: ProgressRoutes,
 }
 
 impl UpstreamClient {
@@ -102,9 +110,13 @@ impl ClientHandler for UpstreamClient {
 
     async fn on_progress(
         &self,
-        _params: ProgressNotificationParam,
+        params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
+        let routes = self.progress.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(sink) = routes.get(&params.progress_token) {
+            let _ = sink.send(params);
+        }
     }
 
     async fn on_logging_message(

@@ -80,6 +80,7 @@ pub struct Instance {
     pub last_used: Mutex<Instant>,
     pub started: Instant,
     exited: Arc<Mutex<Option<String>>>,
+    progress: super::client::ProgressRoutes,
 }
 
 impl Drop for Instance {
@@ -124,6 +125,7 @@ impl Instance {
     ) -> Result<Instance, String> {
         use rmcp::transport::StreamableHttpClientTransport;
         use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+        let progress = client.progress.clone();
         let http = super::http_client::PolicyHttpClient {
             server: spec.name.clone(),
             network: grant.network.clone(),
@@ -159,6 +161,7 @@ impl Instance {
             last_used: Mutex::new(Instant::now()),
             started: Instant::now(),
             exited: Arc::new(Mutex::new(None)),
+            progress,
         };
         instance
             .refresh_tools()
@@ -262,6 +265,7 @@ impl Instance {
                 ));
             }
         };
+        let progress = client.progress.clone();
         let io = (|| {
             Ok::<_, std::io::Error>((
                 tokio::net::unix::pipe::Receiver::from_owned_fd(stdout_r)?,
@@ -302,6 +306,7 @@ impl Instance {
             last_used: Mutex::new(Instant::now()),
             started,
             exited,
+            progress,
         };
         instance.refresh_tools().await.map_err(|e| {
             failed(
@@ -348,6 +353,7 @@ impl Instance {
         args: serde_json::Map<String, serde_json::Value>,
         timeout: Duration,
         cancel: Option<&CancelToken>,
+        progress: Option<super::client::ProgressSink>,
     ) -> Result<CallToolResult, CallFailure> {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
         let mut params = CallToolRequestParams::new(tool.to_string());
@@ -359,6 +365,15 @@ impl Instance {
             .await
             .map_err(|e| CallFailure::Gone(self.gone_text(&e.to_string())))?;
         let id = handle.id.clone();
+        let token = handle.progress_token.clone();
+        let routes = self.progress.clone();
+        if let Some(sink) = progress {
+            routes
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(token.clone(), sink);
+        }
+        let _unroute = Unroute(routes, token);
         let response = handle.await_response();
         tokio::pin!(response);
         let deadline = tokio::time::sleep(timeout);
@@ -429,5 +444,17 @@ fn client_error(e: &str) -> String {
             .map_or(rest, |(msg, _)| msg)
             .to_string(),
         None => e.to_string(),
+    }
+}
+
+/// Stops routing a request's progress when its call ends.
+struct Unroute(super::client::ProgressRoutes, rmcp::model::ProgressToken);
+
+impl Drop for Unroute {
+    fn drop(&mut self) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.1);
     }
 }

@@ -79,6 +79,9 @@ pub struct Gateway {
     exposed: Mutex<Arc<exposed::Exposed>>,
     /// The client has been sent a tool list: changes after it are news.
     listed: std::sync::atomic::AtomicBool,
+    /// Where the progress of a call goes, by its cancel token
+    /// ([`Gateway::route_progress`]).
+    progress: Mutex<std::collections::HashMap<usize, client::ProgressSink>>,
 }
 
 /// What `toolcage upstreams` and `check` show of one server.
@@ -141,6 +144,7 @@ impl Gateway {
             wiring,
             exposed: Mutex::new(Arc::new(exposed::Exposed::default())),
             listed: std::sync::atomic::AtomicBool::new(false),
+            progress: Mutex::new(std::collections::HashMap::new()),
         }
     }
 
@@ -262,6 +266,7 @@ impl Gateway {
             on_list_changed: Some(on_list_changed),
             roots,
             elicitation_timeout: self.wiring.elicitation_timeout,
+            progress: Default::default(),
         }
     }
 
@@ -327,6 +332,35 @@ impl Gateway {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Send the upstream progress of the call that `cancel` belongs to
+    /// into `sink` (the surface forwards it to its client), until
+    /// [`Gateway::unroute_progress`].
+    pub fn route_progress(&self, cancel: &crate::sandbox::CancelToken, sink: client::ProgressSink) {
+        self.progress
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(cancel.id(), sink);
+    }
+
+    pub fn unroute_progress(&self, cancel: &crate::sandbox::CancelToken) {
+        self.progress
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&cancel.id());
+    }
+
+    fn progress_sink(
+        &self,
+        cancel: Option<&crate::sandbox::CancelToken>,
+    ) -> Option<client::ProgressSink> {
+        let cancel = cancel?;
+        self.progress
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&cancel.id())
+            .cloned()
     }
 
     /// Stop servers unused for longer than their `idle_timeout`.

@@ -107,8 +107,9 @@ impl Gateway {
             }
         };
         let enforcement = Some(instance.enforcement.clone());
+        let sink = self.progress_sink(cancel);
         let r = instance
-            .call(tool, args.clone(), grant.timeout, cancel)
+            .call(tool, args.clone(), grant.timeout, cancel, sink)
             .await;
         let r = match r {
             Ok(r) => r,
