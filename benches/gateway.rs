@@ -10,10 +10,6 @@
 //! and exits otherwise. Run with `cargo bench --bench gateway`. Prints
 //! numbers; asserts nothing.
 
-#[allow(dead_code)]
-#[path = "../tests/gateway_support/mod.rs"]
-mod gateway_support;
-
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
