@@ -58,6 +58,9 @@ for mode in flat deferred; do
   timeout 300 "$py" "$here/python_gateway.py" stdio "$bin" "$project" "$work/gw-$mode.toml" "$mode" || rc=1
 done
 
+echo "-- elicitation from an upstream, only to a client that declared it"
+timeout 300 "$py" "$here/python_gateway.py" elicit "$bin" "$project" "$work/gw-flat.toml" || rc=1
+
 echo "-- over Streamable HTTP"
 log="$work/gw-http.log"
 "$bin" -C "$project" serve --http 127.0.0.1:0 --no-watch --policy "$work/gw-flat.toml" </dev/null >/dev/null 2>"$log" &

@@ -11,6 +11,7 @@ real upstream servers, each in its own sandbox:
 Usage: python_gateway.py stdio BIN PROJECT POLICY MODE
        python_gateway.py http URL PROJECT MODE
        python_gateway.py sessions URL COUNT   (memtmp: one instance per session)
+       python_gateway.py elicit BIN PROJECT POLICY
 MODE: flat (server__tool names) or deferred (find_tools / call_mcp_tool).
 Prints one PASS/FAIL line per scenario; exits 1 if any failed.
 """
@@ -84,6 +85,36 @@ async def main_http(url, project, mode):
             await scenarios(session, project, mode)
 
 
+async def elicitation_stdio(binary, project, policy):
+    """An upstream's elicitation reaches a client that declared it, marked
+    with the server's name; a client that did not is never asked (the
+    server does not even offer its elicitation tool to it)."""
+    from mcp import types
+    asked = []
+
+    async def callback(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Ada", "check": True})
+
+    params = StdioServerParameters(
+        command=binary, args=["-C", project, "serve", "--no-watch", "--policy", policy], cwd=project
+    )
+    async with stdio_client(params) as (r, w):
+        async with ClientSession(r, w, elicitation_callback=callback) as session:
+            await session.initialize()
+            names = {t.name for t in (await session.list_tools()).tools}
+            check("elicitation-tool-offered", "everything__trigger-elicitation-request" in names, f"{sorted(names)}")
+            res = await session.call_tool("everything__trigger-elicitation-request", {})
+            check("elicitation-forwarded", not res.is_error and "Ada" in text_of(res)
+                  and asked and asked[0].startswith("[everything] "), f"{asked} {res}")
+    async with stdio_client(params) as (r, w):
+        async with ClientSession(r, w) as session:
+            await session.initialize()
+            names = {t.name for t in (await session.list_tools()).tools}
+            check("elicitation-not-declared", "everything__trigger-elicitation-request" not in names
+                  and "everything__echo" in names, f"{sorted(names)}")
+
+
 async def sessions_http(url, count):
     """`count` sessions at once, each with its own memory server instance
     (its file in the instance's private /tmp): none sees another's entity."""
@@ -112,7 +143,10 @@ async def sessions_http(url, count):
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "sessions":
+    if sys.argv[1] == "elicit":
+        _, _, binary, project, policy = sys.argv
+        run(lambda: elicitation_stdio(binary, project, policy), "gateway elicitation")
+    elif sys.argv[1] == "sessions":
         _, _, url, count = sys.argv
         run(lambda: sessions_http(url, int(count)), f"gateway {count} sessions")
     elif sys.argv[1] == "stdio":
