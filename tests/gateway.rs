@@ -436,3 +436,32 @@ fn an_upstream_servers_progress_reaches_the_client() {
         &s.notifications[before..]
     );
 }
+
+#[test]
+fn a_name_taken_by_a_local_tool_gets_a_stable_suffix_and_is_reported() {
+    let f = Fixture::new("collide", json!({}), "");
+    let local = f.write(
+        ".agents/tools/fx__echo",
+        "#!/bin/sh\n# @description local echo\necho local\n",
+    );
+    std::process::Command::new("chmod")
+        .arg("755")
+        .arg(&local)
+        .status()
+        .unwrap();
+    let (code, out, err) = f.run(&["list"]);
+    assert_eq!(code, 0, "{err}");
+    let renamed: Vec<&str> = out.lines().filter(|l| l.starts_with("fx__echo_")).collect();
+    assert_eq!(renamed.len(), 1, "{out}");
+    let (_, up, _) = f.run(&["upstreams"]);
+    assert!(
+        up.contains("echo is offered as fx__echo_") && up.contains("is taken by another tool"),
+        "{up}"
+    );
+    // The local tool keeps its name; the upstream one answers under the new one.
+    let (code, out, _) = f.run(&["call", "fx__echo"]);
+    assert_eq!((code, out.as_str()), (0, "local\n"));
+    let name = renamed[0].split_whitespace().next().unwrap();
+    let (code, out, err) = f.run(&["call", name, "text=upstream"]);
+    assert_eq!((code, out.as_str()), (0, "upstream\n"), "{err}");
+}

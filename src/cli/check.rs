@@ -410,6 +410,12 @@ fn print_text(r: &Report) {
         for line in reason {
             show(format!("             {line}"));
         }
+        for n in &u.renamed {
+            show(format!(
+                "warning  upstream {}: tool {} is offered as {}: {}",
+                u.name, n.tool, n.name, n.why
+            ));
+        }
         for h in &u.held {
             show(format!(
                 "warning  upstream {}: tool {h} changed its definition; held until `toolcage upstreams approve {}__{h}`",

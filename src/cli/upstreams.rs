@@ -156,6 +156,14 @@ fn show(gw: &CliGateway, json: bool) -> u8 {
                 println!("    {}", text::one_line(line));
             }
         }
+        for n in &r.renamed {
+            println!(
+                "    {} is offered as {}: {}",
+                text::one_line(&n.tool),
+                text::one_line(&n.name),
+                text::one_line(&n.why)
+            );
+        }
         for h in &r.held {
             println!(
                 "    held: {} changed its definition since it was pinned (review it, then: toolcage upstreams approve {}__{})",

@@ -100,6 +100,17 @@ pub struct Status {
     pub pinned: usize,
     /// Tools held back because their definition changed.
     pub held: Vec<String>,
+    /// Tools offered under another name than `server__tool`, and why
+    /// (a collision, a long name, characters replaced).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub renamed: Vec<Renamed>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Renamed {
+    pub tool: String,
+    pub name: String,
+    pub why: String,
 }
 
 impl Gateway {
@@ -444,6 +455,18 @@ impl Gateway {
                         .iter()
                         .filter(|h| &h.server == name)
                         .map(|h| h.tool.clone())
+                        .collect(),
+                    renamed: exposed
+                        .tools
+                        .iter()
+                        .filter(|t| &t.server == name)
+                        .filter_map(|t| {
+                            Some(Renamed {
+                                tool: t.tool.name.to_string(),
+                                name: t.name.clone(),
+                                why: t.renamed.clone()?,
+                            })
+                        })
                         .collect(),
                 }
             })
