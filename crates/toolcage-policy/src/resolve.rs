@@ -159,6 +159,9 @@ pub(super) struct FileLayer {
     /// The operator's `--policy FILE` (absolute); `None` for a shipped profile.
     pub(super) path: Option<PathBuf>,
     pub(super) body: Body,
+    /// Where `body` sits in its file (`upstreams.NAME` for a server's
+    /// section), for line numbers and key names in messages.
+    pub(super) prefix: Vec<String>,
     pub(super) tools: BTreeMap<String, Body>,
     /// `[upstreams.NAME]` sections.
     pub(super) upstreams: BTreeMap<String, UpstreamBody>,
@@ -190,6 +193,7 @@ pub(super) fn shipped(name: &str) -> Result<FileLayer, PolicyError> {
         shipped: true,
         path: None,
         body,
+        prefix: Vec::new(),
         tools,
         upstreams,
         session,
@@ -244,6 +248,7 @@ fn load_checked(sources: &Sources, ctx: &Context) -> Result<(PolicyStack, Resolv
             shipped: false,
             path: Some(path.clone()),
             body,
+            prefix: Vec::new(),
             tools,
             upstreams,
             session,
@@ -318,7 +323,7 @@ impl PolicyStack {
             let layer = Layer {
                 source: l.source.clone(),
                 file: &l.file,
-                prefix: Vec::new(),
+                prefix: l.prefix.clone(),
                 seq,
                 shipped: l.shipped,
             };

@@ -86,6 +86,7 @@ impl PolicyStack {
                 shipped: l.shipped,
                 path: l.path.clone(),
                 body: u.body(),
+                prefix: vec!["upstreams".into(), name.into()],
                 tools: BTreeMap::new(),
                 upstreams: BTreeMap::new(),
                 session: Default::default(),

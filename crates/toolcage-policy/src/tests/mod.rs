@@ -10,6 +10,7 @@ mod gate_keys;
 mod network;
 mod presets;
 mod props;
+mod upstreams;
 mod with;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
