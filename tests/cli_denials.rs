@@ -145,3 +145,21 @@ fn explain_prints_the_denials_with_the_fix() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("no denials seen"), "{err}");
 }
+
+#[test]
+fn a_blocked_system_call_is_named_with_its_layer() {
+    let p = Project::new("deny-syscall");
+    tool(&p, "unshare -U true");
+    let (v, d) = denials(&p, &[]);
+    let hit = d
+        .iter()
+        .find(|d| d["op"] == "unshare")
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(hit["layer"], "seccomp", "{v}");
+    assert_eq!(hit["inferred"], true, "{v}");
+    assert!(v["text"].as_str().unwrap_or("").contains("unshare"), "{v}");
+    // Control: an ordinary command, allowed, reports nothing.
+    tool(&p, "true");
+    let (v, d) = denials(&p, &[]);
+    assert!(d.is_empty(), "{v}");
+}

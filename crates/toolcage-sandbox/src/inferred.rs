@@ -1,4 +1,6 @@
-//! Filesystem denials inferred from a tool's own error messages: the kernel
+//! Filesystem and system-call denials inferred from a tool's own error
+//! messages (a system call the seccomp filter refuses in every call is
+//! named with no fix: nothing grants it). For files: the kernel
 //! tells the tool (EACCES, EPERM, EROFS, ENOENT), not toolcage. A path in
 //! such a message is classified against the grant; only what the grant
 //! explains becomes a denial, marked `inferred`, with the flag or policy
@@ -45,10 +47,64 @@ const NO_NETWORK: [&str; 7] = [
     "[Errno 1] Operation not permitted",
 ];
 
+/// Operations the seccomp filter refuses in every call, whatever the
+/// grant: the name a program prints for each (`unshare: unshare failed`,
+/// `ptrace: Operation not permitted`, `mount: /mnt: permission denied`),
+/// the system call, and what it would have done.
+const REFUSED_SYSCALLS: [(&str, &str, &str); 9] = [
+    ("unshare", "unshare", "new namespaces"),
+    ("mount", "mount", "mounting a filesystem"),
+    ("umount", "umount2", "unmounting a filesystem"),
+    ("ptrace", "ptrace", "tracing another process"),
+    ("chroot", "chroot", "changing the root directory"),
+    ("io_uring", "io_uring_setup", "io_uring"),
+    ("bpf", "bpf", "loading eBPF programs"),
+    ("keyctl", "keyctl", "the kernel keyrings"),
+    ("setns", "setns", "joining another namespace"),
+];
+
+/// What an EPERM (or ENOSYS, for io_uring) looks like in a message.
+const SYSCALL_REFUSED: [&str; 3] = [
+    "operation not permitted",
+    "permission denied",
+    "function not implemented",
+];
+
+/// The refused system call `line` reports, if it names one as the thing
+/// that failed (`name:`, `name(`, `name failed`), not merely in a path.
+fn refused_syscall(line: &str) -> Option<Denial> {
+    let lower = line.to_ascii_lowercase();
+    if !SYSCALL_REFUSED.iter().any(|m| lower.contains(m)) {
+        return None;
+    }
+    let (name, syscall, what) = REFUSED_SYSCALLS.iter().find(|(name, _, _)| {
+        [":", "(", " failed"].iter().any(|after| {
+            lower.match_indices(&format!("{name}{after}")).any(|(i, _)| {
+                // A word of its own: not the end of a path or a longer name.
+                i == 0 || !matches!(lower.as_bytes()[i - 1], b'/' | b'_' | b'-' | b'.' | b'a'..=b'z' | b'0'..=b'9')
+            })
+        })
+    })?;
+    Some(Denial {
+        layer: "seccomp",
+        op: syscall,
+        target: (*what).to_string(),
+        rule: None,
+        reason: format!("{name}: refused in every call by the sandbox's seccomp filter"),
+        fix: None,
+        count: 1,
+        inferred: true,
+    })
+}
+
 /// The denials `text` (a tool's stderr, then stdout) suggests under `grant`.
 pub fn from_output(grant: &Grant, text: &str) -> Vec<Denial> {
     let mut log = DenialLog::default();
     for line in text.lines() {
+        if let Some(d) = refused_syscall(line) {
+            log.record(d);
+            continue;
+        }
         if grant.network == Network::Off && NO_NETWORK.iter().any(|m| line.contains(m)) {
             log.record(Denial {
                 layer: "seccomp",
@@ -261,6 +317,34 @@ mod tests {
         let mut on = grant();
         on.network = Network::On;
         assert!(from_output(&on, text).is_empty(), "control: network on");
+    }
+
+    #[test]
+    fn a_refused_system_call_is_named_whatever_the_grant() {
+        for (line, op) in [
+            (
+                "unshare: unshare failed: Operation not permitted",
+                "unshare",
+            ),
+            ("ptrace: Operation not permitted.", "ptrace"),
+            (
+                "strace: ptrace(PTRACE_TRACEME, ...): Operation not permitted",
+                "ptrace",
+            ),
+            ("mount: /mnt: permission denied.", "mount"),
+            (
+                "chroot: cannot change root directory to '/x': Operation not permitted",
+                "chroot",
+            ),
+        ] {
+            let d = one(line).unwrap_or_else(|| panic!("{line}"));
+            assert_eq!((d.layer, d.op, d.inferred), ("seccomp", op, true), "{line}");
+            assert!(d.fix.is_none(), "{d:?}");
+        }
+        // Controls: the name in a path, or no refusal, is no syscall denial.
+        assert!(one("cat: /work/p/mount/x: Permission denied").is_none());
+        assert!(one("unshare: unshare failed: Invalid argument").is_none());
+        assert!(one("remount: done").is_none());
     }
 
     #[test]
