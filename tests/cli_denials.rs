@@ -163,3 +163,32 @@ fn a_blocked_system_call_is_named_with_its_layer() {
     let (v, d) = denials(&p, &[]);
     assert!(d.is_empty(), "{v}");
 }
+
+#[test]
+fn exec_explain_reads_the_commands_stderr_for_denials() {
+    let p = Project::new("exec-explain");
+    let out = Outside::new("exec-explain");
+    let cmd = format!("cat {}/data", out.s());
+    let o = toolcage(&p, &["exec", "--explain", "--", "sh", "-c", &cmd]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    // The command's own message still reaches the terminal, then the denial.
+    assert!(err.contains("No such file or directory"), "{err}");
+    assert!(err.contains(&format!("--read {}", out.s())), "{err}");
+    // Control: granted, it works and nothing is refused.
+    let o = toolcage(
+        &p,
+        &[
+            "exec",
+            "--explain",
+            "--read",
+            out.s(),
+            "--",
+            "sh",
+            "-c",
+            &cmd,
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "secret-data\n");
+    assert!(err.contains("no denials seen"), "{err}");
+}

@@ -71,6 +71,9 @@ fn try_run(project: &Path, here: Option<&Path>, args: &ExecArgs) -> Result<u8, E
     let cmd = sandbox::Command {
         argv: args.command.clone(),
         inherit_stdio: true,
+        // --explain reads the command's stderr on its way to the terminal,
+        // to infer what was refused (it is then a pipe, not the terminal).
+        tee_stderr: args.explain,
         cwd: here.map(Path::to_path_buf),
         ..Default::default()
     };
@@ -98,7 +101,7 @@ fn try_run(project: &Path, here: Option<&Path>, args: &ExecArgs) -> Result<u8, E
             eprintln!("{l}");
         }
     }
-    super::explain::report(&outcome.denials, args.explain, false, false);
+    super::explain::report(&outcome.denials, args.explain, false, args.explain);
     if args.json {
         // The outcome, and the PATH directories the call did not get.
         let mut json = serde_json::to_value(&outcome).map_err(internal)?;

@@ -63,6 +63,10 @@ pub struct Command {
     /// Give the child toolcage's own stdin/stdout/stderr instead of pipes
     /// (`toolcage exec`): output streams live and is not captured or capped.
     pub inherit_stdio: bool,
+    /// With `inherit_stdio`: the child's stderr goes through a pipe that
+    /// toolcage copies to its own stderr as it comes, keeping the last
+    /// 64 KiB to infer denials from (`toolcage exec --explain`).
+    pub tee_stderr: bool,
     /// Give the child these descriptors as its stdin, stdout and stderr (a
     /// long-lived service such as an upstream MCP server, whose caller
     /// speaks to it over them): nothing is captured or capped, and `stdin`

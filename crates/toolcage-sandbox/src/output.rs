@@ -97,6 +97,33 @@ impl Captured {
     }
 }
 
+/// Copy `from` to toolcage's stderr as it comes, until EOF; the last
+/// `keep` bytes, as text.
+pub fn tee_to_stderr(from: std::os::fd::OwnedFd, keep: usize) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let mut file = std::fs::File::from(from);
+        let mut tail: Vec<u8> = Vec::new();
+        let mut buf = [0u8; 8192];
+        let mut err = std::io::stderr();
+        loop {
+            match file.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    let _ = err.write_all(&buf[..n]);
+                    tail.extend_from_slice(&buf[..n]);
+                    if tail.len() > keep {
+                        tail.drain(..tail.len() - keep);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+        String::from_utf8_lossy(&tail).into_owned()
+    })
+}
+
 pub fn truncation_marker(omitted: u64) -> String {
     format!("[OUTPUT TRUNCATED: {omitted} bytes omitted]")
 }

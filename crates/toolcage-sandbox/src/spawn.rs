@@ -395,13 +395,18 @@ fn run_in(
         let (stderr_r, stderr_w) = pipe()?;
         Some(([stdin_r, stdout_w, stderr_w], [stdin_w, stdout_r, stderr_r]))
     };
-    let stdio = match &pipes {
-        Some((child_ends, _)) => [
+    let tee = match cmd.inherit_stdio && cmd.tee_stderr {
+        true => Some(pipe()?),
+        false => None,
+    };
+    let stdio = match (&pipes, &tee) {
+        (Some((child_ends, _)), _) => [
             child_ends[0].as_raw_fd(),
             child_ends[1].as_raw_fd(),
             child_ends[2].as_raw_fd(),
         ],
-        None => cmd.stdio_fds.unwrap_or([0, 1, 2]),
+        (None, Some((_, w))) => [0, 1, w.as_raw_fd()],
+        (None, None) => cmd.stdio_fds.unwrap_or([0, 1, 2]),
     };
     let (report_r, report_w) = pipe()?;
     let (status_r, status_w) = pipe()?;
@@ -507,6 +512,10 @@ fn run_in(
     };
     // The init has its own copy of all of this.
     drop((report_w, status_w, netns));
+    let teed = tee.map(|(r, w)| {
+        drop(w);
+        super::output::tee_to_stderr(r, 64 * 1024)
+    });
     // The plan and the stacks are freed after the init is gone: until then
     // every page the allocator writes is copied (the init shares them).
     let _after_the_init = (plan, stacks);
@@ -558,7 +567,8 @@ fn run_in(
     let mut denials = proxy.map_or_else(Vec::new, proxy::Proxy::finish);
     // The tool's own error messages, when toolcage has them (not under
     // `exec`, whose output goes straight to the terminal).
-    let text = format!("{}\n{}", finished.stderr.text, finished.stdout.text);
+    let teed = teed.and_then(|t| t.join().ok()).unwrap_or_default();
+    let text = format!("{}\n{}\n{teed}", finished.stderr.text, finished.stdout.text);
     denials.extend(super::inferred::from_output(grant, &text));
     let (created_protected, quarantined) = quarantine::after_call(
         root.missing_protected,
