@@ -465,3 +465,23 @@ fn a_name_taken_by_a_local_tool_gets_a_stable_suffix_and_is_reported() {
     let (code, out, err) = f.run(&["call", name, "text=upstream"]);
     assert_eq!((code, out.as_str()), (0, "upstream\n"), "{err}");
 }
+
+#[test]
+fn a_tool_no_call_can_run_is_not_offered_to_agents() {
+    let f = Fixture::new("unoffered", json!({}), "");
+    f.write(
+        "s.js",
+        "async function run(ctx, inputs) { return 'ran'; }\n",
+    );
+    f.write(
+        "tools/s.md",
+        "---\nkind: script\nname: s\ndescription: A script tool\npath: s.js\n---\nA script.\n",
+    );
+    let mut s = f.serve();
+    let offered = s.tools().contains(&"s".to_string());
+    let r = s.call("s", json!({"inputs": {}}));
+    let refused = text(&r).contains("not supported yet");
+    // Offered exactly when a call can run it (kinds not supported yet are not).
+    assert_eq!(offered, !refused, "offered={offered} {r}");
+    assert!(s.tools().contains(&"fx__echo".to_string()));
+}

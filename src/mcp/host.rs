@@ -136,6 +136,15 @@ fn definitions(engine: &Engine) -> Arc<[Definition]> {
         .catalog
         .tools
         .iter()
+        // A tool no call can run (a kind not supported yet) is not offered:
+        // `toolcage check` and `list` still show it, with why.
+        .filter(|t| match crate::call::runner::runner_for(t).refusal() {
+            Some(why) => {
+                tracing::debug!("{}: not offered: {why}", t.name);
+                false
+            }
+            None => true,
+        })
         .map(|t| {
             let (definition, unresolved) = engine.definition(t);
             if let Some(e) = unresolved {
