@@ -74,6 +74,7 @@ fn try_run(project: &Path, here: Option<&Path>, args: &ExecArgs) -> Result<u8, E
         // --explain reads the command's stderr on its way to the terminal,
         // to infer what was refused (it is then a pipe, not the terminal).
         tee_stderr: args.explain,
+        explain: args.explain,
         cwd: here.map(Path::to_path_buf),
         ..Default::default()
     };

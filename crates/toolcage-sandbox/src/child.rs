@@ -120,6 +120,8 @@ pub struct ChildPlan {
     /// Top of the tool's stack (the init runs on another one).
     pub tool_stack_top: *mut libc::c_void,
     pub landlock_fd: RawFd,
+    /// `landlock_restrict_self` flags (log refusals after exec: explain).
+    pub landlock_flags: u32,
     /// Landlock rules for the fresh `/tmp`, `/dev/shm` and `/proc`.
     pub fresh_rules: Vec<FreshRule>,
     pub seccomp: Vec<libc::sock_fprog>,
@@ -449,7 +451,12 @@ extern "C" fn tool_main(arg: *mut libc::c_void) -> libc::c_int {
             for rule in &plan.fresh_rules {
                 add_fresh_rule(plan, rule);
             }
-            if libc::syscall(libc::SYS_landlock_restrict_self, plan.landlock_fd, 0u32) != 0 {
+            if libc::syscall(
+                libc::SYS_landlock_restrict_self,
+                plan.landlock_fd,
+                plan.landlock_flags,
+            ) != 0
+            {
                 fail(plan, Stage::Landlock);
             }
         }

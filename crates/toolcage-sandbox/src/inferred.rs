@@ -173,6 +173,20 @@ fn under(p: &Path, roots: &[PathBuf]) -> Option<PathBuf> {
     roots.iter().find(|r| p.starts_with(r)).cloned()
 }
 
+/// Why the grant refuses `path` and what would grant it, for a refusal
+/// the kernel reported exactly (a Landlock audit record, `audit.rs`).
+pub(crate) fn explain_path(grant: &Grant, path: &Path) -> Option<(String, Option<String>)> {
+    if let Some(d) = classify(grant, path, Error::Refused) {
+        return Some((d.reason, d.fix));
+    }
+    (under(path, &grant.read).is_none() && under(path, &grant.write).is_none()).then(|| {
+        (
+            "outside every read root: not in the sandbox".to_string(),
+            Some(format!("--read {}", path.display())),
+        )
+    })
+}
+
 fn classify(grant: &Grant, path: &Path, error: Error) -> Option<Denial> {
     if OWN.iter().any(|o| path.starts_with(o)) && under(path, &grant.read).is_none() {
         return None;

@@ -6,6 +6,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod audit;
 mod bpf;
 mod child;
 mod denial;
@@ -67,6 +68,10 @@ pub struct Command {
     /// toolcage copies to its own stderr as it comes, keeping the last
     /// 64 KiB to infer denials from (`toolcage exec --explain`).
     pub tee_stderr: bool,
+    /// `--explain`: the call's Landlock domain logs what it refuses, and
+    /// where the audit log can be read (root, audit enabled) those records
+    /// become exact denials (`audit.rs`).
+    pub explain: bool,
     /// Give the child these descriptors as its stdin, stdout and stderr (a
     /// long-lived service such as an upstream MCP server, whose caller
     /// speaks to it over them): nothing is captured or capped, and `stdin`

@@ -266,6 +266,37 @@ pub fn aside_name(path: &Path, now_secs: u64) -> PathBuf {
     path.with_file_name(format!("{name}.quarantined-by-toolcage-{now_secs}"))
 }
 
+/// What namespace-free mode saves before a call and restores after it:
+/// protected paths inside write roots, denied paths inside them
+/// (unreadable they cannot be made; unchanged they stay), and what a
+/// protected symlink inside a write root points to (as the constructed
+/// root's read-only bind would protect it).
+pub fn guarded(grant: &toolcage_policy::Grant) -> Vec<std::path::PathBuf> {
+    let mut guarded = super::mode::protected_inside_write_roots(grant);
+    // Denied paths too: unreadable they cannot be, unchanged they stay.
+    guarded.extend(
+        grant
+            .denied
+            .iter()
+            .filter(|p| grant.write.iter().any(|w| p.starts_with(w) && *p != w))
+            .cloned(),
+    );
+    // A protected symlink protects what it points to (as the read-only
+    // bind of the constructed root does).
+    let targets: Vec<PathBuf> = grant
+        .protected
+        .iter()
+        .filter(|p| {
+            p.symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_symlink())
+        })
+        .filter_map(|p| p.canonicalize().ok())
+        .filter(|t| grant.write.iter().any(|w| t.starts_with(w)))
+        .collect();
+    guarded.extend(targets);
+    guarded
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

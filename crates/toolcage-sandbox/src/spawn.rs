@@ -335,31 +335,7 @@ fn run_in(
     }
     // Landlock cannot keep them read-only without a mount namespace: save
     // them now, put them back after the call.
-    let snapshot = namespace_free.then(|| {
-        let mut guarded = mode::protected_inside_write_roots(grant);
-        // Denied paths too: unreadable they cannot be, unchanged they stay.
-        guarded.extend(
-            grant
-                .denied
-                .iter()
-                .filter(|p| grant.write.iter().any(|w| p.starts_with(w) && *p != w))
-                .cloned(),
-        );
-        // A protected symlink protects what it points to (as the read-only
-        // bind of the constructed root does).
-        let targets: Vec<PathBuf> = grant
-            .protected
-            .iter()
-            .filter(|p| {
-                p.symlink_metadata()
-                    .is_ok_and(|m| m.file_type().is_symlink())
-            })
-            .filter_map(|p| p.canonicalize().ok())
-            .filter(|t| grant.write.iter().any(|w| t.starts_with(w)))
-            .collect();
-        guarded.extend(targets);
-        restore::Snapshot::take(&guarded)
-    });
+    let snapshot = namespace_free.then(|| restore::Snapshot::take(&restore::guarded(grant)));
     let fresh_rules = root
         .fresh_rules
         .iter()
@@ -464,6 +440,12 @@ fn run_in(
         keep_fds,
         tool_stack_top,
         landlock_fd,
+        // LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON (ABI 7): off unless asked,
+        // so routine refusals do not flood an operator's audit log.
+        landlock_flags: match cmd.explain && ll::kernel_abi() >= 7 {
+            true => 1 << 1,
+            false => 0,
+        },
         fresh_rules,
         seccomp: fprogs,
         rlimits,
@@ -477,6 +459,8 @@ fn run_in(
         namespace_free,
         _storage: (argv_store, env_store, programs),
     };
+    // Subscribed before the call starts, so no record is missed.
+    let audit_tap = cmd.explain.then(super::audit::open).flatten();
     // UTS too: a root tool without capabilities still passes the owner
     // check of /proc/sys/kernel/hostname.
     let mut ns_flags =
@@ -552,6 +536,9 @@ fn run_in(
     if let Some(tx) = &cmd.report_to {
         let _ = tx.try_send(report.clone());
     }
+    let call_pids = audit_tap
+        .as_ref()
+        .map(|_| super::audit::call_pids(init.pid));
     let finished = supervise(
         Running {
             init: &mut init,
@@ -569,7 +556,16 @@ fn run_in(
     // `exec`, whose output goes straight to the terminal).
     let teed = teed.and_then(|t| t.join().ok()).unwrap_or_default();
     let text = format!("{}\n{}\n{teed}", finished.stderr.text, finished.stdout.text);
-    denials.extend(super::inferred::from_output(grant, &text));
+    let exact = match (audit_tap, &call_pids) {
+        (Some(t), Some(pids)) => t.finish(grant, pids),
+        _ => Vec::new(),
+    };
+    denials.extend(
+        super::inferred::from_output(grant, &text)
+            .into_iter()
+            .filter(|d| !exact.iter().any(|e| e.target == d.target)),
+    );
+    denials.extend(exact);
     let (created_protected, quarantined) = quarantine::after_call(
         root.missing_protected,
         root.protected_links,

@@ -1,0 +1,88 @@
+//! Exact Landlock denials from the kernel's audit log: as root, with audit
+//! enabled (this test enables it and puts it back; toolcage itself never
+//! does), `exec --explain` reports what Landlock refused from its records,
+//! not inferred. Control: with audit off, the same refusal is only
+//! inferred (or not seen). Skips, saying so, when not root.
+
+use std::process::Command;
+
+const AUDIT_CTL: &str = r#"
+import socket, struct, sys
+s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 9)
+s.bind((0, 0))
+s.settimeout(2)
+def send(t, payload=b''):
+    s.send(struct.pack('=IHHII', 16 + len(payload), t, 1 | 4, 1, 0) + payload)
+if sys.argv[1] == 'get':
+    send(1000)
+    while True:
+        r = s.recv(8192)
+        if struct.unpack('=H', r[4:6])[0] == 1000:
+            print(struct.unpack('=2I', r[16:24])[1]); break
+else:
+    send(1001, struct.pack('=11I', 1, int(sys.argv[2]), 0, 0, 0, 0, 0, 0, 0, 0, 0))
+    s.recv(8192)
+"#;
+
+fn audit(args: &[&str]) -> Option<String> {
+    let o = Command::new("python3")
+        .arg("-c")
+        .arg(AUDIT_CTL)
+        .args(args)
+        .output()
+        .ok()?;
+    o.status
+        .success()
+        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+}
+
+/// Puts the audit state back however the test ends.
+struct Restore(String);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let _ = audit(&["set", &self.0]);
+    }
+}
+
+fn explain_ls_root(dir: &std::path::Path, state: &std::path::Path) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_toolcage"))
+        .arg("-C")
+        .arg(dir)
+        .args(["exec", "--explain", "--", "ls", "/"])
+        .env("XDG_STATE_HOME", state)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn with_audit_enabled_landlock_refusals_are_exact() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: reading the audit log needs root");
+        return;
+    }
+    let Some(before) = audit(&["get"]) else {
+        eprintln!("skipped: no audit subsystem here");
+        return;
+    };
+    let _restore = Restore(before);
+    let dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    // Control first: audit off, the refusal is not exact.
+    audit(&["set", "0"]).unwrap();
+    let off = explain_ls_root(dir.path(), state.path());
+    assert!(
+        !off.contains("blocked: / (outside every read root: not in the sandbox);"),
+        "{off}"
+    );
+    audit(&["set", "1"]).unwrap();
+    let on = explain_ls_root(dir.path(), state.path());
+    // `ls /` lists the constructed root, which Landlock does not let it read.
+    assert!(
+        on.contains(
+            "blocked: / (outside every read root: not in the sandbox); to allow it: --read /"
+        ),
+        "{on}"
+    );
+}
