@@ -26,6 +26,7 @@ pub mod report;
 mod restore;
 mod rootfs;
 mod runtime_dir;
+pub mod script;
 pub mod seccomp;
 mod spawn;
 mod steps;

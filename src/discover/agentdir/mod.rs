@@ -367,17 +367,6 @@ fn to_spec(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -
         // An upstream server, not a tool: `to_upstream`.
         Kind::Mcp { .. } => return None,
     };
-    diags.push(
-        Diagnostic::warning(
-            file,
-            Some(doc.line),
-            format!(
-                "tool '{}': kind: script is parsed and listed, but calls are refused: not supported yet",
-                doc.name
-            ),
-        )
-        .fix("use an Octomind, clawd or OpenCrabs shell tool until it is supported"),
-    );
     Some(ToolSpec {
         name: doc.name,
         format: Format::Agentdir,
