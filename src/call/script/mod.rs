@@ -36,6 +36,16 @@ const MAX_FRAME: u64 = 16 << 20;
 /// How much of the runner's stderr is kept.
 const STDERR_CAP: usize = 16 << 10;
 
+/// The binary that runs scripts, when not this one (see [`set_runner`]).
+static RUNNER: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Run scripts with `toolcage` at `binary` instead of re-executing the
+/// current one: for an embedder (a test, a bench) whose own binary is not
+/// toolcage. The first setting wins.
+pub fn set_runner(binary: std::path::PathBuf) {
+    let _ = RUNNER.set(binary);
+}
+
 thread_local! {
     /// Scripts running on this thread (a nested script's parent loop runs
     /// on the thread that called it).
@@ -88,7 +98,10 @@ pub fn execute(
             tool.name
         )));
     }
-    let exe = std::env::current_exe().map_err(internal)?;
+    let exe = match RUNNER.get() {
+        Some(p) => p.clone(),
+        None => std::env::current_exe().map_err(internal)?,
+    };
     let (stdin_r, stdin_w) = pipe().map_err(internal)?;
     let (stdout_r, stdout_w) = pipe().map_err(internal)?;
     let (stderr_r, stderr_w) = pipe().map_err(internal)?;
