@@ -262,7 +262,7 @@ fn a_tool_outside_allowed_tools_is_refused() {
     quick(p.path(), "outside", "async function run(ctx, inputs) { return await ctx.tool('grep', { pattern: 'auth' }); }");
     fails(p.path(), "outside", 1, "ctx.tool('grep'): not in this script's allowed_tools (echo)");
     quick(p.path(), "itself", "async function run(ctx, inputs) { return await ctx.tool('itself', {}); }");
-    fails(p.path(), "itself", 1, "not in this script's allowed_tools");
+    fails(p.path(), "itself", 1, "a script cannot call itself");
     // The inner call is validated like any call.
     quick(p.path(), "badargs", "async function run(ctx, inputs) { return await ctx.tool('echo', { word: 5 }); }");
     fails(p.path(), "badargs", 1, "invalid arguments for echo");
