@@ -409,7 +409,10 @@ fn a_script_tool_is_checked_listed_and_called_without_a_warning() {
     assert_eq!(json(&o)["warnings"].as_u64().unwrap(), before);
     let o = toolcage(&p, &["list"]);
     assert!(stdout(&o).contains("search-auth"), "{}", stdout(&o));
-    let o = toolcage(&p, &["call", "search-auth", "--args", r#"{"inputs":{"n":3}}"#]);
+    let o = toolcage(
+        &p,
+        &["call", "search-auth", "--args", r#"{"inputs":{"n":3}}"#],
+    );
     assert_eq!(status(&o), 0, "{}", stderr(&o));
     assert_eq!(stdout(&o), "found 3");
 }

@@ -130,21 +130,37 @@ fn the_seed_example_calls_an_allowed_tool_and_returns_json() {
 #[test]
 fn a_string_is_the_result_as_is_and_a_throw_is_an_error_result() {
     let p = project();
-    quick(p.path(), "text", "async function run(ctx, inputs) { return 'plain ' + inputs.n; }");
+    quick(
+        p.path(),
+        "text",
+        "async function run(ctx, inputs) { return 'plain ' + inputs.n; }",
+    );
     let o = call(p.path(), "text", json!({"n": 7}));
     assert!(o.status.success(), "{o:?}");
     assert_eq!(String::from_utf8_lossy(&o.stdout), "plain 7");
-    quick(p.path(), "throws", "async function run(ctx, inputs) { throw new Error('boom'); }");
+    quick(
+        p.path(),
+        "throws",
+        "async function run(ctx, inputs) { throw new Error('boom'); }",
+    );
     fails(p.path(), "throws", 1, "Error: boom");
     // A plain (non-async) run works too.
-    quick(p.path(), "sync", "function run(ctx, inputs) { return [1, 2]; }");
+    quick(
+        p.path(),
+        "sync",
+        "function run(ctx, inputs) { return [1, 2]; }",
+    );
     assert_eq!(ok(p.path(), "sync"), "[1,2]");
 }
 
 #[test]
 fn every_string_to_code_path_fails_by_construction() {
     let p = project();
-    quick(p.path(), "control", "async function run(ctx, inputs) { return [1, 2].map(x => x + 1).join(','); }");
+    quick(
+        p.path(),
+        "control",
+        "async function run(ctx, inputs) { return [1, 2].map(x => x + 1).join(','); }",
+    );
     assert_eq!(ok(p.path(), "control"), "2,3");
     let escapes = [
         ("direct", "eval('1+1')"),
@@ -152,10 +168,19 @@ fn every_string_to_code_path_fails_by_construction() {
         ("computed", "globalThis['ev' + 'al']('1+1')"),
         ("function", "new Function('return 1')()"),
         ("function-call", "Function ('return 1')()"),
-        ("async", "await (async function () {}).constructor('return 1')()"),
+        (
+            "async",
+            "await (async function () {}).constructor('return 1')()",
+        ),
         ("arrow", "await (async () => {}).constructor('return 1')()"),
-        ("generator", "(function* () {}).constructor('yield 1')().next().value"),
-        ("async-generator", "(async function* () {}).constructor('yield 1')"),
+        (
+            "generator",
+            "(function* () {}).constructor('yield 1')().next().value",
+        ),
+        (
+            "async-generator",
+            "(async function* () {}).constructor('yield 1')",
+        ),
         ("this", "({}).constructor.constructor('return this')()"),
         ("via-ctx", "ctx.tool.constructor('return 1')()"),
         ("via-run", "run.constructor('return 1')()"),
@@ -173,7 +198,11 @@ fn every_string_to_code_path_fails_by_construction() {
 #[test]
 fn imports_fail_without_a_module_loader() {
     let p = project();
-    quick(p.path(), "control", "async function run(ctx, inputs) { return 'no import'; }");
+    quick(
+        p.path(),
+        "control",
+        "async function run(ctx, inputs) { return 'no import'; }",
+    );
     ok(p.path(), "control");
     quick(
         p.path(),
@@ -211,16 +240,29 @@ fn ctx_is_frozen_and_prototype_pollution_reaches_nothing() {
     assert_eq!(v["frozen"], true, "{v}");
     assert_eq!(v["hi"], "hi there\n", "{v}");
     let outside = v["outside"].as_str().unwrap();
-    assert!(outside.contains("not in this script's allowed_tools (echo)"), "{v}");
+    assert!(
+        outside.contains("not in this script's allowed_tools (echo)"),
+        "{v}"
+    );
 }
 
 #[test]
 fn an_infinite_loop_is_stopped_at_the_timeout() {
     let p = project();
     let limits = "  timeoutMs: 1500\n";
-    script(p.path(), "finite", limits, "async function run(ctx, inputs) { let i = 0; while (i < 1e5) i++; return i; }");
+    script(
+        p.path(),
+        "finite",
+        limits,
+        "async function run(ctx, inputs) { let i = 0; while (i < 1e5) i++; return i; }",
+    );
     assert_eq!(ok(p.path(), "finite"), "100000");
-    script(p.path(), "loop", limits, "async function run(ctx, inputs) { while (true) {} }");
+    script(
+        p.path(),
+        "loop",
+        limits,
+        "async function run(ctx, inputs) { while (true) {} }",
+    );
     let t = Instant::now();
     fails(p.path(), "loop", 124, "timed out");
     assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
@@ -229,7 +271,11 @@ fn an_infinite_loop_is_stopped_at_the_timeout() {
 #[test]
 fn a_memory_bomb_hits_the_heap_limit() {
     let p = project();
-    quick(p.path(), "small", "async function run(ctx, inputs) { return 'x'.repeat(1 << 20).length; }");
+    quick(
+        p.path(),
+        "small",
+        "async function run(ctx, inputs) { return 'x'.repeat(1 << 20).length; }",
+    );
     assert_eq!(ok(p.path(), "small"), "1048576");
     quick(
         p.path(),
@@ -248,23 +294,52 @@ fn a_memory_bomb_hits_the_heap_limit() {
 #[test]
 fn deep_recursion_hits_the_stack_limit() {
     let p = project();
-    quick(p.path(), "shallow", "async function run(ctx, inputs) { function f(n) { return n ? f(n - 1) + 1 : 0; } return f(100); }");
+    quick(
+        p.path(),
+        "shallow",
+        "async function run(ctx, inputs) { function f(n) { return n ? f(n - 1) + 1 : 0; } return f(100); }",
+    );
     assert_eq!(ok(p.path(), "shallow"), "100");
-    quick(p.path(), "deep", "async function run(ctx, inputs) { function f(n) { return f(n + 1) + 1; } return f(0); }");
+    quick(
+        p.path(),
+        "deep",
+        "async function run(ctx, inputs) { function f(n) { return f(n + 1) + 1; } return f(0); }",
+    );
     fails(p.path(), "deep", 1, "overflowed its stack (limit 512 KiB)");
 }
 
 #[test]
 fn a_tool_outside_allowed_tools_is_refused() {
     let p = project();
-    quick(p.path(), "allowed", "async function run(ctx, inputs) { return await ctx.tool('echo', { word: 'a' }); }");
+    quick(
+        p.path(),
+        "allowed",
+        "async function run(ctx, inputs) { return await ctx.tool('echo', { word: 'a' }); }",
+    );
     assert_eq!(ok(p.path(), "allowed"), "hi a\n");
-    quick(p.path(), "outside", "async function run(ctx, inputs) { return await ctx.tool('grep', { pattern: 'auth' }); }");
-    fails(p.path(), "outside", 1, "ctx.tool('grep'): not in this script's allowed_tools (echo)");
-    quick(p.path(), "itself", "async function run(ctx, inputs) { return await ctx.tool('itself', {}); }");
+    quick(
+        p.path(),
+        "outside",
+        "async function run(ctx, inputs) { return await ctx.tool('grep', { pattern: 'auth' }); }",
+    );
+    fails(
+        p.path(),
+        "outside",
+        1,
+        "ctx.tool('grep'): not in this script's allowed_tools (echo)",
+    );
+    quick(
+        p.path(),
+        "itself",
+        "async function run(ctx, inputs) { return await ctx.tool('itself', {}); }",
+    );
     fails(p.path(), "itself", 1, "a script cannot call itself");
     // The inner call is validated like any call.
-    quick(p.path(), "badargs", "async function run(ctx, inputs) { return await ctx.tool('echo', { word: 5 }); }");
+    quick(
+        p.path(),
+        "badargs",
+        "async function run(ctx, inputs) { return await ctx.tool('echo', { word: 5 }); }",
+    );
     fails(p.path(), "badargs", 1, "invalid arguments for echo");
 }
 
@@ -282,7 +357,12 @@ fn more_calls_than_max_tool_calls_are_refused() {
     assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 2);
     std::fs::remove_file(&log).unwrap();
     quick(p.path(), "three", &body(3));
-    fails(p.path(), "three", 1, "ctx.tool('echo'): over this script's maxToolCalls (2)");
+    fails(
+        p.path(),
+        "three",
+        1,
+        "ctx.tool('echo'): over this script's maxToolCalls (2)",
+    );
     // The refused call never ran.
     assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 2);
 }
@@ -303,8 +383,17 @@ fn runners() -> Vec<i32> {
 #[test]
 fn serve_survives_a_crashed_runner() {
     let p = project();
-    script(p.path(), "spin", "  timeoutMs: 60000\n", "async function run(ctx, inputs) { while (true) {} }");
-    quick(p.path(), "fine", "async function run(ctx, inputs) { return 'still here'; }");
+    script(
+        p.path(),
+        "spin",
+        "  timeoutMs: 60000\n",
+        "async function run(ctx, inputs) { while (true) {} }",
+    );
+    quick(
+        p.path(),
+        "fine",
+        "async function run(ctx, inputs) { return 'still here'; }",
+    );
     let state = tempfile::tempdir().unwrap();
     let mut child = Command::new(EXE)
         .arg("-C")
@@ -330,11 +419,15 @@ fn serve_survives_a_crashed_runner() {
             }
         }
     };
-    send(json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}));
+    send(
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
+    );
     answer(1);
     send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
     let before = runners();
-    send(json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"spin","arguments":{"inputs":{}}}}));
+    send(
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"spin","arguments":{"inputs":{}}}}),
+    );
     let t = Instant::now();
     let pid = loop {
         if let Some(pid) = runners().into_iter().find(|p| !before.contains(p)) {
@@ -353,10 +446,11 @@ fn serve_survives_a_crashed_runner() {
     assert_eq!(crashed["result"]["isError"], true, "{crashed}");
     let text = crashed["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("killed by signal 6"), "{text}");
-    send(json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"fine","arguments":{"inputs":{}}}}));
+    send(
+        json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"fine","arguments":{"inputs":{}}}}),
+    );
     let fine = answer(3);
     assert_eq!(fine["result"]["content"][0]["text"], "still here", "{fine}");
-    drop(send);
     drop(stdin);
     assert!(child.wait().unwrap().success());
 }

@@ -98,7 +98,12 @@ fn calls_in_every_runnable_format() {
     assert!(!demo().join("pwned").exists());
     // The A3S script calls search_notes through ctx.tool.
     assert_eq!(
-        ok(&["call", "find-todos", "--args", r#"{"inputs":{"pattern":"todo"}}"#]),
+        ok(&[
+            "call",
+            "find-todos",
+            "--args",
+            r#"{"inputs":{"pattern":"todo"}}"#
+        ]),
         r#"{"pattern":"todo","hits":["2:TODO: write the MCP gateway."]}"#
     );
 }
@@ -108,10 +113,8 @@ fn calls_that_cannot_run_say_why() {
     let o = toolcage(&["call", "ct_greet"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("missing required parameter 'name'"));
-    for (tool, why) in [("check_api_health", "its grant has no network")] {
-        let o = toolcage(&["call", tool]);
-        assert_ne!(o.status.code(), Some(0), "{tool}");
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(err.contains(why), "{tool}: {err}");
-    }
+    let o = toolcage(&["call", "check_api_health"]);
+    assert_ne!(o.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("its grant has no network"), "{err}");
 }

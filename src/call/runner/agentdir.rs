@@ -6,9 +6,9 @@ use super::ToolRunner;
 use crate::call::encode::{EncodeError, Encoded};
 use crate::call::pipeline::Toolbox;
 use crate::call::{CallError, CallResult, script};
-use crate::sandbox::CancelToken;
 use crate::discover::ToolSpec;
 use crate::policy::Grant;
+use crate::sandbox::CancelToken;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 

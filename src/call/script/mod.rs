@@ -84,7 +84,10 @@ pub fn execute(
         ..
     } = &tool.runner
     else {
-        return Err(CallError::Internal(format!("{} is not a script tool", tool.name)));
+        return Err(CallError::Internal(format!(
+            "{} is not a script tool",
+            tool.name
+        )));
     };
     let limits = Limits {
         name: &tool.name,
@@ -169,7 +172,8 @@ pub fn execute(
         (None, Some(Err(message))) => (cap(message, max_output), true),
         // Killed (timeout, signal, cancel) or ended without a result.
         (failure, end) => {
-            let mut text = failure.unwrap_or_else(|| "the script runner ended without a result".into());
+            let mut text =
+                failure.unwrap_or_else(|| "the script runner ended without a result".into());
             if let Some(Err(message)) = end {
                 text.push_str(&format!("\n{message}"));
             }
@@ -220,7 +224,10 @@ fn converse(
     let mut calls = 0u64;
     loop {
         let mut line = Vec::new();
-        match (&mut from_child).take(MAX_FRAME).read_until(b'\n', &mut line) {
+        match (&mut from_child)
+            .take(MAX_FRAME)
+            .read_until(b'\n', &mut line)
+        {
             Ok(0) | Err(_) => return None,
             Ok(_) => {}
         }
@@ -233,13 +240,20 @@ fn converse(
         let Ok(frame) = serde_json::from_slice::<Value>(&line) else {
             return Some(Err("the script runner sent a malformed frame".into()));
         };
-        let text = |key: &str| frame.get(key).and_then(Value::as_str).unwrap_or("").to_string();
+        let text = |key: &str| {
+            frame
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
         match frame.get("op").and_then(Value::as_str) {
             Some("done") => return Some(Ok(text("result"))),
             Some("error") => return Some(Err(text("message"))),
             Some("tool") => {
                 let args = frame.get("args").cloned().unwrap_or_else(|| json!({}));
-                let answer = match nested(&text("name"), args, limits, &mut calls, toolbox, cancel) {
+                let answer = match nested(&text("name"), args, limits, &mut calls, toolbox, cancel)
+                {
                     Ok(text) => json!({ "ok": text }),
                     Err(message) => json!({ "error": message }),
                 };

@@ -31,7 +31,9 @@ struct Setup {
 
 fn setup(args: &[String]) -> Result<Setup, String> {
     let [script, heap, stack, timeout] = args else {
-        return Err(format!("usage: toolcage {SUBCOMMAND} SCRIPT HEAP STACK TIMEOUT_MS"));
+        return Err(format!(
+            "usage: toolcage {SUBCOMMAND} SCRIPT HEAP STACK TIMEOUT_MS"
+        ));
     };
     let num = |s: &str| s.parse::<u64>().map_err(|e| format!("{s}: {e}"));
     Ok(Setup {
@@ -93,9 +95,7 @@ fn run(s: &Setup) -> Result<String, String> {
     let module_source = format!("{source}\n;export {{ run }};\n");
     let bytecode = {
         let full = Context::full(&rt).map_err(|e| format!("QuickJS: {e}"))?;
-        full.with(|ctx| {
-            compile(&ctx, "script", &module_source).map_err(|e| explain(&ctx, e, s))
-        })?
+        full.with(|ctx| compile(&ctx, "script", &module_source).map_err(|e| explain(&ctx, e, s)))?
     };
     lock_down_runner()?;
     // Run where it does not: no Eval intrinsic, no module loader.
@@ -136,7 +136,10 @@ fn context_object<'js>(ctx: &Ctx<'js>) -> rquickjs::Result<Object<'js>> {
     let obj = Object::new(ctx.clone())?;
     let tool = Function::new(
         ctx.clone(),
-        |ctx: Ctx<'js>, name: Value<'js>, args: Opt<Value<'js>>| -> rquickjs::Result<Promise<'js>> {
+        |ctx: Ctx<'js>,
+         name: Value<'js>,
+         args: Opt<Value<'js>>|
+         -> rquickjs::Result<Promise<'js>> {
             let (promise, resolve, reject) = Promise::new(&ctx)?;
             match tool_call(&ctx, name, args.0) {
                 Ok(text) => resolve.call::<_, ()>((text,))?,
@@ -155,7 +158,11 @@ fn context_object<'js>(ctx: &Ctx<'js>) -> rquickjs::Result<Object<'js>> {
 }
 
 /// One `ctx.tool(name, args)`: ask the parent, wait for its answer.
-fn tool_call<'js>(ctx: &Ctx<'js>, name: Value<'js>, args: Option<Value<'js>>) -> Result<String, String> {
+fn tool_call<'js>(
+    ctx: &Ctx<'js>,
+    name: Value<'js>,
+    args: Option<Value<'js>>,
+) -> Result<String, String> {
     let Some(name) = name.as_string().and_then(|s| s.to_string().ok()) else {
         return Err("ctx.tool(name, args): name must be a string".into());
     };
