@@ -436,6 +436,28 @@ fn serve_survives_a_crashed_runner() {
         assert!(t.elapsed() < Duration::from_secs(20), "no runner started");
         std::thread::sleep(Duration::from_millis(20));
     };
+    // The runner put its own filter on top of the sandbox's.
+    let filters = |status: &str| -> u32 {
+        let line = status.lines().find(|l| l.starts_with("Seccomp_filters:"));
+        line.unwrap().split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    let sandboxed = Command::new(EXE)
+        .arg("-C")
+        .arg(p.path())
+        .args(["-q", "exec", "--", "cat", "/proc/self/status"])
+        .output()
+        .unwrap();
+    let want = filters(&String::from_utf8_lossy(&sandboxed.stdout)) + 1;
+    // It adds the filter once its script is compiled: wait for that.
+    let t = Instant::now();
+    loop {
+        let runner = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        if filters(&runner) == want {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "{runner}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // What an engine abort looks like from outside.
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid),

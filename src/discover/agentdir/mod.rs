@@ -1,7 +1,7 @@
 //! A3S AgentDir tools: `tools/<name>.md` with YAML front matter between
-//! `---` lines (seed: a3s-agentdir-tools.md). `kind: script` (QuickJS) and
-//! `kind: mcp` (an upstream server) are parsed and validated; neither is
-//! runnable yet.
+//! `---` lines (seed: a3s-agentdir-tools.md). `kind: script` (QuickJS) is
+//! a tool, run by `call::script`; `kind: mcp` is an upstream server, run by
+//! the gateway.
 //!
 //! Decisions where the seed is silent:
 //! - Only `*.md` files directly in `tools/` are examined; a `.md` file
