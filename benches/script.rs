@@ -8,6 +8,7 @@
 //! - engine: `Engine::call` in process, as `toolcage serve` runs a call
 //!   (the sandboxed runner child, QuickJS set-up, the script);
 //! - engine + ctx.tool: the same with one nested call of a shell tool;
+//! - baseline: that shell tool called directly (the sandbox's own cost);
 //! - cli: a whole `toolcage call` process (start, discovery, the call);
 //! - runner RSS: `toolcage __script-runner` on the trivial script, its
 //!   peak resident set from the kernel (`ru_maxrss` of the waited child).
@@ -136,13 +137,16 @@ fn main() {
     )
     .expect("engine");
     let call = |name: &str, expect: &str| {
-        let r = engine
-            .call(name, json!({"inputs": {"who": "bench"}}), None)
-            .expect("call");
+        let args = match name {
+            "hello" => json!({}),
+            _ => json!({"inputs": {"who": "bench"}}),
+        };
+        let r = engine.call(name, args, None).expect("call");
         assert!(!r.is_error && r.text.contains(expect), "{name}: {}", r.text);
     };
     let trivial = measure(ROUNDS, || call("trivial", "hello bench"));
     let nested = measure(ROUNDS, || call("nested", "hello"));
+    let baseline = measure(ROUNDS, || call("hello", "hello"));
     let cli = measure(ROUNDS / 2, || {
         let o = Command::new(EXE)
             .args(["-q", "-C"])
@@ -157,6 +161,7 @@ fn main() {
     println!("script tool call, median of {ROUNDS} (target <= 10 ms):");
     println!("  engine (as serve runs it)    {:7.2} ms", ms(trivial));
     println!("  engine + one ctx.tool call   {:7.2} ms", ms(nested));
+    println!("  baseline: the shell tool     {:7.2} ms", ms(baseline));
     println!("  cli: a whole `toolcage call` {:7.2} ms", ms(cli));
     println!(
         "script runner peak RSS: {:.1} MiB (target < 32 MiB)",

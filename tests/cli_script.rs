@@ -439,7 +439,12 @@ fn serve_survives_a_crashed_runner() {
     // The runner put its own filter on top of the sandbox's.
     let filters = |status: &str| -> u32 {
         let line = status.lines().find(|l| l.starts_with("Seccomp_filters:"));
-        line.unwrap().split_whitespace().nth(1).unwrap().parse().unwrap()
+        line.unwrap()
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap()
     };
     let sandboxed = Command::new(EXE)
         .arg("-C")
