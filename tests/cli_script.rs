@@ -463,6 +463,10 @@ fn serve_survives_a_crashed_runner() {
         assert!(t.elapsed() < Duration::from_secs(10), "{runner}");
         std::thread::sleep(Duration::from_millis(20));
     }
+    // Its address space is bounded below the default profile's 16 GiB.
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits.lines().find(|l| l.starts_with("Max address space"));
+    assert!(line.unwrap().contains(" 1073741824 "), "{limits}");
     // What an engine abort looks like from outside.
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid),

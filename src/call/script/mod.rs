@@ -29,6 +29,9 @@ pub const STACK_BYTES: u64 = 512 << 10;
 pub const DEFAULT_MAX_TOOL_CALLS: u64 = 30;
 /// `maxOutputBytes` when the front matter sets none.
 pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 64 << 10;
+/// The runner's address space at most (the heap limit is QuickJS's own
+/// accounting; this is the kernel's backstop).
+const MAX_ADDRESS_SPACE: u64 = 1 << 30;
 /// Scripts calling scripts: at most this deep.
 const MAX_DEPTH: usize = 4;
 /// The largest frame the parent reads from a runner.
@@ -127,6 +130,16 @@ pub fn execute(
         ..Default::default()
     };
     let inputs = args.get("inputs").cloned().unwrap_or_else(|| json!({}));
+    // The runner's rlimits: the grant's, tightened (never loosened).
+    let mut grant = grant.clone();
+    let cpu = grant.timeout.as_secs().saturating_add(1);
+    let l = &mut grant.limits;
+    l.address_space = Some(
+        l.address_space
+            .map_or(MAX_ADDRESS_SPACE, |a| a.min(MAX_ADDRESS_SPACE)),
+    );
+    l.cpu_seconds = Some(l.cpu_seconds.map_or(cpu, |c| c.min(cpu)));
+    let grant = &grant;
     DEPTH.set(depth + 1);
     let (end, stderr, outcome) = std::thread::scope(|s| {
         let child = s.spawn(move || {
