@@ -154,6 +154,21 @@ fn a_string_is_the_result_as_is_and_a_throw_is_an_error_result() {
 }
 
 #[test]
+fn the_result_is_cut_at_max_output_bytes() {
+    let p = project();
+    let body = "async function run(ctx, inputs) { return 'x'.repeat(inputs.n); }";
+    script(p.path(), "long", "  maxOutputBytes: 10\n", body);
+    let o = call(p.path(), "long", json!({"n": 10}));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "xxxxxxxxxx");
+    let o = call(p.path(), "long", json!({"n": 100}));
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "xxxxxxxxxx\n[OUTPUT TRUNCATED: 90 bytes omitted]"
+    );
+}
+
+#[test]
 fn every_string_to_code_path_fails_by_construction() {
     let p = project();
     quick(
