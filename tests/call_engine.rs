@@ -320,7 +320,7 @@ fn validation_names_the_parameter_and_what_was_expected() {
 }
 
 #[test]
-fn unsupported_runners_are_refused_before_anything_runs() {
+fn an_http_tool_without_network_is_refused_and_a_script_is_prepared() {
     let p = Project::new("call-unsupported");
     let src = p.write("tools.toml", "");
     let http = spec(
@@ -361,13 +361,10 @@ fn unsupported_runners_are_refused_before_anything_runs() {
         ),
         other => panic!("{other:?}"),
     }
-    match e.prepare("s", json!({})).unwrap_err() {
-        CallError::Unsupported(m) => assert!(
-            m.starts_with("kind: script (a QuickJS program) tools are not supported yet"),
-            "{m}"
-        ),
-        other => panic!("{other:?}"),
-    }
+    // A script tool is no longer refused: it runs in the script runner
+    // (tests/cli_script.rs runs it).
+    let call = e.prepare("s", json!({})).unwrap();
+    assert!(call.runs.starts_with("script "), "{}", call.runs);
 }
 
 #[test]

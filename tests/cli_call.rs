@@ -391,38 +391,30 @@ fn policy_shows_the_grant_for_a_tool_or_the_defaults() {
 }
 
 #[test]
-fn listed_but_unsupported_runners_are_warned_by_check_and_refused_by_call() {
-    let p = project("cli-unsupported");
-    // Control: no AgentDir tool yet, so no warning mentions kind: script.
+fn a_script_tool_is_checked_listed_and_called_without_a_warning() {
+    let p = project("cli-script");
     let o = toolcage(&p, &["check", "--json"]);
     assert_eq!(status(&o), 0, "{}", stdout(&o));
     let before = json(&o)["warnings"].as_u64().unwrap();
-    assert!(!stdout(&o).contains("kind: script"), "{}", stdout(&o));
     p.write(
         "tools/search-auth.md",
         "---\nkind: script\nname: search-auth\npath: scripts/search-auth.js\nallowed_tools: [grep]\nlimits:\n  timeoutMs: 30000\n---\nFind auth files.\n",
     );
     p.write(
         "scripts/search-auth.js",
-        "async function run(ctx, inputs) {}\n",
+        "async function run(ctx, inputs) { return 'found ' + inputs.n; }\n",
     );
-    let o = toolcage(&p, &["check"]);
-    assert_eq!(status(&o), 0, "warnings do not fail check: {}", stdout(&o));
-    let out = stdout(&o);
-    let line = out
-        .lines()
-        .find(|l| l.starts_with("warning") && l.contains("tools/search-auth.md"))
-        .unwrap_or_else(|| panic!("{out}"));
-    assert!(line.contains("kind: script"), "{line}");
-    assert!(line.contains("not supported yet"), "{line}");
     let o = toolcage(&p, &["check", "--json"]);
-    assert_eq!(json(&o)["warnings"].as_u64().unwrap(), before + 1);
+    assert_eq!(status(&o), 0, "{}", stdout(&o));
+    assert_eq!(json(&o)["warnings"].as_u64().unwrap(), before);
     let o = toolcage(&p, &["list"]);
     assert!(stdout(&o).contains("search-auth"), "{}", stdout(&o));
-    let o = toolcage(&p, &["call", "search-auth"]);
-    assert_eq!(status(&o), 125, "{}", stderr(&o));
-    assert!(stderr(&o).contains("not supported yet"), "{}", stderr(&o));
-    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    let o = toolcage(
+        &p,
+        &["call", "search-auth", "--args", r#"{"inputs":{"n":3}}"#],
+    );
+    assert_eq!(status(&o), 0, "{}", stderr(&o));
+    assert_eq!(stdout(&o), "found 3");
 }
 
 #[test]

@@ -52,16 +52,16 @@ fn list_shows_a_tool_of_every_format() {
 }
 
 #[test]
-fn check_is_clean_and_says_what_is_not_supported_yet() {
+fn check_is_clean() {
     let out = ok(&["check"]);
     assert!(
         out.lines()
             .next()
             .unwrap()
-            .ends_with("4 files examined, 5 tools loaded, 0 errors, 1 warnings"),
+            .ends_with("4 files examined, 5 tools loaded, 0 errors, 0 warnings"),
         "{out}"
     );
-    assert!(out.contains("tool 'find-todos': kind: script is parsed and listed, but calls are refused: not supported yet"), "{out}");
+    assert!(!out.contains("calls are refused"), "{out}");
     assert!(!out.contains("check_api_health': http executor"), "{out}");
     let v: serde_json::Value = serde_json::from_str(&ok(&["check", "--json"])).unwrap();
     assert_eq!(v["ok"], true);
@@ -96,6 +96,16 @@ fn calls_in_every_runnable_format() {
         "no match for $(touch pwned); x\n"
     );
     assert!(!demo().join("pwned").exists());
+    // The A3S script calls search_notes through ctx.tool.
+    assert_eq!(
+        ok(&[
+            "call",
+            "find-todos",
+            "--args",
+            r#"{"inputs":{"pattern":"todo"}}"#
+        ]),
+        r#"{"pattern":"todo","hits":["2:TODO: write the MCP gateway."]}"#
+    );
 }
 
 #[test]
@@ -103,13 +113,8 @@ fn calls_that_cannot_run_say_why() {
     let o = toolcage(&["call", "ct_greet"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("missing required parameter 'name'"));
-    for (tool, why) in [
-        ("check_api_health", "its grant has no network"),
-        ("find-todos", "not supported yet"),
-    ] {
-        let o = toolcage(&["call", tool]);
-        assert_ne!(o.status.code(), Some(0), "{tool}");
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(err.contains(why), "{tool}: {err}");
-    }
+    let o = toolcage(&["call", "check_api_health"]);
+    assert_ne!(o.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("its grant has no network"), "{err}");
 }

@@ -151,7 +151,13 @@ impl Engine {
         call: &PreparedCall,
         cancel: Option<&CancelToken>,
     ) -> Result<CallResult, CallError> {
-        runner_for(&call.tool).execute(&call.tool.name, &call.args, &call.resolved.grant, cancel)
+        runner_for(&call.tool).execute_in(
+            &call.tool.name,
+            &call.args,
+            &call.resolved.grant,
+            cancel,
+            self,
+        )
     }
 
     /// [`Engine::prepare`] then [`Engine::execute`], without a gate or an

@@ -31,6 +31,7 @@ pub mod params_file;
 pub mod pipeline;
 pub mod result;
 pub mod runner;
+pub mod script;
 pub mod validate;
 
 pub use crate::gate::PreparedCall;

@@ -293,6 +293,13 @@ pub enum Command {
 
 /// Parse the command line and run the subcommand; returns the process exit status.
 pub fn main() -> ExitCode {
+    // The script runner is a child of toolcage, never typed by a person:
+    // not a clap subcommand, so not in --help.
+    let mut raw = std::env::args_os();
+    if raw.nth(1).as_deref() == Some(crate::call::script::runner::SUBCOMMAND.as_ref()) {
+        let rest: Vec<String> = raw.map(|a| a.to_string_lossy().into_owned()).collect();
+        return crate::call::script::runner::main(&rest);
+    }
     let cli = match parse_from(std::env::args_os().collect()) {
         Ok(cli) => cli,
         Err(e) => {

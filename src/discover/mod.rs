@@ -94,7 +94,7 @@ pub enum Runner {
         headers: Vec<(String, String)>,
         params: Vec<CrabParam>,
     },
-    /// A3S `kind: script` (QuickJS): parsed and validated; not runnable yet.
+    /// A3S `kind: script` (QuickJS), run by `call::script` in a sandboxed child.
     AgentdirScript {
         path: PathBuf,
         allowed_tools: Vec<String>,

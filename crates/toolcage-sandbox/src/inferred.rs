@@ -174,7 +174,7 @@ fn under(p: &Path, roots: &[PathBuf]) -> Option<PathBuf> {
 }
 
 /// Why the grant refuses `path` and what would grant it, for a refusal
-/// the kernel reported exactly (a Landlock audit record, `audit.rs`).
+/// the kernel reported exactly (a Landlock audit record, `landlock_log.rs`).
 pub(crate) fn explain_path(grant: &Grant, path: &Path) -> Option<(String, Option<String>)> {
     if let Some(d) = classify(grant, path, Error::Refused) {
         return Some((d.reason, d.fix));

@@ -6,7 +6,6 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-pub mod audit;
 mod bpf;
 mod child;
 mod denial;
@@ -14,6 +13,7 @@ mod env;
 mod inferred;
 mod init_guard;
 mod landlock;
+pub mod landlock_log;
 mod limits;
 pub mod mode;
 mod namespace_free;
@@ -27,6 +27,7 @@ pub mod report;
 mod restore;
 mod rootfs;
 mod runtime_dir;
+pub mod script;
 pub mod seccomp;
 mod spawn;
 mod steps;
@@ -70,7 +71,7 @@ pub struct Command {
     pub tee_stderr: bool,
     /// `--explain`: the call's Landlock domain logs what it refuses, and
     /// where the audit log can be read (root, audit enabled) those records
-    /// become exact denials (`audit.rs`).
+    /// become exact denials (`landlock_log.rs`).
     pub explain: bool,
     /// Give the child these descriptors as its stdin, stdout and stderr (a
     /// long-lived service such as an upstream MCP server, whose caller

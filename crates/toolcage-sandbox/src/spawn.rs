@@ -460,7 +460,7 @@ fn run_in(
         _storage: (argv_store, env_store, programs),
     };
     // Subscribed before the call starts, so no record is missed.
-    let audit_tap = cmd.explain.then(super::audit::open).flatten();
+    let audit_tap = cmd.explain.then(super::landlock_log::open).flatten();
     // UTS too: a root tool without capabilities still passes the owner
     // check of /proc/sys/kernel/hostname.
     let mut ns_flags =
@@ -538,7 +538,7 @@ fn run_in(
     }
     let call_pids = audit_tap
         .as_ref()
-        .map(|_| super::audit::call_pids(init.pid));
+        .map(|_| super::landlock_log::call_pids(init.pid));
     let finished = supervise(
         Running {
             init: &mut init,

@@ -1,21 +1,16 @@
-//! A3S AgentDir `kind: script` (a QuickJS program) is listed and
-//! validated; calls are refused until it is supported. Upstream MCP tools
-//! (`.mcp.json`, A3S `kind: mcp`) run through the gateway, not here.
+//! A3S AgentDir `kind: script` (a QuickJS program) runs in a sandboxed
+//! child ([`crate::call::script`]). Upstream MCP tools (`.mcp.json`, A3S
+//! `kind: mcp`) run through the gateway, not here.
 
 use super::ToolRunner;
 use crate::call::encode::{EncodeError, Encoded};
+use crate::call::pipeline::Toolbox;
+use crate::call::{CallError, CallResult, script};
 use crate::discover::ToolSpec;
 use crate::policy::Grant;
+use crate::sandbox::CancelToken;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
-
-fn unsupported(tool: &ToolSpec, kind: &str) -> String {
-    format!(
-        "{kind} tools are not supported yet: tool {} ({}) is listed and validated, but calls are refused",
-        tool.name,
-        tool.source.display()
-    )
-}
 
 pub struct JsScript<'a> {
     pub tool: &'a ToolSpec,
@@ -23,10 +18,6 @@ pub struct JsScript<'a> {
 }
 
 impl ToolRunner for JsScript<'_> {
-    fn refusal(&self) -> Option<String> {
-        Some(unsupported(self.tool, "kind: script (a QuickJS program)"))
-    }
-
     fn runs(&self) -> String {
         format!("script {}", self.path.display())
     }
@@ -36,10 +27,31 @@ impl ToolRunner for JsScript<'_> {
     }
 
     fn encode(&self, _: &Map<String, Value>, _: &Grant) -> Result<Encoded, EncodeError> {
-        Err(EncodeError::Unsupported(unsupported(
-            self.tool,
-            "kind: script (a QuickJS program)",
-        )))
+        Err(EncodeError::Unsupported(
+            "a script tool runs in toolcage's script runner, not as a command".into(),
+        ))
+    }
+
+    /// Without an engine: the script runs, its `ctx.tool` calls fail.
+    fn execute(
+        &self,
+        _: &str,
+        args: &Map<String, Value>,
+        grant: &Grant,
+        cancel: Option<&CancelToken>,
+    ) -> Result<CallResult, CallError> {
+        script::execute(self.tool, args, grant, cancel, None)
+    }
+
+    fn execute_in(
+        &self,
+        _: &str,
+        args: &Map<String, Value>,
+        grant: &Grant,
+        cancel: Option<&CancelToken>,
+        toolbox: &dyn Toolbox,
+    ) -> Result<CallResult, CallError> {
+        script::execute(self.tool, args, grant, cancel, Some(toolbox))
     }
 }
 

@@ -8,8 +8,8 @@
 //! - [`clawd`]: `<interpreter> <entrypoint>`, arguments on stdin.
 //! - [`opencrabs`]: `sh -c` with positional parameters; the http executor
 //!   runs no process: toolcage makes the request ([`http`]).
-//! - [`agentdir`]: `kind: script` and `kind: mcp`, listed and validated,
-//!   refused at call time.
+//! - [`agentdir`]: `kind: script`, run by a sandboxed QuickJS child
+//!   ([`super::script`]); `kind: mcp` tools run through the gateway.
 
 pub mod agentdir;
 pub mod clawd;
@@ -18,6 +18,7 @@ pub mod octomind;
 pub mod opencrabs;
 
 use super::encode::{EncodeError, Encoded};
+use super::pipeline::Toolbox;
 use super::{CallError, CallResult, result};
 use crate::discover::{Runner, ToolSpec};
 use crate::policy::Grant;
@@ -74,6 +75,19 @@ pub trait ToolRunner {
             outcome,
             content: None,
         })
+    }
+
+    /// [`ToolRunner::execute`] where `toolbox` runs the calls this call
+    /// makes itself (a script's `ctx.tool`). Most kinds make none.
+    fn execute_in(
+        &self,
+        tool: &str,
+        args: &Map<String, Value>,
+        grant: &Grant,
+        cancel: Option<&CancelToken>,
+        _toolbox: &dyn Toolbox,
+    ) -> Result<CallResult, CallError> {
+        self.execute(tool, args, grant, cancel)
     }
 }
 

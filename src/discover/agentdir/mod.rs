@@ -1,7 +1,7 @@
 //! A3S AgentDir tools: `tools/<name>.md` with YAML front matter between
-//! `---` lines (seed: a3s-agentdir-tools.md). `kind: script` (QuickJS) and
-//! `kind: mcp` (an upstream server) are parsed and validated; neither is
-//! runnable yet.
+//! `---` lines (seed: a3s-agentdir-tools.md). `kind: script` (QuickJS) is
+//! a tool, run by `call::script`; `kind: mcp` is an upstream server, run by
+//! the gateway.
 //!
 //! Decisions where the seed is silent:
 //! - Only `*.md` files directly in `tools/` are examined; a `.md` file
@@ -367,17 +367,6 @@ fn to_spec(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -
         // An upstream server, not a tool: `to_upstream`.
         Kind::Mcp { .. } => return None,
     };
-    diags.push(
-        Diagnostic::warning(
-            file,
-            Some(doc.line),
-            format!(
-                "tool '{}': kind: script is parsed and listed, but calls are refused: not supported yet",
-                doc.name
-            ),
-        )
-        .fix("use an Octomind, clawd or OpenCrabs shell tool until it is supported"),
-    );
     Some(ToolSpec {
         name: doc.name,
         format: Format::Agentdir,

@@ -250,7 +250,6 @@ fn scan_loads_both_kinds_and_reports_each_file() {
             "warning tools/README.md:1: no YAML front matter; not a tool (fix: start the file with a `---` line, `kind: ...` and `name: ...`)",
             "error tools/link.md:4: script path 'out.js' resolves outside the AgentDir; tool skipped (fix: keep scripts inside the project, without symlinks out)",
             "error tools/missing.md:4: script path 's.js': file vanished or is a dangling symlink; tool skipped (fix: create the script or fix `path`)",
-            "warning tools/search-auth.md:1: tool 'search-auth': kind: script is parsed and listed, but calls are refused: not supported yet (fix: use an Octomind, clawd or OpenCrabs shell tool until it is supported)",
             "error tools/secret.md:7: env T: environment variable TOOLCAGE_TEST_SURELY_UNSET is not set; server skipped (fix: set the variable before starting toolcage, or write ${VAR:-default})",
         ]
     );

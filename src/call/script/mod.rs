@@ -1,0 +1,322 @@
+//! A3S `kind: script` calls: the script runs in a child, `toolcage
+//! __script-runner` ([`runner`]), started through the sandbox under the
+//! tool's grant. QuickJS never runs in toolcage's own process, so no
+//! engine crash, memory bomb or stack overflow can take `serve` down.
+//!
+//! The parent answers the child's `ctx.tool(name, args)` frames: it checks
+//! `allowed_tools` and `maxToolCalls`, then runs the inner call through
+//! the engine (validation, the inner tool's own grant and sandbox).
+
+pub mod runner;
+
+use super::pipeline::Toolbox;
+use super::{CallError, CallResult, result};
+use crate::discover::{Runner, ToolSpec};
+use crate::policy::Grant;
+use crate::sandbox::output::{CappedBuffer, truncation_marker};
+use crate::sandbox::{CancelToken, SandboxError};
+use serde_json::{Map, Value, json};
+use std::cell::Cell;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+
+/// QuickJS heap limit (the seed's 64 MiB).
+pub const HEAP_BYTES: u64 = 64 << 20;
+/// QuickJS stack limit (the seed's 512 KiB).
+pub const STACK_BYTES: u64 = 512 << 10;
+/// `maxToolCalls` when the front matter sets none.
+pub const DEFAULT_MAX_TOOL_CALLS: u64 = 30;
+/// `maxOutputBytes` when the front matter sets none.
+pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 64 << 10;
+/// The runner's address space at most (the heap limit is QuickJS's own
+/// accounting; this is the kernel's backstop).
+const MAX_ADDRESS_SPACE: u64 = 1 << 30;
+/// Scripts calling scripts: at most this deep.
+const MAX_DEPTH: usize = 4;
+/// The largest frame the parent reads from a runner.
+const MAX_FRAME: u64 = 16 << 20;
+/// How much of the runner's stderr is kept.
+const STDERR_CAP: usize = 16 << 10;
+
+/// The binary that runs scripts, when not this one (see [`set_runner`]).
+static RUNNER: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Run scripts with `toolcage` at `binary` instead of re-executing the
+/// current one: for an embedder (a test, a bench) whose own binary is not
+/// toolcage. The first setting wins.
+pub fn set_runner(binary: std::path::PathBuf) {
+    let _ = RUNNER.set(binary);
+}
+
+thread_local! {
+    /// Scripts running on this thread (a nested script's parent loop runs
+    /// on the thread that called it).
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The limits of one script tool, from its front matter.
+struct Limits<'a> {
+    name: &'a str,
+    allowed: &'a [String],
+    max_calls: u64,
+}
+
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
+}
+
+fn internal(e: impl std::fmt::Display) -> CallError {
+    CallError::Sandbox(SandboxError::Prepare(format!("script runner: {e}")))
+}
+
+/// Run `tool` (a `kind: script`) with `args` (`{inputs}`) under `grant`.
+/// `toolbox` runs the script's `ctx.tool` calls; without one they fail.
+pub fn execute(
+    tool: &ToolSpec,
+    args: &Map<String, Value>,
+    grant: &Grant,
+    cancel: Option<&CancelToken>,
+    toolbox: Option<&dyn Toolbox>,
+) -> Result<CallResult, CallError> {
+    let Runner::AgentdirScript {
+        path,
+        allowed_tools,
+        max_tool_calls,
+        max_output_bytes,
+        ..
+    } = &tool.runner
+    else {
+        return Err(CallError::Internal(format!(
+            "{} is not a script tool",
+            tool.name
+        )));
+    };
+    let limits = Limits {
+        name: &tool.name,
+        allowed: allowed_tools,
+        max_calls: max_tool_calls.unwrap_or(DEFAULT_MAX_TOOL_CALLS),
+    };
+    let depth = DEPTH.get();
+    if depth >= MAX_DEPTH {
+        return Err(CallError::Unsupported(format!(
+            "{}: scripts calling scripts are limited to {MAX_DEPTH} levels",
+            tool.name
+        )));
+    }
+    let exe = match RUNNER.get() {
+        Some(p) => p.clone(),
+        None => std::env::current_exe().map_err(internal)?,
+    };
+    let (stdin_r, stdin_w) = pipe().map_err(internal)?;
+    let (stdout_r, stdout_w) = pipe().map_err(internal)?;
+    let (stderr_r, stderr_w) = pipe().map_err(internal)?;
+    let cmd = crate::sandbox::Command {
+        argv: vec![
+            exe.clone().into(),
+            runner::SUBCOMMAND.into(),
+            path.clone().into(),
+            HEAP_BYTES.to_string().into(),
+            STACK_BYTES.to_string().into(),
+            grant.timeout.as_millis().to_string().into(),
+        ],
+        // toolcage's own binary; the script is in the tool's needs_read.
+        extra_read: vec![exe],
+        stdio_fds: Some([
+            stdin_r.as_raw_fd(),
+            stdout_w.as_raw_fd(),
+            stderr_w.as_raw_fd(),
+        ]),
+        ..Default::default()
+    };
+    let inputs = args.get("inputs").cloned().unwrap_or_else(|| json!({}));
+    // The runner's rlimits: the grant's, tightened (never loosened).
+    let mut grant = grant.clone();
+    let cpu = grant.timeout.as_secs().saturating_add(1);
+    let l = &mut grant.limits;
+    l.address_space = Some(
+        l.address_space
+            .map_or(MAX_ADDRESS_SPACE, |a| a.min(MAX_ADDRESS_SPACE)),
+    );
+    l.cpu_seconds = Some(l.cpu_seconds.map_or(cpu, |c| c.min(cpu)));
+    let grant = &grant;
+    DEPTH.set(depth + 1);
+    let (end, stderr, outcome) = std::thread::scope(|s| {
+        let child = s.spawn(move || {
+            let outcome = crate::sandbox::run(grant, &cmd, cancel);
+            // Our copies of the child's ends: its output ends only once
+            // they are closed too.
+            drop((stdin_r, stdout_w, stderr_w));
+            outcome
+        });
+        let stderr = s.spawn(move || {
+            let mut buf = CappedBuffer::new(STDERR_CAP);
+            let mut file = File::from(stderr_r);
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = file.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                buf.push(&chunk[..n]);
+            }
+            buf.finish()
+        });
+        let end = converse(
+            File::from(stdin_w),
+            File::from(stdout_r),
+            &inputs,
+            &limits,
+            toolbox,
+            cancel,
+        );
+        let outcome = child.join();
+        let stderr = stderr.join();
+        (end, stderr, outcome)
+    });
+    DEPTH.set(depth);
+    let mut outcome = outcome
+        .map_err(|_| CallError::Internal("the script runner's thread panicked".into()))??;
+    if let Ok(stderr) = stderr {
+        outcome.stderr = stderr;
+    }
+    let max_output = max_output_bytes.unwrap_or(DEFAULT_MAX_OUTPUT_BYTES);
+    let (text, is_error) = match (result::failure_line(outcome.exit, grant), end) {
+        (None, Some(Ok(text))) => (cap(text, max_output), false),
+        (None, Some(Err(message))) => (cap(message, max_output), true),
+        // Killed (timeout, signal, cancel) or ended without a result.
+        (failure, end) => {
+            let mut text =
+                failure.unwrap_or_else(|| "the script runner ended without a result".into());
+            if let Some(Err(message)) = end {
+                text.push_str(&format!("\n{message}"));
+            }
+            let stderr = outcome.stderr.with_marker();
+            if !stderr.is_empty() {
+                text.push_str(&format!("\n[stderr]\n{stderr}"));
+            }
+            (text, true)
+        }
+    };
+    Ok(CallResult {
+        text,
+        is_error,
+        outcome,
+        content: None,
+    })
+}
+
+/// At most `max` bytes of `text` (on a character boundary), with the
+/// truncation marker when cut.
+fn cap(text: String, max: u64) -> String {
+    let max = usize::try_from(max).unwrap_or(usize::MAX);
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let omitted = (text.len() - end) as u64;
+    format!("{}\n{}", &text[..end], truncation_marker(omitted))
+}
+
+/// Speak the protocol until the runner's last frame (see [`runner`]):
+/// `Some(Ok(result))`, `Some(Err(message))`, or `None` when it ended
+/// without one.
+fn converse(
+    mut to_child: File,
+    from_child: File,
+    inputs: &Value,
+    limits: &Limits<'_>,
+    toolbox: Option<&dyn Toolbox>,
+    cancel: Option<&CancelToken>,
+) -> Option<Result<String, String>> {
+    // A write to a runner that died fails; its exit tells why.
+    let _ = writeln!(to_child, "{}", json!({ "inputs": inputs }));
+    let mut from_child = BufReader::new(from_child);
+    let mut calls = 0u64;
+    loop {
+        let mut line = Vec::new();
+        match (&mut from_child)
+            .take(MAX_FRAME)
+            .read_until(b'\n', &mut line)
+        {
+            Ok(0) | Err(_) => return None,
+            Ok(_) => {}
+        }
+        if !line.ends_with(b"\n") {
+            return Some(Err(format!(
+                "the script runner sent a frame over {} MiB",
+                MAX_FRAME >> 20
+            )));
+        }
+        let Ok(frame) = serde_json::from_slice::<Value>(&line) else {
+            return Some(Err("the script runner sent a malformed frame".into()));
+        };
+        let text = |key: &str| {
+            frame
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        match frame.get("op").and_then(Value::as_str) {
+            Some("done") => return Some(Ok(text("result"))),
+            Some("error") => return Some(Err(text("message"))),
+            Some("tool") => {
+                let args = frame.get("args").cloned().unwrap_or_else(|| json!({}));
+                let answer = match nested(&text("name"), args, limits, &mut calls, toolbox, cancel)
+                {
+                    Ok(text) => json!({ "ok": text }),
+                    Err(message) => json!({ "error": message }),
+                };
+                if writeln!(to_child, "{answer}").is_err() {
+                    return None;
+                }
+            }
+            _ => return Some(Err("the script runner sent an unknown frame".into())),
+        }
+    }
+}
+
+/// One `ctx.tool(name, args)`: checked against the script's limits, then
+/// run through the engine like any call. An error result is an error.
+fn nested(
+    name: &str,
+    args: Value,
+    limits: &Limits<'_>,
+    calls: &mut u64,
+    toolbox: Option<&dyn Toolbox>,
+    cancel: Option<&CancelToken>,
+) -> Result<String, String> {
+    if name == limits.name {
+        return Err(format!("ctx.tool('{name}'): a script cannot call itself"));
+    }
+    if !limits.allowed.iter().any(|a| a == name) {
+        let allowed = match limits.allowed.is_empty() {
+            true => "none".to_string(),
+            false => limits.allowed.join(", "),
+        };
+        return Err(format!(
+            "ctx.tool('{name}'): not in this script's allowed_tools ({allowed})"
+        ));
+    }
+    if *calls >= limits.max_calls {
+        return Err(format!(
+            "ctx.tool('{name}'): over this script's maxToolCalls ({})",
+            limits.max_calls
+        ));
+    }
+    *calls += 1;
+    let toolbox = toolbox.ok_or_else(|| format!("ctx.tool('{name}'): no engine to run it"))?;
+    let call = toolbox
+        .prepare(name, args)
+        .map_err(|e| format!("ctx.tool('{name}'): {e}"))?;
+    let result = toolbox
+        .execute(&call, cancel)
+        .map_err(|e| format!("ctx.tool('{name}'): {e}"))?;
+    match result.is_error {
+        false => Ok(result.text),
+        true => Err(format!("ctx.tool('{name}') failed: {}", result.text)),
+    }
+}
