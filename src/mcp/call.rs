@@ -21,6 +21,7 @@
 
 use super::McpServer;
 use super::elicitation::Elicitation;
+use super::manage::Handled;
 use super::gateway::exposed::{CALL_MCP_TOOL, FIND_TOOLS};
 use super::gateway::{Gateway, deferred};
 use super::queue::Place;
@@ -47,6 +48,16 @@ pub async fn call_tool(
         && let Some(answer) = deferred_call(&gw, &mut name, &mut args)
     {
         return Ok(answer);
+    }
+    // custom_script / tool_manage: answered here, or (execute) a call of
+    // the named tool through the pipeline.
+    if let Some(m) = server.shared.manage.get()
+        && m.offers(&name)
+    {
+        match m.call(server, &context.peer, &name, &args).await {
+            Handled::Answer(result) => return Ok(result),
+            Handled::Run { name: n, args: a } => (name, args) = (n, a),
+        }
     }
     let pipeline = server.pipeline();
     // Counted until its audit record is written: a stopping server waits.
@@ -454,7 +465,7 @@ fn error_result(text: String, meta: Value) -> CallToolResult {
     build(text, true, meta)
 }
 
-fn build(text: String, is_error: bool, meta: Value) -> CallToolResult {
+pub(super) fn build(text: String, is_error: bool, meta: Value) -> CallToolResult {
     let v = json!({
         "content": [{"type": "text", "text": text}],
         "isError": is_error,
