@@ -202,12 +202,12 @@ fn edit_script<'a>(a: &[&'a str], b: &[&'a str]) -> Vec<(char, &'a str)> {
         if i < n && j < m && a[i] == b[j] {
             s.push((' ', a[i]));
             (i, j) = (i + 1, j + 1);
-        } else if j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j]) {
-            s.push(('+', b[j]));
-            j += 1;
-        } else {
+        } else if i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1]) {
             s.push(('-', a[i]));
             i += 1;
+        } else {
+            s.push(('+', b[j]));
+            j += 1;
         }
     }
     s
