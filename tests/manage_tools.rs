@@ -252,3 +252,74 @@ fn tool_manage_every_action_keeps_the_file_byte_for_byte_elsewhere() {
     assert!(diff.contains("-enabled = true  # toggled by tool_manage\n+enabled = false  # toggled by tool_manage"), "{diff}");
     assert_eq!(recs[0]["format"], "opencrabs");
 }
+
+#[test]
+fn every_change_is_approval_gated_by_default() {
+    // No `approval` key: the default asks.
+    let f = Fixture::new("[manage]\ncustom_script = true\n");
+    let add = json!({"mode": "add", "tool_id": "t", "description": "T", "entrypoint": "t.sh", "script": "echo t\n"});
+    // A client that cannot be asked: refused, nothing written.
+    let mut s = f.serve(None);
+    let (err, text) = s.call("custom_script", add.clone());
+    assert!(err && text.contains("[manage] approval = true"), "{text}");
+    assert!(!exists(&f.root(), ".clawd/tools/t"));
+    drop(s);
+    // Declined: refused; the person saw the diff.
+    let mut s = f.serve(Some("decline"));
+    let (err, text) = s.call("custom_script", add.clone());
+    assert!(err && text.contains("declined"), "{text}");
+    assert!(!exists(&f.root(), ".clawd/tools/t"));
+    assert_eq!(s.asked.len(), 1);
+    assert!(s.asked[0].contains("custom_script asks to add the tool ct_t"), "{}", s.asked[0]);
+    assert!(s.asked[0].contains("+++ b/.clawd/tools/t/t.sh\n@@ -1,0 +1,1 @@\n+echo t"), "{}", s.asked[0]);
+    drop(s);
+    // Accepted: written.
+    let mut s = f.serve(Some("accept"));
+    let (err, text) = s.call("custom_script", add);
+    assert!(!err, "{text}");
+    assert!(s.tools().contains(&"ct_t".to_string()));
+    // Reading is not a change: not asked.
+    s.call("custom_script", json!({"mode": "view", "tool_id": "t"}));
+    assert_eq!(s.asked.len(), 1);
+
+    let recs = changes(&f);
+    let kinds: Vec<String> = recs
+        .iter()
+        .map(|r| format!("{}/{}", r["decision"]["kind"].as_str().unwrap(), r["decision"]["reason"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(kinds, ["denied/approval_no_channel", "denied/approval_declined", "approved/"]);
+    assert_eq!(recs[2]["decision"]["by"], "elicitation");
+    assert!(recs.iter().all(|r| r["approval_mode"] == "always"));
+}
+
+#[test]
+fn concurrent_edits_from_two_sessions_lose_nothing() {
+    let f = Fixture::new(&enabled(false));
+    let base = "# shared\n[[tools]]\nname = \"base\"\ndescription = \"d\"\nexecutor = \"shell\"\ncommand = \"true\"\n";
+    f.write("tools.toml", base);
+    let per = 8;
+    std::thread::scope(|scope| {
+        for session in ["a", "b"] {
+            let f = &f;
+            scope.spawn(move || {
+                let mut s = f.serve(None);
+                for i in 0..per {
+                    let (err, text) = s.call(
+                        "tool_manage",
+                        json!({"action": "add", "name": format!("{session}{i}"), "description": "d",
+                               "executor": "shell", "command": "true"}),
+                    );
+                    assert!(!err, "{text}");
+                }
+            });
+        }
+    });
+    let text = f.read("tools.toml");
+    assert!(text.starts_with(base), "{text}");
+    for session in ["a", "b"] {
+        for i in 0..per {
+            assert!(text.contains(&format!("name = \"{session}{i}\"")), "{session}{i} lost:\n{text}");
+        }
+    }
+    assert_eq!(changes(&f).len(), 2 * per);
+}
