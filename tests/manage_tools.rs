@@ -21,7 +21,12 @@ fn off_by_default_and_offered_when_the_policy_enables_them() {
     let f = Fixture::new("");
     let mut s = f.serve(None);
     let tools = s.tools();
-    assert!(!tools.iter().any(|t| t == "custom_script" || t == "tool_manage"), "{tools:?}");
+    assert!(
+        !tools
+            .iter()
+            .any(|t| t == "custom_script" || t == "tool_manage"),
+        "{tools:?}"
+    );
     let (err, text) = s.call("custom_script", json!({"mode": "list"}));
     assert!(err, "{text}");
     drop(s);
@@ -62,9 +67,15 @@ fn custom_script_every_mode() {
     assert_eq!(s.list_changed(), 1);
     assert!(s.tools().contains(&"ct_greet".to_string()));
     let (_, text) = s.call("custom_script", json!({"mode": "list"}));
-    assert!(text.contains("- ct_greet: Say hello (entrypoint greet.sh)"), "{text}");
+    assert!(
+        text.contains("- ct_greet: Say hello (entrypoint greet.sh)"),
+        "{text}"
+    );
     let (_, text) = s.call("custom_script", json!({"mode": "view", "tool_id": "greet"}));
-    assert!(text.contains("\"entrypoint\": \"greet.sh\"") && text.contains("echo \"hello ${ARGS}\""), "{text}");
+    assert!(
+        text.contains("\"entrypoint\": \"greet.sh\"") && text.contains("echo \"hello ${ARGS}\""),
+        "{text}"
+    );
     let (err, text) = s.call(
         "custom_script",
         json!({"mode": "execute", "tool_id": "greet", "args": {"who": "crab"}}),
@@ -79,14 +90,23 @@ fn custom_script_every_mode() {
                "script": "#!/bin/bash\necho bye\n"}),
     );
     assert!(!err, "{text}");
-    assert!(text.contains("-echo \"hello ${ARGS}\"\n+echo bye"), "{text}");
+    assert!(
+        text.contains("-echo \"hello ${ARGS}\"\n+echo bye"),
+        "{text}"
+    );
     assert_eq!(s.list_changed(), 2);
-    let (_, text) = s.call("custom_script", json!({"mode": "execute", "tool_id": "greet", "args": {"who": "x"}}));
+    let (_, text) = s.call(
+        "custom_script",
+        json!({"mode": "execute", "tool_id": "greet", "args": {"who": "x"}}),
+    );
     assert_eq!(text.trim(), "bye");
     let (err, text) = s.call("custom_script", json!({"mode": "edit", "tool_id": "greet"}));
     assert!(err && text.contains("edit changes nothing"), "{text}");
 
-    let (err, text) = s.call("custom_script", json!({"mode": "delete", "tool_id": "greet"}));
+    let (err, text) = s.call(
+        "custom_script",
+        json!({"mode": "delete", "tool_id": "greet"}),
+    );
     assert!(!err, "{text}");
     assert!(!exists(&f.root(), ".clawd/tools/greet"));
     assert!(!s.tools().contains(&"ct_greet".to_string()));
@@ -94,13 +114,23 @@ fn custom_script_every_mode() {
     let (err, text) = s.call("custom_script", json!({"mode": "view", "tool_id": "greet"}));
     assert!(err && text.contains("no custom tool 'greet'"), "{text}");
     // Nothing but the tools was left in the tool dir (no temp files).
-    let left: Vec<_> = std::fs::read_dir(f.root().join(".clawd/tools")).unwrap().collect();
+    let left: Vec<_> = std::fs::read_dir(f.root().join(".clawd/tools"))
+        .unwrap()
+        .collect();
     assert!(left.is_empty(), "{left:?}");
 
     let recs = changes(&f);
-    let actions: Vec<&str> = recs.iter().map(|r| r["change"]["action"].as_str().unwrap()).collect();
+    let actions: Vec<&str> = recs
+        .iter()
+        .map(|r| r["change"]["action"].as_str().unwrap())
+        .collect();
     assert_eq!(actions, ["add", "edit", "delete"]);
-    assert!(recs[1]["change"]["diff"].as_str().unwrap().contains("+echo bye"));
+    assert!(
+        recs[1]["change"]["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+echo bye")
+    );
     assert_eq!(recs[0]["decision"]["kind"], "allowed");
     assert_eq!(recs[0]["change"]["target"], "ct_greet");
 }
@@ -125,8 +155,12 @@ fn a_malformed_addition_is_refused_with_checks_diagnostic() {
     assert!(!exists(&f.root(), ".clawd/tools/slow"), "nothing written");
     assert_eq!(s.list_changed(), 0);
     // The same tool written by hand: check prints the same error line.
-    let by_hand = json!({"name": "slow", "description": "Too slow", "entrypoint": "run.sh", "timeout": 999});
-    f.write(".clawd/tools/slow/tool.json", &(serde_json::to_string_pretty(&by_hand).unwrap() + "\n"));
+    let by_hand =
+        json!({"name": "slow", "description": "Too slow", "entrypoint": "run.sh", "timeout": 999});
+    f.write(
+        ".clawd/tools/slow/tool.json",
+        &(serde_json::to_string_pretty(&by_hand).unwrap() + "\n"),
+    );
     f.write(".clawd/tools/slow/run.sh", "echo\n");
     let errors = check_errors(&f);
     assert!(!errors.is_empty());
@@ -150,7 +184,10 @@ fn a_malformed_addition_is_refused_with_checks_diagnostic() {
     }
     // Refusals are audited, without a change.
     let recs = f.records();
-    assert!(recs.iter().any(|r| r["tool"] == "custom_script" && r["decision"]["reason"] == "invalid"));
+    assert!(
+        recs.iter()
+            .any(|r| r["tool"] == "custom_script" && r["decision"]["reason"] == "invalid")
+    );
 }
 
 #[test]
@@ -164,7 +201,10 @@ fn a_tools_toml_that_does_not_parse_is_never_written() {
             "tool_manage",
             json!({"action": action, "name": "a", "description": "d", "executor": "shell", "command": "true"}),
         );
-        assert!(err && text.contains("does not parse; toolcage never overwrites it"), "{text}");
+        assert!(
+            err && text.contains("does not parse; toolcage never overwrites it"),
+            "{text}"
+        );
         assert!(text.contains("TOML syntax error"), "{text}");
     }
     assert_eq!(f.read("tools.toml"), broken);
@@ -198,7 +238,11 @@ fn tool_manage_every_action_keeps_the_file_byte_for_byte_elsewhere() {
     f.write("tools.toml", COMMENTED);
     let mut s = f.serve(None);
     let (_, text) = s.call("tool_manage", json!({"action": "list"}));
-    assert!(text.contains("- alpha (shell, enabled): First") && text.contains("- beta (shell, enabled): Second"), "{text}");
+    assert!(
+        text.contains("- alpha (shell, enabled): First")
+            && text.contains("- beta (shell, enabled): Second"),
+        "{text}"
+    );
 
     let (err, text) = s.call("tool_manage", json!({"action": "disable", "name": "alpha"}));
     assert!(!err, "{text}");
@@ -241,15 +285,26 @@ fn tool_manage_every_action_keeps_the_file_byte_for_byte_elsewhere() {
     f.write("tools.toml", &format!("{COMMENTED}\n[[tools]]\nname = \"delta\"\ndescription = \"d\"\nexecutor = \"shell\"\ncommand = \"true\"\n"));
     assert!(!s.tools().contains(&"delta".to_string()));
     let (err, text) = s.call("tool_manage", json!({"action": "reload"}));
-    assert!(!err && text.contains("the tool list changed: true"), "{text}");
+    assert!(
+        !err && text.contains("the tool list changed: true"),
+        "{text}"
+    );
     assert!(s.tools().contains(&"delta".to_string()));
     assert_eq!(s.list_changed(), before + 1);
 
     let recs = changes(&f);
-    let actions: Vec<&str> = recs.iter().map(|r| r["change"]["action"].as_str().unwrap()).collect();
+    let actions: Vec<&str> = recs
+        .iter()
+        .map(|r| r["change"]["action"].as_str().unwrap())
+        .collect();
     assert_eq!(actions, ["disable", "enable", "add", "remove"]);
     let diff = recs[0]["change"]["diff"].as_str().unwrap();
-    assert!(diff.contains("-enabled = true  # toggled by tool_manage\n+enabled = false  # toggled by tool_manage"), "{diff}");
+    assert!(
+        diff.contains(
+            "-enabled = true  # toggled by tool_manage\n+enabled = false  # toggled by tool_manage"
+        ),
+        "{diff}"
+    );
     assert_eq!(recs[0]["format"], "opencrabs");
 }
 
@@ -270,8 +325,16 @@ fn every_change_is_approval_gated_by_default() {
     assert!(err && text.contains("declined"), "{text}");
     assert!(!exists(&f.root(), ".clawd/tools/t"));
     assert_eq!(s.asked.len(), 1);
-    assert!(s.asked[0].contains("custom_script asks to add the tool ct_t"), "{}", s.asked[0]);
-    assert!(s.asked[0].contains("+++ b/.clawd/tools/t/t.sh\n@@ -1,0 +1,1 @@\n+echo t"), "{}", s.asked[0]);
+    assert!(
+        s.asked[0].contains("custom_script asks to add the tool ct_t"),
+        "{}",
+        s.asked[0]
+    );
+    assert!(
+        s.asked[0].contains("+++ b/.clawd/tools/t/t.sh\n@@ -1,0 +1,1 @@\n+echo t"),
+        "{}",
+        s.asked[0]
+    );
     drop(s);
     // Accepted: written.
     let mut s = f.serve(Some("accept"));
@@ -285,9 +348,22 @@ fn every_change_is_approval_gated_by_default() {
     let recs = changes(&f);
     let kinds: Vec<String> = recs
         .iter()
-        .map(|r| format!("{}/{}", r["decision"]["kind"].as_str().unwrap(), r["decision"]["reason"].as_str().unwrap_or("")))
+        .map(|r| {
+            format!(
+                "{}/{}",
+                r["decision"]["kind"].as_str().unwrap(),
+                r["decision"]["reason"].as_str().unwrap_or("")
+            )
+        })
         .collect();
-    assert_eq!(kinds, ["denied/approval_no_channel", "denied/approval_declined", "approved/"]);
+    assert_eq!(
+        kinds,
+        [
+            "denied/approval_no_channel",
+            "denied/approval_declined",
+            "approved/"
+        ]
+    );
     assert_eq!(recs[2]["decision"]["by"], "elicitation");
     assert!(recs.iter().all(|r| r["approval_mode"] == "always"));
 }
@@ -318,7 +394,10 @@ fn concurrent_edits_from_two_sessions_lose_nothing() {
     assert!(text.starts_with(base), "{text}");
     for session in ["a", "b"] {
         for i in 0..per {
-            assert!(text.contains(&format!("name = \"{session}{i}\"")), "{session}{i} lost:\n{text}");
+            assert!(
+                text.contains(&format!("name = \"{session}{i}\"")),
+                "{session}{i} lost:\n{text}"
+            );
         }
     }
     assert_eq!(changes(&f).len(), 2 * per);

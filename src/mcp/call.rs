@@ -21,9 +21,9 @@
 
 use super::McpServer;
 use super::elicitation::Elicitation;
-use super::manage::Handled;
 use super::gateway::exposed::{CALL_MCP_TOOL, FIND_TOOLS};
 use super::gateway::{Gateway, deferred};
+use super::manage::Handled;
 use super::queue::Place;
 use crate::call::pipeline::{Job, JobDone, Turn};
 use crate::call::{CallError, CallResult, NotRun, NotRunKind, Surface};

@@ -19,7 +19,10 @@ pub struct Fixture {
 impl Fixture {
     pub fn new(policy: &str) -> Fixture {
         let f = Fixture {
-            dir: tempfile::Builder::new().prefix("tc-manage-").tempdir().unwrap(),
+            dir: tempfile::Builder::new()
+                .prefix("tc-manage-")
+                .tempdir()
+                .unwrap(),
             state: tempfile::Builder::new()
                 .prefix("tc-manage-state-")
                 .tempdir()

@@ -7,7 +7,7 @@
 //! ordinary call pipeline (grant, approval, rate limits, audit).
 
 use super::write::{Op, diff};
-use super::{Change, Plan, refuse, render, rel};
+use super::{Change, Plan, refuse, rel, render};
 use crate::discover::Severity;
 use crate::discover::clawd::{DIR, parse_tool_json, valid_clawd_name};
 use serde_json::{Map, Value, json};
@@ -149,9 +149,11 @@ fn view(project: &Path, id: &str) -> Plan {
     let file = dir.join("tool.json");
     let meta = read_capped(&file);
     let mut out = format!("== {} ==\n{meta}\n", rel(project, &file));
-    let entry = serde_json::from_str::<Value>(&meta)
-        .ok()
-        .and_then(|v| v.get("entrypoint").and_then(Value::as_str).map(str::to_string));
+    let entry = serde_json::from_str::<Value>(&meta).ok().and_then(|v| {
+        v.get("entrypoint")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    });
     if let Some(e) = entry.filter(|e| !e.contains('/') && !e.is_empty()) {
         out.push_str(&format!(
             "== {} ==\n{}\n",
@@ -164,22 +166,24 @@ fn view(project: &Path, id: &str) -> Plan {
 
 /// The new `tool.json` text, refused with check's diagnostics when
 /// discovery would skip it.
-fn validated(project: &Path, file: &Path, obj: Map<String, Value>) -> Result<String, Plan> {
+fn validated(project: &Path, file: &Path, obj: Map<String, Value>) -> Result<String, String> {
     let mut text = serde_json::to_string_pretty(&Value::Object(obj)).unwrap_or_default();
     text.push('\n');
     let (def, diags) = parse_tool_json(text.as_bytes(), file);
     if def.is_none() || diags.iter().any(|d| d.severity == Severity::Error) {
-        return Err(refuse(format!(
+        return Err(format!(
             "{NAME}: not written: the tool would not load:\n{}",
             render(project, &diags)
-        )));
+        ));
     }
     Ok(text)
 }
 
 fn add(project: &Path, id: &str, args: &Value) -> Plan {
     let Some(script) = args.get("script").and_then(Value::as_str) else {
-        return refuse(format!("{NAME}: add needs \"script\" (the script's source)"));
+        return refuse(format!(
+            "{NAME}: add needs \"script\" (the script's source)"
+        ));
     };
     let mut obj = Map::new();
     obj.insert("name".into(), json!(id));
@@ -197,7 +201,7 @@ fn add(project: &Path, id: &str, args: &Value) -> Plan {
     let file = dir.join("tool.json");
     let text = match validated(project, &file, obj) {
         Ok(t) => t,
-        Err(p) => return p,
+        Err(t) => return refuse(t),
     };
     let entry = args.get("entrypoint").and_then(Value::as_str).unwrap_or("");
     if entry == "tool.json" {
@@ -247,7 +251,7 @@ fn edit(project: &Path, id: &str, args: &Value) -> Plan {
     let script = args.get("script").and_then(Value::as_str);
     let text = match validated(project, &file, obj.clone()) {
         Ok(t) => t,
-        Err(p) => return p,
+        Err(t) => return refuse(t),
     };
     let entry = obj
         .get("entrypoint")
@@ -269,7 +273,11 @@ fn edit(project: &Path, id: &str, args: &Value) -> Plan {
     let mut ops = Vec::new();
     let mut d = String::new();
     if let Some(s) = &new_script {
-        let before = if entry == old_entry { old_script.as_deref() } else { None };
+        let before = if entry == old_entry {
+            old_script.as_deref()
+        } else {
+            None
+        };
         d += &diff(&rel(project, &new_path), before, Some(s));
         ops.push(Op::Write {
             path: new_path.clone(),

@@ -8,7 +8,7 @@
 //! load, with no Error that the file did not have before.
 
 use super::write::{Op, diff};
-use super::{Change, Plan, refuse, render, rel};
+use super::{Change, Plan, refuse, rel, render};
 use crate::discover::Severity;
 use crate::discover::opencrabs::{FILE, parse_tools_toml};
 use serde_json::{Value, json};
@@ -231,7 +231,9 @@ fn change(
     }
     let new = doc.to_string();
     if Some(new.as_str()) == old {
-        return refuse(format!("{NAME}: '{name}' is already {action}d; nothing to change"));
+        return refuse(format!(
+            "{NAME}: '{name}' is already {action}d; nothing to change"
+        ));
     }
     if action == "add" || action == "enable" {
         let (_, before) = parse_tools_toml(old.unwrap_or(""), &file);
@@ -246,7 +248,10 @@ fn change(
         if !fresh.is_empty() || missing {
             let shown: Vec<_> = if fresh.is_empty() {
                 let tag = format!("('{name}')");
-                after.into_iter().filter(|d| d.message.contains(&tag)).collect()
+                after
+                    .into_iter()
+                    .filter(|d| d.message.contains(&tag))
+                    .collect()
             } else {
                 fresh
             };

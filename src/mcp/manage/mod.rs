@@ -23,8 +23,8 @@ pub mod write;
 
 use super::McpServer;
 use super::elicitation::Elicitation;
-use crate::audit::record::{ChangeRecord, MAX_DIFF, RecordedDecision, rfc3339};
 use crate::audit::AuditRecord;
+use crate::audit::record::{ChangeRecord, MAX_DIFF, RecordedDecision, rfc3339};
 use crate::call::Definition;
 use crate::discover::{Diagnostic, Severity};
 use crate::gate::{ApprovalAnswer, Gate};
@@ -49,9 +49,15 @@ pub struct Manager {
 /// What a management call comes to.
 pub enum Plan {
     /// Answered at once (list, view, a refusal).
-    Answer { text: String, is_error: bool },
+    Answer {
+        text: String,
+        is_error: bool,
+    },
     /// `custom_script execute`: a call of this tool through the pipeline.
-    Run { name: String, args: Value },
+    Run {
+        name: String,
+        args: Value,
+    },
     /// `tool_manage reload`.
     Reload,
     Change(Change),
@@ -105,8 +111,16 @@ fn render(project: &Path, diags: &[Diagnostic]) -> String {
                 Severity::Warning => "warning",
             };
             let line = d.line.map(|l| format!(":{l}")).unwrap_or_default();
-            let fix = d.fix.as_ref().map(|f| format!(" (fix: {f})")).unwrap_or_default();
-            format!("{sev}  {}{line}: {}{fix}\n", rel(project, &d.file), d.message)
+            let fix = d
+                .fix
+                .as_ref()
+                .map(|f| format!(" (fix: {f})"))
+                .unwrap_or_default();
+            format!(
+                "{sev}  {}{line}: {}{fix}\n",
+                rel(project, &d.file),
+                d.message
+            )
         })
         .collect()
 }
@@ -127,7 +141,10 @@ fn cut(s: &str, max: usize) -> String {
 pub enum Handled {
     Answer(CallToolResult),
     /// Call this tool instead (through the pipeline: grant, approval, audit).
-    Run { name: String, args: Value },
+    Run {
+        name: String,
+        args: Value,
+    },
 }
 
 const CHANGING: [&str; 6] = ["add", "edit", "delete", "remove", "enable", "disable"];
@@ -266,7 +283,11 @@ impl Manager {
             format!(
                 "{name}: {} {shown}: written{}.\n{}",
                 change.action,
-                if changed { "; the tool list changed" } else { "" },
+                if changed {
+                    "; the tool list changed"
+                } else {
+                    ""
+                },
                 cut(&change.diff, 8192)
             ),
             false,
@@ -328,7 +349,14 @@ impl Manager {
             args: (!redact).then(|| args.clone()),
             args_cut: None,
             decision,
-            approval_mode: Some(if self.policy.approval { "always" } else { "never" }.into()),
+            approval_mode: Some(
+                if self.policy.approval {
+                    "always"
+                } else {
+                    "never"
+                }
+                .into(),
+            ),
             grant: None,
             enforcement: None,
             exit: None,
@@ -352,7 +380,10 @@ impl Manager {
 fn refusal(answer: &ApprovalAnswer) -> (&'static str, &'static str) {
     match answer {
         ApprovalAnswer::Declined => ("approval_declined", "the person declined the change"),
-        ApprovalAnswer::TimedOut => ("approval_timed_out", "no answer to the approval request in time"),
+        ApprovalAnswer::TimedOut => (
+            "approval_timed_out",
+            "no answer to the approval request in time",
+        ),
         ApprovalAnswer::Cancelled => ("approval_cancelled", "the person cancelled the change"),
         _ => (
             "approval_no_channel",

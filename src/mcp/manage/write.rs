@@ -87,7 +87,8 @@ pub fn apply(ops: &[Op]) -> Result<(), String> {
                 let stage = hidden_sibling(dir, "new");
                 std::fs::create_dir_all(&stage).map_err(|e| fail(&stage, e))?;
                 let staged = files.iter().try_for_each(|(name, text, mode)| {
-                    write_new(&stage.join(name), text, *mode).map_err(|e| fail(&stage.join(name), e))
+                    write_new(&stage.join(name), text, *mode)
+                        .map_err(|e| fail(&stage.join(name), e))
                 });
                 let moved = staged.and_then(|()| {
                     // rename(2) onto an existing empty directory would succeed:
@@ -145,8 +146,16 @@ pub fn diff(label: &str, old: Option<&str>, new: Option<&str>) -> String {
     if old == new {
         return String::new();
     }
-    let from = if old.is_some() { format!("a/{label}") } else { "/dev/null".into() };
-    let to = if new.is_some() { format!("b/{label}") } else { "/dev/null".into() };
+    let from = if old.is_some() {
+        format!("a/{label}")
+    } else {
+        "/dev/null".into()
+    };
+    let to = if new.is_some() {
+        format!("b/{label}")
+    } else {
+        "/dev/null".into()
+    };
     let mut out = format!("--- {from}\n+++ {to}\n");
     let script = edit_script(&a, &b);
     // Hunks: runs of changes with CONTEXT lines around them.
@@ -227,7 +236,10 @@ mod tests {
             "--- a/x\n+++ b/x\n@@ -2,7 +2,7 @@\n b\n c\n d\n-e\n+E\n f\n g\n h\n"
         );
         assert_eq!(diff("x", Some(old), Some(old)), "");
-        assert!(diff("x", None, Some("new\n")).contains("--- /dev/null\n+++ b/x\n@@ -1,0 +1,1 @@\n+new\n"));
+        assert!(
+            diff("x", None, Some("new\n"))
+                .contains("--- /dev/null\n+++ b/x\n@@ -1,0 +1,1 @@\n+new\n")
+        );
     }
 
     #[test]
