@@ -402,3 +402,30 @@ fn concurrent_edits_from_two_sessions_lose_nothing() {
     }
     assert_eq!(changes(&f).len(), 2 * per);
 }
+
+#[test]
+fn nothing_is_written_through_a_link_out_of_the_project() {
+    let f = Fixture::new(&enabled(false));
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir(f.root().join(".clawd")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), f.root().join(".clawd/tools")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("t.toml"), f.root().join("tools.toml")).unwrap();
+    let mut s = f.serve(None);
+    let (err, text) = s.call(
+        "custom_script",
+        json!({"mode": "add", "tool_id": "x", "description": "X", "entrypoint": "x.sh", "script": "echo\n"}),
+    );
+    assert!(
+        err && text.contains("leads out of the project; not written"),
+        "{text}"
+    );
+    let (err, text) = s.call(
+        "tool_manage",
+        json!({"action": "add", "name": "y", "description": "Y", "executor": "shell", "command": "true"}),
+    );
+    assert!(
+        err && text.contains("is a symbolic link; not written"),
+        "{text}"
+    );
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+}

@@ -259,9 +259,9 @@ impl Manager {
         } else {
             RecordedDecision::Allowed
         };
-        let ops = change.ops.clone();
+        let (ops, project) = (change.ops.clone(), self.project.clone());
         let written = tokio::task::spawn_blocking(move || {
-            let r = write::apply(&ops);
+            let r = write::apply(&project, &ops);
             drop(lock);
             r
         })

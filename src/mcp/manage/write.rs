@@ -38,6 +38,30 @@ impl Op {
     }
 }
 
+/// Refuse to write through a link: `path` must not be a symlink, and its
+/// nearest existing ancestor must resolve inside `project` (discovery does
+/// not read tool files that lead out of the project either).
+pub fn inside(project: &Path, path: &Path) -> Result<(), String> {
+    if path
+        .symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink())
+    {
+        return Err(format!(
+            "{} is a symbolic link; not written",
+            path.display()
+        ));
+    }
+    let existing = path.ancestors().skip(1).find(|a| a.exists());
+    let resolved = existing.and_then(|a| a.canonicalize().ok());
+    match resolved {
+        Some(r) if r.starts_with(project) => Ok(()),
+        _ => Err(format!(
+            "{} leads out of the project; not written",
+            path.display()
+        )),
+    }
+}
+
 /// A unique hidden sibling name for `path`: `.<name>.<tag>-<pid>-<nanos>`.
 fn hidden_sibling(path: &Path, tag: &str) -> PathBuf {
     let nanos = std::time::SystemTime::now()
@@ -73,7 +97,13 @@ pub fn atomic_write(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
 
 /// Apply `ops` in order; the first failure stops (and is returned with the
 /// path it concerned).
-pub fn apply(ops: &[Op]) -> Result<(), String> {
+pub fn apply(project: &Path, ops: &[Op]) -> Result<(), String> {
+    for op in ops {
+        match op {
+            Op::NewDir { dir, .. } => inside(project, dir)?,
+            _ => op.paths().iter().try_for_each(|p| inside(project, p))?,
+        }
+    }
     let fail = |p: &Path, e: std::io::Error| format!("cannot write {}: {e}", p.display());
     for op in ops {
         match op {
