@@ -10,8 +10,9 @@
 //!   → read the files, build the new text, validate it with discovery's parser
 //!     (refused with check's diagnostics; a tools.toml that does not parse is never written)
 //!   → ask the person (elicitation) with the diff, unless [manage] approval = false
+//!   → audit record with the diff (not written: under fail_closed, no change)
 //!   → write atomically (temp file + rename) → unlock
-//!   → audit record with the diff → rediscover → list_changed
+//!   → rediscover → list_changed
 //! ```
 //!
 //! The lock is held while the person is asked, so what they approve is
@@ -209,7 +210,7 @@ impl Manager {
                         reason: "invalid".into(),
                         message: text.clone(),
                     };
-                    self.record(server, name, args, denied, None, None);
+                    let _ = self.record(server, name, args, denied, None, None);
                 }
                 return answer(text, is_error);
             }
@@ -252,13 +253,24 @@ impl Manager {
                         reason: reason.into(),
                         message: text.clone(),
                     };
-                    self.record(server, name, args, denied, Some(&change), None);
+                    let _ = self.record(server, name, args, denied, Some(&change), None);
                     return answer(text, true);
                 }
             }
         } else {
             RecordedDecision::Allowed
         };
+        // Recorded before it is written: under [audit] fail_closed a change
+        // the log cannot hold is not made.
+        if let Err(e) = self.record(server, name, args, decision.clone(), Some(&change), None)
+            && self.gate.session_policy().audit.fail_closed
+        {
+            drop(lock);
+            return answer(
+                format!("{name}: not written: {e} ([audit] fail_closed = true)"),
+                true,
+            );
+        }
         let (ops, project) = (change.ops.clone(), self.project.clone());
         let written = tokio::task::spawn_blocking(move || {
             let r = write::apply(&project, &ops);
@@ -269,16 +281,11 @@ impl Manager {
         .map_err(|e| e.to_string())
         .and_then(|r| r);
         if let Err(e) = written {
-            self.record(server, name, args, decision, Some(&change), Some(e.clone()));
+            let _ = self.record(server, name, args, decision, Some(&change), Some(e.clone()));
             return answer(format!("{name}: {} failed: {e}", change.action), true);
         }
-        self.record(server, name, args, decision, Some(&change), None);
         let changed = self.reload(server).await;
-        let shown = if change.target.starts_with("ct_") || change.tool == crabs::NAME {
-            change.target.clone()
-        } else {
-            String::new()
-        };
+        let shown = &change.target;
         answer(
             format!(
                 "{name}: {} {shown}: written{}.\n{}",
@@ -315,7 +322,7 @@ impl Manager {
         decision: RecordedDecision,
         change: Option<&Change>,
         error: Option<String>,
-    ) {
+    ) -> Result<(), String> {
         let redact = self.gate.redact();
         let change_rec = change.map(|c| ChangeRecord {
             action: c.action.clone(),
@@ -370,9 +377,11 @@ impl Manager {
             denials: None,
             change: change_rec,
         };
-        if let Err(e) = self.gate.append_record(&record) {
+        let written = self.gate.append_record(&record);
+        if let Err(e) = &written {
             tracing::warn!("{name}: cannot write the audit record of a change: {e}");
         }
+        written
     }
 }
 
