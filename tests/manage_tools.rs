@@ -133,6 +133,12 @@ fn custom_script_every_mode() {
     );
     assert_eq!(recs[0]["decision"]["kind"], "allowed");
     assert_eq!(recs[0]["change"]["target"], "ct_greet");
+    let o = f.toolcage(&["audit"]).output().unwrap();
+    let shown = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        shown.contains("custom_script  allowed  edit ct_greet (2 file(s)"),
+        "{shown}"
+    );
 }
 
 /// The lines `toolcage check` prints for Errors.
