@@ -435,3 +435,36 @@ fn nothing_is_written_through_a_link_out_of_the_project() {
     );
     assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn custom_script_edit_renames_the_entrypoint_keeping_its_source() {
+    let f = Fixture::new(&enabled(false));
+    let mut s = f.serve(None);
+    let (err, text) = s.call(
+        "custom_script",
+        json!({"mode": "add", "tool_id": "mv", "description": "Move", "entrypoint": "a.sh", "script": "echo moved\n"}),
+    );
+    assert!(!err, "{text}");
+    let (err, text) = s.call(
+        "custom_script",
+        json!({"mode": "edit", "tool_id": "mv", "entrypoint": "b.sh"}),
+    );
+    assert!(!err, "{text}");
+    assert!(!exists(&f.root(), ".clawd/tools/mv/a.sh"));
+    assert_eq!(f.read(".clawd/tools/mv/b.sh"), "echo moved\n");
+    let (err, text) = s.call("custom_script", json!({"mode": "execute", "tool_id": "mv"}));
+    assert!(!err && text.trim() == "moved", "{text}");
+    // An edit that would break the tool is refused; the tool stays as it was.
+    let (err, text) = s.call(
+        "custom_script",
+        json!({"mode": "edit", "tool_id": "mv", "interpreter": "perl"}),
+    );
+    assert!(
+        err && text.contains("unsupported \"interpreter\" \"perl\""),
+        "{text}"
+    );
+    assert!(
+        f.read(".clawd/tools/mv/tool.json")
+            .contains("\"entrypoint\": \"b.sh\"")
+    );
+}
