@@ -468,3 +468,30 @@ fn custom_script_edit_renames_the_entrypoint_keeping_its_source() {
             .contains("\"entrypoint\": \"b.sh\"")
     );
 }
+
+#[test]
+fn a_cancelled_approval_request_writes_nothing_and_frees_the_lock() {
+    let f = Fixture::new("[manage]\ncustom_script = true\n");
+    let mut s = f.serve(Some("ignore"));
+    let add = |id: &str| json!({"mode": "add", "tool_id": id, "description": "T", "entrypoint": "t.sh", "script": "echo\n"});
+    let first = s.start_call("custom_script", add("first"));
+    s.next_elicitation();
+    s.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                  "params": {"requestId": first, "reason": "changed my mind"}}),
+    );
+    // The next change is asked at once (the lock was let go), not after
+    // the two-minute approval timeout.
+    s.answer_with("accept");
+    let started = std::time::Instant::now();
+    let (err, text) = s.call("custom_script", add("second"));
+    assert!(!err, "{text}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    assert!(!exists(&f.root(), ".clawd/tools/first"));
+    assert!(exists(&f.root(), ".clawd/tools/second"));
+    let reasons: Vec<Value> = changes(&f)
+        .iter()
+        .map(|r| r["decision"]["reason"].clone())
+        .collect();
+    assert_eq!(reasons, [json!("approval_cancelled"), Value::Null]);
+}

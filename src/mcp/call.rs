@@ -54,7 +54,10 @@ pub async fn call_tool(
     if let Some(m) = server.shared.manage.get()
         && m.offers(&name)
     {
-        match m.call(server, &context.peer, &name, &args).await {
+        match m
+            .call(server, &context.peer, &context.ct, &name, &args)
+            .await
+        {
             Handled::Answer(result) => return Ok(result),
             Handled::Run { name: n, args: a } => (name, args) = (n, a),
         }

@@ -162,6 +162,13 @@ impl Serve {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.rx.recv_timeout(left) {
                 Ok(v) if v.get("id") == Some(&json!(id)) && v.get("method").is_none() => return v,
+                Ok(v)
+                    if v["method"] == "elicitation/create"
+                        && self.elicit.as_deref() == Some("ignore") =>
+                {
+                    self.asked
+                        .push(v["params"]["message"].as_str().unwrap_or("").to_string());
+                }
                 Ok(v) if v["method"] == "elicitation/create" => {
                     self.asked
                         .push(v["params"]["message"].as_str().unwrap_or("").to_string());
@@ -172,6 +179,31 @@ impl Serve {
                 Ok(v) => self.notifications.push(v),
                 Err(RecvTimeoutError::Timeout) => panic!("no answer to {method} in 90 s"),
                 Err(RecvTimeoutError::Disconnected) => panic!("serve exited during {method}"),
+            }
+        }
+    }
+
+    /// How the client answers approval requests from now on (`ignore`: not at all).
+    pub fn answer_with(&mut self, action: &str) {
+        self.elicit = Some(action.to_string());
+    }
+
+    /// Send a `tools/call` without waiting; its request id.
+    pub fn start_call(&mut self, name: &str, args: Value) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                         "params": {"name": name, "arguments": args}}));
+        id
+    }
+
+    /// Wait for the server's next approval request (left unanswered).
+    pub fn next_elicitation(&mut self) -> Value {
+        loop {
+            match self.rx.recv_timeout(Duration::from_secs(30)) {
+                Ok(v) if v["method"] == "elicitation/create" => return v,
+                Ok(v) => self.notifications.push(v),
+                Err(e) => panic!("no approval request: {e}"),
             }
         }
     }

@@ -173,6 +173,7 @@ impl Manager {
         &self,
         server: &McpServer,
         peer: &Peer<RoleServer>,
+        cancel: &tokio_util::sync::CancellationToken,
         name: &str,
         args: &Value,
     ) -> Handled {
@@ -240,7 +241,13 @@ impl Manager {
                 rel(&self.project, &change.source),
                 cut(&change.diff, 6000)
             ));
-            match asker.confirm(message).await {
+            // The client's cancellation or a stopping server withdraws the question.
+            let answered = tokio::select! {
+                a = asker.confirm(message) => a,
+                _ = cancel.cancelled() => ApprovalAnswer::Cancelled,
+                _ = server.shared.stopping.cancelled() => ApprovalAnswer::Cancelled,
+            };
+            match answered {
                 ApprovalAnswer::Approved { by } => RecordedDecision::Approved {
                     by,
                     remembered: false,
