@@ -162,7 +162,11 @@ fn new_entry(name: &str, args: &Value) -> Result<Table, String> {
         for p in ps {
             let obj = p.as_object().ok_or("each of params must be an object")?;
             let mut pt = Table::new();
-            for (k, v) in obj {
+            // The seed's order first, then anything else.
+            let order = ["name", "type", "description", "required", "default"];
+            let mut keys: Vec<&String> = obj.keys().collect();
+            keys.sort_by_key(|k| order.iter().position(|o| o == k).unwrap_or(order.len()));
+            for (k, v) in keys.into_iter().map(|k| (k, &obj[k])) {
                 let value = match v {
                     Value::String(s) => toml_edit::value(s.as_str()),
                     Value::Bool(b) => toml_edit::value(*b),
