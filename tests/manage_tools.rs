@@ -495,3 +495,23 @@ fn a_cancelled_approval_request_writes_nothing_and_frees_the_lock() {
         .collect();
     assert_eq!(reasons, [json!("approval_cancelled"), Value::Null]);
 }
+
+#[test]
+fn under_redact_a_change_record_keeps_only_the_digests() {
+    let f = Fixture::new(&format!("{}[audit]\nredact = true\n", enabled(false)));
+    let mut s = f.serve(None);
+    let (err, text) = s.call(
+        "custom_script",
+        json!({"mode": "add", "tool_id": "r", "description": "R", "entrypoint": "r.sh", "script": "echo secret-ish\n"}),
+    );
+    assert!(!err, "{text}");
+    let recs = changes(&f);
+    assert_eq!(recs.len(), 1);
+    assert!(
+        recs[0].get("args").is_none() && recs[0]["change"].get("diff").is_none(),
+        "{}",
+        recs[0]
+    );
+    assert_eq!(recs[0]["change"]["diff_sha256"].as_str().unwrap().len(), 64);
+    assert!(!recs[0].to_string().contains("secret-ish"));
+}
