@@ -163,7 +163,31 @@ pub struct AuditRecord {
     /// when nothing was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub denials: Option<serde_json::Value>,
+    /// A change to a tool directory by a management tool (`custom_script`,
+    /// `tool_manage`); absent on every other record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<ChangeRecord>,
 }
+
+/// What a management tool changed (or would have, when refused).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeRecord {
+    /// The mode or action: `add`, `edit`, `delete`, `remove`, `enable`, `disable`.
+    pub action: String,
+    /// The tool changed, as the agent sees it (`ct_<id>`, the tools.toml name).
+    pub target: String,
+    /// The files written or removed.
+    pub files: Vec<String>,
+    /// Unified diff of the change, cut at [`MAX_DIFF`] bytes; absent under
+    /// `[audit] redact = true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    /// SHA-256 of the whole diff.
+    pub diff_sha256: String,
+}
+
+/// A change's diff longer than this is stored cut (its hash is whole).
+pub const MAX_DIFF: usize = 16 * 1024;
 
 impl AuditRecord {
     /// One line of JSON, with its newline; long fields capped first

@@ -36,6 +36,7 @@ fn rec(tool: &str) -> AuditRecord {
         stdout: None,
         stderr: None,
         denials: None,
+        change: None,
     }
 }
 

@@ -71,6 +71,14 @@ fn summary_raw(r: &AuditRecord) -> String {
         RecordedDecision::Denied { reason, message } => format!("denied ({reason}): {message}"),
     };
     let mut s = format!("{}  {}  {decision}", r.time, r.tool);
+    if let Some(c) = &r.change {
+        s.push_str(&format!(
+            "  {} {} ({} file(s); `--json` has the diff)",
+            c.action,
+            c.target,
+            c.files.len()
+        ));
+    }
     if r.phase == Some(Phase::Started) {
         s.push_str("  started, no result (toolcage was killed?)");
         return s;

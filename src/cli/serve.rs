@@ -152,8 +152,17 @@ fn try_run(
     let gate = crate::gate::Gate::for_server(&engine.gate_setup(&root))?;
     tracing::info!("audit log: {}", gate.audit_path().display());
     let state_dir = gate.state_dir().to_path_buf();
-    let server =
-        McpServer::new(Arc::new(EngineHost::new(engine)), config).with_gate(Arc::new(gate));
+    let manage = gate.session_policy().manage;
+    let gate = Arc::new(gate);
+    let server = McpServer::new(Arc::new(EngineHost::new(engine)), config).with_gate(gate.clone());
+    if manage.custom_script || manage.tool_manage {
+        tracing::info!("[manage]: offering {manage:?}");
+        let _ = server.shared.manage.set(Arc::new(mcp::manage::Manager {
+            policy: manage,
+            project: root.clone(),
+            gate,
+        }));
+    }
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -220,6 +220,17 @@ impl Gate {
         &self.session
     }
 
+    /// Append a record that is no call of a tool (a management tool's
+    /// change). `Err`: not written.
+    pub fn append_record(&self, record: &crate::audit::AuditRecord) -> Result<(), String> {
+        self.journal.append(record)
+    }
+
+    /// `[audit] redact`: keep only digests of what a client sent.
+    pub fn redact(&self) -> bool {
+        self.journal.redact()
+    }
+
     /// The limits that apply to `call`: key, limit, description.
     fn limits(&self, call: &PreparedCall) -> Vec<(String, RateLimit, String)> {
         let name = &call.tool.name;

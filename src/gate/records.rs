@@ -70,6 +70,7 @@ pub fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
         stdout: None,
         stderr: None,
         denials: None,
+        change: None,
     };
     match event.ran {
         Ran::NotRun => {}
@@ -136,6 +137,7 @@ pub fn of_rejected(rejected: &Rejected<'_>, redact: bool) -> AuditRecord {
         stdout: None,
         stderr: None,
         denials: None,
+        change: None,
     }
 }
 

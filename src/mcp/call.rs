@@ -23,6 +23,7 @@ use super::McpServer;
 use super::elicitation::Elicitation;
 use super::gateway::exposed::{CALL_MCP_TOOL, FIND_TOOLS};
 use super::gateway::{Gateway, deferred};
+use super::manage::Handled;
 use super::queue::Place;
 use crate::call::pipeline::{Job, JobDone, Turn};
 use crate::call::{CallError, CallResult, NotRun, NotRunKind, Surface};
@@ -47,6 +48,19 @@ pub async fn call_tool(
         && let Some(answer) = deferred_call(&gw, &mut name, &mut args)
     {
         return Ok(answer);
+    }
+    // custom_script / tool_manage: answered here, or (execute) a call of
+    // the named tool through the pipeline.
+    if let Some(m) = server.shared.manage.get()
+        && m.offers(&name)
+    {
+        match m
+            .call(server, &context.peer, &context.ct, &name, &args)
+            .await
+        {
+            Handled::Answer(result) => return Ok(result),
+            Handled::Run { name: n, args: a } => (name, args) = (n, a),
+        }
     }
     let pipeline = server.pipeline();
     // Counted until its audit record is written: a stopping server waits.
@@ -494,7 +508,7 @@ fn error_result(text: String, meta: Value) -> CallToolResult {
     build(text, true, meta)
 }
 
-fn build(text: String, is_error: bool, meta: Value) -> CallToolResult {
+pub(super) fn build(text: String, is_error: bool, meta: Value) -> CallToolResult {
     let v = json!({
         "content": [{"type": "text", "text": text}],
         "isError": is_error,

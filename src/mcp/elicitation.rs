@@ -24,14 +24,21 @@ impl ApprovalChannel for Elicitation {
     }
 
     fn ask<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
-        Box::pin(async move {
+        let message = format!(
+            "{}\nAccept to run this call, decline to refuse it.",
+            crate::gate::terminal::describe(request)
+        );
+        Box::pin(self.confirm(message))
+    }
+}
+
+impl Elicitation {
+    /// Ask the person to accept or decline what `message` describes.
+    pub async fn confirm(&self, message: String) -> ApprovalAnswer {
+        {
             if self.peer.supported_elicitation_modes().is_empty() {
                 return ApprovalAnswer::NoChannel;
             }
-            let message = format!(
-                "{}\nAccept to run this call, decline to refuse it.",
-                crate::gate::terminal::describe(request)
-            );
             let schema: ElicitationSchema = match serde_json::from_value(
                 serde_json::json!({"type": "object", "properties": {}}),
             ) {
@@ -60,6 +67,6 @@ impl ApprovalChannel for Elicitation {
                     _ => ApprovalAnswer::Cancelled,
                 },
             }
-        })
+        }
     }
 }

@@ -14,6 +14,7 @@
 //! - [`stdio`], [`http`]: the two transports; [`auth`]: who may use HTTP;
 //!   [`connections`]: the HTTP connection limit.
 //! - [`reload`]: watch the tool dirs, debounce, rediscover, notify.
+//! - [`manage`]: `custom_script` and `tool_manage`, when `[manage]` enables them.
 
 pub mod auth;
 pub mod call;
@@ -22,6 +23,7 @@ pub mod elicitation;
 pub mod gateway;
 pub mod host;
 pub mod http;
+pub mod manage;
 pub mod queue;
 pub mod reload;
 pub mod server;

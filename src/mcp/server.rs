@@ -43,6 +43,8 @@ pub struct Shared {
     pub stop_reason: OnceLock<String>,
     /// Every `tools/call` in flight, until its audit record is written.
     pub calls: TaskTracker,
+    /// The management tools (`[manage]`), set once before serving.
+    pub manage: OnceLock<Arc<super::manage::Manager>>,
 }
 
 struct Client {
@@ -106,6 +108,7 @@ impl McpServer {
                 stopping: CancellationToken::new(),
                 stop_reason: OnceLock::new(),
                 calls: TaskTracker::new(),
+                manage: OnceLock::new(),
             }),
             session: Arc::new(Session::default()),
         }
@@ -124,6 +127,7 @@ impl McpServer {
             stopping: CancellationToken::new(),
             stop_reason: OnceLock::new(),
             calls: TaskTracker::new(),
+            manage: OnceLock::new(),
         };
         McpServer {
             shared: Arc::new(shared),
@@ -355,9 +359,18 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let mut tools = self.shared.host.tools();
-        if let Some(gw) = self.gateway(&context.peer).await {
+        let gw = self.gateway(&context.peer).await;
+        let managed = self.shared.manage.get().map(|m| m.definitions());
+        if gw.is_some() || managed.is_some() {
             let mut all: Vec<Definition> = tools.to_vec();
-            all.extend(gw.listed().definitions());
+            if let Some(gw) = gw {
+                all.extend(gw.listed().definitions());
+            }
+            if let Some(defs) = managed {
+                // A management tool hides a discovered one of the same name.
+                all.retain(|t| !defs.iter().any(|d| d.name == t.name));
+                all.extend(defs);
+            }
             all.sort_by(|a, b| a.name.cmp(&b.name));
             tools = all.into();
         }

@@ -73,6 +73,11 @@
 //! redact = false               # true: log the arguments' digest, not the arguments
 //! fail_closed = true           # a failed audit write fails the call
 //!
+//! [manage]                     # top level only: runtime tool management
+//! custom_script = false        # offer clawd's custom_script tool (serve)
+//! tool_manage = false          # offer OpenCrabs' tool_manage tool (serve)
+//! approval = true              # every change is asked of the person first
+//!
 //! [tools.NAME]                 # per-tool overrides: any section above,
 //! limits = { timeout = "2m" }  # e.g. [tools.NAME.limits]; no nested tools
 //! ```
@@ -117,6 +122,9 @@ pub struct PolicyFile {
     /// The audit log (top level only).
     #[serde(default)]
     pub audit: AuditSection,
+    /// Runtime tool management (top level only).
+    #[serde(default)]
+    pub manage: ManageSection,
     /// Per-tool overrides, by tool name.
     #[serde(default)]
     pub tools: BTreeMap<String, Body>,
@@ -144,8 +152,12 @@ impl PolicyFile {
     }
 
     /// The sections that apply to a whole session, not to one tool.
-    pub fn session_parts(&self) -> (RateLimitSection, AuditSection) {
-        (self.global_rate_limit.clone(), self.audit.clone())
+    pub fn session_parts(&self) -> SessionParts {
+        (
+            self.global_rate_limit.clone(),
+            self.audit.clone(),
+            self.manage.clone(),
+        )
     }
 }
 
@@ -187,6 +199,7 @@ pub const SECTIONS: &[&str] = &[
     "rate_limit",
     "global_rate_limit",
     "audit",
+    "manage",
     "tools",
     "upstreams",
 ];
@@ -349,6 +362,19 @@ pub struct AuditSection {
     pub redact: Option<bool>,
     pub fail_closed: Option<bool>,
 }
+
+/// `[manage]`: the management tools `serve` offers (off by default).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManageSection {
+    pub custom_script: Option<bool>,
+    pub tool_manage: Option<bool>,
+    /// `false`: changes are written without asking anyone.
+    pub approval: Option<bool>,
+}
+
+/// The top-level-only sections of one layer.
+pub type SessionParts = (RateLimitSection, AuditSection, ManageSection);
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

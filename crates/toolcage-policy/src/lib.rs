@@ -67,6 +67,6 @@ pub use resolve::{
     Context, Overrides, PolicyStack, Provenance, Resolved, Sources, ToolInput, load,
     load_and_resolve,
 };
-pub use session::{AuditPolicy, SessionPolicy};
+pub use session::{AuditPolicy, ManagePolicy, SessionPolicy};
 pub use units::{format_duration, format_size, parse_duration, parse_size};
 pub use upstreams::{DEFAULT_IDLE_TIMEOUT, DEFAULT_UPSTREAM_PROFILE, UpstreamSettings};

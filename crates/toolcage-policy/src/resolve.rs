@@ -9,7 +9,7 @@
 
 use super::canon;
 use super::error::PolicyError;
-use super::file::{AuditSection, Body, RateLimitSection, UpstreamBody};
+use super::file::{Body, SessionParts, UpstreamBody};
 use super::grant::Grant;
 use super::parse::{self, FileText};
 use super::paths::{Vars, normalize, state_base};
@@ -165,8 +165,8 @@ pub(super) struct FileLayer {
     pub(super) tools: BTreeMap<String, Body>,
     /// `[upstreams.NAME]` sections.
     pub(super) upstreams: BTreeMap<String, UpstreamBody>,
-    /// `[global_rate_limit]` and `[audit]`: top level only.
-    pub(super) session: (RateLimitSection, AuditSection),
+    /// `[global_rate_limit]`, `[audit]` and `[manage]`: top level only.
+    pub(super) session: SessionParts,
 }
 
 /// The parsed policy layers: load once, resolve for many tools.

@@ -1,5 +1,5 @@
 //! Settings that apply to a whole session rather than to one tool:
-//! `[global_rate_limit]` (all tools together) and `[audit]`. Top level only;
+//! `[global_rate_limit]` (all tools together), `[audit]` and `[manage]`. Top level only;
 //! later layers win key by key, like every other setting.
 
 use super::canon;
@@ -32,12 +32,34 @@ impl Default for AuditPolicy {
     }
 }
 
+/// `[manage]`: the runtime tool management tools of `toolcage serve`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ManagePolicy {
+    /// Offer clawd's `custom_script` (default false).
+    pub custom_script: bool,
+    /// Offer OpenCrabs' `tool_manage` (default false).
+    pub tool_manage: bool,
+    /// Ask the person before every change (default true).
+    pub approval: bool,
+}
+
+impl Default for ManagePolicy {
+    fn default() -> Self {
+        ManagePolicy {
+            custom_script: false,
+            tool_manage: false,
+            approval: true,
+        }
+    }
+}
+
 /// The session-wide settings of a policy stack.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionPolicy {
     /// `[global_rate_limit]`: calls of all tools together.
     pub global_rate_limit: Option<RateLimit>,
     pub audit: AuditPolicy,
+    pub manage: ManagePolicy,
 }
 
 impl PolicyStack {
@@ -63,7 +85,16 @@ impl PolicyStack {
                 },
                 seq,
             };
-            let (rl, audit) = &l.session;
+            let (rl, audit, manage) = &l.session;
+            if let Some(b) = manage.custom_script {
+                out.manage.custom_script = b;
+            }
+            if let Some(b) = manage.tool_manage {
+                out.manage.tool_manage = b;
+            }
+            if let Some(b) = manage.approval {
+                out.manage.approval = b;
+            }
             if let Some(c) = rl.requests {
                 let o = origin("global_rate_limit", "requests");
                 let n = u32::try_from(c.0)

@@ -140,3 +140,27 @@ fn session_settings_errors_and_top_level_only() {
     let e2 = e.err("[audit]\nredcat = true\n");
     assert!(e2.contains("unknown key 'redcat'"), "{e2}");
 }
+
+#[test]
+fn manage_is_off_by_default_and_asks_by_default() {
+    let e = Env::new();
+    let s = e.load(None, None).unwrap().session(&e.ctx).unwrap();
+    assert_eq!(
+        s.manage,
+        ManagePolicy {
+            custom_script: false,
+            tool_manage: false,
+            approval: true
+        }
+    );
+    let text = "[manage]\ncustom_script = true\napproval = false\n";
+    let s = e.load(None, Some(text)).unwrap().session(&e.ctx).unwrap();
+    assert!(s.manage.custom_script && !s.manage.tool_manage && !s.manage.approval);
+    let e2 = e.err("[tools.t.manage]\ncustom_script = true\n");
+    assert!(e2.contains("unknown key 'manage'"), "{e2}");
+    let e2 = e.err("[manage]\napproval = \"yes\"\n");
+    assert!(
+        e2.starts_with("policy $T/p.toml:2: manage.approval: "),
+        "{e2}"
+    );
+}

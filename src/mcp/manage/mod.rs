@@ -1,0 +1,411 @@
+//! Runtime tool management (issue 15): clawd's `custom_script` and
+//! OpenCrabs' `tool_manage`, offered by `serve` when the operator's policy
+//! enables them (`[manage]`, off by default).
+//!
+//! The tool dirs are read-only to every tool, so these tools are answered
+//! by toolcage itself, outside any sandbox. A change:
+//!
+//! ```text
+//! lock (state dir's manage.lock: changes are serialized across sessions and servers)
+//!   → read the files, build the new text, validate it with discovery's parser
+//!     (refused with check's diagnostics; a tools.toml that does not parse is never written)
+//!   → ask the person (elicitation) with the diff, unless [manage] approval = false
+//!   → audit record with the diff (not written: under fail_closed, no change)
+//!   → write atomically (temp file + rename) → unlock
+//!   → rediscover → list_changed
+//! ```
+//!
+//! The lock is held while the person is asked, so what they approve is
+//! exactly what is written: a second change waits for the first.
+
+mod clawd;
+mod crabs;
+pub mod write;
+
+use super::McpServer;
+use super::elicitation::Elicitation;
+use crate::audit::AuditRecord;
+use crate::audit::record::{ChangeRecord, MAX_DIFF, RecordedDecision, rfc3339};
+use crate::call::Definition;
+use crate::discover::{Diagnostic, Severity};
+use crate::gate::{ApprovalAnswer, Gate};
+use crate::policy::ManagePolicy;
+use rmcp::model::CallToolResult;
+use rmcp::{Peer, RoleServer};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use write::Op;
+
+/// The management tools of one server.
+pub struct Manager {
+    pub policy: ManagePolicy,
+    /// The project root (symlinks resolved).
+    pub project: PathBuf,
+    /// For the audit log and the state directory (the lock).
+    pub gate: Arc<Gate>,
+}
+
+/// What a management call comes to.
+pub enum Plan {
+    /// Answered at once (list, view, a refusal).
+    Answer {
+        text: String,
+        is_error: bool,
+    },
+    /// `custom_script execute`: a call of this tool through the pipeline.
+    Run {
+        name: String,
+        args: Value,
+    },
+    /// `tool_manage reload`.
+    Reload,
+    Change(Change),
+}
+
+impl Plan {
+    fn answer(text: String) -> Plan {
+        Plan::Answer {
+            text,
+            is_error: false,
+        }
+    }
+}
+
+/// A validated change, not yet written.
+pub struct Change {
+    /// `custom_script` or `tool_manage`.
+    pub tool: &'static str,
+    pub action: String,
+    /// The tool changed, as the agent sees it.
+    pub target: String,
+    pub format: &'static str,
+    /// The file that defines the tool.
+    pub source: PathBuf,
+    pub ops: Vec<Op>,
+    pub diff: String,
+}
+
+fn refuse(text: String) -> Plan {
+    Plan::Answer {
+        text,
+        is_error: true,
+    }
+}
+
+/// `path` relative to the project when inside it.
+fn rel(project: &Path, path: &Path) -> String {
+    path.strip_prefix(project)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+/// Diagnostics as `toolcage check` prints them.
+fn render(project: &Path, diags: &[Diagnostic]) -> String {
+    diags
+        .iter()
+        .map(|d| {
+            let sev = match d.severity {
+                Severity::Error => "error  ",
+                Severity::Warning => "warning",
+            };
+            let line = d.line.map(|l| format!(":{l}")).unwrap_or_default();
+            let fix = d
+                .fix
+                .as_ref()
+                .map(|f| format!(" (fix: {f})"))
+                .unwrap_or_default();
+            format!(
+                "{sev}  {}{line}: {}{fix}\n",
+                rel(project, &d.file),
+                d.message
+            )
+        })
+        .collect()
+}
+
+/// `s` cut at `max` bytes (on a character boundary), saying how much was left out.
+fn cut(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [{} more bytes]\n", &s[..end], s.len() - end)
+}
+
+/// What a management call asks of the call pipeline.
+pub enum Handled {
+    Answer(CallToolResult),
+    /// Call this tool instead (through the pipeline: grant, approval, audit).
+    Run {
+        name: String,
+        args: Value,
+    },
+}
+
+const CHANGING: [&str; 6] = ["add", "edit", "delete", "remove", "enable", "disable"];
+
+impl Manager {
+    /// The management tools the policy enables.
+    pub fn definitions(&self) -> Vec<Definition> {
+        let mut out = Vec::new();
+        if self.policy.custom_script {
+            out.push(clawd::definition());
+        }
+        if self.policy.tool_manage {
+            out.push(crabs::definition());
+        }
+        out
+    }
+
+    pub fn offers(&self, name: &str) -> bool {
+        (name == clawd::NAME && self.policy.custom_script)
+            || (name == crabs::NAME && self.policy.tool_manage)
+    }
+
+    /// Answer a call of a management tool `name` from `server`'s session.
+    pub async fn call(
+        &self,
+        server: &McpServer,
+        peer: &Peer<RoleServer>,
+        cancel: &tokio_util::sync::CancellationToken,
+        name: &str,
+        args: &Value,
+    ) -> Handled {
+        let answer = |text: String, is_error: bool| {
+            Handled::Answer(super::call::build(text, is_error, json!({})))
+        };
+        let (project, state) = (self.project.clone(), self.gate.state_dir().to_path_buf());
+        let (tool, a) = (name.to_string(), args.clone());
+        let planned = tokio::task::spawn_blocking(move || {
+            let lock = write::lock(&state)?;
+            let plan = if tool == clawd::NAME {
+                clawd::plan(&project, &a)
+            } else {
+                crabs::plan(&project, &a)
+            };
+            Ok::<_, String>((lock, plan))
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r);
+        let (lock, plan) = match planned {
+            Ok(p) => p,
+            Err(e) => return answer(format!("{name}: {e}"), true),
+        };
+        let change = match plan {
+            Plan::Answer { text, is_error } => {
+                drop(lock);
+                let mode = args
+                    .get("mode")
+                    .or_else(|| args.get("action"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                if is_error && CHANGING.contains(&mode) {
+                    let denied = RecordedDecision::Denied {
+                        reason: "invalid".into(),
+                        message: text.clone(),
+                    };
+                    let _ = self.record(server, name, args, denied, None, None);
+                }
+                return answer(text, is_error);
+            }
+            Plan::Run { name, args } => return Handled::Run { name, args },
+            Plan::Reload => {
+                drop(lock);
+                let changed = self.reload(server).await;
+                let n = server.shared.host.tools().len();
+                return answer(
+                    format!("{name}: reloaded; {n} tool(s); the tool list changed: {changed}"),
+                    false,
+                );
+            }
+            Plan::Change(c) => c,
+        };
+        let decision = if self.policy.approval {
+            let asker = Elicitation {
+                peer: peer.clone(),
+                timeout: server.shared.config.approval_timeout,
+            };
+            let message = crate::gate::terminal::sanitize(&format!(
+                "toolcage: {} asks to {} the tool {} ({}).\n{}\nAccept to write this change, \
+                 decline to refuse it.",
+                change.tool,
+                change.action,
+                change.target,
+                rel(&self.project, &change.source),
+                cut(&change.diff, 6000)
+            ));
+            // The client's cancellation or a stopping server withdraws the question.
+            let answered = tokio::select! {
+                a = asker.confirm(message) => a,
+                _ = cancel.cancelled() => ApprovalAnswer::Cancelled,
+                _ = server.shared.stopping.cancelled() => ApprovalAnswer::Cancelled,
+            };
+            match answered {
+                ApprovalAnswer::Approved { by } => RecordedDecision::Approved {
+                    by,
+                    remembered: false,
+                },
+                other => {
+                    drop(lock);
+                    let (reason, why) = refusal(&other);
+                    let text = format!("{name}: not written: {why}");
+                    let denied = RecordedDecision::Denied {
+                        reason: reason.into(),
+                        message: text.clone(),
+                    };
+                    let _ = self.record(server, name, args, denied, Some(&change), None);
+                    return answer(text, true);
+                }
+            }
+        } else {
+            RecordedDecision::Allowed
+        };
+        // Recorded before it is written: under [audit] fail_closed a change
+        // the log cannot hold is not made.
+        if let Err(e) = self.record(server, name, args, decision.clone(), Some(&change), None)
+            && self.gate.session_policy().audit.fail_closed
+        {
+            drop(lock);
+            return answer(
+                format!("{name}: not written: {e} ([audit] fail_closed = true)"),
+                true,
+            );
+        }
+        let (ops, project) = (change.ops.clone(), self.project.clone());
+        let written = tokio::task::spawn_blocking(move || {
+            let r = write::apply(&project, &ops);
+            drop(lock);
+            r
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r);
+        if let Err(e) = written {
+            let _ = self.record(server, name, args, decision, Some(&change), Some(e.clone()));
+            return answer(format!("{name}: {} failed: {e}", change.action), true);
+        }
+        let changed = self.reload(server).await;
+        let shown = &change.target;
+        answer(
+            format!(
+                "{name}: {} {shown}: written{}.\n{}",
+                change.action,
+                if changed {
+                    "; the tool list changed"
+                } else {
+                    ""
+                },
+                cut(&change.diff, 8192)
+            ),
+            false,
+        )
+    }
+
+    /// Rediscover now (not waiting for the file watch) and tell every
+    /// client when the list changed.
+    async fn reload(&self, server: &McpServer) -> bool {
+        let host = server.shared.host.clone();
+        let changed = tokio::task::spawn_blocking(move || host.reload())
+            .await
+            .unwrap_or(false);
+        if changed {
+            server.notify_tools_changed().await;
+        }
+        changed
+    }
+
+    fn record(
+        &self,
+        server: &McpServer,
+        name: &str,
+        args: &Value,
+        decision: RecordedDecision,
+        change: Option<&Change>,
+        error: Option<String>,
+    ) -> Result<(), String> {
+        let redact = self.gate.redact();
+        let change_rec = change.map(|c| ChangeRecord {
+            action: c.action.clone(),
+            target: c.target.clone(),
+            files: c
+                .ops
+                .iter()
+                .flat_map(Op::paths)
+                .map(|p| p.display().to_string())
+                .collect(),
+            diff: (!redact).then(|| cut(&c.diff, MAX_DIFF)),
+            diff_sha256: Sha256::digest(c.diff.as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+        });
+        let denied = matches!(decision, RecordedDecision::Denied { .. });
+        let record = AuditRecord {
+            time: rfc3339(std::time::SystemTime::now()),
+            phase: None,
+            call_id: None,
+            session: server.session.id.0.clone(),
+            tool: name.to_string(),
+            format: change.map(|c| c.format.to_string()).unwrap_or_default(),
+            source: change
+                .map(|c| c.source.display().to_string())
+                .unwrap_or_default(),
+            upstream: None,
+            definition_sha256: None,
+            args_sha256: crate::gate::approval::args_digest(args),
+            args: (!redact).then(|| args.clone()),
+            args_cut: None,
+            decision,
+            approval_mode: Some(
+                if self.policy.approval {
+                    "always"
+                } else {
+                    "never"
+                }
+                .into(),
+            ),
+            grant: None,
+            enforcement: None,
+            exit: None,
+            exit_status: None,
+            is_error: Some(denied || error.is_some()),
+            error,
+            stopped_by: None,
+            duration_ms: None,
+            stdout: None,
+            stderr: None,
+            denials: None,
+            change: change_rec,
+        };
+        let written = self.gate.append_record(&record);
+        if let Err(e) = &written {
+            tracing::warn!("{name}: cannot write the audit record of a change: {e}");
+        }
+        written
+    }
+}
+
+/// The audit reason code and the text of a change not approved.
+fn refusal(answer: &ApprovalAnswer) -> (&'static str, &'static str) {
+    match answer {
+        ApprovalAnswer::Declined => ("approval_declined", "the person declined the change"),
+        ApprovalAnswer::TimedOut => (
+            "approval_timed_out",
+            "no answer to the approval request in time",
+        ),
+        ApprovalAnswer::Cancelled => ("approval_cancelled", "the person cancelled the change"),
+        _ => (
+            "approval_no_channel",
+            "the policy's [manage] approval = true needs a person's yes, and this client cannot \
+             be asked (no elicitation) (fix: use a client with elicitation, or set approval = \
+             false under [manage] in the operator's policy)",
+        ),
+    }
+}
