@@ -32,6 +32,7 @@ name = "echo"
 description = "Say hi to word"
 executor = "shell"
 command = "echo call >> calls.log; echo hi {{word}}"
+requires_approval = false
 [[tools.params]]
 name = "word"
 type = "string"
@@ -42,10 +43,17 @@ name = "grep"
 description = "Files matching pattern"
 executor = "shell"
 command = "grep -rl {{pattern}} src"
+requires_approval = false
 [[tools.params]]
 name = "pattern"
 type = "string"
 required = true
+
+[[tools]]
+name = "guarded"
+description = "Asks for approval (OpenCrabs' default)"
+executor = "shell"
+command = "echo ran >> guarded.log; echo guarded"
 "#,
     );
     w("src/login.rs", "fn check_auth() {}\n");
@@ -499,4 +507,72 @@ fn serve_survives_a_crashed_runner() {
     assert_eq!(fine["result"]["content"][0]["text"], "still here", "{fine}");
     drop(stdin);
     assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn inner_calls_pass_the_gate_and_leave_their_own_records() {
+    let p = project();
+    let state = tempfile::tempdir().unwrap();
+    let audit = |state: &Path| {
+        let o = Command::new(EXE)
+            .arg("-C")
+            .arg(p.path())
+            .args(["audit", "--json", "--all"])
+            .env("XDG_STATE_HOME", state)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let body =
+        "async function run(ctx, inputs) { await ctx.tool('echo', { word: 'a' }); return 'ok'; }";
+    quick(p.path(), "once", body);
+    let o = Command::new(EXE)
+        .args(["-q", "-C"])
+        .arg(p.path())
+        .args(["call", "once", "--args", r#"{"inputs":{}}"#])
+        .env("XDG_STATE_HOME", state.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let log = audit(state.path());
+    // The inner call has its own record, in the outer call's session.
+    assert!(log.contains("\"tool\":\"echo\""), "{log}");
+    assert!(log.contains("\"tool\":\"once\""), "{log}");
+    // An inner tool that needs approval asks where the outer call asked:
+    // here nobody can be asked, so it is refused, recorded, and never runs.
+    std::fs::write(
+        p.path().join("tools/g.md"),
+        "---\nkind: script\nname: g\npath: scripts/g.js\nallowed_tools: [guarded]\n---\nCalls guarded.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        p.path().join("scripts/g.js"),
+        "async function run(ctx, inputs) { return await ctx.tool('guarded', {}); }",
+    )
+    .unwrap();
+    let o = Command::new(EXE)
+        .args(["-q", "-C"])
+        .arg(p.path())
+        .args(["call", "g", "--args", r#"{"inputs":{}}"#])
+        .env("XDG_STATE_HOME", state.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!o.status.success(), "{text}");
+    assert!(
+        text.contains("ctx.tool('guarded')") && text.contains("approv"),
+        "{text}"
+    );
+    assert!(
+        !p.path().join("guarded.log").exists(),
+        "the refused inner call ran"
+    );
+    let log = audit(state.path());
+    assert!(log.contains("\"tool\":\"guarded\""), "{log}");
 }

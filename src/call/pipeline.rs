@@ -198,10 +198,15 @@ impl Pipeline {
         surface: Arc<dyn Surface>,
     ) -> Job {
         let tools = self.tools.clone();
+        let pipeline = self.clone();
         Box::new(move |cancel| {
             let _turn = turn;
             let started = Instant::now();
+            // Calls the tool's run makes (a script's ctx.tool) come back
+            // through this pipeline.
+            let running = nested::Running::enter(&pipeline, &surface, &prepared.tool.name);
             let result = tools.execute(&prepared, cancel);
+            drop(running);
             let recorded = match admission {
                 None => Ok(()),
                 Some(a) => {
@@ -266,5 +271,6 @@ fn audit_failed(error: String, refused: Option<CallError>) -> CallError {
     }
 }
 
+pub mod nested;
 #[cfg(test)]
 mod tests;

@@ -308,13 +308,21 @@ fn nested(
         ));
     }
     *calls += 1;
-    let toolbox = toolbox.ok_or_else(|| format!("ctx.tool('{name}'): no engine to run it"))?;
-    let call = toolbox
-        .prepare(name, args)
-        .map_err(|e| format!("ctx.tool('{name}'): {e}"))?;
-    let result = toolbox
-        .execute(&call, cancel)
-        .map_err(|e| format!("ctx.tool('{name}'): {e}"))?;
+    // Through the outer call's pipeline when there is one: the inner call
+    // is gated and recorded like any other; else the engine runs it.
+    let result = match crate::call::pipeline::nested::call(name, args.clone(), cancel) {
+        Some(r) => r.map_err(|e| format!("ctx.tool('{name}'): {e}"))?,
+        None => {
+            let toolbox =
+                toolbox.ok_or_else(|| format!("ctx.tool('{name}'): no engine to run it"))?;
+            let call = toolbox
+                .prepare(name, args)
+                .map_err(|e| format!("ctx.tool('{name}'): {e}"))?;
+            toolbox
+                .execute(&call, cancel)
+                .map_err(|e| format!("ctx.tool('{name}'): {e}"))?
+        }
+    };
     match result.is_error {
         false => Ok(result.text),
         true => Err(format!("ctx.tool('{name}') failed: {}", result.text)),

@@ -1,0 +1,126 @@
+//! Calls a running call makes (an A3S script's `ctx.tool`): each goes
+//! through the same pipeline as the outer call, so it is validated, gated
+//! (rate limits, concurrency cap, approval) and recorded in the audit log
+//! in the outer call's session. It runs inline on the outer call's thread,
+//! in the outer call's run slot, with its cancel token; approval is asked
+//! where the outer call's was (the terminal, the MCP client), or refused
+//! where nobody can be asked, and the refusal is recorded.
+
+use super::{Job, JobDone, NotRun, Pipeline, Surface, Turn};
+use crate::call::{CallError, CallResult, PreparedCall};
+use crate::gate::{ApprovalChannel, BoxFuture, SessionId};
+use crate::sandbox::CancelToken;
+use serde_json::Value;
+use std::cell::RefCell;
+use std::sync::Arc;
+
+/// The pipeline the call running on this thread came through.
+struct Outer {
+    pipeline: Pipeline,
+    surface: Arc<dyn Surface>,
+    tool: String,
+}
+
+thread_local! {
+    static OUTER: RefCell<Vec<Outer>> = const { RefCell::new(Vec::new()) };
+}
+
+/// While alive, calls made on this thread go through `pipeline`.
+pub(super) struct Running;
+
+impl Running {
+    pub(super) fn enter(pipeline: &Pipeline, surface: &Arc<dyn Surface>, tool: &str) -> Running {
+        OUTER.with(|o| {
+            o.borrow_mut().push(Outer {
+                pipeline: pipeline.clone(),
+                surface: surface.clone(),
+                tool: tool.to_string(),
+            })
+        });
+        Running
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        OUTER.with(|o| {
+            o.borrow_mut().pop();
+        });
+    }
+}
+
+/// Call `name` from inside the call running on this thread, through its
+/// pipeline; `None` when no call runs here through a pipeline (an engine
+/// used directly: the caller runs it itself).
+pub fn call(
+    name: &str,
+    args: Value,
+    cancel: Option<&CancelToken>,
+) -> Option<Result<CallResult, CallError>> {
+    let (pipeline, outer, tool) = OUTER.with(|o| {
+        o.borrow()
+            .last()
+            .map(|t| (t.pipeline.clone(), t.surface.clone(), t.tool.clone()))
+    })?;
+    let surface = Arc::new(Inner {
+        session: outer.session().clone(),
+        outer,
+        cancel: cancel.cloned(),
+        tool,
+    });
+    // On a thread of its own: the outer call may itself be driven by an
+    // executor on this one (`toolcage call`), which cannot be entered twice.
+    let name = name.to_string();
+    Some(std::thread::scope(|s| {
+        s.spawn(|| futures::executor::block_on(pipeline.call(&name, args, surface)))
+            .join()
+            .unwrap_or_else(|_| {
+                Err(CallError::Internal(format!(
+                    "{name}: the inner call failed"
+                )))
+            })
+    }))
+}
+
+struct Inner {
+    session: SessionId,
+    /// The outer call's surface: its approval channel is this call's.
+    outer: Arc<dyn Surface>,
+    cancel: Option<CancelToken>,
+    /// The tool whose run makes this call.
+    tool: String,
+}
+
+impl Surface for Inner {
+    fn session(&self) -> &SessionId {
+        &self.session
+    }
+
+    fn approval(&self) -> &dyn ApprovalChannel {
+        self.outer.approval()
+    }
+
+    fn prepared(&self, _call: &Arc<PreparedCall>) {}
+
+    fn interrupted<'a>(&'a self, _: &'a str) -> BoxFuture<'a, NotRun> {
+        Box::pin(std::future::pending())
+    }
+
+    /// The outer call's slot is this call's: it runs at once.
+    fn turn<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Turn, NotRun>> {
+        let turn: Turn = Box::new(());
+        Box::pin(std::future::ready(Ok(turn)))
+    }
+
+    fn carry<'a>(&'a self, _: &'a str, job: Job) -> BoxFuture<'a, Result<JobDone, CallError>> {
+        Box::pin(std::future::ready(Ok(job(self.cancel.as_ref()))))
+    }
+
+    fn stopped_by(&self) -> Option<String> {
+        None
+    }
+
+    fn gone(&self, name: &str) -> String {
+        format!("{name}: not run (called by {})", self.tool)
+    }
+}
