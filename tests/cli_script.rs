@@ -536,8 +536,10 @@ fn inner_calls_pass_the_gate_and_leave_their_own_records() {
         .unwrap();
     assert!(o.status.success(), "{o:?}");
     let log = audit(state.path());
-    // The inner call has its own record, in the outer call's session.
+    // The inner call has its own record, in the outer call's session
+    // marked with the script that made it.
     assert!(log.contains("\"tool\":\"echo\""), "{log}");
+    assert!(log.contains(">once\""), "{log}");
     assert!(log.contains("\"tool\":\"once\""), "{log}");
     // An inner tool that needs approval asks where the outer call asked:
     // here nobody can be asked, so it is refused, recorded, and never runs.

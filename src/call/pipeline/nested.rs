@@ -1,7 +1,8 @@
 //! Calls a running call makes (an A3S script's `ctx.tool`): each goes
 //! through the same pipeline as the outer call, so it is validated, gated
 //! (rate limits, concurrency cap, approval) and recorded in the audit log
-//! in the outer call's session. It runs inline on the outer call's thread,
+//! in the outer call's session marked with the outer tool
+//! (`<session>>tool`). It runs inline on the outer call's thread,
 //! in the outer call's run slot, with its cancel token; approval is asked
 //! where the outer call's was (the terminal, the MCP client), or refused
 //! where nobody can be asked, and the refusal is recorded.
@@ -62,8 +63,10 @@ pub fn call(
             .last()
             .map(|t| (t.pipeline.clone(), t.surface.clone(), t.tool.clone()))
     })?;
+    // The outer session, marked with the tool whose run made the call: the
+    // audit log links each inner record to its caller.
     let surface = Arc::new(Inner {
-        session: outer.session().clone(),
+        session: SessionId::new(format!("{}>{tool}", outer.session().0)),
         outer,
         cancel: cancel.cloned(),
         tool,
