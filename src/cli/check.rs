@@ -347,17 +347,13 @@ fn print_text(r: &Report) {
             show(format!("ok       {}: no tools defined", f.file));
         }
         for d in &f.diagnostics {
-            let sev = match d.severity {
-                Severity::Error => "error  ",
-                Severity::Warning => "warning",
-            };
-            let line = d.line.map(|l| format!(":{l}")).unwrap_or_default();
-            let fix = d
-                .fix
-                .as_ref()
-                .map(|f| format!(" (fix: {f})"))
-                .unwrap_or_default();
-            show(format!("{sev}  {}{line}: {}{fix}", d.file, d.message));
+            show(crate::discover::check_line(
+                d.severity,
+                &d.file,
+                d.line,
+                &d.message,
+                d.fix.as_deref(),
+            ));
         }
         for a in r.approvals.iter().filter(|a| a.file == f.file) {
             let line = a.line.map(|l| format!(":{l}")).unwrap_or_default();

@@ -245,6 +245,17 @@ impl Diagnostic {
         self.fix = Some(fix.into());
         self
     }
+
+    /// The line `toolcage check` prints for it, its file shown as `file`.
+    pub fn check_line(&self, file: &str) -> String {
+        check_line(
+            self.severity,
+            file,
+            self.line,
+            &self.message,
+            self.fix.as_deref(),
+        )
+    }
 }
 
 /// What one format's scan produced, before collisions are resolved.
@@ -276,6 +287,24 @@ fn tool_dir(project: &Path, rel: &str, f: &mut Found) -> Option<(PathBuf, Vec<fs
     }
     let entries = fsread::list_dir(&dir, &mut f.diagnostics)?;
     Some((dir, entries))
+}
+
+/// A diagnostic as `toolcage check` prints it (and the management tools
+/// quote it): `error    file:line: message (fix: ...)`.
+pub fn check_line(
+    severity: Severity,
+    file: &str,
+    line: Option<usize>,
+    message: &str,
+    fix: Option<&str>,
+) -> String {
+    let sev = match severity {
+        Severity::Error => "error  ",
+        Severity::Warning => "warning",
+    };
+    let line = line.map(|l| format!(":{l}")).unwrap_or_default();
+    let fix = fix.map(|f| format!(" (fix: {f})")).unwrap_or_default();
+    format!("{sev}  {file}{line}: {message}{fix}")
 }
 
 /// `[A-Za-z0-9_-]+`: the names every format accepts for a tool.

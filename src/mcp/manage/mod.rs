@@ -27,7 +27,7 @@ use super::elicitation::Elicitation;
 use crate::audit::AuditRecord;
 use crate::audit::record::{ChangeRecord, MAX_DIFF, RecordedDecision, rfc3339};
 use crate::call::Definition;
-use crate::discover::{Diagnostic, Severity};
+use crate::discover::Diagnostic;
 use crate::gate::{ApprovalAnswer, Gate};
 use crate::policy::ManagePolicy;
 use rmcp::model::CallToolResult;
@@ -106,23 +106,7 @@ fn rel(project: &Path, path: &Path) -> String {
 fn render(project: &Path, diags: &[Diagnostic]) -> String {
     diags
         .iter()
-        .map(|d| {
-            let sev = match d.severity {
-                Severity::Error => "error  ",
-                Severity::Warning => "warning",
-            };
-            let line = d.line.map(|l| format!(":{l}")).unwrap_or_default();
-            let fix = d
-                .fix
-                .as_ref()
-                .map(|f| format!(" (fix: {f})"))
-                .unwrap_or_default();
-            format!(
-                "{sev}  {}{line}: {}{fix}\n",
-                rel(project, &d.file),
-                d.message
-            )
-        })
+        .map(|d| d.check_line(&rel(project, &d.file)) + "\n")
         .collect()
 }
 
