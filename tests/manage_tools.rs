@@ -27,7 +27,7 @@ fn off_by_default_and_offered_when_the_policy_enables_them() {
             .any(|t| t == "custom_script" || t == "tool_manage"),
         "{tools:?}"
     );
-    let (err, text) = s.call("custom_script", json!({"mode": "list"}));
+    let (err, text) = s.call_text("custom_script", json!({"mode": "list"}));
     assert!(err, "{text}");
     drop(s);
     // Control: enabled, one at a time.
@@ -53,9 +53,9 @@ fn off_by_default_and_offered_when_the_policy_enables_them() {
 fn custom_script_every_mode() {
     let f = Fixture::new(&enabled(false));
     let mut s = f.serve(None);
-    let (err, text) = s.call("custom_script", json!({"mode": "list"}));
+    let (err, text) = s.call_text("custom_script", json!({"mode": "list"}));
     assert!(!err && text.contains("No custom tools"), "{text}");
-    let (err, text) = s.call(
+    let (err, text) = s.call_text(
         "custom_script",
         json!({"mode": "add", "tool_id": "greet", "description": "Say hello",
                "parameters": {"who": {"type": "string", "description": "Whom"}},
@@ -66,17 +66,17 @@ fn custom_script_every_mode() {
     assert!(text.contains("+++ b/.clawd/tools/greet/greet.sh"), "{text}");
     assert_eq!(s.list_changed(), 1);
     assert!(s.tools().contains(&"ct_greet".to_string()));
-    let (_, text) = s.call("custom_script", json!({"mode": "list"}));
+    let (_, text) = s.call_text("custom_script", json!({"mode": "list"}));
     assert!(
         text.contains("- ct_greet: Say hello (entrypoint greet.sh)"),
         "{text}"
     );
-    let (_, text) = s.call("custom_script", json!({"mode": "view", "tool_id": "greet"}));
+    let (_, text) = s.call_text("custom_script", json!({"mode": "view", "tool_id": "greet"}));
     assert!(
         text.contains("\"entrypoint\": \"greet.sh\"") && text.contains("echo \"hello ${ARGS}\""),
         "{text}"
     );
-    let (err, text) = s.call(
+    let (err, text) = s.call_text(
         "custom_script",
         json!({"mode": "execute", "tool_id": "greet", "args": {"who": "crab"}}),
     );
@@ -84,7 +84,7 @@ fn custom_script_every_mode() {
     // The execute is an ordinary call of ct_greet, with its own record.
     assert!(f.records().iter().any(|r| r["tool"] == "ct_greet"));
 
-    let (err, text) = s.call(
+    let (err, text) = s.call_text(
         "custom_script",
         json!({"mode": "edit", "tool_id": "greet", "description": "Say bye",
                "script": "#!/bin/bash\necho bye\n"}),
@@ -95,15 +95,15 @@ fn custom_script_every_mode() {
         "{text}"
     );
     assert_eq!(s.list_changed(), 2);
-    let (_, text) = s.call(
+    let (_, text) = s.call_text(
         "custom_script",
         json!({"mode": "execute", "tool_id": "greet", "args": {"who": "x"}}),
     );
     assert_eq!(text.trim(), "bye");
-    let (err, text) = s.call("custom_script", json!({"mode": "edit", "tool_id": "greet"}));
+    let (err, text) = s.call_text("custom_script", json!({"mode": "edit", "tool_id": "greet"}));
     assert!(err && text.contains("edit changes nothing"), "{text}");
 
-    let (err, text) = s.call(
+    let (err, text) = s.call_text(
         "custom_script",
         json!({"mode": "delete", "tool_id": "greet"}),
     );
@@ -111,7 +111,7 @@ fn custom_script_every_mode() {
     assert!(!exists(&f.root(), ".clawd/tools/greet"));
     assert!(!s.tools().contains(&"ct_greet".to_string()));
     assert_eq!(s.list_changed(), 3);
-    let (err, text) = s.call("custom_script", json!({"mode": "view", "tool_id": "greet"}));
+    let (err, text) = s.call_text("custom_script", json!({"mode": "view", "tool_id": "greet"}));
     assert!(err && text.contains("no custom tool 'greet'"), "{text}");
     // Nothing but the tools was left in the tool dir (no temp files).
     let left: Vec<_> = std::fs::read_dir(f.root().join(".clawd/tools"))
@@ -156,7 +156,7 @@ fn a_malformed_addition_is_refused_with_checks_diagnostic() {
     let mut s = f.serve(None);
     let args = json!({"mode": "add", "tool_id": "slow", "description": "Too slow",
                       "entrypoint": "run.sh", "timeout": 999, "script": "echo\n"});
-    let (err, text) = s.call("custom_script", args);
+    let (err, text) = s.call_text("custom_script", args);
     assert!(err, "{text}");
     assert!(!exists(&f.root(), ".clawd/tools/slow"), "nothing written");
     assert_eq!(s.list_changed(), 0);
@@ -178,7 +178,7 @@ fn a_malformed_addition_is_refused_with_checks_diagnostic() {
     // tools.toml: a shell command naming an undeclared parameter.
     let crab = "[[tools]]\nname = \"ok\"\ndescription = \"fine\"\nexecutor = \"shell\"\ncommand = \"true\"\n";
     f.write("tools.toml", crab);
-    let (err, text) = s.call(
+    let (err, text) = s.call_text(
         "tool_manage",
         json!({"action": "add", "name": "bad", "description": "x", "executor": "shell", "command": "echo {{nope}}"}),
     );
@@ -203,7 +203,7 @@ fn a_tools_toml_that_does_not_parse_is_never_written() {
     f.write("tools.toml", broken);
     let mut s = f.serve(None);
     for action in ["add", "remove", "enable", "disable"] {
-        let (err, text) = s.call(
+        let (err, text) = s.call_text(
             "tool_manage",
             json!({"action": action, "name": "a", "description": "d", "executor": "shell", "command": "true"}),
         );
@@ -243,27 +243,27 @@ fn tool_manage_every_action_keeps_the_file_byte_for_byte_elsewhere() {
     let f = Fixture::new(&enabled(false));
     f.write("tools.toml", COMMENTED);
     let mut s = f.serve(None);
-    let (_, text) = s.call("tool_manage", json!({"action": "list"}));
+    let (_, text) = s.call_text("tool_manage", json!({"action": "list"}));
     assert!(
         text.contains("- alpha (shell, enabled): First")
             && text.contains("- beta (shell, enabled): Second"),
         "{text}"
     );
 
-    let (err, text) = s.call("tool_manage", json!({"action": "disable", "name": "alpha"}));
+    let (err, text) = s.call_text("tool_manage", json!({"action": "disable", "name": "alpha"}));
     assert!(!err, "{text}");
     let want = COMMENTED.replace("enabled = true  # toggled", "enabled = false  # toggled");
     assert_eq!(f.read("tools.toml"), want);
     assert!(!s.tools().contains(&"alpha".to_string()));
     assert_eq!(s.list_changed(), 1);
-    let (_, text) = s.call("tool_manage", json!({"action": "list"}));
+    let (_, text) = s.call_text("tool_manage", json!({"action": "list"}));
     assert!(text.contains("- alpha (shell, disabled)"), "{text}");
-    let (err, _) = s.call("tool_manage", json!({"action": "enable", "name": "alpha"}));
+    let (err, _) = s.call_text("tool_manage", json!({"action": "enable", "name": "alpha"}));
     assert!(!err);
     assert_eq!(f.read("tools.toml"), COMMENTED);
     assert!(s.tools().contains(&"alpha".to_string()));
 
-    let (err, text) = s.call(
+    let (err, text) = s.call_text(
         "tool_manage",
         json!({"action": "add", "name": "gamma", "description": "Third", "executor": "shell",
                "command": "echo {{msg}}", "timeout_secs": 5, "requires_approval": false,
@@ -274,23 +274,23 @@ fn tool_manage_every_action_keeps_the_file_byte_for_byte_elsewhere() {
     assert!(now.starts_with(COMMENTED), "{now}");
     assert!(now[COMMENTED.len()..].contains("name = \"gamma\""), "{now}");
     assert!(s.tools().contains(&"gamma".to_string()));
-    let (err, text) = s.call("gamma", json!({"msg": "hi"}));
+    let (err, text) = s.call_text("gamma", json!({"msg": "hi"}));
     assert!(!err && text.trim() == "hi", "{text}");
-    let (err, text) = s.call("tool_manage", json!({"action": "add", "name": "gamma", "description": "again", "executor": "shell", "command": "true"}));
+    let (err, text) = s.call_text("tool_manage", json!({"action": "add", "name": "gamma", "description": "again", "executor": "shell", "command": "true"}));
     assert!(err && text.contains("already in tools.toml"), "{text}");
 
-    let (err, text) = s.call("tool_manage", json!({"action": "remove", "name": "gamma"}));
+    let (err, text) = s.call_text("tool_manage", json!({"action": "remove", "name": "gamma"}));
     assert!(!err, "{text}");
     assert_eq!(f.read("tools.toml").trim_end(), COMMENTED.trim_end());
     assert!(!s.tools().contains(&"gamma".to_string()));
-    let (err, text) = s.call("tool_manage", json!({"action": "remove", "name": "gamma"}));
+    let (err, text) = s.call_text("tool_manage", json!({"action": "remove", "name": "gamma"}));
     assert!(err && text.contains("no tool named 'gamma'"), "{text}");
 
     // reload: a hand edit shows (this server does not watch the files).
     let before = s.list_changed();
     f.write("tools.toml", &format!("{COMMENTED}\n[[tools]]\nname = \"delta\"\ndescription = \"d\"\nexecutor = \"shell\"\ncommand = \"true\"\n"));
     assert!(!s.tools().contains(&"delta".to_string()));
-    let (err, text) = s.call("tool_manage", json!({"action": "reload"}));
+    let (err, text) = s.call_text("tool_manage", json!({"action": "reload"}));
     assert!(
         !err && text.contains("the tool list changed: true"),
         "{text}"
@@ -321,13 +321,13 @@ fn every_change_is_approval_gated_by_default() {
     let add = json!({"mode": "add", "tool_id": "t", "description": "T", "entrypoint": "t.sh", "script": "echo t\n"});
     // A client that cannot be asked: refused, nothing written.
     let mut s = f.serve(None);
-    let (err, text) = s.call("custom_script", add.clone());
+    let (err, text) = s.call_text("custom_script", add.clone());
     assert!(err && text.contains("[manage] approval = true"), "{text}");
     assert!(!exists(&f.root(), ".clawd/tools/t"));
     drop(s);
     // Declined: refused; the person saw the diff.
     let mut s = f.serve(Some("decline"));
-    let (err, text) = s.call("custom_script", add.clone());
+    let (err, text) = s.call_text("custom_script", add.clone());
     assert!(err && text.contains("declined"), "{text}");
     assert!(!exists(&f.root(), ".clawd/tools/t"));
     assert_eq!(s.asked.len(), 1);
@@ -344,11 +344,11 @@ fn every_change_is_approval_gated_by_default() {
     drop(s);
     // Accepted: written.
     let mut s = f.serve(Some("accept"));
-    let (err, text) = s.call("custom_script", add);
+    let (err, text) = s.call_text("custom_script", add);
     assert!(!err, "{text}");
     assert!(s.tools().contains(&"ct_t".to_string()));
     // Reading is not a change: not asked.
-    s.call("custom_script", json!({"mode": "view", "tool_id": "t"}));
+    s.call_text("custom_script", json!({"mode": "view", "tool_id": "t"}));
     assert_eq!(s.asked.len(), 1);
 
     let recs = changes(&f);
@@ -386,7 +386,7 @@ fn concurrent_edits_from_two_sessions_lose_nothing() {
             scope.spawn(move || {
                 let mut s = f.serve(None);
                 for i in 0..per {
-                    let (err, text) = s.call(
+                    let (err, text) = s.call_text(
                         "tool_manage",
                         json!({"action": "add", "name": format!("{session}{i}"), "description": "d",
                                "executor": "shell", "command": "true"}),
@@ -417,7 +417,7 @@ fn nothing_is_written_through_a_link_out_of_the_project() {
     std::os::unix::fs::symlink(outside.path(), f.root().join(".clawd/tools")).unwrap();
     std::os::unix::fs::symlink(outside.path().join("t.toml"), f.root().join("tools.toml")).unwrap();
     let mut s = f.serve(None);
-    let (err, text) = s.call(
+    let (err, text) = s.call_text(
         "custom_script",
         json!({"mode": "add", "tool_id": "x", "description": "X", "entrypoint": "x.sh", "script": "echo\n"}),
     );
@@ -425,7 +425,7 @@ fn nothing_is_written_through_a_link_out_of_the_project() {
         err && text.contains("leads out of the project; not written"),
         "{text}"
     );
-    let (err, text) = s.call(
+    let (err, text) = s.call_text(
         "tool_manage",
         json!({"action": "add", "name": "y", "description": "Y", "executor": "shell", "command": "true"}),
     );
@@ -440,22 +440,22 @@ fn nothing_is_written_through_a_link_out_of_the_project() {
 fn custom_script_edit_renames_the_entrypoint_keeping_its_source() {
     let f = Fixture::new(&enabled(false));
     let mut s = f.serve(None);
-    let (err, text) = s.call(
+    let (err, text) = s.call_text(
         "custom_script",
         json!({"mode": "add", "tool_id": "mv", "description": "Move", "entrypoint": "a.sh", "script": "echo moved\n"}),
     );
     assert!(!err, "{text}");
-    let (err, text) = s.call(
+    let (err, text) = s.call_text(
         "custom_script",
         json!({"mode": "edit", "tool_id": "mv", "entrypoint": "b.sh"}),
     );
     assert!(!err, "{text}");
     assert!(!exists(&f.root(), ".clawd/tools/mv/a.sh"));
     assert_eq!(f.read(".clawd/tools/mv/b.sh"), "echo moved\n");
-    let (err, text) = s.call("custom_script", json!({"mode": "execute", "tool_id": "mv"}));
+    let (err, text) = s.call_text("custom_script", json!({"mode": "execute", "tool_id": "mv"}));
     assert!(!err && text.trim() == "moved", "{text}");
     // An edit that would break the tool is refused; the tool stays as it was.
-    let (err, text) = s.call(
+    let (err, text) = s.call_text(
         "custom_script",
         json!({"mode": "edit", "tool_id": "mv", "interpreter": "perl"}),
     );
@@ -484,7 +484,7 @@ fn a_cancelled_approval_request_writes_nothing_and_frees_the_lock() {
     // the two-minute approval timeout.
     s.answer_with("accept");
     let started = std::time::Instant::now();
-    let (err, text) = s.call("custom_script", add("second"));
+    let (err, text) = s.call_text("custom_script", add("second"));
     assert!(!err, "{text}");
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
     assert!(!exists(&f.root(), ".clawd/tools/first"));
@@ -500,7 +500,7 @@ fn a_cancelled_approval_request_writes_nothing_and_frees_the_lock() {
 fn under_redact_a_change_record_keeps_only_the_digests() {
     let f = Fixture::new(&format!("{}[audit]\nredact = true\n", enabled(false)));
     let mut s = f.serve(None);
-    let (err, text) = s.call(
+    let (err, text) = s.call_text(
         "custom_script",
         json!({"mode": "add", "tool_id": "r", "description": "R", "entrypoint": "r.sh", "script": "echo secret-ish\n"}),
     );

@@ -3,12 +3,12 @@
 //! driven line by line.
 #![allow(dead_code)]
 
+#[path = "../stdio_client/mod.rs"]
+mod stdio_client;
+
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 pub const FIXTURE: &str = include_str!("upstream.py");
 
@@ -93,130 +93,11 @@ impl Fixture {
     pub fn serve(&self) -> Serve {
         let mut c = self.toolcage(&["serve", "--no-watch"]);
         c.arg("--policy").arg(self.policy());
-        Serve::spawn(c)
+        Serve::spawn(c, None)
     }
 }
 
-/// `toolcage serve` on stdio.
-pub struct Serve {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    rx: Receiver<Value>,
-    next: u64,
-    /// Notifications seen so far.
-    pub notifications: Vec<Value>,
-}
-
-impl Serve {
-    fn spawn(mut c: Command) -> Serve {
-        c.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        let mut child = c.spawn().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Ok(v) = serde_json::from_str::<Value>(&line)
-                    && tx.send(v).is_err()
-                {
-                    break;
-                }
-            }
-        });
-        let stdin = child.stdin.take();
-        let mut s = Serve {
-            child,
-            stdin,
-            rx,
-            next: 1,
-            notifications: Vec::new(),
-        };
-        let init = s.request(
-            "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
-        );
-        assert!(init.get("result").is_some(), "{init}");
-        s.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        s
-    }
-
-    pub fn send(&mut self, v: Value) {
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{v}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    /// Send a request; its response (notifications meanwhile are kept).
-    pub fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        let deadline = Instant::now() + Duration::from_secs(90);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(left) {
-                Ok(v) if v.get("id") == Some(&json!(id)) => return v,
-                Ok(v) => self.notifications.push(v),
-                Err(RecvTimeoutError::Timeout) => panic!("no answer to {method} in 90 s"),
-                Err(RecvTimeoutError::Disconnected) => panic!("serve exited during {method}"),
-            }
-        }
-    }
-
-    /// `tools/call`: the result object.
-    pub fn call(&mut self, name: &str, args: Value) -> Value {
-        let r = self.request("tools/call", json!({"name": name, "arguments": args}));
-        r.get("result").cloned().unwrap_or(r)
-    }
-
-    /// The names `tools/list` offers.
-    pub fn tools(&mut self) -> Vec<String> {
-        let r = self.request("tools/list", json!({}));
-        r["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap().to_string())
-            .collect()
-    }
-
-    /// Wait up to `wait` for a notification with `method`.
-    pub fn wait_for(&mut self, method: &str, wait: Duration) -> bool {
-        let deadline = Instant::now() + wait;
-        loop {
-            if self.notifications.iter().any(|n| n["method"] == method) {
-                return true;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(left) {
-                Ok(v) => self.notifications.push(v),
-                Err(_) => return false,
-            }
-        }
-    }
-
-    /// Close stdin and wait for serve to exit.
-    pub fn finish(mut self) -> i32 {
-        drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s.code().unwrap_or(-1);
-            }
-            assert!(Instant::now() < deadline, "serve did not exit on EOF");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+pub use stdio_client::Serve;
 
 /// The text of a tool result.
 pub fn text(result: &Value) -> String {
