@@ -390,8 +390,9 @@ fn more_calls_than_max_tool_calls_are_refused() {
     assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 2);
 }
 
-/// The host PIDs of running script runners.
-fn runners() -> Vec<i32> {
+/// The host PIDs of running script runners started under `ancestor`
+/// (other tests run runners of their own at the same time).
+fn runners(ancestor: u32) -> Vec<i32> {
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
@@ -400,7 +401,33 @@ fn runners() -> Vec<i32> {
             std::fs::read(format!("/proc/{pid}/cmdline"))
                 .is_ok_and(|c| c.windows(15).any(|w| w == b"__script-runner"))
         })
+        .filter(|pid| descends_from(*pid, ancestor as i32))
         .collect()
+}
+
+/// Whether `pid`'s chain of parents reaches `ancestor`.
+fn descends_from(mut pid: i32, ancestor: i32) -> bool {
+    for _ in 0..64 {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        // The parent follows the command name, which ends at the last ')'.
+        let Some(ppid) = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            return false;
+        };
+        if ppid == ancestor {
+            return true;
+        }
+        if ppid <= 1 {
+            return false;
+        }
+        pid = ppid;
+    }
+    false
 }
 
 #[test]
@@ -447,13 +474,16 @@ fn serve_survives_a_crashed_runner() {
     );
     answer(1);
     send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
-    let before = runners();
+    let before = runners(child.id());
     send(
         json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"spin","arguments":{"inputs":{}}}}),
     );
     let t = Instant::now();
     let pid = loop {
-        if let Some(pid) = runners().into_iter().find(|p| !before.contains(p)) {
+        if let Some(pid) = runners(child.id())
+            .into_iter()
+            .find(|p| !before.contains(p))
+        {
             break pid;
         }
         assert!(t.elapsed() < Duration::from_secs(20), "no runner started");
