@@ -520,3 +520,44 @@ fn proc_is_private() {
         "init environ",
     );
 }
+
+/// The tool starts with no signal ignored, caught or blocked, although
+/// this test process ignores SIGPIPE (Rust's runtime does) and toolcage's
+/// init blocks every signal while it sets up.
+#[test]
+fn signals_start_default_and_unblocked() {
+    let p = Project::new("proc-signals");
+    let g = default_grant(&p.dir);
+    // `cat` sets no handler of its own; ignored signals survive exec.
+    let masks = |o: &toolcage::sandbox::Outcome| -> Vec<String> {
+        o.stdout
+            .text
+            .lines()
+            .filter(|l| {
+                ["SigBlk:", "SigIgn:", "SigCgt:"]
+                    .iter()
+                    .any(|k| l.starts_with(k))
+            })
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect()
+    };
+    let zero = "0000000000000000";
+    let o = sh(&g, "exec cat /proc/self/status");
+    assert_eq!(
+        masks(&o),
+        [
+            format!("SigBlk: {zero}"),
+            format!("SigIgn: {zero}"),
+            format!("SigCgt: {zero}")
+        ],
+        "{}",
+        describe(&o)
+    );
+    // Control: the same check sees a signal the shell ignores before exec.
+    let o = sh(&g, "trap '' PIPE; exec cat /proc/self/status");
+    assert!(
+        masks(&o).contains(&"SigIgn: 0000000000001000".to_string()),
+        "the check must see an ignored SIGPIPE\n{}",
+        describe(&o)
+    );
+}

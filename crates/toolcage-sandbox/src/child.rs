@@ -218,18 +218,41 @@ extern "C" fn parent_gone(_sig: libc::c_int) {
     }
 }
 
-/// Default dispositions for every signal but SIGKILL and SIGSTOP.
+/// The kernel's `struct sigaction` for `rt_sigaction(2)`.
+#[repr(C)]
+struct KernelSigaction {
+    handler: libc::sighandler_t,
+    flags: libc::c_ulong,
+    restorer: usize,
+    mask: u64,
+}
+
+/// Default dispositions for every signal but SIGKILL and SIGSTOP. The raw
+/// syscall: libc's wrapper refuses the two signals it reserves for itself
+/// (32 and 33), which an ignored disposition inherited by toolcage would
+/// otherwise pass on to the tool.
 unsafe fn default_signals(sigrtmax: libc::c_int) {
-    // SAFETY: sigaction with a stack-allocated argument.
-    unsafe {
-        let mut dfl: libc::sigaction = std::mem::zeroed();
-        dfl.sa_sigaction = libc::SIG_DFL;
-        for sig in 1..=sigrtmax {
-            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-                continue;
-            }
-            libc::sigaction(sig, &dfl, ptr::null_mut());
+    let dfl = KernelSigaction {
+        handler: libc::SIG_DFL,
+        flags: 0,
+        restorer: 0,
+        mask: 0,
+    };
+    for sig in 1..=sigrtmax {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
         }
+        // SAFETY: rt_sigaction with a stack-allocated argument of the
+        // kernel's layout and size 8 for the mask.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                sig,
+                &dfl as *const KernelSigaction,
+                ptr::null_mut::<KernelSigaction>(),
+                8usize,
+            )
+        };
     }
 }
 
@@ -480,7 +503,10 @@ extern "C" fn tool_main(arg: *mut libc::c_void) -> libc::c_int {
                 fail(plan, Stage::Descriptors);
             }
         }
-        reset_signals(plan);
+        // Dispositions are the init's, all default (it reset them before
+        // cloning us and sets its own only after we exec): only the mask
+        // it blocked is left to clear.
+        unblock_signals(plan);
         for prog in &plan.seccomp {
             if libc::syscall(
                 libc::SYS_seccomp,
@@ -600,12 +626,11 @@ unsafe fn drop_capabilities(plan: &ChildPlan) {
     }
 }
 
-/// Default dispositions and an empty mask: the tool must not inherit the
-/// init's handlers or toolcage's ignored SIGPIPE.
-unsafe fn reset_signals(plan: &ChildPlan) {
-    // SAFETY: sigaction/sigprocmask with stack-allocated arguments.
+/// An empty signal mask for the tool (the init cloned it with every
+/// signal blocked).
+unsafe fn unblock_signals(plan: &ChildPlan) {
+    // SAFETY: sigprocmask with a stack-allocated argument.
     unsafe {
-        default_signals(plan.sigrtmax);
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
         if libc::sigprocmask(libc::SIG_SETMASK, &empty, ptr::null_mut()) != 0 {
