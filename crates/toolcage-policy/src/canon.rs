@@ -210,24 +210,35 @@ thread_local! {
 /// Run `f` with a fresh memory for [`canonical`] and [`lenient`] (the
 /// outer one when already inside a `memo`).
 pub fn memo<T>(f: impl FnOnce() -> T) -> T {
-    struct Reset(bool);
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            if self.0 {
-                CURRENT.with(|c| c.borrow_mut().take());
-            }
-        }
-    }
-    let fresh = CURRENT.with(|c| {
+    let _memory = remember();
+    f()
+}
+
+/// A memory for [`canonical`] and [`lenient`] on this thread until the
+/// guard is dropped (the outer one, kept, when one is active already).
+/// Only for a stretch where nothing toolcage itself creates or replaces is
+/// looked up again: answers are not re-checked.
+#[must_use = "the memory ends when the guard is dropped"]
+pub fn remember() -> Memory {
+    Memory(CURRENT.with(|c| {
         let mut c = c.borrow_mut();
         let fresh = c.is_none();
         if fresh {
             *c = Some(std::rc::Rc::new(Canon::new()));
         }
         fresh
-    });
-    let _reset = Reset(fresh);
-    f()
+    }))
+}
+
+/// See [`remember`].
+pub struct Memory(bool);
+
+impl Drop for Memory {
+    fn drop(&mut self) {
+        if self.0 {
+            CURRENT.with(|c| c.borrow_mut().take());
+        }
+    }
 }
 
 fn current() -> Option<std::rc::Rc<Canon>> {
@@ -235,7 +246,8 @@ fn current() -> Option<std::rc::Rc<Canon>> {
 }
 
 /// `std::fs::canonicalize`, remembered inside [`memo`].
-pub fn canonical(p: &Path) -> io::Result<PathBuf> {
+pub fn canonical(p: impl AsRef<Path>) -> io::Result<PathBuf> {
+    let p = p.as_ref();
     match current() {
         Some(c) => c.canonical(p),
         None => std::fs::canonicalize(p),

@@ -19,7 +19,7 @@
 //! The file format is documented in `file.rs` and in `policies/default.toml`.
 #![forbid(unsafe_code)]
 
-mod canon;
+pub mod canon;
 mod domains;
 mod entries;
 mod env_dirs;

@@ -15,6 +15,7 @@
 //! Pure apart from looking: existence, symlink targets, directory listings
 //! and the `prefix=` line of `~/.npmrc`. The tests use a fake home.
 
+use super::canon;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -129,7 +130,7 @@ pub struct Additions {
 impl Additions {
     /// Read `p` (by its real path) unless a root already added holds it.
     fn read(&mut self, p: &Path) {
-        if let Ok(c) = p.canonicalize()
+        if let Ok(c) = canon::canonical(p)
             && !self.read.iter().any(|r| c.starts_with(r))
         {
             self.read.push(c);
@@ -153,7 +154,7 @@ impl Additions {
     /// (a symlinked home is visible inside only under its real name).
     /// Returns that path when the dir exists.
     fn home_dir(&mut self, var: Option<&str>, dir: &Path) -> Option<PathBuf> {
-        let real = dir.canonicalize().ok().filter(|c| c.is_dir())?;
+        let real = canon::canonical(dir).ok().filter(|c| c.is_dir())?;
         self.read(&real);
         if let Some(var) = var {
             self.set(var, &real);
@@ -180,10 +181,7 @@ impl Host<'_> {
 
     /// Whether `p` lies inside the home.
     fn in_home(&self, p: &Path) -> bool {
-        let home = self
-            .home
-            .canonicalize()
-            .unwrap_or_else(|_| self.home.to_path_buf());
+        let home = canon::canonical(self.home).unwrap_or_else(|_| self.home.to_path_buf());
         p.starts_with(&home) && p != home
     }
 }
@@ -220,7 +218,7 @@ impl Covering {
 
     /// The first preset that lets the call read `path`.
     pub fn find(&self, path: &Path) -> Option<Preset> {
-        let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        let real = canon::canonical(path).unwrap_or_else(|_| path.to_path_buf());
         self.0.iter().find_map(|(p, a)| {
             let read = a.read.iter().any(|r| real.starts_with(r));
             (read && !a.denied.iter().any(|d| real.starts_with(d))).then_some(*p)
@@ -307,7 +305,7 @@ fn node(host: &Host, a: &mut Additions) {
     }
     // fnm puts a per-shell link (under /run or ~/.local/state) on PATH.
     if let Some(shell) = host.env.get("FNM_MULTISHELL_PATH").map(Path::new)
-        && let Ok(real) = shell.canonicalize()
+        && let Ok(real) = canon::canonical(shell)
     {
         a.read(&real);
         a.set("FNM_MULTISHELL_PATH", &real);
@@ -316,7 +314,7 @@ fn node(host: &Host, a: &mut Additions) {
         a.read(&prefix.join("bin"));
         a.read(&prefix.join("lib/node_modules"));
         a.deny(&prefix.join("etc/npmrc"));
-        if let Ok(real) = prefix.canonicalize() {
+        if let Ok(real) = canon::canonical(prefix) {
             a.set("NPM_CONFIG_PREFIX", &real);
         }
     }
@@ -341,7 +339,7 @@ fn npm_prefix(host: &Host) -> Option<PathBuf> {
         Some(rest) => format!("{home}/{rest}"),
         None => raw.replace("${HOME}", home),
     };
-    let real = Path::new(&expanded).canonicalize().ok()?;
+    let real = canon::canonical(Path::new(&expanded)).ok()?;
     host.in_home(&real).then_some(real)
 }
 
@@ -367,7 +365,7 @@ fn list(dir: &Path) -> Vec<PathBuf> {
 /// A link to a plain name (`cargo -> rustup`, `python -> python3`) names
 /// an entry of the same dir, which is judged itself: not resolved.
 fn link_targets(dir: &Path) -> Vec<PathBuf> {
-    let Ok(real_dir) = dir.canonicalize() else {
+    let Ok(real_dir) = canon::canonical(dir) else {
         return Vec::new();
     };
     list(dir)
@@ -375,7 +373,7 @@ fn link_targets(dir: &Path) -> Vec<PathBuf> {
         .filter(|p| {
             std::fs::read_link(p).is_ok_and(|t| t.is_absolute() || t.components().count() != 1)
         })
-        .filter_map(|p| p.canonicalize().ok())
+        .filter_map(|p| canon::canonical(p).ok())
         .filter(|t| !t.starts_with(&real_dir))
         .collect()
 }
@@ -386,7 +384,7 @@ fn link_targets(dir: &Path) -> Vec<PathBuf> {
 /// home, an ancestor of it or a directory directly in it (`~/.local`
 /// holds keyrings and toolcage's state): then only the file itself.
 pub fn prefix_of(file: &Path, host: &Host) -> PathBuf {
-    let real = file.canonicalize().unwrap_or_else(|_| file.to_path_buf());
+    let real = canon::canonical(file).unwrap_or_else(|_| file.to_path_buf());
     let Some(dir) = real.parent() else {
         return real;
     };
@@ -395,10 +393,7 @@ pub fn prefix_of(file: &Path, host: &Host) -> PathBuf {
     } else {
         dir
     };
-    let home = host
-        .home
-        .canonicalize()
-        .unwrap_or_else(|_| host.home.to_path_buf());
+    let home = canon::canonical(host.home).unwrap_or_else(|_| host.home.to_path_buf());
     if prefix.parent().is_none() || home.starts_with(prefix) || prefix.parent() == Some(&home) {
         real
     } else {

@@ -9,6 +9,7 @@
 //! link in `/run`, a symlinked home) is kept under its real name, the only
 //! name it has inside.
 
+use super::canon;
 use super::grant::Grant;
 use super::paths::normalize;
 use super::presets::{self, Host};
@@ -46,13 +47,13 @@ impl<'a> Roots<'a> {
     }
 
     fn can_read(&self, file: &Path) -> bool {
-        let Ok(real) = file.canonicalize() else {
+        let Ok(real) = canon::canonical(file) else {
             return false;
         };
         let beneath = |(root, real_root): &(&Path, OnceCell<Option<PathBuf>>)| {
             real.starts_with(root)
                 || real_root
-                    .get_or_init(|| root.canonicalize().ok())
+                    .get_or_init(|| canon::canonical(root).ok())
                     .as_ref()
                     .is_some_and(|r| real.starts_with(r))
         };
@@ -78,7 +79,7 @@ pub fn entries(grant: &Grant, path: &str) -> Vec<PathEntry> {
     path.split(':')
         .map(|dir| {
             let p = normalize(&grant.project.join(dir));
-            let real = p.canonicalize().ok().filter(|r| r.is_dir());
+            let real = canon::canonical(&p).ok().filter(|r| r.is_dir());
             let inside = match &real {
                 Some(real) if roots.can_read(real) => {
                     if Path::new(dir).is_relative() || visible(grant, &p) {
@@ -145,7 +146,7 @@ pub fn dropped(grant: &Grant, host: &Host) -> Vec<DroppedDir> {
         let covering = covering.get_or_insert_with(|| presets::Covering::new(host));
         let fix = match covering.find(&dir) {
             Some(p) => p.flag(),
-            None => format!("--read {}", dir.canonicalize().unwrap_or(dir).display()),
+            None => format!("--read {}", canon::canonical(&dir).unwrap_or(dir).display()),
         };
         out.push(DroppedDir { dir: e.dir, fix });
     }
@@ -164,7 +165,7 @@ fn visible(grant: &Grant, p: &Path) -> bool {
     let through_top = top
         .symlink_metadata()
         .is_ok_and(|m| m.file_type().is_symlink())
-        .then(|| top.canonicalize().ok())
+        .then(|| canon::canonical(top).ok())
         .flatten()
         .map(|t| t.join(parts.as_path()));
     grant

@@ -20,10 +20,10 @@ use super::{quarantine, restore};
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
-use toolcage_policy::{Grant, Network};
+use toolcage_policy::{Grant, Network, canon};
 
 fn cstring(s: &OsStr) -> Result<CString, SandboxError> {
     CString::new(s.as_bytes())
@@ -91,7 +91,7 @@ fn working_dir(grant: &Grant, cmd: &Command) -> Result<PathBuf, SandboxError> {
     let Some(dir) = &cmd.cwd else {
         return Ok(grant.project.clone());
     };
-    let real = dir.canonicalize().unwrap_or_else(|_| dir.clone());
+    let real = canon::canonical(dir).unwrap_or_else(|_| dir.clone());
     if !real.starts_with(&grant.project) || !real.is_dir() {
         return Err(SandboxError::Prepare(format!(
             "working directory {} is not a directory inside the project {}",
@@ -115,7 +115,7 @@ fn network_files(grant: &Grant) -> Vec<PathBuf> {
     if matches!(grant.network, Network::Off | Network::Domains(_)) {
         return Vec::new();
     }
-    match Path::new("/etc/resolv.conf").canonicalize() {
+    match canon::canonical("/etc/resolv.conf") {
         Ok(real) if !real.starts_with("/etc") => vec![real],
         _ => Vec::new(),
     }
@@ -239,11 +239,15 @@ fn run_in(
             .then(netns::ahead_or_start)
             .flatten();
     let runtime = runtime_dir::get()?;
-    let mut env = build_env(grant, std::env::vars(), &cmd.env);
     let host_tmp = match namespace_free && grant.private_tmp {
         true => Some(HostTmp::create(runtime)?),
         false => None,
     };
+    // From here to the clone the same few dozen paths (PATH entries, the
+    // grant's roots, denied paths) are canonicalized again and again, and
+    // nothing toolcage looks at is created or replaced by it: one memory.
+    let paths_memory = canon::remember();
+    let mut env = build_env(grant, std::env::vars(), &cmd.env);
     if let Some(tmp) = &host_tmp {
         retarget_private_tmp(&mut env, &tmp.0);
     }
@@ -474,6 +478,7 @@ fn run_in(
     if namespace_free {
         ns_flags = 0;
     }
+    drop(paths_memory);
     let mut init = match clone_init(&plan, &mut stacks[..STACK_SIZE], ns_flags) {
         Ok(init) => init,
         Err(e)

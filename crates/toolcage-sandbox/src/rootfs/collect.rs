@@ -3,6 +3,7 @@
 //! keep their parents from being renamed.
 
 use super::*;
+use toolcage_policy::canon;
 
 /// What a call under `grant` sees, before ordering.
 pub(super) struct Inputs<'a> {
@@ -190,9 +191,7 @@ pub(super) fn collect(inp: &Inputs, plan: &mut RootPlan) -> Vec<Entry> {
             let Ok(target) = std::fs::read_link(&p) else {
                 continue;
             };
-            let granted = p
-                .canonicalize()
-                .is_ok_and(|real| beneath(&real, &all_roots));
+            let granted = canon::canonical(&p).is_ok_and(|real| beneath(&real, &all_roots));
             if granted && !entries.iter().any(|x| x.path == p) {
                 entries.push(Entry {
                     path: p,
@@ -211,7 +210,7 @@ pub(super) fn collect(inp: &Inputs, plan: &mut RootPlan) -> Vec<Entry> {
             Ok(m) if m.file_type().is_symlink() => {
                 // A symlink cannot be a mount point: protect what it names,
                 // and remember the link so that replacing it is reported.
-                match (p.canonicalize(), std::fs::read_link(p)) {
+                match (canon::canonical(p), std::fs::read_link(p)) {
                     (Ok(target), Ok(link)) => {
                         if beneath(&target, &writes) {
                             let dir = target.is_dir();
