@@ -6,22 +6,10 @@
 
 mod common;
 
-use common::Project;
+use common::{Project, toolcage};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Output};
-
-fn toolcage(project: &Project, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolcage"))
-        .arg("-C")
-        .arg(&project.dir)
-        .args(args)
-        .current_dir(&project.dir)
-        // Gate state and the audit log beside the project, never in $HOME.
-        .env("XDG_STATE_HOME", project.state_dir())
-        .output()
-        .unwrap()
-}
+use std::process::Output;
 
 fn status(o: &Output) -> i32 {
     o.status.code().unwrap_or(-1)

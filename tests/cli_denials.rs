@@ -5,22 +5,10 @@
 
 mod common;
 
-use common::Project;
+use common::{Project, toolcage};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn toolcage(p: &Project, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolcage"))
-        .arg("-C")
-        .arg(&p.dir)
-        .args(args)
-        .current_dir(&p.dir)
-        .env("XDG_STATE_HOME", p.state_dir())
-        .output()
-        .unwrap()
-}
 
 /// A host directory outside every default root (and outside /tmp, which
 /// every call has privately).

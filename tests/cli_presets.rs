@@ -6,23 +6,11 @@
 
 mod common;
 
-use common::Project;
+use common::{Project, toolcage_env as toolcage};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn toolcage(p: &Project, env: &[(&str, &str)], args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolcage"))
-        .arg("-C")
-        .arg(&p.dir)
-        .args(args)
-        .current_dir(&p.dir)
-        .env("XDG_STATE_HOME", p.state_dir())
-        .envs(env.iter().copied())
-        .output()
-        .unwrap()
-}
 
 /// Like [`toolcage`], without the toolchain variables of this process
 /// (rustup sets `CARGO_HOME` for `cargo test`, a shell may set

@@ -4,21 +4,9 @@
 
 mod common;
 
-use common::Project;
+use common::{Project, toolcage};
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Output, Stdio};
-
-fn toolcage(p: &Project, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolcage"))
-        .arg("-C")
-        .arg(&p.dir)
-        .args(args)
-        .current_dir(&p.dir)
-        .env("XDG_STATE_HOME", p.state_dir())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
+use std::process::Output;
 
 fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

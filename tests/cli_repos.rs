@@ -4,21 +4,9 @@
 
 mod common;
 
-use common::Project;
+use common::{Project, toolcage_env as toolcage};
 use serde_json::Value;
-use std::process::{Command, Output};
-
-fn toolcage(p: &Project, env: &[(&str, &str)], args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolcage"))
-        .arg("-C")
-        .arg(&p.dir)
-        .args(args)
-        .current_dir(&p.dir)
-        .env("XDG_STATE_HOME", p.state_dir())
-        .envs(env.iter().copied())
-        .output()
-        .unwrap()
-}
+use std::process::Output;
 
 fn status(o: &Output) -> i32 {
     o.status.code().unwrap_or(-1)

@@ -4,19 +4,8 @@
 
 mod common;
 
-use common::Project;
+use common::{Project, toolcage};
 use std::process::{Command, Output};
-
-fn toolcage(p: &Project, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolcage"))
-        .arg("-C")
-        .arg(&p.dir)
-        .args(args)
-        .current_dir(&p.dir)
-        .env("XDG_STATE_HOME", p.state_dir())
-        .output()
-        .unwrap()
-}
 
 fn text(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)

@@ -4,20 +4,9 @@
 
 mod common;
 
-use common::Project;
+use common::{Project, toolcage};
 use serde_json::Value;
-use std::process::{Command, Output};
-
-fn toolcage(p: &Project, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolcage"))
-        .arg("-C")
-        .arg(&p.dir)
-        .args(args)
-        .current_dir(&p.dir)
-        .env("XDG_STATE_HOME", p.state_dir())
-        .output()
-        .unwrap()
-}
+use std::process::Output;
 
 fn out(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::Project;
+use common::{Project, toolcage};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{PermissionsExt, symlink};
@@ -15,18 +15,6 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
-
-fn toolcage(p: &Project, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolcage"))
-        .arg("-C")
-        .arg(&p.dir)
-        .args(args)
-        .current_dir(&p.dir)
-        .env("XDG_STATE_HOME", p.state_dir())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
 
 fn code(o: &Output) -> i32 {
     o.status.code().unwrap_or(-1)

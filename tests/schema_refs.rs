@@ -6,20 +6,9 @@
 
 mod common;
 
-use common::Project;
+use common::{Project, toolcage};
 use std::net::TcpListener;
-use std::process::{Command, Output};
-
-fn toolcage(project: &Project, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolcage"))
-        .arg("-C")
-        .arg(&project.dir)
-        .args(args)
-        .current_dir(&project.dir)
-        .env("XDG_STATE_HOME", project.state_dir())
-        .output()
-        .unwrap()
-}
+use std::process::Output;
 
 fn text(o: &Output) -> String {
     format!(

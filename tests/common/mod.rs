@@ -47,6 +47,26 @@ impl Drop for Project {
     }
 }
 
+/// `toolcage -C <project> ARGS` run from the project, with the gate state
+/// and the audit log beside the project (never in $HOME), stdin closed.
+pub fn toolcage(p: &Project, args: &[&str]) -> std::process::Output {
+    toolcage_env(p, &[], args)
+}
+
+/// [`toolcage`] with more environment variables.
+pub fn toolcage_env(p: &Project, env: &[(&str, &str)], args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_toolcage"))
+        .arg("-C")
+        .arg(&p.dir)
+        .args(args)
+        .current_dir(&p.dir)
+        .env("XDG_STATE_HOME", p.state_dir())
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
 /// The `default` profile's grant, built by hand so sandbox tests don't
 /// depend on policy parsing.
 pub fn default_grant(project: &Path) -> Grant {
