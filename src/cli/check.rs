@@ -499,12 +499,8 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
     report.ok = report.errors == 0;
     report.upstreams = upstreams;
     if args.json {
-        match serde_json::to_string_pretty(&report) {
-            Ok(s) => println!("{s}"),
-            Err(e) => {
-                super::say(&e);
-                return status::INTERNAL;
-            }
+        if let Some(code) = super::print_json(&report) {
+            return code;
         }
     } else {
         print_text(&report);

@@ -131,12 +131,8 @@ pub fn run(global: &Global, args: &DoctorArgs) -> u8 {
     let nnp = probe::no_new_privs();
     if args.json {
         let report = to_json(host, &sysctls, nnp, &profiles, ok);
-        match serde_json::to_string_pretty(&report) {
-            Ok(s) => println!("{s}"),
-            Err(e) => {
-                super::say(&e);
-                return status::INTERNAL;
-            }
+        if let Some(code) = super::print_json(&report) {
+            return code;
         }
     } else {
         // Profile errors quote paths from the project.

@@ -114,14 +114,7 @@ pub fn run(global: &Global, args: &ListArgs) -> u8 {
 
 fn print_rows(root: &std::path::Path, rows: Vec<Row>, json: bool) -> u8 {
     if json {
-        match serde_json::to_string_pretty(&rows) {
-            Ok(s) => println!("{s}"),
-            Err(e) => {
-                super::say(&e);
-                return status::INTERNAL;
-            }
-        }
-        return status::OK;
+        return super::print_json(&rows).unwrap_or(status::OK);
     }
     if rows.is_empty() {
         super::notice(&format!(

@@ -188,6 +188,21 @@ pub fn say(message: &dyn std::fmt::Display) {
     );
 }
 
+/// `value` as pretty JSON on stdout. `Some(INTERNAL)`, said on stderr,
+/// when it cannot be encoded.
+pub fn print_json(value: &impl serde::Serialize) -> Option<u8> {
+    match serde_json::to_string_pretty(value) {
+        Ok(s) => {
+            println!("{s}");
+            None
+        }
+        Err(e) => {
+            say(&e);
+            Some(status::INTERNAL)
+        }
+    }
+}
+
 static QUIET: AtomicBool = AtomicBool::new(false);
 
 /// `--quiet`: toolcage's own warnings, notes, hints and tips stay unsaid.

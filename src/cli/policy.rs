@@ -39,14 +39,17 @@ pub fn run(global: &Global, args: &PolicyCmdArgs) -> u8 {
     if args.json {
         let json = serde_json::to_value(&resolved).and_then(|mut v| {
             v["path_dropped"] = serde_json::to_value(&dropped)?;
-            serde_json::to_string_pretty(&v)
+            Ok(v)
         });
-        match json {
-            Ok(s) => println!("{s}"),
+        let printed = match json {
+            Ok(v) => super::print_json(&v),
             Err(e) => {
                 super::say(&e);
-                return status::INTERNAL;
+                Some(status::INTERNAL)
             }
+        };
+        if let Some(code) = printed {
+            return code;
         }
     } else {
         // Tool names and request notes come from the project.

@@ -87,16 +87,7 @@ pub fn run(global: &Global, args: &SchemaArgs) -> u8 {
 }
 
 fn print_json(value: &serde_json::Value) -> u8 {
-    match serde_json::to_string_pretty(value) {
-        Ok(s) => {
-            println!("{s}");
-            status::OK
-        }
-        Err(e) => {
-            super::say(&e);
-            status::INTERNAL
-        }
-    }
+    super::print_json(value).unwrap_or(status::OK)
 }
 
 /// Why `name` is not in the catalog when a tool file of that name was

@@ -125,16 +125,7 @@ pub fn run(global: &Global, args: &UpstreamsArgs) -> u8 {
 fn show(gw: &CliGateway, json: bool) -> u8 {
     let rows = gw.status();
     if json {
-        return match serde_json::to_string_pretty(&rows) {
-            Ok(s) => {
-                println!("{s}");
-                status::OK
-            }
-            Err(e) => {
-                super::say(&e);
-                status::INTERNAL
-            }
-        };
+        return super::print_json(&rows).unwrap_or(status::OK);
     }
     for r in &rows {
         println!(
