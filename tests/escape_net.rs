@@ -314,9 +314,22 @@ fn tcp_fast_open_cannot_bypass_port_rules() {
 
 #[test]
 fn network_off_has_its_own_namespace_with_loopback_up() {
+    own_namespace_with_loopback_up("net-own-ns");
+}
+
+#[test]
+fn namespaces_made_ahead_are_the_same() {
+    // `serve` keeps one network namespace made ahead for the next call:
+    // the calls see what they see without it.
+    toolcage::sandbox::keep_network_namespace_ready();
+    own_namespace_with_loopback_up("net-own-ns-ahead");
+    own_namespace_with_loopback_up("net-own-ns-ahead2");
+}
+
+fn own_namespace_with_loopback_up(tag: &str) {
     // Network off: a namespace of its own (not the host's), loopback up.
     // Control: with the network on the call shares the host's namespace.
-    let (_p, allow, deny) = grants("net-own-ns");
+    let (_p, allow, deny) = grants(tag);
     if namespace_free_run() {
         return; // no namespaces: the report names the gap (mode.rs)
     }

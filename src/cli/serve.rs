@@ -123,6 +123,9 @@ fn try_run(
     addr: Option<SocketAddr>,
     auth: Option<Auth>,
 ) -> anyhow::Result<Option<i32>> {
+    // Every network-off call takes a network namespace made while the
+    // previous call ran (sandbox/netns.rs).
+    crate::sandbox::keep_network_namespace_ready();
     let max_message_bytes = parse_size(&args.max_message_bytes)
         .map_err(anyhow::Error::msg)
         .and_then(|n| usize::try_from(n).map_err(anyhow::Error::from))?;

@@ -38,6 +38,7 @@ pub use env::build_env;
 pub use landlock::kernel_abi;
 pub use namespace_free::{namespaces_failed, namespaces_unavailable_reason};
 pub use netns::ahead as network_namespace_ahead;
+pub use netns::keep_ready as keep_network_namespace_ready;
 pub use output::Captured;
 pub use report::{Degradation, EnforcementReport, LandlockReport, LandlockStatus};
 pub use spawn::run;
