@@ -4,10 +4,11 @@
 //! path component is looked at once per [`Canon`]; the results match
 //! `std::fs::canonicalize` and [`super::paths::canonical_lenient`].
 //!
-//! The memory lives for one resolution ([`memo`]): the filesystem may
-//! change between calls (a protected directory created, a symlink
-//! replaced). Outside one, [`canonical`] and [`lenient`] ask the kernel
-//! every time.
+//! The memory lives for one resolution ([`memo`]), or for the preparation
+//! of one call up to its clone ([`remember`], in the sandbox crate): the
+//! filesystem may change between calls (a protected directory created, a
+//! symlink replaced). Outside one, [`canonical`] and [`lenient`] ask the
+//! kernel every time.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
