@@ -376,14 +376,9 @@ mod tests {
     #[test]
     fn same_verdicts_as_the_programs_it_replaces() {
         use crate::seccomp;
-        use seccompiler::{SeccompAction, SeccompFilter, TargetArch};
+        use seccompiler::{SeccompAction, SeccompFilter};
         use toolcage_policy::Network;
-        #[cfg(target_arch = "x86_64")]
-        let target = TargetArch::x86_64;
-        #[cfg(target_arch = "aarch64")]
-        let target = TargetArch::aarch64;
-        #[cfg(target_arch = "riscv64")]
-        let target = TargetArch::riscv64;
+        let target = crate::script::host_arch();
         // Values the rules compare against, and their neighbours.
         let values: Vec<u64> = [
             0u64,

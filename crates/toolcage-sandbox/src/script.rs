@@ -62,22 +62,27 @@ const RUNNER_DENIED: &[i64] = &[
     libc::SYS_memfd_create,
 ];
 
-/// Put the runner's stricter filter on the calling (single) thread: after
-/// it, the process can still compute, allocate and use the descriptors it
-/// has (its protocol pipes), nothing more.
-pub fn lock_down_runner() -> Result<(), String> {
+/// seccompiler's name for the architecture toolcage is built for.
+pub(crate) fn host_arch() -> TargetArch {
     #[cfg(target_arch = "x86_64")]
     let target = TargetArch::x86_64;
     #[cfg(target_arch = "aarch64")]
     let target = TargetArch::aarch64;
     #[cfg(target_arch = "riscv64")]
     let target = TargetArch::riscv64;
+    target
+}
+
+/// Put the runner's stricter filter on the calling (single) thread: after
+/// it, the process can still compute, allocate and use the descriptors it
+/// has (its protocol pipes), nothing more.
+pub fn lock_down_runner() -> Result<(), String> {
     let rules: BTreeMap<i64, Vec<_>> = RUNNER_DENIED.iter().map(|&n| (n, vec![])).collect();
     let program: BpfProgram = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
         SeccompAction::Errno(libc::EPERM as u32),
-        target,
+        host_arch(),
     )
     .and_then(TryInto::try_into)
     .map_err(|e| format!("runner seccomp filter: {e}"))?;
