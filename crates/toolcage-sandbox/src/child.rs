@@ -142,6 +142,11 @@ pub struct ChildPlan {
     /// group (pinned by seccomp) and reaps every descendant before it
     /// reports; it tells the parent the group on the report pipe.
     pub namespace_free: bool,
+    /// Read end of a pipe the tool reads to EOF just before exec, or -1:
+    /// under `--explain` with the audit log, toolcage names the tool's
+    /// process (the audit records name its Landlock domain by that pid)
+    /// while it is certain to be alive, then closes the write end.
+    pub exec_gate_fd: RawFd,
     /// Owners of the memory `argv`/`envp`/`seccomp` point into.
     pub _storage: (Vec<CString>, Vec<CString>, Vec<Vec<libc::sock_filter>>),
 }
@@ -507,6 +512,12 @@ extern "C" fn tool_main(arg: *mut libc::c_void) -> libc::c_int {
         // cloning us and sets its own only after we exec): only the mask
         // it blocked is left to clear.
         unblock_signals(plan);
+        if plan.exec_gate_fd >= 0 {
+            let mut byte = 0u8;
+            while libc::read(plan.exec_gate_fd, (&raw mut byte).cast(), 1) < 0
+                && errno() == libc::EINTR
+            {}
+        }
         for prog in &plan.seccomp {
             if libc::syscall(
                 libc::SYS_seccomp,

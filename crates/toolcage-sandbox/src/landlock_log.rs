@@ -55,13 +55,20 @@ fn read_until(fd: OwnedFd, stop: &AtomicBool) -> Vec<(u16, String)> {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     let mut records = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
-    // After the call, records still in flight get a short drain.
-    let mut drain_until: Option<Instant> = None;
+    // After the call, records still in flight are drained until none has
+    // come for QUIET (kauditd delivers late on a busy machine), at most 1 s.
+    const QUIET: Duration = Duration::from_millis(150);
+    let mut stopped: Option<Instant> = None;
+    let mut last = Instant::now();
     loop {
-        if drain_until.is_none() && stop.load(Ordering::Relaxed) {
-            drain_until = Some(Instant::now() + Duration::from_millis(150));
+        if stopped.is_none() && stop.load(Ordering::Relaxed) {
+            stopped = Some(Instant::now());
         }
-        if drain_until.is_some_and(|d| Instant::now() > d) || records.len() > 10_000 {
+        let drained = stopped.is_some_and(|s| {
+            let now = Instant::now();
+            now > s + Duration::from_secs(1) || (now > s + QUIET && now > last + QUIET)
+        });
+        if drained || records.len() > 10_000 {
             return records;
         }
         let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
@@ -76,6 +83,7 @@ fn read_until(fd: OwnedFd, stop: &AtomicBool) -> Vec<(u16, String)> {
             continue;
         };
         records.extend(parse_messages(&buf[..n]));
+        last = Instant::now();
     }
 }
 
@@ -139,17 +147,31 @@ fn op_of(blocker: &str) -> &'static str {
 }
 
 /// The call's processes as the audit log names them: its init and the
-/// init's children (the tool, which made the Landlock domain), read right
-/// after the tool exec'd.
-pub fn call_pids(init: i32) -> BTreeSet<i32> {
+/// init's child, the tool, which makes the Landlock domain. The tool waits
+/// before exec until `gate` closes, so it is alive (and listed) when read;
+/// the wait ends early if setup failed (the report pipe has something).
+pub fn name_the_tool(init: i32, report: &impl AsFd, gate: OwnedFd) -> BTreeSet<i32> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     let mut pids = BTreeSet::from([init]);
     let children = format!("/proc/{init}/task/{init}/children");
-    if let Ok(text) = std::fs::read_to_string(children) {
-        pids.extend(
-            text.split_whitespace()
-                .filter_map(|p| p.parse::<i32>().ok()),
-        );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(text) = std::fs::read_to_string(&children) {
+            let before = pids.len();
+            pids.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
+            if pids.len() > before {
+                break;
+            }
+        }
+        let mut fds = [PollFd::new(report.as_fd(), PollFlags::POLLIN)];
+        if matches!(poll(&mut fds, PollTimeout::from(1u8)), Ok(n) if n > 0) {
+            break;
+        }
     }
+    drop(gate);
     pids
 }
 

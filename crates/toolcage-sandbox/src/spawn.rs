@@ -392,6 +392,10 @@ fn run_in(
     let (status_r, status_w) = pipe()?;
     let landlock_fd = prepared.fd.as_ref().map_or(-1, |f| f.as_raw_fd());
     let proxy_setup = domains.map(proxy::Setup::new).transpose()?;
+    // Subscribed before the call starts, so no record is missed.
+    let audit_tap = cmd.explain.then(super::landlock_log::open).flatten();
+    let exec_gate = audit_tap.as_ref().map(|_| pipe()).transpose()?;
+    let exec_gate_fd = exec_gate.as_ref().map_or(-1, |(r, _)| r.as_raw_fd());
     let mut keep_fds: Vec<RawFd> = stdio.to_vec();
     let netns = early_netns.and_then(netns::Early::finish);
     let netns_fd = netns.as_ref().map_or(-1, |f| f.as_raw_fd());
@@ -400,6 +404,7 @@ fn run_in(
         status_w.as_raw_fd(),
         landlock_fd,
         netns_fd,
+        exec_gate_fd,
     ]);
     keep_fds.extend(proxy_setup.as_ref().and_then(proxy::Setup::child_fd));
     keep_fds.retain(|fd| *fd >= 0);
@@ -461,10 +466,9 @@ fn run_in(
         cap_last: cap_last(),
         sigrtmax: libc::SIGRTMAX(),
         namespace_free,
+        exec_gate_fd,
         _storage: (argv_store, env_store, programs),
     };
-    // Subscribed before the call starts, so no record is missed.
-    let audit_tap = cmd.explain.then(super::landlock_log::open).flatten();
     // UTS too: a root tool without capabilities still passes the owner
     // check of /proc/sys/kernel/hostname.
     let mut ns_flags =
@@ -500,7 +504,12 @@ fn run_in(
         }
     };
     // The init has its own copy of all of this.
-    drop((report_w, status_w, netns));
+    let (exec_gate_w, exec_gate_r) = match exec_gate {
+        Some((r, w)) => (Some(w), Some(r)),
+        None => (None, None),
+    };
+    drop((report_w, status_w, netns, exec_gate_r));
+    let call_pids = exec_gate_w.map(|w| super::landlock_log::name_the_tool(init.pid, &report_r, w));
     let teed = tee.map(|(r, w)| {
         drop(w);
         super::output::tee_to_stderr(r, 64 * 1024)
@@ -541,9 +550,6 @@ fn run_in(
     if let Some(tx) = &cmd.report_to {
         let _ = tx.try_send(report.clone());
     }
-    let call_pids = audit_tap
-        .as_ref()
-        .map(|_| super::landlock_log::call_pids(init.pid));
     let finished = supervise(
         Running {
             init: &mut init,
