@@ -151,18 +151,17 @@ pub fn run(global: &Global, args: &AuditArgs) -> u8 {
     }
     let shown = calls(&parsed.records, args.all);
     let skip = args.tail.map_or(0, |n| shown.len().saturating_sub(n));
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
+    let mut lines = String::new();
     for r in shown.into_iter().skip(skip) {
         let line = if args.json {
             serde_json::to_string(r).unwrap_or_default()
         } else {
             summary(r)
         };
-        if writeln!(out, "{line}").is_err() {
-            break;
-        }
+        lines.push_str(&line);
+        lines.push('\n');
     }
+    super::out::text(&lines);
     if parsed.bad.is_empty() {
         status::OK
     } else {

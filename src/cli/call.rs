@@ -111,7 +111,7 @@ fn fail(args: &CallArgs, message: &str, code: u8) -> u8 {
     super::say(&message);
     if args.json {
         let v = serde_json::json!({"error": message, "is_error": true, "exit_status": code});
-        println!("{v}");
+        outln!("{v}");
     }
     code
 }
@@ -222,7 +222,7 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
             serde_json::to_string(&v)
         });
         match json {
-            Ok(s) => println!("{s}"),
+            Ok(s) => outln!("{s}"),
             Err(e) => return fail(args, &e.to_string(), status::INTERNAL),
         }
     } else {
@@ -323,14 +323,12 @@ impl Surface for TerminalCall {
 /// is a terminal, so a tool cannot drive the operator's terminal (erase
 /// lines, print a fake prompt in hidden text, leave attributes set).
 fn write_result(text: &str) {
-    use std::io::{IsTerminal, Write};
-    let mut out = std::io::stdout().lock();
-    let _ = if out.is_terminal() {
-        out.write_all(crate::text::multi_line(text).as_bytes())
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() {
+        super::out::text(&crate::text::multi_line(text));
     } else {
-        out.write_all(text.as_bytes())
-    };
-    let _ = out.flush();
+        super::out::text(text);
+    }
 }
 
 #[cfg(test)]

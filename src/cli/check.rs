@@ -327,7 +327,7 @@ fn unmatched_sections(
 }
 
 fn print_text(r: &Report) {
-    let show = |line: String| println!("{}", crate::text::one_line(&line));
+    let show = |line: String| outln!("{}", crate::text::one_line(&line));
     show(format!(
         "{}: {} files examined, {} tools loaded, {} errors, {} warnings",
         r.project,

@@ -4,7 +4,6 @@
 use super::{Cli, status};
 use clap::{Args, CommandFactory};
 use clap_complete::Shell;
-use std::io::Write;
 
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
@@ -80,16 +79,8 @@ fn title_first(page: &[u8]) -> Vec<u8> {
 }
 
 fn write(bytes: &[u8]) -> u8 {
-    let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
-        Ok(()) => status::OK,
-        // A closed pipe (`| head`) is not toolcage's failure.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => status::OK,
-        Err(e) => {
-            super::say(&e);
-            status::INTERNAL
-        }
-    }
+    super::out::bytes(bytes);
+    status::OK
 }
 
 #[cfg(test)]

@@ -136,10 +136,9 @@ pub fn run(global: &Global, args: &DoctorArgs) -> u8 {
         }
     } else {
         // Profile errors quote paths from the project.
-        print!(
-            "{}",
-            crate::text::multi_line(&to_text(host, &sysctls, nnp, &profiles, ok))
-        );
+        super::out::text(&crate::text::multi_line(&to_text(
+            host, &sysctls, nnp, &profiles, ok,
+        )));
     }
     if ok { status::OK } else { 1 }
 }

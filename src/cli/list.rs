@@ -155,7 +155,7 @@ fn print_rows(root: &std::path::Path, rows: Vec<Row>, json: bool) -> u8 {
             r.source,
             r.description
         );
-        println!("{}", line.trim_end());
+        outln!("{}", line.trim_end());
     }
     status::OK
 }

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+#[macro_use]
+pub mod out;
 mod audit;
 mod call;
 mod check;
@@ -193,7 +195,7 @@ pub fn say(message: &dyn std::fmt::Display) {
 pub fn print_json(value: &impl serde::Serialize) -> Option<u8> {
     match serde_json::to_string_pretty(value) {
         Ok(s) => {
-            println!("{s}");
+            outln!("{s}");
             None
         }
         Err(e) => {
@@ -362,7 +364,7 @@ pub fn main() -> ExitCode {
         Command::Completions(args) => docs::completions(args),
         Command::Man(args) => docs::man(args),
     };
-    ExitCode::from(code)
+    ExitCode::from(out::status(code))
 }
 
 /// `--help` and `--version` succeed; a usage error is toolcage's own failure

@@ -54,7 +54,7 @@ pub fn run(global: &Global, args: &PolicyCmdArgs) -> u8 {
     } else {
         // Tool names and request notes come from the project.
         let text = render_text(&resolved, &dropped);
-        print!("{}", crate::text::multi_line(&text));
+        super::out::text(&crate::text::multi_line(&text));
     }
     status::OK
 }

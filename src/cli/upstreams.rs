@@ -105,9 +105,9 @@ pub fn run(global: &Global, args: &UpstreamsArgs) -> u8 {
                 return status::INVALID;
             }
             if args.json {
-                println!("[]");
+                outln!("[]");
             } else {
-                println!("no upstream servers (none in .mcp.json or tools/*.md kind: mcp)");
+                outln!("no upstream servers (none in .mcp.json or tools/*.md kind: mcp)");
             }
             return status::OK;
         }
@@ -128,7 +128,7 @@ fn show(gw: &CliGateway, json: bool) -> u8 {
         return super::print_json(&rows).unwrap_or(status::OK);
     }
     for r in &rows {
-        println!(
+        outln!(
             "{}  {}  {} tool(s), {} pinned, expose {}  ({}: {})",
             text::one_line(&r.name),
             r.state,
@@ -141,14 +141,14 @@ fn show(gw: &CliGateway, json: bool) -> u8 {
             r.transport,
             text::one_line(&r.runs)
         );
-        println!("    declared in {}", text::one_line(&r.source));
+        outln!("    declared in {}", text::one_line(&r.source));
         if let Some(why) = &r.reason {
             for line in why.lines() {
-                println!("    {}", text::one_line(line));
+                outln!("    {}", text::one_line(line));
             }
         }
         for n in &r.renamed {
-            println!(
+            outln!(
                 "    {} is offered as {}: {}",
                 text::one_line(&n.tool),
                 text::one_line(&n.name),
@@ -156,7 +156,7 @@ fn show(gw: &CliGateway, json: bool) -> u8 {
             );
         }
         for h in &r.held {
-            println!(
+            outln!(
                 "    held: {} changed its definition since it was pinned (review it, then: toolcage upstreams approve {}__{})",
                 text::one_line(h),
                 text::one_line(&r.name),
@@ -207,12 +207,12 @@ fn approve(gw: &CliGateway, name: &str) -> u8 {
     }
     match gw.gateway.pins.approve(&server, &tools, only.as_deref()) {
         Ok(changed) if changed.is_empty() => {
-            println!("{server}: every definition was already pinned; nothing changed");
+            outln!("{server}: every definition was already pinned; nothing changed");
             status::OK
         }
         Ok(changed) => {
             for t in changed {
-                println!("pinned {server}__{}", text::one_line(&t));
+                outln!("pinned {server}__{}", text::one_line(&t));
             }
             status::OK
         }
