@@ -6,7 +6,10 @@
 //! explains becomes a denial, marked `inferred`, with the flag or policy
 //! key that would change it. A path inside a write root, a file missing on
 //! the host too, or the call's own private places say nothing about the
-//! sandbox and are left out.
+//! sandbox and are left out. A relative path is taken from the call's
+//! working directory, and a path that is a symlink on the host is
+//! classified where it leads too (inside a granted root, the call sees the
+//! host's symlinks).
 
 use super::denial::{Denial, DenialLog};
 use std::path::{Component, Path, PathBuf};
@@ -23,11 +26,13 @@ enum Error {
     Missing,
 }
 
-const MARKERS: [(&str, Error); 5] = [
+const MARKERS: [(&str, Error); 6] = [
     ("Permission denied", Error::Refused),
     ("Operation not permitted", Error::Refused),
     ("Read-only file system", Error::ReadOnly),
     ("No such file or directory", Error::Missing),
+    // dash's `> /x/y` when /x is not there.
+    ("Directory nonexistent", Error::Missing),
     // A shell running a program that is not there.
     (": not found", Error::Missing),
 ];
@@ -97,8 +102,9 @@ fn refused_syscall(line: &str) -> Option<Denial> {
     })
 }
 
-/// The denials `text` (a tool's stderr, then stdout) suggests under `grant`.
-pub fn from_output(grant: &Grant, text: &str) -> Vec<Denial> {
+/// The denials `text` (a tool's stderr, then stdout) suggests under
+/// `grant`, for a call that ran in `cwd`.
+pub fn from_output(grant: &Grant, cwd: &Path, text: &str) -> Vec<Denial> {
     let mut log = DenialLog::default();
     for line in text.lines() {
         if let Some(d) = refused_syscall(line) {
@@ -125,8 +131,8 @@ pub fn from_output(grant: &Grant, text: &str) -> Vec<Denial> {
         else {
             continue;
         };
-        for path in paths_in(line) {
-            if let Some(d) = classify(grant, &path, error) {
+        for path in paths_in(line, cwd) {
+            if let Some(d) = classify_resolved(grant, &path, error) {
                 log.record(d);
             }
         }
@@ -134,23 +140,73 @@ pub fn from_output(grant: &Grant, text: &str) -> Vec<Denial> {
     log.kept
 }
 
-/// Absolute paths in a message: words that start with `/`, without the
-/// quotes, brackets and punctuation messages put around them. A path that
-/// opens the line is the program naming itself (`/p/script: 3: cannot
-/// create /x: ...`), not what was refused.
-fn paths_in(line: &str) -> Vec<PathBuf> {
+/// Paths in a message: words that start with `/`, without the quotes,
+/// brackets and punctuation messages put around them; and, taken from
+/// `cwd`, a relative path where messages put one (quoted, or the part
+/// before the error: `cat: ../x: Permission denied`, `sh: 1: cannot
+/// create x: ...`). A path that opens the line is the program naming
+/// itself (`/p/script: 3: cannot create /x: ...`), not what was refused.
+fn paths_in(line: &str, cwd: &Path) -> Vec<PathBuf> {
     let line = match line.split_once(": ") {
         Some((first, rest)) if first.starts_with('/') && !first.contains(' ') => rest,
         _ => line,
     };
-    line.split(|c: char| c.is_whitespace() || c == '`')
+    let mut paths: Vec<PathBuf> = line
+        .split(|c: char| c.is_whitespace() || c == '`')
         .map(|w| {
             w.trim_start_matches(|c: char| "'\"‘“([{<".contains(c))
                 .trim_end_matches(|c: char| "'\"’”)]}>,;:.".contains(c))
         })
         .filter(|w| w.starts_with('/') && w.len() > 1)
         .map(normal)
-        .collect()
+        .collect();
+    paths.extend(
+        relative_paths(line)
+            .into_iter()
+            .map(|r| normal(&cwd.join(r).to_string_lossy())),
+    );
+    paths
+}
+
+/// The relative paths a message names: quoted words, and the part right
+/// before the error (the first part is the program's name).
+fn relative_paths(line: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for (open, close) in [('\'', '\''), ('"', '"'), ('‘', '’'), ('“', '”')] {
+        let mut rest = line;
+        while let Some((_, after)) = rest.split_once(open) {
+            let Some((word, tail)) = after.split_once(close) else {
+                break;
+            };
+            out.push(word);
+            rest = tail;
+        }
+    }
+    let parts: Vec<&str> = line.split(": ").collect();
+    for (i, part) in parts.iter().enumerate().skip(1) {
+        if parts
+            .get(i + 1)
+            .is_some_and(|next| MARKERS.iter().any(|(m, _)| next.starts_with(m)))
+        {
+            let word = [
+                "cannot create ",
+                "can't create ",
+                "cannot open ",
+                "can't open ",
+            ]
+            .iter()
+            .find_map(|verb| part.strip_prefix(verb))
+            .unwrap_or(part);
+            out.push(word);
+        }
+    }
+    out.retain(|w| {
+        !w.is_empty()
+            && !w.starts_with('/')
+            && !w.contains(char::is_whitespace)
+            && !w.bytes().all(|b| b.is_ascii_digit())
+    });
+    out
 }
 
 /// `p` without `.` and `..` (lexically: the host's symlinks are not the
@@ -187,8 +243,25 @@ pub(crate) fn explain_path(grant: &Grant, path: &Path) -> Option<(String, Option
     })
 }
 
+/// [`classify`] the path, or where it leads on the host when it (or a
+/// directory above it) is a symlink.
+fn classify_resolved(grant: &Grant, path: &Path, error: Error) -> Option<Denial> {
+    classify(grant, path, error).or_else(|| {
+        let real = std::fs::canonicalize(path).ok().or_else(|| {
+            let dir = std::fs::canonicalize(path.parent()?).ok()?;
+            Some(dir.join(path.file_name()?))
+        })?;
+        (real != path)
+            .then(|| classify(grant, &real, error))
+            .flatten()
+    })
+}
+
 fn classify(grant: &Grant, path: &Path, error: Error) -> Option<Denial> {
-    if OWN.iter().any(|o| path.starts_with(o)) && under(path, &grant.read).is_none() {
+    if OWN.iter().any(|o| path.starts_with(o))
+        && under(path, &grant.read).is_none()
+        && under(path, &grant.write).is_none()
+    {
         return None;
     }
     let denial = |op: &'static str, reason: String, fix: Option<String>| Denial {
@@ -246,9 +319,21 @@ fn classify(grant: &Grant, path: &Path, error: Error) -> Option<Denial> {
         });
     }
     // Outside every root: inside a constructed root it is not there at all,
-    // so "missing" counts when the host has it.
+    // so "missing" counts when the host has it, or has the directory it
+    // would be made in.
     if path.symlink_metadata().is_err() {
-        return None;
+        let dir = path.parent()?;
+        let outside = under(dir, &grant.read).is_none() && under(dir, &grant.write).is_none();
+        return (error == Error::Missing && outside && dir.is_dir()).then(|| {
+            denial(
+                "create",
+                format!(
+                    "its directory {} is outside every root: not in the sandbox",
+                    dir.display()
+                ),
+                Some(format!("--write {}", dir.display())),
+            )
+        });
     }
     Some(denial(
         "read",
@@ -271,7 +356,7 @@ mod tests {
     }
 
     fn one(text: &str) -> Option<Denial> {
-        let mut v = from_output(&grant(), text);
+        let mut v = from_output(&grant(), Path::new("/work/p/sub"), text);
         assert!(v.len() <= 1, "{v:?}");
         v.pop()
     }
@@ -310,6 +395,68 @@ mod tests {
     }
 
     #[test]
+    fn relative_paths_are_taken_from_the_working_directory() {
+        // cwd is /work/p/sub.
+        let d = one("touch: cannot touch '../../../usr/x': Read-only file system").unwrap();
+        assert_eq!(
+            (d.target.as_str(), d.fix.as_deref()),
+            ("/usr/x", Some("--write /usr"))
+        );
+        let d = one("sh: 1: cannot create ../.git/config: Read-only file system").unwrap();
+        assert_eq!(d.target, "/work/p/.git/config");
+        assert!(d.reason.starts_with("protected"), "{d:?}");
+        let d = one("cat: ../../../../etc/shadow: Permission denied").unwrap();
+        assert!(d.reason.contains("built-in secret"), "{d:?}");
+        // Control: the same relative file inside the write root is the
+        // file's own business; a number or a phrase is no path.
+        assert!(one("touch: cannot touch 'x.txt': Permission denied").is_none());
+        assert!(one("sh: 1: cannot create x: Permission denied").is_none());
+    }
+
+    #[test]
+    fn a_symlink_is_classified_where_it_leads_and_tmp_projects_count() {
+        // The project is under /tmp (the call's private /tmp elsewhere).
+        let project = tempfile::tempdir().unwrap();
+        let p = project.path().canonicalize().unwrap();
+        std::os::unix::fs::symlink("/etc/shadow", p.join("link")).unwrap();
+        let mut g = grant();
+        g.write = vec![p.clone()];
+        g.protected = vec![p.join("tools.toml")];
+        let d = from_output(&g, &p, "cat: link: Permission denied");
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].target, "/etc/shadow");
+        let text = format!(
+            "sh: 1: cannot create {}/tools.toml: Read-only file system",
+            p.display()
+        );
+        let d = from_output(&g, &p, &text);
+        assert!(
+            d.len() == 1 && d[0].reason.starts_with("protected"),
+            "{d:?}"
+        );
+        // Control: a plain file in the project is not explained.
+        std::fs::write(p.join("plain"), "").unwrap();
+        assert!(from_output(&g, &p, "cat: plain: Permission denied").is_empty());
+    }
+
+    #[test]
+    fn creating_in_a_host_directory_outside_every_root_is_explained() {
+        for line in [
+            "touch: cannot touch '/root/tc-no-such': No such file or directory",
+            "sh: 1: cannot create /var/tc-no-such: Directory nonexistent",
+        ] {
+            let d = one(line).unwrap_or_else(|| panic!("{line}"));
+            assert_eq!(d.op, "create", "{d:?}");
+            assert!(
+                d.fix.as_deref().is_some_and(|f| f.starts_with("--write /")),
+                "{d:?}"
+            );
+        }
+        // Control: a directory the host does not have either.
+        assert!(one("touch: cannot touch '/tc-no-dir/x': No such file or directory").is_none());
+    }
+
+    #[test]
     fn what_the_grant_does_not_explain_is_left_out() {
         // Inside the write root: the file's own permissions.
         assert!(one("cat: /work/p/secret: Permission denied").is_none());
@@ -330,7 +477,10 @@ mod tests {
         assert!(d.fix.unwrap().contains("--allow-net"));
         let mut on = grant();
         on.network = Network::On;
-        assert!(from_output(&on, text).is_empty(), "control: network on");
+        assert!(
+            from_output(&on, Path::new("/work/p"), text).is_empty(),
+            "control: network on"
+        );
     }
 
     #[test]
@@ -365,6 +515,7 @@ mod tests {
     fn repeats_are_counted_and_paths_normalised() {
         let v = from_output(
             &grant(),
+            Path::new("/work/p"),
             "cat: /etc/../etc/shadow: Permission denied\ncat: /etc/shadow: Permission denied\n",
         );
         assert_eq!(v.len(), 1);
