@@ -311,7 +311,7 @@ fn validation_names_the_parameter_and_what_was_expected() {
     assert!(msg.contains("'name'"), "{msg}");
     assert!(e.prepare("v", json!({"name": "n"})).is_ok());
     match e.prepare("nope", json!({})).unwrap_err() {
-        CallError::UnknownTool { name, known } => {
+        CallError::UnknownTool { name, known, .. } => {
             assert_eq!(name, "nope");
             assert_eq!(known, vec!["v".to_string()]);
         }

@@ -461,7 +461,7 @@ fn schema_of_a_skipped_tool_says_why_it_was_skipped() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("tool 'broken' was skipped")
+        err.contains("unknown tool 'broken': not loaded")
             && err.contains("broken:3: @param without a name"),
         "{err}"
     );

@@ -119,10 +119,7 @@ impl Engine {
         let tool = self
             .catalog
             .get(name)
-            .ok_or_else(|| CallError::UnknownTool {
-                name: name.to_string(),
-                known: self.catalog.tools.iter().map(|t| t.name.clone()).collect(),
-            })?;
+            .ok_or_else(|| CallError::unknown_tool(&self.catalog, name))?;
         let runner = runner_for(tool);
         if let Some(refusal) = runner.refusal() {
             return Err(CallError::Unsupported(refusal));

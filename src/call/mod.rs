@@ -60,8 +60,14 @@ pub struct CallResult {
 /// A call that did not run, or could not.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
-    #[error("unknown tool '{name}'{}", did_you_mean(.known))]
-    UnknownTool { name: String, known: Vec<String> },
+    #[error("unknown tool '{name}'{}", why_unknown(.known, .not_loaded.as_deref()))]
+    UnknownTool {
+        name: String,
+        known: Vec<String>,
+        /// Why a file that would define it was skipped (or the tool is
+        /// disabled), as `check` says it.
+        not_loaded: Option<String>,
+    },
     #[error("invalid arguments for {tool}: {message}")]
     InvalidArguments { tool: String, message: String },
     /// The gate refused it: approval, a rate limit, the concurrency cap, or
@@ -90,7 +96,22 @@ pub enum CallError {
     Internal(String),
 }
 
-fn did_you_mean(known: &[String]) -> String {
+impl CallError {
+    /// No tool `name` in `catalog`: with why it was not loaded, when a
+    /// skipped file or a disabled entry says so.
+    pub fn unknown_tool(catalog: &crate::discover::Catalog, name: &str) -> CallError {
+        CallError::UnknownTool {
+            name: name.to_string(),
+            known: catalog.tools.iter().map(|t| t.name.clone()).collect(),
+            not_loaded: catalog.why_not_loaded(name).map(|d| d.to_string()),
+        }
+    }
+}
+
+fn why_unknown(known: &[String], not_loaded: Option<&str>) -> String {
+    if let Some(why) = not_loaded {
+        return format!(": not loaded: {why} (run `toolcage check` for every file)");
+    }
     if known.is_empty() {
         " (no tools discovered; run `toolcage check`)".into()
     } else {

@@ -71,15 +71,7 @@ fn for_tool(global: &Global, policy: &PolicyArgs, name: &str) -> Result<Resolved
     let internal = |e: PolicyError| (e.to_string(), status::INTERNAL);
     let engine = global.engine(policy).map_err(internal)?;
     let Some(tool) = engine.catalog.get(name) else {
-        let e = CallError::UnknownTool {
-            name: name.to_string(),
-            known: engine
-                .catalog
-                .tools
-                .iter()
-                .map(|t| t.name.clone())
-                .collect(),
-        };
+        let e = CallError::unknown_tool(&engine.catalog, name);
         return Err((e.to_string(), status::INVALID));
     };
     engine.resolve(tool).map_err(internal)

@@ -40,22 +40,7 @@ pub fn run(global: &Global, args: &SchemaArgs) -> u8 {
                 return print_json(&t.definition.to_json());
             }
             let Some(tool) = engine.catalog.get(name) else {
-                if let Some(why) = skipped(&engine.catalog, name) {
-                    super::say(&format!(
-                        "tool '{name}' was skipped: {why} (run `toolcage check` for every file)"
-                    ));
-                    return status::INVALID;
-                }
-                let e = CallError::UnknownTool {
-                    name: name.clone(),
-                    known: engine
-                        .catalog
-                        .tools
-                        .iter()
-                        .map(|t| t.name.clone())
-                        .collect(),
-                };
-                super::say(&e);
+                super::say(&CallError::unknown_tool(&engine.catalog, name));
                 return status::INVALID;
             };
             vec![tool]
@@ -88,27 +73,4 @@ pub fn run(global: &Global, args: &SchemaArgs) -> u8 {
 
 fn print_json(value: &serde_json::Value) -> u8 {
     super::print_json(value).unwrap_or(status::OK)
-}
-
-/// Why `name` is not in the catalog when a tool file of that name was
-/// skipped: its error diagnostic (the file's stem, or its clawd directory,
-/// is the name; or the message names the tool).
-fn skipped(catalog: &crate::discover::Catalog, name: &str) -> Option<String> {
-    let quoted = format!("'{name}'");
-    catalog
-        .diagnostics
-        .iter()
-        .filter(|d| d.severity == crate::discover::Severity::Error)
-        .find(|d| {
-            let stem = d.file.file_stem().and_then(|s| s.to_str());
-            let dir = d
-                .file
-                .parent()
-                .and_then(|p| p.file_name())
-                .and_then(|s| s.to_str());
-            stem == Some(name)
-                || (stem == Some("tool") && dir == Some(name))
-                || d.message.contains(&quoted)
-        })
-        .map(ToString::to_string)
 }

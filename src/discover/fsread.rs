@@ -45,6 +45,37 @@ pub(crate) fn read_capped(path: &Path, cap: usize) -> io::Result<Bytes> {
     Ok(Bytes { data, truncated })
 }
 
+/// Whether the text of the file at `path` (at most 1 MiB) gives a tool
+/// the name `name`: `name = "x"` (TOML), `"name": "x"` (JSON) or
+/// `name: x` (YAML). For saying why a tool of a file that could not be
+/// parsed is missing.
+pub(crate) fn defines_name(path: &Path, name: &str) -> bool {
+    let Ok(b) = read_capped(path, 1 << 20) else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&b.data);
+    text.match_indices("name").any(|(i, key)| {
+        let before = text[..i].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-') {
+            return false;
+        }
+        let rest = text[i + key.len()..]
+            .strip_prefix('"')
+            .unwrap_or(&text[i + key.len()..]);
+        let Some(value) = rest
+            .trim_start_matches([' ', '\t'])
+            .strip_prefix([':', '='])
+        else {
+            return false;
+        };
+        let value = value.trim_start_matches([' ', '\t']);
+        let value = value.strip_prefix(['"', '\'']).unwrap_or(value);
+        value.strip_prefix(name).is_some_and(|after| {
+            after.is_empty() || after.starts_with(['"', '\'', ',', '}', ' ', '\t', '\r', '\n'])
+        })
+    })
+}
+
 /// Read a whole (small) file as UTF-8, or explain why not.
 pub(crate) fn read_text(path: &Path, cap: usize) -> Result<String, Diagnostic> {
     let b = read_capped(path, cap).map_err(|e| {

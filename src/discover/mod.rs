@@ -206,6 +206,37 @@ impl Catalog {
             .map(|i| &self.tools[i])
     }
 
+    /// Why no tool `name` was loaded, when `check` says: an error in a
+    /// file whose name is the tool's (the script, the A3S file, the clawd
+    /// directory), a message about that tool, a disabled entry, or an
+    /// error in a file whose text defines that name (`name = "x"`,
+    /// `"name": "x"`, `name: x`) and could not be used.
+    pub fn why_not_loaded(&self, name: &str) -> Option<&Diagnostic> {
+        let quoted = format!("'{name}'");
+        let about_it = |d: &Diagnostic| {
+            d.message.starts_with(&format!("tool {quoted}"))
+                || d.message.contains(&format!("\"name\" {quoted}"))
+        };
+        let is_error = |d: &&Diagnostic| d.severity == Severity::Error;
+        let named_file = |d: &&Diagnostic| {
+            let stem = d.file.file_stem().and_then(|s| s.to_str());
+            let dir = d.file.parent().and_then(|p| p.file_name());
+            stem == Some(name)
+                || (stem == Some("tool") && dir.and_then(|s| s.to_str()) == Some(name))
+        };
+        self.diagnostics
+            .iter()
+            .filter(is_error)
+            .find(named_file)
+            .or_else(|| self.diagnostics.iter().find(|d| about_it(d)))
+            .or_else(|| {
+                self.diagnostics
+                    .iter()
+                    .filter(is_error)
+                    .find(|d| fsread::defines_name(&d.file, name))
+            })
+    }
+
     pub fn has_errors(&self) -> bool {
         self.diagnostics
             .iter()

@@ -151,6 +151,7 @@ impl Toolbox for FakeHost {
             return Err(CallError::UnknownTool {
                 name: name.into(),
                 known: self.tools().iter().map(|t| t.name.clone()).collect(),
+                not_loaded: None,
             });
         };
         let args = args.as_object().cloned().unwrap_or_default();

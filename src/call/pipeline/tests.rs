@@ -28,6 +28,7 @@ impl Toolbox for Tools {
             return Err(CallError::UnknownTool {
                 name: name.into(),
                 known: vec!["t".into()],
+                not_loaded: None,
             });
         }
         let tool = ToolSpec {
