@@ -296,3 +296,33 @@ fn an_interpreter_the_call_will_not_find_is_a_warning_and_the_tool_stays() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+#[test]
+fn a_script_with_windows_line_endings_is_named_with_the_fix() {
+    let p = Project::new("crlf");
+    executable(
+        &p.path(".agents/tools/crlf"),
+        "#!/bin/sh\r\n# @description CRLF\r\necho crlf\r\n",
+    );
+    executable(
+        &p.path(".agents/tools/unix"),
+        "#!/bin/sh\n# @description LF\necho unix\n",
+    );
+    let r = json(&toolcage(&p, &["check", "--json"]));
+    let w = warnings_about(&r, "carriage return");
+    assert_eq!(w.len(), 1, "{r}");
+    assert!(
+        w[0].0.ends_with("crlf") && w[0].2.contains("Unix line endings"),
+        "{w:?}"
+    );
+    let o = toolcage(&p, &["call", "crlf"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(127), "{err}");
+    assert!(
+        err.contains("carriage return") && err.contains("dos2unix"),
+        "{err}"
+    );
+    // Control: the same script with Unix line endings runs, unwarned.
+    let o = toolcage(&p, &["call", "unix"]);
+    assert_eq!(out(&o), "unix\n", "{}", String::from_utf8_lossy(&o.stderr));
+}

@@ -178,6 +178,20 @@ pub fn shebang_unreachable(
     ctx: &Context,
 ) -> Option<Unreachable> {
     let (path, name) = shebang(script)?;
+    // The kernel ends the interpreter's name (or its argument) at a space,
+    // a tab or the newline: a `\r` before it is part of the name.
+    if path.ends_with('\r') || name.as_deref().is_some_and(|n| n.ends_with('\r')) {
+        return Some(Unreachable {
+            what: format!(
+                "'{}' ends in a carriage return (Windows line endings), so it is not found",
+                path.trim_end_matches('\r').escape_default()
+            ),
+            fix: Some(format!(
+                "convert {} to Unix line endings (dos2unix, or sed -i 's/\\r$//')",
+                script.display()
+            )),
+        });
+    }
     unreachable(&path, extra_read, resolved, ctx)
         .or_else(|| name.and_then(|n| unreachable(&n, extra_read, resolved, ctx)))
 }
@@ -191,7 +205,7 @@ fn shebang(script: &Path) -> Option<(String, Option<String>)> {
     let n = std::fs::File::open(script).ok()?.read(&mut head).ok()?;
     let line = head[..n].split(|&b| b == b'\n').next()?;
     let line = std::str::from_utf8(line.strip_prefix(b"#!")?).ok()?;
-    let mut words = line.split_whitespace();
+    let mut words = line.split([' ', '\t']).filter(|w| !w.is_empty());
     let interpreter = words.next()?.to_string();
     let via_env = Path::new(&interpreter).file_name() == Some("env".as_ref());
     let name = via_env
