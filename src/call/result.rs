@@ -12,12 +12,18 @@ pub fn failure_line(exit: Exit, grant: &Grant) -> Option<String> {
         Exit::Code(0) => None,
         Exit::Code(c) => Some(format!("tool exited with status {c}")),
         Exit::Signal(s) => Some(format!("killed by signal {s}")),
-        Exit::Timeout => Some(format!(
-            "timed out after {} (the policy's timeout; raise it in the policy)",
-            format_duration(grant.timeout)
-        )),
+        Exit::Timeout => Some(timed_out(grant)),
         Exit::Cancelled => Some("cancelled".to_string()),
     }
+}
+
+/// A timeout's line. The limit may come from a policy, `--timeout` or the
+/// tool's own declaration (bounded by the policy): `policy` says which.
+pub fn timed_out(grant: &Grant) -> String {
+    format!(
+        "timed out after {} (the call's time limit; `toolcage policy TOOL` shows where it is set)",
+        format_duration(grant.timeout)
+    )
 }
 
 /// The text and error flag for `outcome`.
@@ -133,7 +139,7 @@ pub(crate) mod tests {
         let (t, e) = format(&o, &grant());
         assert!(e);
         assert!(
-            t.starts_with("timed out after 30s (the policy's timeout"),
+            t.starts_with("timed out after 30s (the call's time limit"),
             "{t}"
         );
     }

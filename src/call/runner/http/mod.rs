@@ -130,10 +130,7 @@ pub fn run(
         denials,
     };
     let text = match outcome.exit {
-        Exit::Timeout => format!(
-            "timed out after {} (the policy's timeout; raise it in the policy)",
-            crate::policy::format_duration(grant.timeout)
-        ),
+        Exit::Timeout => crate::call::result::timed_out(grant),
         Exit::Cancelled => "cancelled".into(),
         _ => text,
     };
