@@ -326,3 +326,42 @@ fn a_script_with_windows_line_endings_is_named_with_the_fix() {
     let o = toolcage(&p, &["call", "unix"]);
     assert_eq!(out(&o), "unix\n", "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+#[test]
+fn a_nested_git_repository_calls_may_write_is_a_warning_with_the_fix() {
+    let p = Project::new("nested-git");
+    std::fs::create_dir_all(p.path("sub/.git/hooks")).unwrap();
+    // A submodule's .git is a file pointing into the project's own .git.
+    p.write("module/.git", "gitdir: ../.git/modules/module\n");
+    let r = json(&toolcage(&p, &["check", "--json"]));
+    let w = warnings_about(&r, "nested git repository");
+    assert_eq!(w.len(), 1, "{r}");
+    assert!(w[0].0.ends_with("sub/.git"), "{w:?}");
+    assert!(w[0].2.contains("\"{project}/sub/.git\""), "{w:?}");
+    // What it warns about is real: a call writes a hook there.
+    let hook = "echo evil > sub/.git/hooks/pre-commit";
+    let o = toolcage(&p, &["exec", "--", "sh", "-c", hook]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // The fix: protected, no warning, and the same write is refused.
+    let policy = p.state_dir().with_extension("toml");
+    std::fs::write(&policy, "[fs]\nadd_protected = [\"{project}/sub/.git\"]\n").unwrap();
+    let pol = policy.to_str().unwrap();
+    let r = json(&toolcage(&p, &["check", "--json", "--policy", pol]));
+    assert!(
+        warnings_about(&r, "nested git repository").is_empty(),
+        "{r}"
+    );
+    let o = toolcage(&p, &["exec", "--policy", pol, "--", "sh", "-c", hook]);
+    assert_ne!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let _ = std::fs::remove_file(policy);
+}

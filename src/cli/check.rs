@@ -148,7 +148,8 @@ struct Found {
     policy_warnings: Vec<SectionWarning>,
     approvals: Vec<ApprovalReport>,
     tools_dir: Option<ToolsDir>,
-    /// Interpreters the calls will not find: warnings on the tool's file.
+    /// Interpreters the calls will not find (warnings on the tool's file)
+    /// and nested git repositories calls may write.
     interpreters: Vec<Diagnostic>,
 }
 
@@ -446,6 +447,9 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
         Ok(engine) => {
             if let Ok(r) = engine.stack.resolve(&engine.ctx, &engine.overrides, None) {
                 tools_protected = Some(r.grant.protected.contains(&project.join("tools")));
+                found
+                    .interpreters
+                    .extend(toolnotes::nested_repositories(&project, &r.grant));
             }
             found.policy_warnings = unmatched_sections(
                 &engine.stack.tool_sections(),

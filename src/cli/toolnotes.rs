@@ -98,3 +98,64 @@ pub fn interpreter(tool: &ToolSpec, resolved: &Resolved, ctx: &Context) -> Optio
     let message = format!("tool {}: {what}", tool.name);
     Some(Diagnostic::warning(file, line, message).fix(fix))
 }
+
+/// How deep `check` looks for git repositories inside the project, and
+/// how many directories it reads at most: a project's own nested clones
+/// sit near the top, and `check` must stay quick on a large tree.
+const NESTED_REPO_DEPTH: usize = 4;
+const NESTED_REPO_DIRS: usize = 5000;
+
+/// Warnings for git repositories nested in the project (a `.git`
+/// directory below the root) that calls may write: their hooks and config
+/// run commands when someone uses git there later, outside the sandbox.
+/// Only the project's own `.git` is protected by default. A submodule's
+/// `.git` is a file pointing into the project's `.git`, so it is covered.
+pub fn nested_repositories(
+    root: &std::path::Path,
+    grant: &crate::policy::Grant,
+) -> Vec<Diagnostic> {
+    let writable = |p: &std::path::Path| {
+        grant.write.iter().any(|w| p.starts_with(w))
+            && !grant.protected.iter().any(|r| p.starts_with(r))
+    };
+    let mut found = Vec::new();
+    let mut queue = std::collections::VecDeque::from([(root.to_path_buf(), 0usize)]);
+    let mut read = 0;
+    while let Some((dir, depth)) = queue.pop_front() {
+        read += 1;
+        if read > NESTED_REPO_DIRS {
+            break;
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(kind) = e.file_type() else { continue };
+            if !kind.is_dir() {
+                continue; // symlinks and files (a submodule's .git) too
+            }
+            let name = e.file_name();
+            if name == ".git" {
+                if depth > 0 && writable(&e.path()) {
+                    found.push(
+                        Diagnostic::warning(
+                            &e.path(),
+                            None,
+                            "a nested git repository that calls may write: its hooks and \
+                             config run commands when git is used there, outside the sandbox",
+                        )
+                        .fix(format!(
+                            "add \"{{project}}/{}\" to add_protected in the policy's [fs] section",
+                            e.path().strip_prefix(root).unwrap_or(&e.path()).display()
+                        )),
+                    );
+                }
+                continue;
+            }
+            if depth + 1 < NESTED_REPO_DEPTH && name != "node_modules" && name != "target" {
+                queue.push_back((e.path(), depth + 1));
+            }
+        }
+    }
+    found
+}
