@@ -274,14 +274,17 @@ fn classify(grant: &Grant, path: &Path, error: Error) -> Option<Denial> {
         count: 1,
         inferred: true,
     };
-    if let Some(what) = toolcage_policy::built_in_secret(path) {
+    // Missing on the host too: the secret or denied path is not hidden,
+    // it is not there.
+    let absent = error == Error::Missing && path.symlink_metadata().is_err();
+    if let Some(what) = toolcage_policy::built_in_secret(path).filter(|_| !absent) {
         return Some(denial(
             "read",
             format!("a built-in secret ({what}): never granted"),
             None,
         ));
     }
-    if let Some(d) = under(path, &grant.denied) {
+    if let Some(d) = under(path, &grant.denied).filter(|_| !absent) {
         return Some(denial(
             "read",
             format!("denied by the policy ({})", d.display()),
@@ -462,6 +465,8 @@ mod tests {
         assert!(one("cat: /work/p/secret: Permission denied").is_none());
         // Missing on the host as well: really missing.
         assert!(one("cat: /no/such/tc-path: No such file or directory").is_none());
+        assert!(one("cat: /etc/sudoers.d/tc-no-such: No such file or directory").is_none());
+        assert!(one("cat: /etc/app/tc-no-such: No such file or directory").is_none());
         // Missing inside a read root: really missing.
         assert!(one("cat: /usr/tc-no-such: No such file or directory").is_none());
         // The call's own /tmp, and lines without an error.
