@@ -1,8 +1,9 @@
 //! OpenCrabs dynamic tools: `[[tools]]` in `tools.toml` at the project
 //! root and in `--tools-toml FILE` (seed: opencrabs-dynamic-tools.md).
 //!
-//! A TOML syntax error is one Error with its line and loses only that file;
-//! a bad `[[tools]]` entry loses only that tool (the diagnostic names
+//! A TOML syntax error is one Error with its line and loses only the
+//! `[[tools]]` entry it is in (DESIGN.md: a parse error loses nothing
+//! else); a bad `[[tools]]` entry loses only that tool (the diagnostic names
 //! `tools[N].key`, N from 0, and the line of its `[[tools]]` header).
 //!
 //! Decisions where the seed is silent:
@@ -59,25 +60,90 @@ const TOOL_KEYS: [&str; 12] = [
 const METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
 
 /// Parse one tools.toml's text into tools (with `source` = `file`) and
-/// diagnostics. Disabled tools are not returned.
+/// diagnostics. Disabled tools are not returned. A TOML syntax error loses
+/// only the `[[tools]]` entry it is in: the file is parsed again entry by
+/// entry, and the entries that parse on their own are kept.
 pub fn parse_tools_toml(text: &str, file: &Path) -> (Vec<ToolSpec>, Vec<Diagnostic>) {
-    let mut diags = Vec::new();
-    let table: Table = match toml::from_str(text) {
-        Ok(t) => t,
-        Err(e) => {
-            let line = e.span().map(|s| line_at(text, s.start));
-            let msg = e.message().replace('\n', " ");
-            diags.push(
-                Diagnostic::error(
-                    file,
-                    line,
-                    format!("TOML syntax error: {msg}; no tools loaded from this file"),
-                )
-                .fix("fix the TOML syntax"),
-            );
-            return (Vec::new(), diags);
+    match toml::from_str::<Table>(text) {
+        Ok(table) => parse_table(&table, text, file, 0),
+        Err(e) => entry_by_entry(text, file, &e),
+    }
+}
+
+/// The 1-based lines of the `[[tools]]` headers.
+fn tool_headers(text: &str) -> Vec<usize> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            let t = l.trim_start();
+            t.starts_with("[[") && t[2..].trim_start().starts_with("tools") && {
+                let r = t[2..].trim_start()[5..].trim_start();
+                r.starts_with("]]")
+            }
+        })
+        .map(|(i, _)| i + 1)
+        .collect()
+}
+
+fn syntax_error(text: &str, file: &Path, e: &toml::de::Error, lost: &str) -> Diagnostic {
+    let line = e.span().map(|s| line_at(text, s.start));
+    let msg = e.message().replace('\n', " ");
+    Diagnostic::error(file, line, format!("TOML syntax error: {msg}; {lost}"))
+        .fix("fix the TOML syntax")
+}
+
+/// After a syntax error: each `[[tools]]` entry (and what comes before the
+/// first) parsed on its own, at its own lines (the lines before it blank).
+fn entry_by_entry(
+    text: &str,
+    file: &Path,
+    whole: &toml::de::Error,
+) -> (Vec<ToolSpec>, Vec<Diagnostic>) {
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let mut starts = tool_headers(text);
+    if starts.first().is_some_and(|&f| f > 1) {
+        starts.insert(0, 1);
+    }
+    if starts.len() < 2 {
+        let lost = "no tools loaded from this file";
+        return (Vec::new(), vec![syntax_error(text, file, whole, lost)]);
+    }
+    let (mut tools, mut diags) = (Vec::new(), Vec::new());
+    let mut n = 0;
+    for (i, &start) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).map_or(lines.len(), |e| e - 1);
+        let mut part = "\n".repeat(start - 1);
+        part.extend(lines[start - 1..end].iter().copied());
+        let is_entry = tool_headers(&part).len() == 1;
+        match toml::from_str::<Table>(&part) {
+            Ok(table) => {
+                let (t, d) = parse_table(&table, &part, file, n);
+                tools.extend(t);
+                diags.extend(d);
+            }
+            Err(e) => {
+                let lost = match is_entry {
+                    true => format!(
+                        "the [[tools]] entry at line {start} is skipped; the file's other entries are loaded"
+                    ),
+                    false => "the file's [[tools]] entries are loaded without it".to_string(),
+                };
+                diags.push(syntax_error(&part, file, &e, &lost));
+            }
         }
-    };
+        n += usize::from(is_entry);
+    }
+    (tools, diags)
+}
+
+/// The tools of a parsed file (or of one entry of it, the `n`th).
+fn parse_table(
+    table: &Table,
+    text: &str,
+    file: &Path,
+    first: usize,
+) -> (Vec<ToolSpec>, Vec<Diagnostic>) {
+    let mut diags = Vec::new();
     for k in table.keys() {
         if k != "tools" {
             diags.push(
@@ -99,18 +165,7 @@ pub fn parse_tools_toml(text: &str, file: &Path) -> (Vec<ToolSpec>, Vec<Diagnost
     };
     // The Nth `[[tools]]` header is the Nth array element (inline arrays
     // have no header and get no line).
-    let headers: Vec<usize> = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| {
-            let t = l.trim_start();
-            t.starts_with("[[") && t[2..].trim_start().starts_with("tools") && {
-                let r = t[2..].trim_start()[5..].trim_start();
-                r.starts_with("]]")
-            }
-        })
-        .map(|(i, _)| i + 1)
-        .collect();
+    let headers = tool_headers(text);
     let mut tools = Vec::new();
     for (n, item) in items.iter().enumerate() {
         let line = if headers.len() == items.len() {
@@ -121,7 +176,7 @@ pub fn parse_tools_toml(text: &str, file: &Path) -> (Vec<ToolSpec>, Vec<Diagnost
         let mut cx = Cx {
             file,
             line,
-            n,
+            n: first + n,
             name: String::new(),
             diags: &mut diags,
             bad: false,

@@ -161,6 +161,30 @@ fn syntax_error_is_one_error_with_its_line_and_loses_only_that_file() {
     assert!(!d[0].contains('\n'));
 }
 
+#[test]
+fn a_syntax_error_loses_only_its_own_entry() {
+    let text = format!(
+        "# tools\n{}\n[[tools]]\nname = \"b\ndescription = \"unterminated\"\n\n{}",
+        tool("").replace("\"t\"", "\"a\""),
+        tool("[tools.rate_limit]\nrequests = 2\nwindow = \"1m\"\n").replace("\"t\"", "\"c\"")
+    );
+    let (t, d) = parse(&text);
+    let names: Vec<&str> = t.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["a", "c"], "{d:?}");
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert!(
+        d[0].starts_with("tools.toml:9: TOML syntax error: ")
+            && d[0].contains("the [[tools]] entry at line 8 is skipped"),
+        "{d:?}"
+    );
+    // The entry after the broken one keeps its place and its subtable.
+    assert!(t[1].requests.rate_limit.is_some(), "{:?}", t[1].requests);
+    // A bad key in a later entry is named by its index in the file.
+    let text = format!("{}\n[[tools]]\nname = \"b\n{}", tool(""), tool("bogus = 1\n"));
+    let (_, d) = parse(&text);
+    assert!(d.iter().any(|m| m.contains("tools[2] ('t').bogus")), "{d:?}");
+}
+
 fn tool(extra: &str) -> String {
     format!(
         "[[tools]]\nname = \"t\"\ndescription = \"D\"\nexecutor = \"shell\"\ncommand = \"true\"\n{extra}"
