@@ -329,8 +329,13 @@ fn unmatched_sections(
 
 fn print_text(r: &Report) {
     let show = |line: String| outln!("{}", crate::text::one_line(&line));
+    let upstream_tools: usize = r.upstreams.iter().map(|u| u.tools).sum();
+    let from_upstreams = match upstream_tools {
+        0 => String::new(),
+        n => format!(" (and {n} from upstream servers)"),
+    };
     show(format!(
-        "{}: {} files examined, {} tools loaded, {} errors, {} warnings",
+        "{}: {} files examined, {} tools loaded{from_upstreams}, {} errors, {} warnings",
         r.project,
         r.files.len(),
         r.tools,
@@ -369,9 +374,11 @@ fn print_text(r: &Report) {
     if let Some(t) = &r.tools_dir {
         show(format!("note     tools/: {}", t.message));
     }
+    // Each is a warning on the hidden tool's file already (counted once):
+    // this is the summary.
     for s in &r.shadowed {
         show(format!(
-            "warning  tool {} from {} is hidden by {} (fix: rename one of them)",
+            "note     tool {} from {} is hidden by {} (fix: rename one of them)",
             s.name, s.loser, s.winner
         ));
     }
