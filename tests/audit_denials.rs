@@ -1,7 +1,7 @@
 //! Exact Landlock denials from the kernel's audit log: as root, with audit
 //! enabled (this test enables it and puts it back; toolcage itself never
-//! does), `exec --explain` reports what Landlock refused from its records,
-//! not inferred. Control: with audit off, the same refusal is only
+//! does), `exec --explain` and `call --explain` report what Landlock
+//! refused from its records, not inferred. Control: with audit off, the same refusal is only
 //! inferred (or not seen). Skips, saying so, when not root.
 
 use std::process::Command;
@@ -45,15 +45,23 @@ impl Drop for Restore {
     }
 }
 
-fn explain_ls_root(dir: &std::path::Path, state: &std::path::Path) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_toolcage"))
-        .arg("-C")
-        .arg(dir)
-        .args(["exec", "--explain", "--", "ls", "/"])
-        .env("XDG_STATE_HOME", state)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&o.stderr).into_owned()
+/// `ls /` under `--explain`, as `exec` and as a tool through `call`: the
+/// stderr of each.
+fn explain_ls_root(dir: &std::path::Path, state: &std::path::Path) -> [String; 2] {
+    let run = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_toolcage"))
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .env("XDG_STATE_HOME", state)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    [
+        run(&["exec", "--explain", "--", "ls", "/"]),
+        run(&["call", "--explain", "lsroot"]),
+    ]
 }
 
 #[test]
@@ -68,21 +76,21 @@ fn with_audit_enabled_landlock_refusals_are_exact() {
     };
     let _restore = Restore(before);
     let dir = tempfile::tempdir().unwrap();
+    let tool = dir.path().join(".agents/tools/lsroot");
+    std::fs::create_dir_all(tool.parent().unwrap()).unwrap();
+    std::fs::write(&tool, "#!/bin/sh\n# @description List /\nexec ls /\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
     let state = tempfile::tempdir().unwrap();
+    // `ls /` lists the constructed root, which Landlock does not let it read.
+    let exact = "blocked: / (outside every read root: not in the sandbox); to allow it: --read /";
     // Control first: audit off, the refusal is not exact.
     audit(&["set", "0"]).unwrap();
-    let off = explain_ls_root(dir.path(), state.path());
-    assert!(
-        !off.contains("blocked: / (outside every read root: not in the sandbox);"),
-        "{off}"
-    );
+    for off in explain_ls_root(dir.path(), state.path()) {
+        assert!(!off.contains(exact), "{off}");
+    }
     audit(&["set", "1"]).unwrap();
-    let on = explain_ls_root(dir.path(), state.path());
-    // `ls /` lists the constructed root, which Landlock does not let it read.
-    assert!(
-        on.contains(
-            "blocked: / (outside every read root: not in the sandbox); to allow it: --read /"
-        ),
-        "{on}"
-    );
+    for on in explain_ls_root(dir.path(), state.path()) {
+        assert!(on.contains(exact), "{on}");
+    }
 }

@@ -20,6 +20,8 @@ pub struct Engine {
     pub overrides: Overrides,
     pub options: Options,
     pub catalog: Catalog,
+    /// Calls ask the sandbox for exact denial records (`call --explain`).
+    pub explain: bool,
 }
 
 impl Engine {
@@ -61,6 +63,7 @@ impl Engine {
             overrides,
             options,
             catalog,
+            explain: false,
         })
     }
 
@@ -152,7 +155,10 @@ impl Engine {
             &call.tool.name,
             &call.args,
             &call.resolved.grant,
-            cancel,
+            super::runner::Run {
+                cancel,
+                explain: self.explain,
+            },
             self,
         )
     }

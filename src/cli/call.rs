@@ -117,10 +117,11 @@ fn fail(args: &CallArgs, message: &str, code: u8) -> u8 {
 }
 
 pub fn run(global: &Global, args: &CallArgs) -> u8 {
-    let engine = match global.engine(&args.policy) {
+    let mut engine = match global.engine(&args.policy) {
         Ok(e) => e,
         Err(e) => return fail(args, &e.to_string(), status::INTERNAL),
     };
+    engine.explain = args.explain;
     // A name no local tool has may be an upstream server's tool.
     let upstream = match engine.catalog.get(&args.name) {
         Some(_) => None,

@@ -8,7 +8,6 @@ use crate::call::pipeline::Toolbox;
 use crate::call::{CallError, CallResult, script};
 use crate::discover::ToolSpec;
 use crate::policy::Grant;
-use crate::sandbox::CancelToken;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
@@ -38,9 +37,9 @@ impl ToolRunner for JsScript<'_> {
         _: &str,
         args: &Map<String, Value>,
         grant: &Grant,
-        cancel: Option<&CancelToken>,
+        run: super::Run<'_>,
     ) -> Result<CallResult, CallError> {
-        script::execute(self.tool, args, grant, cancel, None)
+        script::execute(self.tool, args, grant, run.cancel, None)
     }
 
     fn execute_in(
@@ -48,10 +47,10 @@ impl ToolRunner for JsScript<'_> {
         _: &str,
         args: &Map<String, Value>,
         grant: &Grant,
-        cancel: Option<&CancelToken>,
+        run: super::Run<'_>,
         toolbox: &dyn Toolbox,
     ) -> Result<CallResult, CallError> {
-        script::execute(self.tool, args, grant, cancel, Some(toolbox))
+        script::execute(self.tool, args, grant, run.cancel, Some(toolbox))
     }
 }
 

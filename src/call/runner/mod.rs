@@ -26,6 +26,15 @@ use crate::sandbox::{CancelToken, SandboxError};
 use serde_json::{Map, Value};
 use std::path::PathBuf;
 
+/// How one call runs, besides its grant: `cancel` kills its process tree;
+/// `explain` asks the sandbox for exact denial records where it can
+/// (`--explain`: the Landlock domain logs its refusals to the audit log).
+#[derive(Clone, Copy, Default)]
+pub struct Run<'a> {
+    pub cancel: Option<&'a CancelToken>,
+    pub explain: bool,
+}
+
 /// How calls of one kind of tool run. Object-safe: [`runner_for`] hands
 /// out `Box<dyn ToolRunner>` borrowing the tool's spec.
 pub trait ToolRunner {
@@ -47,17 +56,16 @@ pub trait ToolRunner {
     /// The sandboxed command for validated `args` under `grant`.
     fn encode(&self, args: &Map<String, Value>, grant: &Grant) -> Result<Encoded, EncodeError>;
 
-    /// Encode, run under `grant`, format the result. Blocking; `cancel`
-    /// kills the call's process tree. A kind that does not run a command
-    /// in the sandbox replaces this.
+    /// Encode, run under `grant`, format the result. Blocking. A kind that
+    /// does not run a command in the sandbox replaces this.
     fn execute(
         &self,
         tool: &str,
         args: &Map<String, Value>,
         grant: &Grant,
-        cancel: Option<&CancelToken>,
+        run: Run<'_>,
     ) -> Result<CallResult, CallError> {
-        let encoded = self.encode(args, grant).map_err(|e| match e {
+        let mut encoded = self.encode(args, grant).map_err(|e| match e {
             EncodeError::Unsupported(m) => CallError::Unsupported(m),
             EncodeError::Invalid(message) => CallError::InvalidArguments {
                 tool: tool.to_string(),
@@ -66,7 +74,8 @@ pub trait ToolRunner {
             EncodeError::Internal(m) => CallError::Sandbox(SandboxError::Prepare(m)),
         })?;
         // `encoded` (and its parameters file) lives until the run is over.
-        let outcome = crate::sandbox::run(grant, &encoded.command, cancel)?;
+        encoded.command.explain = run.explain;
+        let outcome = crate::sandbox::run(grant, &encoded.command, run.cancel)?;
         drop(encoded);
         let (text, is_error) = result::format(&outcome, grant);
         Ok(CallResult {
@@ -84,10 +93,10 @@ pub trait ToolRunner {
         tool: &str,
         args: &Map<String, Value>,
         grant: &Grant,
-        cancel: Option<&CancelToken>,
+        run: Run<'_>,
         _toolbox: &dyn Toolbox,
     ) -> Result<CallResult, CallError> {
-        self.execute(tool, args, grant, cancel)
+        self.execute(tool, args, grant, run)
     }
 }
 

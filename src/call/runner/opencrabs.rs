@@ -10,7 +10,7 @@ use crate::call::params_file::ParamsFile;
 use crate::call::{CallError, CallResult};
 use crate::discover::ToolSpec;
 use crate::policy::Grant;
-use crate::sandbox::{CancelToken, Command};
+use crate::sandbox::Command;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -91,8 +91,8 @@ impl ToolRunner for Http<'_> {
         _tool: &str,
         args: &Map<String, Value>,
         grant: &Grant,
-        cancel: Option<&CancelToken>,
+        run: super::Run<'_>,
     ) -> Result<CallResult, CallError> {
-        super::http::run(self.tool, args, grant, cancel)
+        super::http::run(self.tool, args, grant, run.cancel)
     }
 }

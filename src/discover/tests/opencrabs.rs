@@ -180,9 +180,16 @@ fn a_syntax_error_loses_only_its_own_entry() {
     // The entry after the broken one keeps its place and its subtable.
     assert!(t[1].requests.rate_limit.is_some(), "{:?}", t[1].requests);
     // A bad key in a later entry is named by its index in the file.
-    let text = format!("{}\n[[tools]]\nname = \"b\n{}", tool(""), tool("bogus = 1\n"));
+    let text = format!(
+        "{}\n[[tools]]\nname = \"b\n{}",
+        tool(""),
+        tool("bogus = 1\n")
+    );
     let (_, d) = parse(&text);
-    assert!(d.iter().any(|m| m.contains("tools[2] ('t').bogus")), "{d:?}");
+    assert!(
+        d.iter().any(|m| m.contains("tools[2] ('t').bogus")),
+        "{d:?}"
+    );
 }
 
 fn tool(extra: &str) -> String {
