@@ -14,7 +14,7 @@ use super::{CallError, CallResult, result};
 use crate::discover::{Runner, ToolSpec};
 use crate::policy::Grant;
 use crate::sandbox::output::{CappedBuffer, truncation_marker};
-use crate::sandbox::{CancelToken, SandboxError};
+use crate::sandbox::{CancelToken, Exit, SandboxError};
 use serde_json::{Map, Value, json};
 use std::cell::Cell;
 use std::fs::File;
@@ -179,6 +179,13 @@ pub fn execute(
     if let Ok(stderr) = stderr {
         outcome.stderr = stderr;
     }
+    // Stopped by its own interrupt at the deadline, or killed there by the
+    // supervisor: the same timeout either way.
+    if let (Exit::Code(0), Some(Err(m))) = (outcome.exit, &end)
+        && m.starts_with(runner::PAST_TIMEOUT)
+    {
+        outcome.exit = Exit::Timeout;
+    }
     let max_output = max_output_bytes.unwrap_or(DEFAULT_MAX_OUTPUT_BYTES);
     let (text, is_error) = match (result::failure_line(outcome.exit, grant), end) {
         (None, Some(Ok(text))) => (cap(text, max_output), false),
@@ -196,6 +203,13 @@ pub fn execute(
             }
             (text, true)
         }
+    };
+    // The runner's stdout carries frames, not output: what the script
+    // returned is the call's output (the audit record counts it).
+    outcome.stdout = crate::sandbox::Captured {
+        text: text.clone(),
+        bytes_kept: text.len() as u64,
+        bytes_omitted: 0,
     };
     Ok(CallResult {
         text,

@@ -44,6 +44,11 @@ fn setup(args: &[String]) -> Result<Setup, String> {
     })
 }
 
+/// How the error that the interrupt handler's stop becomes begins: the
+/// parent counts it as the call's timeout (the supervisor would have
+/// killed the runner at the same moment).
+pub const PAST_TIMEOUT: &str = "the script ran past its timeout";
+
 /// Run the script named on the command line; the result goes to stdout as
 /// a frame. The exit status is 0 whenever a frame was written.
 pub fn main(args: &[String]) -> ExitCode {
@@ -239,10 +244,7 @@ fn explain(ctx: &Ctx<'_>, e: rquickjs::Error, s: &Setup) -> String {
         other => other.to_string(),
     };
     if text.contains("interrupted") {
-        return format!(
-            "the script ran past its timeout ({} ms) and was stopped",
-            s.timeout.as_millis()
-        );
+        return format!("{PAST_TIMEOUT} ({} ms) and was stopped", s.timeout.as_millis());
     }
     if text.contains("out of memory") || text.contains("Allocation") {
         return format!(
