@@ -8,7 +8,7 @@ use common::{Project, toolcage};
 
 fn project() -> Project {
     let p = Project::new("not-loaded");
-    // One TOML syntax error loses every tool of the file.
+    // A TOML syntax error loses the entry it is in.
     p.write(
         "tools.toml",
         "[[tools]]\nname = \"first\"\ndescription = \"d\"\nexecutor = \"shell\"\ncommand = \"echo 1\"\n\n[[tools]]\nname = \"second\ndescription = \"x\"\n",
@@ -18,10 +18,10 @@ fn project() -> Project {
         ".clawd/tools/dir-a/tool.json",
         "{\"name\": \"jsontool\", \"description\": \"d\", \"entrypoint\": \"r.sh\",}",
     );
-    // clawd: a parameter named like the TOML tool must not be blamed.
+    // clawd: a parameter named like the lost TOML tool must not be blamed.
     p.write(
         ".clawd/tools/dir-b/tool.json",
-        "{\"name\": \"other\", \"description\": \"d\", \"entrypoint\": \"r.sh\", \"parameters\": {\"first\": {\"type\": \"strin\"}}}",
+        "{\"name\": \"other\", \"description\": \"d\", \"entrypoint\": \"r.sh\", \"parameters\": {\"second\": {\"type\": \"strin\"}}}",
     );
     p.write(".clawd/tools/dir-b/r.sh", "#!/bin/sh\n");
     // Octomind: skipped for its header.
@@ -41,7 +41,7 @@ fn project() -> Project {
 fn schema_policy_and_call_say_why_a_tool_was_not_loaded() {
     let p = project();
     for (name, file) in [
-        ("first", "tools.toml:8"),
+        ("second", "tools.toml:8"),
         ("jsontool", "dir-a/tool.json"),
         ("nodesc", ".agents/tools/nodesc"),
     ] {
@@ -59,14 +59,12 @@ fn schema_policy_and_call_say_why_a_tool_was_not_loaded() {
             );
         }
     }
-    // Controls.
-    let o = toolcage(&p, &["schema", "fine"]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    // Controls: the file's other entry, and a tool of another format.
+    for name in ["first", "fine"] {
+        let o = toolcage(&p, &["schema", name]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{name}: {err}");
+    }
     let o = toolcage(&p, &["schema", "nothing-defines-this"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2));

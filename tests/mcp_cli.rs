@@ -76,6 +76,30 @@ fn stdio_serve_writes_only_mcp_to_stdout_and_exits_on_eof() {
 }
 
 #[test]
+fn a_client_that_closes_before_initializing_ends_serve_cleanly() {
+    let p = Project::new("mcp-cli-eof");
+    let run = |input: &'static [u8]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolcage"))
+            .arg("-C")
+            .arg(&p.dir)
+            .arg("serve")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = run(b"");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // Control: a client that sends something else first is an error.
+    let out = run(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}\n");
+    assert_ne!(out.status.code(), Some(0), "{out:?}");
+}
+
+#[test]
 fn a_bad_http_address_is_refused() {
     let p = Project::new("mcp-cli-addr");
     let out = Command::new(env!("CARGO_BIN_EXE_toolcage"))

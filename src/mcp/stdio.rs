@@ -48,6 +48,12 @@ where
             .await
             .map(|reason| tracing::info!("stdio client gone: {reason:?}"))
             .map_err(anyhow::Error::from),
+        // A client that closes its end without a word (`serve </dev/null`,
+        // a host probing that the binary starts) ends the session cleanly.
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(why)) => {
+            tracing::info!("stdio client gone before initializing: {why}");
+            Ok(())
+        }
         Err(e) => Err(anyhow::anyhow!("MCP initialization failed: {e}")),
     };
     // rmcp is done: stop reading, let the last lines out, then return.

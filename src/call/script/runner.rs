@@ -244,7 +244,10 @@ fn explain(ctx: &Ctx<'_>, e: rquickjs::Error, s: &Setup) -> String {
         other => other.to_string(),
     };
     if text.contains("interrupted") {
-        return format!("{PAST_TIMEOUT} ({} ms) and was stopped", s.timeout.as_millis());
+        return format!(
+            "{PAST_TIMEOUT} ({} ms) and was stopped",
+            s.timeout.as_millis()
+        );
     }
     if text.contains("out of memory") || text.contains("Allocation") {
         return format!(
