@@ -94,9 +94,15 @@ fn a_client_that_closes_before_initializing_ends_serve_cleanly() {
     };
     let out = run(b"");
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    // Control: a client that sends something else first is an error.
+    assert!(out.stdout.is_empty(), "{out:?}");
+    // A request before initializing is answered (an error), then EOF ends
+    // the session the same way.
     let out = run(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}\n");
-    assert_ne!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("\"error\""),
+        "{out:?}"
+    );
 }
 
 #[test]
