@@ -159,9 +159,16 @@ fn a_changed_definition_is_held_until_the_operator_approves_it() {
     assert_eq!(code, 0);
     assert!(!out.contains("fx__echo"), "{out}");
     assert!(out.contains("fx__counter"), "{out}");
+    // Held back by the operator's pin: denied (3), as a policy refusal is,
+    // not toolcage's own failure (125); recorded with its reason.
     let (code, _, err) = f.run(&["call", "fx__echo", "text=x"]);
-    assert_ne!(code, 0);
+    assert_eq!(code, 3, "{err}");
     assert!(err.contains("upstreams approve fx"), "{err}");
+    let (code, out, err) = f.run(&["audit", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let last: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(last["tool"], "fx__echo", "{last}");
+    assert_eq!(last["decision"]["reason"], "definition_changed", "{last}");
     let (_, out, _) = f.run(&["upstreams"]);
     assert!(out.contains("held: echo"), "{out}");
     let (code, out, err) = f.run(&["upstreams", "approve", "fx__echo"]);
@@ -190,6 +197,12 @@ fn a_definition_changed_mid_session_is_held_and_the_client_is_told() {
     assert!(is_error(&held), "{held}");
     assert!(
         text(&held).contains("changed since it was approved"),
+        "{held}"
+    );
+    // A denial, with its reason, like the gate's own.
+    assert_eq!(held["_meta"]["toolcage/error"], "denied", "{held}");
+    assert_eq!(
+        held["_meta"]["toolcage/denial"], "definition_changed",
         "{held}"
     );
 }

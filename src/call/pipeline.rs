@@ -254,7 +254,11 @@ impl Pipeline {
             name,
             args,
             session,
-            reason: error.code(),
+            // A denial's own code (`definition_changed`), not just `denied`.
+            reason: match &error {
+                CallError::Denied(d) => d.reason.code(),
+                other => other.code(),
+            },
             message: &message,
         };
         match gate.reject(&rejected) {

@@ -75,6 +75,9 @@ pub enum DenyReason {
     /// The tool's grant does not allow what the call needs (an http tool
     /// whose host its network grant does not reach).
     Grant,
+    /// An upstream server's tool whose definition changed since it was
+    /// pinned: held back until the operator approves the change.
+    Held,
 }
 
 impl DenyReason {
@@ -91,6 +94,7 @@ impl DenyReason {
             DenyReason::Concurrency => "concurrency",
             DenyReason::Unavailable => "gate_unavailable",
             DenyReason::Grant => "grant_denied",
+            DenyReason::Held => "definition_changed",
         }
     }
 }

@@ -10,6 +10,7 @@ use super::instance::CallFailure;
 use crate::call::runner::runner_for;
 use crate::call::{CallError, CallResult, PreparedCall, Toolbox, definition, validate};
 use crate::discover::{Runner, ToolSpec};
+use crate::gate::{Denial, DenyReason};
 use crate::policy::Grant;
 use crate::sandbox::output::truncation_marker;
 use crate::sandbox::{CancelToken, Captured, Exit, Outcome};
@@ -27,15 +28,19 @@ impl Toolbox for SessionTools {
     fn prepare(&self, name: &str, args: Value) -> Result<PreparedCall, CallError> {
         let exposed = self.gateway.exposed();
         if let Some(held) = exposed.held_as(name) {
-            return Err(CallError::Unsupported(format!(
-                "{name}: the definition of tool '{}' of upstream server '{}' changed since it was \
-                 approved (pinned sha256 {}, now {}); it is held back until the operator reviews \
-                 it and runs `toolcage upstreams approve {}`",
-                held.tool,
-                held.server,
-                &held.pinned[..12.min(held.pinned.len())],
-                &held.now[..12.min(held.now.len())],
-                held.server
+            // Denied, not broken: the operator's pin refuses it (exit 3).
+            return Err(CallError::Denied(Denial::new(
+                DenyReason::Held,
+                format!(
+                    "{name}: the definition of tool '{}' of upstream server '{}' changed since it \
+                     was approved (pinned sha256 {}, now {}); it is held back until the operator \
+                     reviews it and runs `toolcage upstreams approve {}`",
+                    held.tool,
+                    held.server,
+                    &held.pinned[..12.min(held.pinned.len())],
+                    &held.now[..12.min(held.now.len())],
+                    held.server
+                ),
             )));
         }
         let Some(offered) = exposed.get(name) else {
