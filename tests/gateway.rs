@@ -286,6 +286,82 @@ fn check_explains_each_server() {
     assert_eq!(code, 0, "{out}");
 }
 
+#[test]
+fn upstreams_lists_the_servers_skipped_at_load_with_why() {
+    let f = Fixture::new("skipped", json!({}), "");
+    // One server a line: the rows name their line.
+    let mcp = r#"{"mcpServers": {
+  "fx": {"command": "python3", "args": ["fx.py"]},
+  "legacy": {"type": "sse", "url": "http://127.0.0.1:9/sse"},
+  "unset": {"command": "x", "args": ["${TOOLCAGE_SURELY_UNSET_VAR}"]}
+}}"#;
+    f.write(".mcp.json", mcp);
+    f.write(
+        "tools/a3s.md",
+        "---\nkind: mcp\nname: a3s\ntransport: stdio\ncommand: x\nenv:\n  T: \"${TOOLCAGE_SURELY_UNSET_VAR}\"\n---\nAn upstream.\n",
+    );
+    let (code, out, err) = f.run(&["upstreams"]);
+    assert_eq!(code, 0, "{err}");
+    // Control: the server that runs is listed as before.
+    assert!(out.contains("fx  running  12 tool(s)"), "{out}");
+    assert!(out.contains("legacy  unsupported  0 tool(s)"), "{out}");
+    assert!(
+        out.contains("type \"sse\" (the legacy HTTP+SSE transport) is not supported"),
+        "{out}"
+    );
+    assert!(out.contains("unset  skipped  0 tool(s)"), "{out}");
+    assert!(
+        out.contains("args[0]: environment variable TOOLCAGE_SURELY_UNSET_VAR is not set"),
+        "{out}"
+    );
+    assert!(out.contains("fix: set the variable"), "{out}");
+    assert!(out.contains("a3s  skipped  0 tool(s)"), "{out}");
+    let (code, out, err) = f.run(&["upstreams", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let state = |name: &str| {
+        let row = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("no row {name}: {rows}"));
+        (
+            row["state"].as_str().unwrap().to_string(),
+            row["reason"].as_str().unwrap_or_default().to_string(),
+            row["source"].as_str().unwrap().to_string(),
+        )
+    };
+    assert_eq!(state("fx").0, "running");
+    let (st, why, src) = state("legacy");
+    assert_eq!(st, "unsupported");
+    assert!(why.contains("Streamable HTTP endpoint"), "{why}");
+    assert!(src.ends_with(".mcp.json:3"), "{src}");
+    let (st, why, src) = state("unset");
+    assert_eq!(st, "skipped");
+    assert!(
+        why.contains("TOOLCAGE_SURELY_UNSET_VAR is not set"),
+        "{why}"
+    );
+    assert!(src.ends_with(".mcp.json:4"), "{src}");
+    assert_eq!(state("a3s").0, "skipped");
+    // Approving a skipped server says why it cannot be.
+    let (code, _, err) = f.run(&["upstreams", "approve", "legacy"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("skipped at load"), "{err}");
+    // With no server that can run, the skipped ones are still listed.
+    f.write(
+        ".mcp.json",
+        &json!({"mcpServers": {"legacy": {"type": "sse", "url": "http://127.0.0.1:9/sse"}}})
+            .to_string(),
+    );
+    std::fs::remove_file(f.dir.path().join("tools/a3s.md")).unwrap();
+    let (code, out, err) = f.run(&["upstreams"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("legacy  unsupported"), "{out}");
+    assert!(!out.contains("no upstream servers"), "{out}");
+}
+
 /// `toolcage serve --http` on a project with one Octomind tool (`greet`):
 /// a real Streamable HTTP MCP server. Its URL, and the child.
 fn http_server(dir: &std::path::Path, state: &std::path::Path) -> (String, std::process::Child) {

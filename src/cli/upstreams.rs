@@ -95,9 +95,34 @@ pub fn run(global: &Global, args: &UpstreamsArgs) -> u8 {
             return status::INTERNAL;
         }
     };
+    // Servers skipped at load are listed too, with why.
+    let skipped = crate::mcp::gateway::skipped_status(&engine);
+    if let Some(UpstreamsAction::Approve { name, .. }) = &args.action
+        && let Some(s) = skipped.iter().find(|s| &s.name == name)
+    {
+        super::say(&format!(
+            "upstream server '{name}' was skipped at load ({}): {}",
+            s.state,
+            s.reason.as_deref().unwrap_or_default()
+        ));
+        return status::INVALID;
+    }
     let gw = match CliGateway::start(&engine) {
         Ok(Some(g)) => g,
+        Ok(None) if args.action.is_none() && !skipped.is_empty() => {
+            return show(skipped, args.json);
+        }
         Ok(None) => {
+            if let Some(UpstreamsAction::Approve { name, .. }) = &args.action
+                && !skipped.is_empty()
+            {
+                let names: Vec<&str> = skipped.iter().map(|s| s.name.as_str()).collect();
+                super::say(&format!(
+                    "no upstream server '{name}' (skipped at load: {}; see toolcage upstreams)",
+                    names.join(", ")
+                ));
+                return status::INVALID;
+            }
             if args.action.is_some() {
                 super::say(
                     &"no upstream servers: the project has no .mcp.json and no A3S kind: mcp tools",
@@ -118,12 +143,16 @@ pub fn run(global: &Global, args: &UpstreamsArgs) -> u8 {
     };
     match &args.action {
         Some(UpstreamsAction::Approve { name, .. }) => approve(&gw, name),
-        None => show(&gw, args.json),
+        None => {
+            let mut rows = gw.status();
+            rows.extend(skipped);
+            rows.sort_by(|a, b| a.name.cmp(&b.name));
+            show(rows, args.json)
+        }
     }
 }
 
-fn show(gw: &CliGateway, json: bool) -> u8 {
-    let rows = gw.status();
+fn show(rows: Vec<Status>, json: bool) -> u8 {
     if json {
         return super::print_json(&rows).unwrap_or(status::OK);
     }

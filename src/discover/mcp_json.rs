@@ -5,7 +5,7 @@
 //! error for that server alone, never literal text. `type: "sse"` (the
 //! legacy transport) is refused with the fix.
 
-use super::upstream::{Transport, UpstreamSpec};
+use super::upstream::{SkippedUpstream, Transport, UpstreamSpec};
 use super::{Diagnostic, Found, fsread};
 use crate::policy::Requests;
 use crate::spec::Format;
@@ -72,8 +72,50 @@ pub(crate) fn parse(text: &str, file: &Path, project: &Path, env: Lookup, f: &mu
         };
         match cx.read(server) {
             Ok(spec) => f.upstreams.push(spec),
-            Err(d) => f.diagnostics.push(d),
+            Err(d) => {
+                f.skipped_upstreams
+                    .push(skipped(name, server, file, line, &d));
+                f.diagnostics.push(d);
+            }
         }
+    }
+}
+
+/// A server `read` refused, as `toolcage upstreams` lists it: a transport
+/// toolcage does not speak is `unsupported`, any other problem `skipped`.
+fn skipped(
+    name: &str,
+    server: &Value,
+    file: &Path,
+    line: Option<usize>,
+    why: &Diagnostic,
+) -> SkippedUpstream {
+    let field = |k: &str| server.get(k).and_then(Value::as_str);
+    let transport = match field("type") {
+        Some(t) => t.to_string(),
+        None if field("url").is_some() && field("command").is_none() => "http".into(),
+        None => "stdio".into(),
+    };
+    let known = matches!(transport.as_str(), "stdio" | "http" | "streamable-http");
+    let runs = match field("command") {
+        Some(c) => {
+            let mut words = vec![c.to_string()];
+            if let Some(args) = server.get("args").and_then(Value::as_array) {
+                words.extend(args.iter().filter_map(Value::as_str).map(str::to_string));
+            }
+            words.join(" ")
+        }
+        None => field("url").unwrap_or_default().to_string(),
+    };
+    SkippedUpstream {
+        name: name.to_string(),
+        format: Format::McpJson,
+        source: file.to_path_buf(),
+        line,
+        state: if known { "skipped" } else { "unsupported" },
+        transport,
+        runs,
+        diagnostic: why.clone(),
     }
 }
 

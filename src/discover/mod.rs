@@ -42,7 +42,7 @@ mod tests;
 pub mod tooldirs;
 pub mod upstream;
 
-pub use upstream::{Transport, UpstreamSpec};
+pub use upstream::{SkippedUpstream, Transport, UpstreamSpec};
 
 /// One discovered tool, format-neutral.
 #[derive(Debug, Clone, Serialize)]
@@ -196,6 +196,9 @@ pub struct Catalog {
     pub examined: Vec<PathBuf>,
     /// Upstream MCP servers (`.mcp.json`, A3S `kind: mcp`), sorted by name.
     pub upstreams: Vec<UpstreamSpec>,
+    /// Declared upstream servers skipped at load, sorted by name (each
+    /// also has its diagnostic).
+    pub skipped_upstreams: Vec<SkippedUpstream>,
 }
 
 impl Catalog {
@@ -296,12 +299,14 @@ pub(crate) struct Found {
     pub diagnostics: Vec<Diagnostic>,
     pub examined: Vec<PathBuf>,
     pub upstreams: Vec<UpstreamSpec>,
+    pub skipped_upstreams: Vec<SkippedUpstream>,
 }
 
 impl Found {
     fn extend(&mut self, other: Found) {
         self.tools.extend(other.tools);
         self.upstreams.extend(other.upstreams);
+        self.skipped_upstreams.extend(other.skipped_upstreams);
         self.diagnostics.extend(other.diagnostics);
         self.examined.extend(other.examined);
     }
@@ -433,11 +438,15 @@ fn discover_inner(project: &Path, options: &Options) -> Catalog {
     let mut examined = found.examined;
     examined.sort();
     examined.dedup();
+    let mut skipped_upstreams = found.skipped_upstreams;
+    skipped_upstreams
+        .sort_by(|a, b| (&a.name, &a.source, a.line).cmp(&(&b.name, &b.source, b.line)));
     Catalog {
         tools,
         diagnostics,
         shadowed,
         examined,
         upstreams,
+        skipped_upstreams,
     }
 }

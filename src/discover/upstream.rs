@@ -24,6 +24,27 @@ pub struct UpstreamSpec {
     pub requests: Requests,
 }
 
+/// A declared upstream server that discovery skipped: `toolcage check`
+/// reports its diagnostic, `toolcage upstreams` lists it with its state.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SkippedUpstream {
+    pub name: String,
+    pub format: Format,
+    /// The file that declares it (absolute).
+    pub source: PathBuf,
+    pub line: Option<usize>,
+    /// `unsupported`: a transport toolcage does not speak (`"type": "sse"`);
+    /// `skipped`: the declaration cannot be used as written (an unset
+    /// `${VAR}`, a field of the wrong type).
+    pub state: &'static str,
+    /// The transport as declared (`stdio`, `http`, `sse`, ...).
+    pub transport: String,
+    /// What it runs or reaches, as written (variables not expanded).
+    pub runs: String,
+    /// Why, with the fix: the diagnostic `check` prints.
+    pub diagnostic: super::Diagnostic,
+}
+
 /// How toolcage speaks to the server.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]

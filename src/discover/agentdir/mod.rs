@@ -22,7 +22,9 @@ mod kinds;
 use super::frontmatter::{MAX_FLOW_DEPTH, MAX_FRONT_MATTER, first_paragraph, flow_depth};
 pub use super::frontmatter::{expand_env, split_front_matter};
 use super::fsread::{self, io_message};
-use super::{Diagnostic, Found, Runner, ToolSpec, Transport, UpstreamSpec, valid_tool_name};
+use super::{
+    Diagnostic, Found, Runner, SkippedUpstream, ToolSpec, Transport, UpstreamSpec, valid_tool_name,
+};
 use crate::policy::Requests;
 use crate::spec::Format;
 use kinds::{parse_mcp, parse_script};
@@ -452,6 +454,42 @@ fn to_upstream(file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -> Option<Ups
     })
 }
 
+/// A `kind: mcp` file [`to_upstream`] skipped (`why`), as `toolcage
+/// upstreams` lists it.
+fn skipped_upstream(file: &Path, doc: &Doc, why: &Diagnostic) -> SkippedUpstream {
+    let (transport, runs) = match &doc.kind {
+        Kind::Mcp {
+            transport,
+            command,
+            args,
+            url,
+            ..
+        } => {
+            let runs = match transport.as_str() {
+                "http" => url.clone().unwrap_or_default(),
+                _ => command
+                    .iter()
+                    .chain(args)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            };
+            (transport.clone(), runs)
+        }
+        Kind::Script { .. } => Default::default(),
+    };
+    SkippedUpstream {
+        name: doc.name.clone(),
+        format: Format::Agentdir,
+        source: file.to_path_buf(),
+        line: Some(doc.line),
+        state: "skipped",
+        transport,
+        runs,
+        diagnostic: why.clone(),
+    }
+}
+
 /// Where A3S AgentDir tools live (`<name>.md`), relative to the project.
 pub const DIR: &str = "tools";
 
@@ -484,8 +522,14 @@ pub(crate) fn scan(project: &Path) -> Found {
         f.diagnostics.append(&mut diags);
         match doc {
             Some(doc) if matches!(doc.kind, Kind::Mcp { .. }) => {
-                f.upstreams
-                    .extend(to_upstream(&path, doc, &mut f.diagnostics));
+                let before = f.diagnostics.len();
+                match to_upstream(&path, doc.clone(), &mut f.diagnostics) {
+                    Some(u) => f.upstreams.push(u),
+                    // Skipped (an unset variable): `upstreams` lists it too.
+                    None => f.skipped_upstreams.extend(
+                        (f.diagnostics.get(before)).map(|d| skipped_upstream(&path, &doc, d)),
+                    ),
+                }
             }
             Some(doc) => f
                 .tools

@@ -92,7 +92,8 @@ pub struct Status {
     pub transport: String,
     pub runs: String,
     pub expose: crate::policy::Expose,
-    /// `running`, `failed`, `refused`, `disabled`, `unsupported`, `stopped`.
+    /// `running`, `failed`, `refused`, `disabled`, `stopped`; for a server
+    /// skipped at load ([`skipped_status`]) `unsupported` or `skipped`.
     pub state: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -472,6 +473,45 @@ impl Gateway {
             })
             .collect()
     }
+}
+
+/// The servers discovery skipped (an unset `${VAR}`, `"type": "sse"`, a
+/// malformed entry), as `toolcage upstreams` lists them beside the
+/// gateway's: state `skipped` or `unsupported`, the reason and fix `check`
+/// gives. Nothing is started.
+pub fn skipped_status(engine: &Engine) -> Vec<Status> {
+    let skipped = &engine.catalog.skipped_upstreams;
+    if skipped.is_empty() {
+        return Vec::new();
+    }
+    let state_dir = crate::audit::location::state_dir(&engine.project_root(), &engine.ctx);
+    let pins = Pins::new(&state_dir);
+    skipped
+        .iter()
+        .map(|s| {
+            let d = &s.diagnostic;
+            let reason = match &d.fix {
+                Some(fix) => format!("{} (fix: {fix})", d.message),
+                None => d.message.clone(),
+            };
+            Status {
+                name: s.name.clone(),
+                source: match s.line {
+                    Some(l) => format!("{}:{l}", s.source.display()),
+                    None => s.source.display().to_string(),
+                },
+                transport: s.transport.clone(),
+                runs: s.runs.clone(),
+                expose: engine.stack.upstream_settings(&s.name).expose,
+                state: s.state.to_string(),
+                reason: Some(reason),
+                tools: 0,
+                pinned: pins.count(&s.name),
+                held: Vec::new(),
+                renamed: Vec::new(),
+            }
+        })
+        .collect()
 }
 
 /// Stop `gw`'s idle servers every 30 s, for as long as it exists.
