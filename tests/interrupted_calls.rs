@@ -151,8 +151,9 @@ fn signal(child: &Child, sig: Signal) {
 }
 
 /// The final record of the one call of `tool`, checked to be a call that
-/// was cancelled by `expect_by` with its `started` record before it.
-fn assert_cancelled(p: &Project, tool: &str, expect_by: &str) {
+/// was cancelled by `expect_by` with its `started` record before it, and
+/// with the exit status toolcage returned for it (128 + the signal).
+fn assert_cancelled(p: &Project, tool: &str, expect_by: &str, status: i32) {
     let shown = records(p, false);
     let finals: Vec<&Value> = shown.iter().filter(|r| r["tool"] == tool).collect();
     assert_eq!(finals.len(), 1, "{shown:?}");
@@ -160,6 +161,7 @@ fn assert_cancelled(p: &Project, tool: &str, expect_by: &str) {
     assert!(r.get("phase").is_none(), "{r}");
     assert_eq!(r["exit"]["kind"], "cancelled", "{r}");
     assert_eq!(r["stopped_by"], expect_by, "{r}");
+    assert_eq!(r["exit_status"], status, "{r}");
     assert_eq!(r["is_error"], true, "{r}");
     let all = records(p, true);
     let started: Vec<&Value> = all
@@ -201,7 +203,17 @@ fn a_signal_to_call_kills_the_tool_tree_and_records_the_call() {
         assert_eq!(status.code(), Some(128 + sig as i32), "{name}: {err}");
         assert!(err.contains(name) && err.contains("audit log"), "{err}");
         assert_eq!(survivors(&mark), Vec::<i32>::new(), "{name}");
-        assert_cancelled(&p, "slow", &format!("{name} to toolcage call"));
+        assert_cancelled(
+            &p,
+            "slow",
+            &format!("{name} to toolcage call"),
+            128 + sig as i32,
+        );
+        let text = out(&run(&p, &["audit"]));
+        assert!(
+            text.contains(&format!("exit {}  (cancelled: {name}", 128 + sig as i32)),
+            "{text}"
+        );
     }
 }
 
@@ -303,7 +315,12 @@ fn a_signal_to_a_stdio_server_cancels_the_running_call_and_records_it() {
         drop(stdin);
         let _ = reader.join();
         assert_eq!(survivors(&mark), Vec::<i32>::new(), "{name}");
-        assert_cancelled(&p, "slow", &format!("{name} to toolcage serve"));
+        assert_cancelled(
+            &p,
+            "slow",
+            &format!("{name} to toolcage serve"),
+            128 + sig as i32,
+        );
     }
 }
 
@@ -404,5 +421,5 @@ fn sigterm_to_an_http_server_cancels_the_running_call_and_records_it() {
     assert_eq!(status.code(), Some(128 + libc::SIGTERM));
     let _ = call.join();
     assert_eq!(survivors(&mark), Vec::<i32>::new());
-    assert_cancelled(&p, "slow", "SIGTERM to toolcage serve");
+    assert_cancelled(&p, "slow", "SIGTERM to toolcage serve", 128 + libc::SIGTERM);
 }

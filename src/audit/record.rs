@@ -141,7 +141,9 @@ pub struct AuditRecord {
     /// `{"kind": "code", "value": 0}`, `{"kind": "timeout"}`, ...
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit: Option<serde_json::Value>,
-    /// The shell-style status (124 timeout, 128+N signal).
+    /// The shell-style status (124 timeout, 128+N signal); for a call
+    /// cancelled because toolcage got signal N, 128+N as toolcage returns
+    /// (`stopped_by` names it); for one a client cancelled, 130.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_status: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

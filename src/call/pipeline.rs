@@ -22,7 +22,8 @@
 use super::{CallError, CallResult, PreparedCall};
 use crate::discover::ToolSpec;
 use crate::gate::{
-    Admission, ApprovalChannel, BoxFuture, Gatekeeper, Gone, Ran, Rejected, SessionId, admit,
+    Admission, ApprovalChannel, BoxFuture, Gatekeeper, Gone, Ran, Rejected, SessionId, StoppedBy,
+    admit,
 };
 use crate::sandbox::{CancelToken, Exit};
 use futures::future::{Either, select};
@@ -105,6 +106,12 @@ pub trait Surface: Send + Sync + 'static {
     /// What stopped a run that ended cancelled (`SIGTERM to toolcage serve`),
     /// if it was stopped from outside the client.
     fn stopped_by(&self) -> Option<String>;
+    /// The exit status toolcage returns for a run it cancelled because it
+    /// got a signal (128 + its number), for the record; `None`: the run's
+    /// own (130 for a cancelled one).
+    fn stop_status(&self) -> Option<i32> {
+        None
+    }
     /// The text recorded for `name` when the call is dropped before it runs.
     fn gone(&self, name: &str) -> String;
 }
@@ -212,6 +219,7 @@ impl Pipeline {
                 Some(a) => {
                     let cancelled = matches!(&result, Ok(r) if r.outcome.exit == Exit::Cancelled);
                     let stopped_by = cancelled.then(|| surface.stopped_by()).flatten();
+                    let stop_status = cancelled.then(|| surface.stop_status()).flatten();
                     let error;
                     let ran = match &result {
                         Ok(r) => Ran::Finished {
@@ -226,7 +234,11 @@ impl Pipeline {
                             }
                         }
                     };
-                    a.complete(ran, stopped_by.as_deref())
+                    let stopped = stopped_by.as_deref().map(|by| StoppedBy {
+                        by,
+                        exit_status: stop_status,
+                    });
+                    a.complete(ran, stopped)
                 }
             };
             JobDone { result, recorded }

@@ -314,6 +314,10 @@ impl Surface for TerminalCall {
         self.received().map(|sig| signals::stopped_by(sig, "call"))
     }
 
+    fn stop_status(&self) -> Option<i32> {
+        self.received().map(|sig| signals::exit_status(sig).into())
+    }
+
     fn gone(&self, name: &str) -> String {
         format!("{name}: not run: toolcage call stopped before the call ran")
     }

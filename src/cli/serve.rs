@@ -189,7 +189,7 @@ fn try_run(
                     r = &mut serving => r,
                     sig = signals.recv() => {
                         got.store(sig, std::sync::atomic::Ordering::SeqCst);
-                        server.begin_stop(&super::signals::stopped_by(sig, "serve"));
+                        server.begin_stop_on_signal(sig, &super::signals::stopped_by(sig, "serve"));
                         Ok(())
                     }
                 }
@@ -212,7 +212,7 @@ fn try_run(
                 tokio::spawn(async move {
                     let sig = signals.recv().await;
                     seen.store(sig, std::sync::atomic::Ordering::SeqCst);
-                    stopping.begin_stop(&super::signals::stopped_by(sig, "serve"));
+                    stopping.begin_stop_on_signal(sig, &super::signals::stopped_by(sig, "serve"));
                     stop.cancel();
                 });
                 let served = mcp::http::serve_http(server.clone(), listener, auth, shutdown).await;

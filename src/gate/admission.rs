@@ -62,7 +62,28 @@ pub struct CallEvent<'a> {
     pub verdict: &'a Verdict,
     pub ran: Ran<'a>,
     /// What stopped the call from outside (`SIGTERM to toolcage call`).
-    pub stopped_by: Option<&'a str>,
+    pub stopped_by: Option<StoppedBy<'a>>,
+}
+
+/// What stopped a running call from outside, for its record.
+#[derive(Debug, Clone, Copy)]
+pub struct StoppedBy<'a> {
+    /// `SIGTERM to toolcage call`.
+    pub by: &'a str,
+    /// The exit status toolcage returns for the call (128 + the signal it
+    /// got), recorded instead of the outcome's own (130 for a cancelled
+    /// run). `None`: the outcome's.
+    pub exit_status: Option<i32>,
+}
+
+impl<'a> StoppedBy<'a> {
+    /// Stopped by `by`, the status the outcome's own.
+    pub fn by(by: &'a str) -> StoppedBy<'a> {
+        StoppedBy {
+            by,
+            exit_status: None,
+        }
+    }
 }
 
 /// What happened after the gate.
@@ -218,7 +239,7 @@ impl Admission {
         }
     }
 
-    fn write(&self, ran: Ran<'_>, stopped_by: Option<&str>) -> Result<(), String> {
+    fn write(&self, ran: Ran<'_>, stopped_by: Option<StoppedBy<'_>>) -> Result<(), String> {
         self.gate.record(&CallEvent {
             call: &self.call,
             session: &self.session,
@@ -249,7 +270,11 @@ impl Admission {
 
     /// Write the final record and release the slot. `Err`: the record was
     /// not written and the result must be withheld.
-    pub fn complete(mut self, ran: Ran<'_>, stopped_by: Option<&str>) -> Result<(), String> {
+    pub fn complete(
+        mut self,
+        ran: Ran<'_>,
+        stopped_by: Option<StoppedBy<'_>>,
+    ) -> Result<(), String> {
         let written = self.write(ran, stopped_by);
         self.ended = true;
         written
@@ -262,7 +287,7 @@ impl Admission {
             error: why,
             after: Duration::ZERO,
         };
-        self.complete(ran, stopped_by)
+        self.complete(ran, stopped_by.map(StoppedBy::by))
     }
 }
 

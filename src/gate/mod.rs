@@ -36,7 +36,9 @@ mod records;
 pub mod terminal;
 mod verdict;
 
-pub use admission::{Admission, CallEvent, DeniedCall, Gatekeeper, Gone, Ran, Rejected, admit};
+pub use admission::{
+    Admission, CallEvent, DeniedCall, Gatekeeper, Gone, Ran, Rejected, StoppedBy, admit,
+};
 pub use approval::{
     ApprovalAnswer, ApprovalChannel, ApprovalMode, ApprovalRequest, BoxFuture, GrantSummary,
     PreApproved, Refusal,

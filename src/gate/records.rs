@@ -65,7 +65,7 @@ pub fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
         exit_status: None,
         is_error: None,
         error: None,
-        stopped_by: event.stopped_by.map(str::to_string),
+        stopped_by: event.stopped_by.map(|s| s.by.to_string()),
         duration_ms: None,
         stdout: None,
         stderr: None,
@@ -78,7 +78,11 @@ pub fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
         Ran::Finished { outcome, is_error } => {
             r.enforcement = serde_json::to_value(&outcome.enforcement).ok();
             r.exit = serde_json::to_value(outcome.exit).ok();
-            r.exit_status = Some(outcome.exit.shell_status());
+            // What toolcage returned for it: 128 + the signal that stopped it.
+            r.exit_status = Some(
+                (event.stopped_by.and_then(|s| s.exit_status))
+                    .unwrap_or_else(|| outcome.exit.shell_status()),
+            );
             r.is_error = Some(is_error);
             r.duration_ms = Some(millis(outcome.duration));
             r.stdout = Some(StreamBytes {

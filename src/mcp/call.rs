@@ -321,6 +321,10 @@ impl Surface for ServerCall {
         self.server.shared.stop_reason.get().cloned()
     }
 
+    fn stop_status(&self) -> Option<i32> {
+        (self.server.shared.stop_signal.get()).map(|sig| 128 + sig)
+    }
+
     fn gone(&self, name: &str) -> String {
         match self.server.shared.stop_reason.get() {
             Some(reason) => {

@@ -41,6 +41,9 @@ pub struct Shared {
     /// Why the server stops (`SIGTERM to toolcage serve`), for the records
     /// of the calls it cancels.
     pub stop_reason: OnceLock<String>,
+    /// The signal that stops the server, if one does: a call it cancels is
+    /// recorded with exit status 128 + its number, as the server exits.
+    pub stop_signal: OnceLock<i32>,
     /// Every `tools/call` in flight, until its audit record is written.
     pub calls: TaskTracker,
     /// The management tools (`[manage]`), set once before serving.
@@ -107,6 +110,7 @@ impl McpServer {
                 gate: None,
                 stopping: CancellationToken::new(),
                 stop_reason: OnceLock::new(),
+                stop_signal: OnceLock::new(),
                 calls: TaskTracker::new(),
                 manage: OnceLock::new(),
             }),
@@ -126,6 +130,7 @@ impl McpServer {
             gate: Some(gate),
             stopping: CancellationToken::new(),
             stop_reason: OnceLock::new(),
+            stop_signal: OnceLock::new(),
             calls: TaskTracker::new(),
             manage: OnceLock::new(),
         };
@@ -210,6 +215,12 @@ impl McpServer {
         tokio::time::timeout(grace, self.shared.calls.wait())
             .await
             .is_ok()
+    }
+
+    /// [`McpServer::begin_stop`] because the server got signal `sig`.
+    pub fn begin_stop_on_signal(&self, sig: i32, reason: &str) {
+        let _ = self.shared.stop_signal.set(sig);
+        self.begin_stop(reason);
     }
 
     /// The first half of [`McpServer::stop_calls`], without waiting: call it
