@@ -1,8 +1,12 @@
 //! `toolcage serve` as a process: stdout carries only MCP (every line is a
 //! JSON-RPC message), logs go to stderr, and the server exits 0 when stdin
-//! closes; a bad `--http` address is a usage failure.
+//! closes; a bad `--http` address or a zero limit is a usage failure;
+//! `--no-watch` serves the tools found at start; every result, a refused
+//! call's too, carries the enforcement report and the denials.
 
 mod common;
+#[path = "stdio_client/mod.rs"]
+mod stdio_client;
 
 use common::Project;
 use serde_json::Value;
@@ -190,4 +194,95 @@ fn serve_start_is_short_and_has_no_escape_bytes_in_a_file() {
     assert!(lines(&debug) > 15, "{text}");
     assert!(text.contains("tool13: not executable"), "{text}");
     assert!(!debug.contains(&0x1b), "{text:?}");
+}
+
+fn serve_cmd(p: &Project, state: &std::path::Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_toolcage"));
+    c.arg("-C")
+        .arg(&p.dir)
+        .arg("serve")
+        .args(args)
+        .env("XDG_STATE_HOME", state);
+    c
+}
+
+fn executable(p: &Project, rel: &str, text: &str) {
+    let f = p.write(rel, text);
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn zero_limits_are_refused_naming_the_flag() {
+    let p = Project::new("mcp-cli-zero");
+    let state = tempfile::tempdir().unwrap();
+    let cases: [&[&str]; 7] = [
+        &["--max-message-bytes", "0"],
+        &["--page-size", "0"],
+        &["--max-concurrent", "0"],
+        &["--max-sessions", "0"],
+        &["--max-pending-per-session", "0"],
+        &["--max-pending", "0"],
+        &["--http", "127.0.0.1:0", "--max-connections", "0"],
+    ];
+    for args in cases {
+        let flag = args[args.len() - 2];
+        let out = serve_cmd(&p, state.path(), args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        // As a bad --http address or size is: 125, one line, the flag and the fix.
+        assert_eq!(out.status.code(), Some(125), "{flag}: {err}");
+        assert_eq!(err.lines().count(), 1, "{flag}: {err}");
+        assert!(err.contains(&format!("{flag} 0")), "{flag}: {err}");
+        assert!(err.contains("at least 1") && err.contains("fix:"), "{err}");
+        assert!(out.stdout.is_empty(), "{flag}");
+    }
+    // A bad size names its flag too.
+    let out = serve_cmd(&p, state.path(), &["--max-message-bytes", "abc"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(err.contains("--max-message-bytes"), "{err}");
+    // Control: the smallest accepted values serve (one tool per page, one call at once).
+    executable(
+        &p,
+        ".agents/tools/a",
+        "#!/bin/sh\n# @description A.\necho a\n",
+    );
+    executable(
+        &p,
+        ".agents/tools/b",
+        "#!/bin/sh\n# @description B.\necho b\n",
+    );
+    let mut s = stdio_client::Serve::spawn(
+        serve_cmd(
+            &p,
+            state.path(),
+            &[
+                "--no-watch",
+                "--page-size",
+                "1",
+                "--max-concurrent",
+                "1",
+                "--max-message-bytes",
+                "4KiB",
+            ],
+        ),
+        None,
+    );
+    let page = s.request("tools/list", serde_json::json!({}));
+    assert_eq!(
+        page["result"]["tools"].as_array().unwrap().len(),
+        1,
+        "{page}"
+    );
+    assert_eq!(page["result"]["nextCursor"], "n:a", "{page}");
+    assert_eq!(
+        s.call_text("b", serde_json::json!({})),
+        (false, "b\n".into())
+    );
+    assert_eq!(s.finish(), 0);
 }

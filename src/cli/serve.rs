@@ -90,7 +90,52 @@ fn http_auth(args: &ServeArgs, addr: SocketAddr) -> Result<Option<Auth>, String>
     }
 }
 
+/// The limits given as counts and sizes: 0 would drop every message
+/// (`initialize` too), page nothing or run nothing, so it is refused with
+/// the flag and the fix, as a bad size or address is.
+fn check_limits(args: &ServeArgs) -> Result<usize, String> {
+    let d = ServeConfig::default();
+    let counts = [
+        ("--max-concurrent", args.max_concurrent, d.max_concurrent),
+        ("--page-size", args.page_size, d.page_size),
+        ("--max-sessions", args.max_sessions, d.max_sessions),
+        (
+            "--max-pending-per-session",
+            args.max_pending_per_session,
+            d.max_pending_per_session,
+        ),
+        ("--max-pending", args.max_pending, d.max_pending),
+        ("--max-connections", args.max_connections, d.max_connections),
+    ];
+    for (flag, n, default) in counts {
+        if n == 0 {
+            return Err(format!(
+                "{flag} 0: must be at least 1 (fix: give 1 or more, or leave {flag} out for \
+                 the default, {default})"
+            ));
+        }
+    }
+    let bytes = parse_size(&args.max_message_bytes)
+        .map_err(|e| format!("--max-message-bytes: {e}"))
+        .and_then(|n| usize::try_from(n).map_err(|e| format!("--max-message-bytes: {e}")))?;
+    if bytes == 0 {
+        return Err(format!(
+            "--max-message-bytes {}: must be at least 1 byte; every message, initialize too, \
+             would be dropped (fix: leave it out for the default, 4MiB, or give e.g. 1MiB)",
+            args.max_message_bytes
+        ));
+    }
+    Ok(bytes)
+}
+
 pub fn run(global: &Global, args: &ServeArgs) -> u8 {
+    let max_message_bytes = match check_limits(args) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("toolcage serve: {e}");
+            return status::INTERNAL;
+        }
+    };
     let addr = match args.http.as_deref().map(mcp::http::parse_addr).transpose() {
         Ok(a) => a,
         Err(e) => {
@@ -105,7 +150,7 @@ pub fn run(global: &Global, args: &ServeArgs) -> u8 {
             return status::INVALID;
         }
     };
-    match try_run(global, args, addr, auth) {
+    match try_run(global, args, addr, auth, max_message_bytes) {
         Ok(Some(sig)) => super::signals::exit_status(sig),
         Ok(None) => status::OK,
         Err(e) => {
@@ -122,25 +167,23 @@ fn try_run(
     args: &ServeArgs,
     addr: Option<SocketAddr>,
     auth: Option<Auth>,
+    max_message_bytes: usize,
 ) -> anyhow::Result<Option<i32>> {
     // Every network-off call takes a network namespace made while the
     // previous call ran (sandbox/netns.rs).
     crate::sandbox::keep_network_namespace_ready();
-    let max_message_bytes = parse_size(&args.max_message_bytes)
-        .map_err(anyhow::Error::msg)
-        .and_then(|n| usize::try_from(n).map_err(anyhow::Error::from))?;
     let approval_timeout = parse_duration(&args.approval_timeout)
         .map_err(|e| anyhow::anyhow!("--approval-timeout: {e}"))?;
     let header_timeout = parse_duration(&args.header_timeout)
         .map_err(|e| anyhow::anyhow!("--header-timeout: {e}"))?;
     let config = ServeConfig {
         approval_timeout,
-        max_concurrent: args.max_concurrent.max(1),
+        max_concurrent: args.max_concurrent,
         max_message_bytes,
-        page_size: args.page_size.max(1),
-        max_sessions: args.max_sessions.max(1),
-        max_pending_per_session: args.max_pending_per_session.max(1),
-        max_pending: args.max_pending.max(1),
+        page_size: args.page_size,
+        max_sessions: args.max_sessions,
+        max_pending_per_session: args.max_pending_per_session,
+        max_pending: args.max_pending,
         max_connections: connections_within(args, raise_open_files_limit()),
         header_timeout: header_timeout.max(Duration::from_millis(100)),
         ..ServeConfig::default()
