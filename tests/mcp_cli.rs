@@ -286,3 +286,71 @@ fn zero_limits_are_refused_naming_the_flag() {
     );
     assert_eq!(s.finish(), 0);
 }
+
+#[test]
+fn no_watch_serves_the_tools_found_at_start_and_a_removed_one_is_an_honest_error() {
+    let p = Project::new("mcp-cli-nowatch");
+    let state = tempfile::tempdir().unwrap();
+    executable(
+        &p,
+        ".agents/tools/hi",
+        "#!/bin/sh\n# @description Hi.\necho hi\n",
+    );
+    executable(
+        &p,
+        ".agents/tools/bye",
+        "#!/bin/sh\n# @description Bye.\necho bye\n",
+    );
+    // Initialized: the tools are discovered before anything below changes.
+    let mut s = stdio_client::Serve::spawn(serve_cmd(&p, state.path(), &["--no-watch"]), None);
+    assert_eq!(s.tools(), ["bye", "hi"]);
+    executable(
+        &p,
+        ".agents/tools/late",
+        "#!/bin/sh\n# @description Late.\necho late\n",
+    );
+    std::fs::remove_file(p.path(".agents/tools/bye")).unwrap();
+    // Longer than the reload debounce: nothing is picked up, nothing announced.
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(s.tools(), ["bye", "hi"]);
+    assert_eq!(s.list_changed(), 0);
+    let late = s.request(
+        "tools/call",
+        serde_json::json!({"name": "late", "arguments": {}}),
+    );
+    assert_eq!(late["error"]["code"], -32602, "{late}");
+    // The removed tool: an unknown tool now (a JSON-RPC error, as for a name
+    // never listed), saying what happened and what to do; not a policy failure.
+    let bye = s.request(
+        "tools/call",
+        serde_json::json!({"name": "bye", "arguments": {}}),
+    );
+    assert_eq!(bye["error"]["code"], -32602, "{bye}");
+    let msg = bye["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("'bye' was removed"), "{msg}");
+    assert!(msg.contains(".agents/tools/bye"), "{msg}");
+    assert!(
+        msg.contains("--no-watch") && msg.contains("restart"),
+        "{msg}"
+    );
+    assert!(!msg.contains("policy"), "{msg}");
+    // Control: the tool still there runs.
+    assert_eq!(
+        s.call_text("hi", serde_json::json!({})),
+        (false, "hi\n".into())
+    );
+    assert_eq!(s.finish(), 0);
+    // Recorded as an unknown tool.
+    let o = common::toolcage_env(
+        &p,
+        &[("XDG_STATE_HOME", state.path().to_str().unwrap())],
+        &["audit", "--json"],
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    let bye: Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|r| r["tool"] == "bye")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(bye["decision"]["reason"], "unknown_tool", "{bye}");
+}

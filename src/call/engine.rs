@@ -123,6 +123,14 @@ impl Engine {
             .catalog
             .get(name)
             .ok_or_else(|| CallError::unknown_tool(&self.catalog, name))?;
+        // Its file removed since discovery (no reload yet, or none at all:
+        // `serve --no-watch`): gone, not a policy that cannot be applied.
+        if let Some(path) = removed(tool) {
+            return Err(CallError::Removed {
+                name: tool.name.clone(),
+                path,
+            });
+        }
         let runner = runner_for(tool);
         if let Some(refusal) = runner.refusal() {
             return Err(CallError::Unsupported(refusal));
@@ -174,6 +182,18 @@ impl Engine {
         let prepared = self.prepare(name, args)?;
         self.execute(&prepared, cancel)
     }
+}
+
+/// The file of `tool` that no longer exists, if one does not: of the paths
+/// its call must read (its script, its directory), the tool's own file
+/// when that is gone too.
+fn removed(tool: &ToolSpec) -> Option<PathBuf> {
+    let gone = |p: &Path| matches!(p.symlink_metadata(), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+    let missing = tool.needs_read.iter().find(|p| gone(p))?;
+    Some(match gone(&tool.source) {
+        true => tool.source.clone(),
+        false => missing.clone(),
+    })
 }
 
 impl Toolbox for Engine {

@@ -68,6 +68,16 @@ pub enum CallError {
         /// disabled), as `check` says it.
         not_loaded: Option<String>,
     },
+    /// A tool discovered earlier whose file is gone: an unknown tool now
+    /// (its kind is [`CallErrorKind::UnknownTool`]), saying so.
+    #[error(
+        "tool '{name}' was removed: {} no longer exists (the tools are those found when they were last discovered)",
+        .path.display()
+    )]
+    Removed {
+        name: String,
+        path: std::path::PathBuf,
+    },
     #[error("invalid arguments for {tool}: {message}")]
     InvalidArguments { tool: String, message: String },
     /// The gate refused it: approval, a rate limit, the concurrency cap, or
@@ -146,7 +156,7 @@ pub enum CallErrorKind {
 impl CallError {
     pub fn kind(&self) -> CallErrorKind {
         match self {
-            CallError::UnknownTool { .. } => CallErrorKind::UnknownTool,
+            CallError::UnknownTool { .. } | CallError::Removed { .. } => CallErrorKind::UnknownTool,
             CallError::InvalidArguments { .. } => CallErrorKind::InvalidArguments,
             CallError::Denied(d) => CallErrorKind::Denied(d.reason),
             CallError::NotRun(_) => CallErrorKind::NotRun,

@@ -186,6 +186,7 @@ fn try_run(
         max_pending: args.max_pending,
         max_connections: connections_within(args, raise_open_files_limit()),
         header_timeout: header_timeout.max(Duration::from_millis(100)),
+        watch: !args.no_watch,
         ..ServeConfig::default()
     };
 

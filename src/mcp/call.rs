@@ -364,6 +364,20 @@ fn respond(server: &McpServer, name: &str, e: CallError) -> Result<CallToolResul
             e.to_string(),
             Some(json!({"tool": name})),
         )),
+        // Gone since the list was made: unknown now, and what to do.
+        CallError::Removed { .. } => {
+            let next = match server.shared.config.watch {
+                true => "the tool list is reloaded as the files change; list the tools again",
+                false => {
+                    "this server does not reload tool files (--no-watch): restart it to serve \
+                     the current ones"
+                }
+            };
+            Err(McpError::invalid_params(
+                format!("{e}; {next}"),
+                Some(json!({"tool": name})),
+            ))
+        }
         CallError::Internal(text) => Err(McpError::internal_error(text, None)),
         CallError::Denied(d) => Ok(denied(name, &d)),
         CallError::NotRun(n) => Ok(not_run(name, &n)),

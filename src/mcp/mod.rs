@@ -62,6 +62,8 @@ pub struct ServeConfig {
     /// How long an HTTP client has to send a request's headers (also how long
     /// an idle keep-alive connection stays open).
     pub header_timeout: std::time::Duration,
+    /// Hot reload is on (the tool dirs are watched); off with `--no-watch`.
+    pub watch: bool,
 }
 
 impl Default for ServeConfig {
@@ -78,6 +80,7 @@ impl Default for ServeConfig {
             max_pending: 256,
             max_connections: 512,
             header_timeout: std::time::Duration::from_secs(10),
+            watch: true,
         }
     }
 }
