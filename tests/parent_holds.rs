@@ -430,21 +430,35 @@ fn an_emptied_rate_state_refuses_calls_and_says_how_to_reset() {
     let o = toolcage(&p, &["call", "--policy", &policy, "free"]);
     assert_eq!(code(&o), 0, "{}", err(&o));
     let state = state_dir(&p).join("ratelimit.json");
-    std::fs::write(&state, "").unwrap();
-    let o = toolcage(&p, &["call", "--policy", &policy, "free"]);
-    assert_eq!(code(&o), 125, "{}", err(&o));
     let hint = format!("rm {}", state.display());
-    assert!(err(&o).contains(&hint), "{}", err(&o));
-    assert!(err(&o).contains("is damaged"), "{}", err(&o));
-    let r = serve_calls(
-        &p,
-        &["--policy", &policy],
-        &[json!({"name": "free", "arguments": {}})],
-    );
-    assert_eq!(r[0]["result"]["isError"], true, "{}", r[0]);
-    assert!(text_of(&r[0]).contains(&hint), "{}", r[0]);
-    // Control: doing what the hint says resets the limits.
+    for damaged in ["", "garbage{"] {
+        std::fs::write(&state, damaged).unwrap();
+        // Every call is refused, not only the rate-limited ones: a damaged
+        // state file may be tampering, and the limits it held are unknown.
+        for limited in [true, false] {
+            let mut args = vec!["call"];
+            if limited {
+                args.extend(["--policy", &policy]);
+            }
+            args.push("free");
+            let o = toolcage(&p, &args);
+            assert_eq!(code(&o), 125, "{damaged:?} {limited}: {}", err(&o));
+            assert!(err(&o).contains(&hint), "{}", err(&o));
+            assert!(err(&o).contains("is damaged"), "{}", err(&o));
+            let extra: &[&str] = if limited { &["--policy", &policy] } else { &[] };
+            let r = serve_calls(&p, extra, &[json!({"name": "free", "arguments": {}})]);
+            assert_eq!(r[0]["result"]["isError"], true, "{}", r[0]);
+            assert!(text_of(&r[0]).contains(&hint), "{}", r[0]);
+        }
+        // Refusing leaves the file as it was, for the operator to look at.
+        assert_eq!(std::fs::read_to_string(&state).unwrap(), damaged);
+    }
+    // Control: doing what the hint says resets the limits; an unlimited
+    // call then leaves no state behind.
     std::fs::remove_file(&state).unwrap();
+    let o = toolcage(&p, &["call", "free"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert!(!state.exists());
     let o = toolcage(&p, &["call", "--policy", &policy, "free"]);
     assert_eq!(code(&o), 0, "{}", err(&o));
     let _ = std::fs::remove_file(&policy);

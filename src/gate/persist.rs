@@ -133,8 +133,14 @@ impl FileRates {
         now: Duration,
     ) -> Result<Result<Vec<Ticket>, Limited>, StateError> {
         // No limit applies: nothing to count, no lock, no write (and no
-        // fsync) on every unlimited call.
+        // fsync) on every unlimited call; but a damaged state refuses it
+        // too (fail closed: damage may be tampering, and the limits it
+        // held are unknown). The state is replaced by rename, so a read
+        // without the lock sees it whole.
         if limits.is_empty() {
+            if let Some(text) = self.read_state()? {
+                self.parse(&text)?;
+            }
             return Ok(Ok(Vec::new()));
         }
         if let Some(dir) = self.path.parent() {
@@ -146,12 +152,7 @@ impl FileRates {
             .ok_or_else(|| StateError(format!("cannot lock {}", self.lock.display())))?;
         let windows = match self.read_state()? {
             None => HashMap::new(),
-            Some(text) => Self::load(&text).map_err(|e| {
-                StateError(format!(
-                    "rate-limit state {shown} is damaged ({e}); {}",
-                    reset_hint(&self.path)
-                ))
-            })?,
+            Some(text) => self.parse(&text)?,
         };
         let limiter = RateLimiter::from_windows(windows);
         let result = limiter.try_acquire(limits, now);
@@ -160,6 +161,18 @@ impl FileRates {
                 .map_err(|e| StateError(format!("cannot write {shown}: {e}")))?;
         }
         Ok(result)
+    }
+
+    /// The windows in the state's `text`, or the refusal that says how to
+    /// reset a damaged state.
+    fn parse(&self, text: &str) -> Result<super::ratelimit::Windows, StateError> {
+        Self::load(text).map_err(|e| {
+            StateError(format!(
+                "rate-limit state {} is damaged ({e}); {}",
+                self.path.display(),
+                reset_hint(&self.path)
+            ))
+        })
     }
 
     /// The state's text; `None` when there is no state yet.
@@ -325,21 +338,25 @@ mod tests {
         let limits = vec![("tool:t".to_string(), rl(5, 60))];
         for damaged in ["{not json", "", "  \n"] {
             std::fs::write(&path, damaged).unwrap();
-            match FileRates::new(dir.path()).check(&limits, Duration::from_secs(1)) {
-                Err(RateRefusal::Unavailable(e)) => {
-                    assert!(e.0.contains("is damaged"), "{e}");
-                    assert!(e.0.contains(&format!("rm {}", path.display())), "{e}");
+            // A limited call and an unlimited one alike.
+            for limits in [&limits[..], &[]] {
+                match FileRates::new(dir.path()).check(limits, Duration::from_secs(1)) {
+                    Err(RateRefusal::Unavailable(e)) => {
+                        assert!(e.0.contains("is damaged"), "{e}");
+                        assert!(e.0.contains(&format!("rm {}", path.display())), "{e}");
+                    }
+                    other => panic!("{damaged:?}: {other:?}"),
                 }
-                other => panic!("{damaged:?}: {other:?}"),
             }
             // Refusing leaves the damaged file as it was.
             assert_eq!(std::fs::read_to_string(&path).unwrap(), damaged);
         }
-        // Control: the same check on a fresh file admits.
+        // Control: the same checks on a fresh file admit.
         std::fs::remove_file(dir.path().join("ratelimit.json")).unwrap();
-        FileRates::new(dir.path())
-            .check(&limits, Duration::from_secs(1))
-            .unwrap();
+        let rates = FileRates::new(dir.path());
+        rates.check(&[], Duration::from_secs(1)).unwrap();
+        rates.check(&limits, Duration::from_secs(1)).unwrap();
+        rates.check(&[], Duration::from_secs(2)).unwrap();
     }
 
     #[test]
