@@ -83,3 +83,75 @@ fn call_takes_the_policy_flags() {
     assert!(granted.contains("READ"), "{granted}");
     assert!(!text(&o2).contains("READ"), "{}", text(&o2));
 }
+
+/// `--tools-toml FILE` names a file the user chose: when it is missing (or
+/// not a file), every command that discovers tools refuses with exit 125
+/// and a one-line error naming it, instead of quietly leaving its tools
+/// out; `check` reports it as an error in its report (exit 1).
+#[test]
+fn a_missing_tools_toml_is_refused_by_every_command_that_discovers_tools() {
+    use std::os::unix::fs::PermissionsExt;
+    let p = Project::new("same-flags-tools-toml");
+    let hi = p.write(
+        ".agents/tools/hi",
+        "#!/bin/sh\n# @description Hi.\necho hi\n",
+    );
+    std::fs::set_permissions(&hi, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let extra = p.dir.with_extension("extra.toml");
+    std::fs::write(
+        &extra,
+        "[[tools]]\nname = \"ext\"\ndescription = \"d\"\nexecutor = \"shell\"\nrequires_approval = false\ncommand = \"echo ext\"\n",
+    )
+    .unwrap();
+    let commands: [&[&str]; 8] = [
+        &["list"],
+        &["list", "--json"],
+        &["schema"],
+        &["schema", "hi"],
+        &["call", "hi"],
+        &["policy", "hi"],
+        &["upstreams"],
+        &["serve"],
+    ];
+    // Control: the file given is discovered with the project's tools.
+    let given = extra.to_str().unwrap();
+    let o = toolcage(&p, &["--tools-toml", given, "list"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("ext") && text(&o).contains("hi"),
+        "{}",
+        text(&o)
+    );
+    let o = toolcage(&p, &["--tools-toml", given, "call", "ext"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "ext\n", "{}", text(&o));
+    let missing = p.dir.with_extension("missing.toml");
+    let dir = p.dir.with_extension("state");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (bad, why) in [(&missing, "no such file"), (&dir, "is a directory")] {
+        let bad = bad.to_str().unwrap();
+        for cmd in commands {
+            let mut args = vec!["--tools-toml", bad];
+            args.extend(cmd);
+            let o = toolcage(&p, &args);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(125), "{cmd:?}: {}", text(&o));
+            assert!(
+                err.contains(&format!("--tools-toml {bad}")),
+                "{cmd:?}: {err}"
+            );
+            assert!(err.contains(why), "{cmd:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{cmd:?}: {err}");
+            assert!(o.stdout.is_empty(), "{cmd:?}: {}", text(&o));
+        }
+        // check explains it among the rest.
+        let o = toolcage(&p, &["--tools-toml", bad, "check"]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(text(&o).contains("--tools-toml"), "{}", text(&o));
+    }
+    // Control: without the flag, every one of them works.
+    for cmd in &commands[..7] {
+        let o = toolcage(&p, cmd);
+        assert!(o.status.success(), "{cmd:?}: {}", text(&o));
+    }
+    let _ = std::fs::remove_file(&extra);
+}

@@ -153,11 +153,22 @@ impl Global {
         crate::discover::Options { tools_toml }
     }
 
-    /// Load the policy layers and discover the tools.
+    /// Load the policy layers and discover the tools. A `--tools-toml` that
+    /// is missing or not a readable file is an error (exit 125), as a bad
+    /// `--policy` file is: the user named it.
     pub fn engine(
         &self,
         policy: &PolicyArgs,
     ) -> Result<crate::call::Engine, crate::policy::PolicyError> {
+        if let Some(file) = &self.options().tools_toml
+            && let Err(e) = crate::discover::opencrabs::usable_extra(file)
+        {
+            return Err(crate::policy::PolicyError::Input(format!(
+                "--tools-toml {}: {e} (fix: give the path of an OpenCrabs tools.toml, or leave \
+                 --tools-toml out)",
+                file.display()
+            )));
+        }
         crate::call::Engine::load(
             &self.project,
             &exec::sources(policy),

@@ -502,6 +502,22 @@ fn scan_file(path: &Path, required: bool, f: &mut Found) {
     f.diagnostics.append(&mut diags);
 }
 
+/// Whether `path`, given as `--tools-toml`, is a file that can be read:
+/// the commands that discover tools refuse to start without it (`check`
+/// reports it), rather than quietly leave its tools out.
+pub fn usable_extra(path: &Path) -> Result<(), String> {
+    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file (or a dangling symlink)".to_string(),
+        _ => io_message(&e),
+    })?;
+    if meta.is_dir() {
+        return Err("is a directory, not a file".into());
+    }
+    std::fs::File::open(path)
+        .map(drop)
+        .map_err(|e| format!("cannot read it: {}", io_message(&e)))
+}
+
 /// The project's OpenCrabs file, relative to the project.
 pub const FILE: &str = "tools.toml";
 
@@ -524,10 +540,10 @@ pub(crate) fn scan(project: &Path, extra: Option<&Path>) -> Found {
             _ => false,
         };
         if !same {
-            if let Err(e) = std::fs::metadata(&extra) {
+            if let Err(e) = usable_extra(&extra) {
                 f.examined.push(extra.clone());
                 f.diagnostics.push(
-                    Diagnostic::error(&extra, None, format!("--tools-toml: {}", io_message(&e)))
+                    Diagnostic::error(&extra, None, format!("--tools-toml: {e}"))
                         .fix("pass an existing tools.toml"),
                 );
             } else {

@@ -478,10 +478,19 @@ fn scan_project_file_and_tools_toml_option() {
     assert_eq!(
         rendered(&c, p.root()),
         vec![
-            "error missing.toml: --tools-toml: file vanished or is a dangling symlink (fix: pass an existing tools.toml)"
+            "error missing.toml: --tools-toml: no such file (or a dangling symlink) (fix: pass an existing tools.toml)"
         ]
     );
     assert_one_line_with_fix(&c);
+    let c = p.discover_with(&Options {
+        tools_toml: Some(p.path("elsewhere")),
+    });
+    assert_eq!(
+        rendered(&c, p.root()),
+        vec![
+            "error elsewhere: --tools-toml: is a directory, not a file (fix: pass an existing tools.toml)"
+        ]
+    );
 }
 
 #[test]
