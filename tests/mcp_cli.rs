@@ -354,3 +354,82 @@ fn no_watch_serves_the_tools_found_at_start_and_a_removed_one_is_an_honest_error
         .unwrap_or_else(|| panic!("{text}"));
     assert_eq!(bye["decision"]["reason"], "unknown_tool", "{bye}");
 }
+
+#[test]
+fn refused_and_invalid_calls_carry_enforcement_and_denials_in_meta() {
+    let p = Project::new("mcp-cli-meta");
+    let state = tempfile::tempdir().unwrap();
+    p.write(
+        "tools.toml",
+        r#"
+[[tools]]
+name = "health"
+description = "An http tool; the default grant has no network"
+executor = "http"
+requires_approval = false
+method = "GET"
+url = "https://example.com/"
+
+[[tools]]
+name = "ask"
+description = "Asks for approval; this client cannot answer"
+executor = "shell"
+command = "echo asked"
+
+[[tools]]
+name = "echo"
+description = "Echo"
+executor = "shell"
+requires_approval = false
+command = "echo {{text}}"
+
+[[tools.params]]
+name = "text"
+type = "string"
+required = true
+"#,
+    );
+    let mut s = stdio_client::Serve::spawn(serve_cmd(&p, state.path(), &["--no-watch"]), None);
+    // Control: a call that ran carries what was enforced.
+    let ok = s.call("echo", serde_json::json!({"text": "x"}));
+    assert_eq!(ok["isError"], false, "{ok}");
+    assert_ne!(
+        ok["_meta"]["toolcage/enforcement"]["mode"], "not-run",
+        "{ok}"
+    );
+    assert_eq!(
+        ok["_meta"]["toolcage/denials"],
+        serde_json::json!([]),
+        "{ok}"
+    );
+    let cases = [
+        ("health", serde_json::json!({}), "denied"),
+        ("ask", serde_json::json!({}), "denied"),
+        ("echo", serde_json::json!({}), "invalid_arguments"),
+    ];
+    for (name, args, error) in cases {
+        let r = s.call(name, args);
+        assert_eq!(r["isError"], true, "{r}");
+        let meta = &r["_meta"];
+        assert_eq!(meta["toolcage/error"], error, "{r}");
+        let e = &meta["toolcage/enforcement"];
+        assert_eq!(e["mode"], "not-run", "{r}");
+        assert!(
+            e["note"].as_str().unwrap().starts_with("nothing ran"),
+            "{r}"
+        );
+        let denials = meta["toolcage/denials"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"));
+        if error == "denied" {
+            // What was refused, by which layer and rule.
+            assert_eq!(denials.len(), 1, "{r}");
+            assert_eq!(denials[0]["target"], name, "{r}");
+            assert_eq!(denials[0]["rule"], meta["toolcage/denial"], "{r}");
+            assert!(denials[0]["reason"].as_str().unwrap().len() > 10, "{r}");
+        } else {
+            assert!(denials.is_empty(), "{r}");
+        }
+    }
+    assert_eq!(s.finish(), 0);
+}

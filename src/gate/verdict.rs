@@ -97,6 +97,18 @@ impl DenyReason {
             DenyReason::Held => "definition_changed",
         }
     }
+
+    /// The layer that refused, as a result's `denials` name it.
+    pub fn layer(self) -> &'static str {
+        match self {
+            DenyReason::Approval(_) => "approval",
+            DenyReason::RateLimited => "rate_limit",
+            DenyReason::Concurrency => "concurrency",
+            DenyReason::Unavailable => "gate",
+            DenyReason::Grant => "policy",
+            DenyReason::Held => "pins",
+        }
+    }
 }
 
 /// A denied call: the reason, the text for the caller, and for rate limits

@@ -381,15 +381,40 @@ fn respond(server: &McpServer, name: &str, e: CallError) -> Result<CallToolResul
         CallError::Internal(text) => Err(McpError::internal_error(text, None)),
         CallError::Denied(d) => Ok(denied(name, &d)),
         CallError::NotRun(n) => Ok(not_run(name, &n)),
-        CallError::Audit { error, .. } => Ok(audit_failed(name, &error)),
+        CallError::Audit { error, refused } => Ok(audit_failed(name, &error, refused.is_some())),
         other => Ok(refused(server, name, &other)),
     }
 }
 
-/// A call the gate refused (approval, rate limit, concurrency cap).
+/// `_meta["toolcage/enforcement"]` of a result whose call did not run in
+/// a sandbox: no report of what the kernel enforced, and why.
+fn not_ran(note: String) -> Value {
+    json!({"mode": "not-run", "note": note})
+}
+
+/// A call the gate refused (approval, rate limit, concurrency cap), or
+/// the tool's grant (an http tool's host), or a held upstream tool: one
+/// denial, by its layer and rule.
 fn denied(name: &str, d: &Denial) -> CallToolResult {
     tracing::info!("{name}: denied ({}): {}", d.reason.code(), d.message);
-    let mut meta = json!({"toolcage/error": "denied", "toolcage/denial": d.reason.code()});
+    let refused = crate::sandbox::Denial {
+        layer: d.reason.layer(),
+        op: "call",
+        target: name.to_string(),
+        rule: Some(d.reason.code().to_string()),
+        reason: d.message.clone(),
+        fix: None,
+        count: 1,
+        inferred: false,
+    };
+    let mut meta = json!({
+        "toolcage/error": "denied",
+        "toolcage/denial": d.reason.code(),
+        "toolcage/enforcement": not_ran(format!(
+            "nothing ran: the call was denied ({}) before anything started", d.reason.code()
+        )),
+        "toolcage/denials": [refused],
+    });
     if let Some(wait) = d.retry_after {
         meta["toolcage/retryAfterSeconds"] = json!(wait.as_secs_f64().ceil());
     }
@@ -399,25 +424,40 @@ fn denied(name: &str, d: &Denial) -> CallToolResult {
 /// A call the server stopped before it ran: too many pending (refused
 /// before anything was looked at), cancelled, or the server stopping.
 fn not_run(name: &str, n: &NotRun) -> CallToolResult {
+    let enforcement = not_ran("nothing ran: the call was stopped before it started".into());
     match n.kind {
         NotRunKind::Busy => {
             tracing::info!("{name}: refused: {}", n.text);
             error_result(
                 format!("toolcage: {}", n.text),
-                json!({"toolcage/error": "busy"}),
+                json!({"toolcage/error": "busy", "toolcage/enforcement": enforcement}),
             )
         }
-        NotRunKind::Stopping => error_result(n.text.clone(), json!({"toolcage/error": "stopping"})),
-        NotRunKind::Cancelled | NotRunKind::Interrupted => error_result(n.text.clone(), json!({})),
+        NotRunKind::Stopping => error_result(
+            n.text.clone(),
+            json!({"toolcage/error": "stopping", "toolcage/enforcement": enforcement}),
+        ),
+        NotRunKind::Cancelled | NotRunKind::Interrupted => {
+            error_result(n.text.clone(), json!({"toolcage/enforcement": enforcement}))
+        }
     }
 }
 
 /// The audit record could not be written: the result is withheld.
-fn audit_failed(name: &str, e: &str) -> CallToolResult {
+/// `refused`: the call was refused anyway (nothing ran); else it may have
+/// run, and what the sandbox enforced is withheld with its result.
+fn audit_failed(name: &str, e: &str, refused: bool) -> CallToolResult {
     tracing::error!("{name}: audit log: {e}");
+    let enforcement = match refused {
+        true => not_ran("nothing ran: the call was refused, and its record not written".into()),
+        false => json!({
+            "mode": "withheld",
+            "note": "the result is withheld: its audit record could not be written (the call may have run)",
+        }),
+    };
     error_result(
         format!("toolcage: {name}: cannot write the audit log: {e}"),
-        json!({"toolcage/error": "audit"}),
+        json!({"toolcage/error": "audit", "toolcage/enforcement": enforcement}),
     )
 }
 
@@ -519,14 +559,35 @@ fn refused(server: &McpServer, name: &str, e: &CallError) -> CallToolResult {
         text.push_str(&h);
     }
     tracing::info!("{name}: refused ({kind}): {e}");
-    error_result(text, json!({"toolcage/error": kind}))
+    let why = match e {
+        CallError::InvalidArguments { .. } => "the arguments do not match the tool's input schema",
+        CallError::Policy(_) => "the tool's grant could not be resolved",
+        CallError::Unsupported(_) => "toolcage cannot run this tool",
+        CallError::Sandbox(_) => "the sandbox could not start the tool",
+        _ => "the call failed before the tool started",
+    };
+    let meta = json!({
+        "toolcage/error": kind,
+        "toolcage/enforcement": not_ran(format!("nothing ran: {why}")),
+    });
+    error_result(text, meta)
 }
 
 fn error_result(text: String, meta: Value) -> CallToolResult {
     build(text, true, meta)
 }
 
-pub(super) fn build(text: String, is_error: bool, meta: Value) -> CallToolResult {
+/// A result with `_meta`; every result carries `toolcage/enforcement` and
+/// `toolcage/denials` (DESIGN.md section 1): where `meta` has none, nothing
+/// ran in a sandbox (toolcage answered itself: `find_tools`, a management
+/// tool) and nothing was refused.
+pub(super) fn build(text: String, is_error: bool, mut meta: Value) -> CallToolResult {
+    if let Some(m) = meta.as_object_mut() {
+        m.entry("toolcage/enforcement").or_insert_with(|| {
+            not_ran("nothing ran in a sandbox: toolcage answered this call itself".into())
+        });
+        m.entry("toolcage/denials").or_insert_with(|| json!([]));
+    }
     let v = json!({
         "content": [{"type": "text", "text": text}],
         "isError": is_error,
