@@ -312,6 +312,25 @@ fn call_json_carries_the_outcome_and_enforcement() {
             >= 1
     );
     assert_eq!(v["outcome"]["enforcement"]["seccomp"], true);
+    // A call that did not run has an outcome too: nothing ran, and the
+    // denial that refused it (the approval no one can give here).
+    let o = toolcage(&p, &["call", "--json", "web"]);
+    assert_eq!(status(&o), 3, "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["is_error"], true);
+    assert_eq!(v["outcome"]["enforcement"]["mode"], "not-run", "{v}");
+    let d = &v["outcome"]["denials"][0];
+    assert_eq!(
+        (d["op"].as_str(), d["target"].as_str()),
+        (Some("call"), Some("web")),
+        "{v}"
+    );
+    assert!(d["rule"].is_string(), "{v}");
+    let o = toolcage(&p, &["call", "--json", "nope"]);
+    assert_eq!(status(&o), 2);
+    let v = json(&o);
+    assert_eq!(v["outcome"]["enforcement"]["mode"], "not-run", "{v}");
+    assert_eq!(v["outcome"]["denials"], serde_json::json!([]), "{v}");
 }
 
 #[test]

@@ -108,9 +108,24 @@ pub fn build_args(
 }
 
 fn fail(args: &CallArgs, message: &str, code: u8) -> u8 {
+    fail_with(args, message, code, Vec::new())
+}
+
+/// [`fail`] with the denials that refused the call. Under `--json` the
+/// result has an `outcome` like a run's: nothing ran, and why.
+fn fail_with(args: &CallArgs, message: &str, code: u8, denials: Vec<crate::sandbox::Denial>) -> u8 {
     super::say(&message);
     if args.json {
-        let v = serde_json::json!({"error": message, "is_error": true, "exit_status": code});
+        let note = format!("nothing ran: {message}");
+        let v = serde_json::json!({
+            "error": message,
+            "is_error": true,
+            "exit_status": code,
+            "outcome": {
+                "enforcement": crate::mcp::call::not_ran(note),
+                "denials": denials,
+            },
+        });
         outln!("{v}");
     }
     code
@@ -194,7 +209,11 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
                 ) => signals::exit_status(sig),
                 (_, kind) => status::of_call(kind),
             };
-            return fail(args, &e.to_string(), code);
+            let denials = match &e {
+                CallError::Denied(d) => vec![d.entry(&args.name)],
+                _ => Vec::new(),
+            };
+            return fail_with(args, &e.to_string(), code, denials);
         }
     };
     let outcome = &result.outcome;

@@ -128,4 +128,19 @@ impl Denial {
             retry_after: None,
         }
     }
+
+    /// The entry of a result's `denials` list for a call of `tool` this
+    /// refused: by its layer and rule, as the sandbox's own are.
+    pub fn entry(&self, tool: &str) -> crate::sandbox::Denial {
+        crate::sandbox::Denial {
+            layer: self.reason.layer(),
+            op: "call",
+            target: tool.to_string(),
+            rule: Some(self.reason.code().to_string()),
+            reason: self.message.clone(),
+            fix: None,
+            count: 1,
+            inferred: false,
+        }
+    }
 }

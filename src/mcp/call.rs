@@ -388,7 +388,7 @@ fn respond(server: &McpServer, name: &str, e: CallError) -> Result<CallToolResul
 
 /// `_meta["toolcage/enforcement"]` of a result whose call did not run in
 /// a sandbox: no report of what the kernel enforced, and why.
-fn not_ran(note: String) -> Value {
+pub(crate) fn not_ran(note: String) -> Value {
     json!({"mode": "not-run", "note": note})
 }
 
@@ -397,16 +397,7 @@ fn not_ran(note: String) -> Value {
 /// denial, by its layer and rule.
 fn denied(name: &str, d: &Denial) -> CallToolResult {
     tracing::info!("{name}: denied ({}): {}", d.reason.code(), d.message);
-    let refused = crate::sandbox::Denial {
-        layer: d.reason.layer(),
-        op: "call",
-        target: name.to_string(),
-        rule: Some(d.reason.code().to_string()),
-        reason: d.message.clone(),
-        fix: None,
-        count: 1,
-        inferred: false,
-    };
+    let refused = d.entry(name);
     let mut meta = json!({
         "toolcage/error": "denied",
         "toolcage/denial": d.reason.code(),
