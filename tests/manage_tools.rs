@@ -437,6 +437,64 @@ fn nothing_is_written_through_a_link_out_of_the_project() {
 }
 
 #[test]
+fn nothing_is_read_through_a_link_out_of_the_project() {
+    let f = Fixture::new(&enabled(false));
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), "host secret\n").unwrap();
+    std::fs::write(
+        outside.path().join("t.toml"),
+        "[[tools]]\nname = \"outer\"\ndescription = \"host secret\"\nexecutor = \"shell\"\ncommand = \"true\"\n",
+    )
+    .unwrap();
+    let tool_json = |id: &str| {
+        let dir = f.root().join(".clawd/tools").join(id);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("tool.json"),
+            format!("{{\"name\": \"{id}\", \"description\": \"d\", \"entrypoint\": \"run.sh\"}}"),
+        )
+        .unwrap();
+        dir
+    };
+    // A link a tool (or the repository) planted as an entrypoint, and a
+    // tool directory that is a link; control: a plain tool.
+    std::os::unix::fs::symlink(
+        outside.path().join("secret"),
+        tool_json("leak").join("run.sh"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(outside.path(), f.root().join(".clawd/tools/dirlink")).unwrap();
+    std::fs::write(tool_json("ok").join("run.sh"), "mine\n").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("t.toml"), f.root().join("tools.toml")).unwrap();
+    let mut s = f.serve(None);
+    let (_, text) = s.call_text("custom_script", json!({"mode": "view", "tool_id": "leak"}));
+    assert!(
+        !text.contains("host secret") && text.contains("symbolic link; not read"),
+        "{text}"
+    );
+    let (_, text) = s.call_text("custom_script", json!({"mode": "view", "tool_id": "ok"}));
+    assert!(text.contains("mine"), "control: {text}");
+    let (_, text) = s.call_text("custom_script", json!({"mode": "list"}));
+    assert!(
+        !text.contains("dirlink") && text.contains("ct_ok"),
+        "{text}"
+    );
+    let (_, text) = s.call_text(
+        "custom_script",
+        json!({"mode": "delete", "tool_id": "leak"}),
+    );
+    assert!(!text.contains("host secret"), "{text}");
+    let (_, text) = s.call_text("tool_manage", json!({"action": "list"}));
+    assert!(
+        !text.contains("outer") && !text.contains("host secret"),
+        "{text}"
+    );
+    for c in changes(&f) {
+        assert!(!c.to_string().contains("host secret"), "audit: {c}");
+    }
+}
+
+#[test]
 fn custom_script_edit_renames_the_entrypoint_keeping_its_source() {
     let f = Fixture::new(&enabled(false));
     let mut s = f.serve(None);

@@ -6,6 +6,7 @@
 //! `tool.json` parser first. `execute` is a call of `ct_<id>` through the
 //! ordinary call pipeline (grant, approval, rate limits, audit).
 
+use super::read::{self, Got};
 use super::write::{Op, diff};
 use super::{Change, Plan, refuse, rel, render};
 use crate::discover::Severity;
@@ -96,10 +97,11 @@ pub fn plan(project: &Path, args: &Value) -> Plan {
 
 fn list(project: &Path) -> Plan {
     let root = project.join(DIR);
+    // A directory, not a link to one (discovery does not follow it either).
     let mut ids: Vec<String> = std::fs::read_dir(&root)
         .map(|rd| {
             rd.flatten()
-                .filter(|e| e.path().is_dir())
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .filter(|n| !n.starts_with('.'))
                 .collect()
@@ -112,7 +114,14 @@ fn list(project: &Path) -> Plan {
     let mut out = format!("{} custom tool(s) in {DIR}:\n", ids.len());
     for id in ids {
         let file = root.join(&id).join("tool.json");
-        let bytes = std::fs::read(&file).unwrap_or_default();
+        let bytes = match read::file(project, &file) {
+            Got::Bytes(b) => b,
+            Got::Missing => Vec::new(),
+            Got::Refused(why) => {
+                out.push_str(&format!("- ct_{id}: not loaded: tool.json: {why}\n"));
+                continue;
+            }
+        };
         let (def, diags) = parse_tool_json(&bytes, &file);
         match def {
             Some(d) => out.push_str(&format!(
@@ -132,22 +141,23 @@ fn list(project: &Path) -> Plan {
     Plan::answer(out)
 }
 
-fn read_capped(path: &Path) -> String {
-    match std::fs::read(path) {
-        Ok(b) if b.len() > VIEW_CAP => format!(
+fn read_capped(project: &Path, path: &Path) -> String {
+    match read::file(project, path) {
+        Got::Bytes(b) if b.len() > VIEW_CAP => format!(
             "{}\n… [{} more bytes not shown]",
             String::from_utf8_lossy(&b[..VIEW_CAP]),
             b.len() - VIEW_CAP
         ),
-        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
-        Err(e) => format!("(cannot read: {e})"),
+        Got::Bytes(b) => String::from_utf8_lossy(&b).into_owned(),
+        Got::Missing => "(no such file)".into(),
+        Got::Refused(why) => format!("({why})"),
     }
 }
 
 fn view(project: &Path, id: &str) -> Plan {
     let dir = project.join(DIR).join(id);
     let file = dir.join("tool.json");
-    let meta = read_capped(&file);
+    let meta = read_capped(project, &file);
     let mut out = format!("== {} ==\n{meta}\n", rel(project, &file));
     let entry = serde_json::from_str::<Value>(&meta).ok().and_then(|v| {
         v.get("entrypoint")
@@ -158,7 +168,7 @@ fn view(project: &Path, id: &str) -> Plan {
         out.push_str(&format!(
             "== {} ==\n{}\n",
             rel(project, &dir.join(&e)),
-            read_capped(&dir.join(&e))
+            read_capped(project, &dir.join(&e))
         ));
     }
     Plan::answer(out)
@@ -231,7 +241,10 @@ fn add(project: &Path, id: &str, args: &Value) -> Plan {
 fn edit(project: &Path, id: &str, args: &Value) -> Plan {
     let dir = project.join(DIR).join(id);
     let file = dir.join("tool.json");
-    let old = std::fs::read_to_string(&file).unwrap_or_default();
+    let old = match read::text(project, &file) {
+        Ok(t) => t.unwrap_or_default(),
+        Err(why) => return refuse(format!("{NAME}: {why}")),
+    };
     let Ok(Value::Object(mut obj)) = serde_json::from_str::<Value>(&old) else {
         return refuse(format!(
             "{NAME}: {} is not a JSON object, so it cannot be edited (fix: mode delete, then add)",
@@ -263,7 +276,10 @@ fn edit(project: &Path, id: &str, args: &Value) -> Plan {
     }
     let old_path = dir.join(&old_entry);
     let new_path = dir.join(&entry);
-    let old_script = std::fs::read_to_string(&old_path).ok();
+    let old_script = match read::text(project, &old_path) {
+        Ok(t) => t,
+        Err(why) => return refuse(format!("{NAME}: {why}")),
+    };
     // A renamed entrypoint without a new script keeps the old source.
     let new_script = match (script, &old_script) {
         (Some(s), _) => Some(s.to_string()),
@@ -321,11 +337,17 @@ fn delete(project: &Path, id: &str) -> Plan {
         .unwrap_or_default();
     files.sort();
     let mut d = String::new();
-    for f in files.iter().filter(|f| f.is_file()) {
-        let old = std::fs::read_to_string(f).ok();
-        match old {
-            Some(t) => d += &diff(&rel(project, f), Some(&t), None),
-            None => d += &format!("--- a/{}\n+++ /dev/null\n(binary)\n", rel(project, f)),
+    for f in &files {
+        match read::file(project, f) {
+            Got::Bytes(b) => match String::from_utf8(b) {
+                Ok(t) => d += &diff(&rel(project, f), Some(&t), None),
+                Err(_) => d += &format!("--- a/{}\n+++ /dev/null\n(binary)\n", rel(project, f)),
+            },
+            Got::Missing => {}
+            // A link or a special file goes with the directory, unread.
+            Got::Refused(why) => {
+                d += &format!("--- a/{}\n+++ /dev/null\n({why})\n", rel(project, f));
+            }
         }
     }
     if d.is_empty() {

@@ -56,10 +56,9 @@ pub fn definition() -> crate::call::Definition {
 pub fn plan(project: &Path, args: &Value) -> Plan {
     let action = args.get("action").and_then(Value::as_str).unwrap_or("");
     let file = project.join(FILE);
-    let old = match std::fs::read_to_string(&file) {
-        Ok(t) => Some(t),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return refuse(format!("{NAME}: cannot read {}: {e}", rel(project, &file))),
+    let old = match super::read::text(project, &file) {
+        Ok(t) => t,
+        Err(why) => return refuse(format!("{NAME}: {why}")),
     };
     let text = old.clone().unwrap_or_default();
     let doc = match text.parse::<DocumentMut>() {

@@ -20,6 +20,7 @@
 
 mod clawd;
 mod crabs;
+mod read;
 pub mod write;
 
 use super::McpServer;
