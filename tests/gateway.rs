@@ -179,6 +179,30 @@ fn a_changed_definition_is_held_until_the_operator_approves_it() {
 }
 
 #[test]
+fn an_upstream_tools_own_section_sets_its_approval_and_rate_limit() {
+    let policy = "[tools.fx__echo.approval]\nmode = \"always\"\n\n\
+                  [tools.fx__counter.rate_limit]\nrequests = 1\nwindow = \"1h\"\n";
+    let f = Fixture::new("tool-sections", json!({}), policy);
+    // Approval: no one can give it here (no terminal): denied.
+    let (code, _, err) = f.run(&["call", "fx__echo", "text=x"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("approval"), "{err}");
+    // Rate limit: the first call runs, the second is refused.
+    let (code, out, err) = f.run(&["call", "fx__counter"]);
+    assert_eq!((code, out.as_str()), (0, "1\n"), "{err}");
+    let (code, _, err) = f.run(&["call", "fx__counter"]);
+    assert_eq!(code, 3, "{err}");
+    // Control: a tool of the same server without a section runs freely.
+    for _ in 0..2 {
+        let (code, out, err) = f.run(&["call", "fx__env", "name=X"]);
+        assert_eq!((code, out.as_str()), (0, "<unset>\n"), "{err}");
+    }
+    // `check` counts both sections as matching a tool.
+    let (_, out, _) = f.run(&["check"]);
+    assert!(!out.contains("matches no discovered tool"), "{out}");
+}
+
+#[test]
 fn a_definition_changed_mid_session_is_held_and_the_client_is_told() {
     let f = Fixture::new("mutate", json!({}), "");
     let mut s = f.serve();

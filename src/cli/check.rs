@@ -296,12 +296,17 @@ fn section_line(policy_file: Option<&Path>, name: &str) -> (String, Option<usize
 fn unmatched_sections(
     sections: &[String],
     catalog: &Catalog,
+    upstream_tools: &[String],
     policy_file: Option<&Path>,
 ) -> Vec<SectionWarning> {
-    let names = catalog.tools.iter().map(|t| t.name.as_str());
+    let names = catalog
+        .tools
+        .iter()
+        .map(|t| t.name.as_str())
+        .chain(upstream_tools.iter().map(String::as_str));
     sections
         .iter()
-        .filter(|s| catalog.get(s).is_none())
+        .filter(|s| catalog.get(s).is_none() && !upstream_tools.contains(s))
         .map(|s| {
             let near = nearest(s, names.clone());
             let (file, line) = section_line(policy_file, s);
@@ -458,16 +463,21 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
                     .interpreters
                     .extend(toolnotes::nested_repositories(&project, &r.grant));
             }
-            found.policy_warnings = unmatched_sections(
-                &engine.stack.tool_sections(),
-                &engine.catalog,
-                args.policy.policy.as_deref(),
-            );
+            let mut upstream_tools = Vec::new();
             match super::upstreams::CliGateway::start(&engine) {
-                Ok(Some(gw)) => upstreams = gw.status(),
+                Ok(Some(gw)) => {
+                    upstreams = gw.status();
+                    upstream_tools = gw.gateway.exposed().names();
+                }
                 Ok(None) => {}
                 Err(e) => super::say(&e),
             }
+            found.policy_warnings = unmatched_sections(
+                &engine.stack.tool_sections(),
+                &engine.catalog,
+                &upstream_tools,
+                args.policy.policy.as_deref(),
+            );
             for t in &engine.catalog.tools {
                 match engine.resolve(t) {
                     Ok(r) => {

@@ -71,23 +71,42 @@ impl PolicyStack {
     /// profile, then every file's `[upstreams.NAME]` section as that
     /// file's body. Resolve it with the server's requests as the tool's.
     pub fn upstream_stack(&self, name: &str) -> Result<PolicyStack, PolicyError> {
+        self.upstream_stack_with(name, false)
+    }
+
+    /// [`PolicyStack::upstream_stack`] with each file's `[tools.NAME]`
+    /// sections kept: resolved with an exposed upstream tool's name
+    /// (`server__tool`), it gives that tool's gate (approval, rate limit,
+    /// concurrency) on top of its server's. Its files and network are the
+    /// server's: one process serves every tool of the server.
+    pub fn upstream_tool_stack(&self, server: &str) -> Result<PolicyStack, PolicyError> {
+        self.upstream_stack_with(server, true)
+    }
+
+    fn upstream_stack_with(&self, name: &str, tools: bool) -> Result<PolicyStack, PolicyError> {
         let settings = self.upstream_settings(name);
         let mut layers = vec![shipped("default")?];
         if settings.profile != "default" {
             layers.push(shipped(&settings.profile)?);
         }
         for l in &self.layers {
-            let Some(u) = l.upstreams.get(name) else {
+            let u = l.upstreams.get(name);
+            let with_tools = tools && !l.tools.is_empty();
+            if u.is_none() && !with_tools {
                 continue;
-            };
+            }
             layers.push(FileLayer {
                 source: format!("{} [upstreams.{name}]", l.source),
                 file: l.file.clone(),
                 shipped: l.shipped,
                 path: l.path.clone(),
-                body: u.body(),
+                body: u.map(|u| u.body()).unwrap_or_default(),
                 prefix: vec!["upstreams".into(), name.into()],
-                tools: BTreeMap::new(),
+                tools: if tools {
+                    l.tools.clone()
+                } else {
+                    BTreeMap::new()
+                },
                 upstreams: BTreeMap::new(),
                 session: Default::default(),
             });

@@ -135,6 +135,18 @@ impl Exposed {
         defs
     }
 
+    /// Every upstream tool's name, flat or deferred, held or not: the
+    /// names a `[tools.NAME]` section can give.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.tools.iter().map(|t| t.name.clone()).collect();
+        names.extend(
+            self.held
+                .iter()
+                .map(|h| format!("{}__{}", h.server, h.tool)),
+        );
+        names
+    }
+
     pub fn offered_names(&self) -> Vec<String> {
         self.definitions().into_iter().map(|d| d.name).collect()
     }

@@ -82,7 +82,20 @@ pub struct Gateway {
     /// Where the progress of a call goes, by its cancel token
     /// ([`Gateway::route_progress`]).
     progress: Mutex<std::collections::HashMap<usize, client::ProgressSink>>,
+    /// What an upstream tool's own `[tools."server__tool"]` section is
+    /// resolved with ([`Gateway::tool_grant`]).
+    tool_policy: ToolPolicy,
 }
+
+struct ToolPolicy {
+    stack: crate::policy::PolicyStack,
+    ctx: crate::policy::Context,
+    sections: Vec<String>,
+}
+
+/// The grant keys that decide a call at the gate, which an upstream tool's
+/// own section may set; the rest of its grant is its server's.
+const GATE_KEYS: [&str; 4] = ["approval", "approval.allow_yes", "rate_limit", "concurrent"];
 
 /// What `toolcage upstreams` and `check` show of one server.
 #[derive(Debug, Clone, Serialize)]
@@ -115,6 +128,43 @@ pub struct Renamed {
 }
 
 impl Gateway {
+    /// The grant a call of `name`, an exposed tool of `server`, passes the
+    /// gate with: its server's, with the approval, rate limit and
+    /// concurrency of a `[tools."name"]` section where the operator wrote
+    /// one (its files and network stay the server's: one process serves
+    /// every tool of the server).
+    pub fn tool_grant(&self, server: &Server, name: &str) -> Result<Resolved, String> {
+        let mut resolved = server.grant.clone()?;
+        let p = &self.tool_policy;
+        if !p.sections.iter().any(|s| s == name) {
+            return Ok(resolved);
+        }
+        let input = ToolInput {
+            name,
+            requests: &server.spec.requests,
+            extra_read: Vec::new(),
+        };
+        let own = p
+            .stack
+            .upstream_tool_stack(&server.spec.name)
+            .and_then(|s| s.resolve(&p.ctx, &Overrides::default(), Some(&input)))
+            .map_err(|e| e.to_string())?;
+        let g = &mut resolved.grant;
+        g.approval = own.grant.approval;
+        g.allow_yes = own.grant.allow_yes;
+        g.rate_limit = own.grant.rate_limit;
+        g.concurrent = own.grant.concurrent;
+        resolved
+            .provenance
+            .retain(|l| !GATE_KEYS.contains(&l.key.as_str()));
+        resolved.provenance.extend(
+            own.provenance
+                .into_iter()
+                .filter(|l| GATE_KEYS.contains(&l.key.as_str())),
+        );
+        Ok(resolved)
+    }
+
     /// The servers of `engine`'s project with their grants; nothing starts.
     pub fn new(engine: &Engine, wiring: Wiring) -> Gateway {
         let servers = engine
@@ -157,6 +207,11 @@ impl Gateway {
             exposed: Mutex::new(Arc::new(exposed::Exposed::default())),
             listed: std::sync::atomic::AtomicBool::new(false),
             progress: Mutex::new(std::collections::HashMap::new()),
+            tool_policy: ToolPolicy {
+                stack: engine.stack.clone(),
+                ctx: engine.ctx.clone(),
+                sections: engine.stack.tool_sections(),
+            },
         }
     }
 

@@ -49,7 +49,7 @@ impl Toolbox for SessionTools {
         let server = self.gateway.server(&offered.server).ok_or_else(|| {
             CallError::Internal(format!("no upstream server '{}'", offered.server))
         })?;
-        let resolved = server.grant.clone().map_err(|e| {
+        let resolved = self.gateway.tool_grant(server, name).map_err(|e| {
             CallError::Unsupported(format!("upstream server '{}': {e}", offered.server))
         })?;
         let args = validate::arguments(&offered.spec, args).map_err(|message| {
