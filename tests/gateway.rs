@@ -148,6 +148,61 @@ fn deferred_servers_answer_find_tools_and_call_mcp_tool_as_octo_does() {
 }
 
 #[test]
+fn deferred_tools_two_servers_share_are_found_by_names_call_mcp_tool_takes() {
+    let f = Fixture::new(
+        "deferred-two",
+        json!({}),
+        "[upstreams.fx]\nexpose = \"deferred\"\n[upstreams.fy]\nexpose = \"deferred\"\n",
+    );
+    let marker = f.dir.path().to_string_lossy().to_string();
+    let server = json!({"command": "python3", "args": ["fx.py", marker]});
+    f.write(
+        ".mcp.json",
+        &json!({"mcpServers": {"fx": server, "fy": server}}).to_string(),
+    );
+    let mut s = f.serve();
+    let found = s.call("find_tools", json!({"query": "echo"}));
+    let list: serde_json::Value = serde_json::from_str(&text(&found)).unwrap();
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .filter(|n| n.ends_with("echo"))
+        .collect();
+    assert_eq!(names, ["fx__echo", "fy__echo"], "{list}");
+    // Each name find_tools gave is one call_mcp_tool takes.
+    for name in &names {
+        let r = s.call(
+            "call_mcp_tool",
+            json!({"tool_name": name, "arguments": {"text": "via"}}),
+        );
+        assert_eq!(text(&r), "via", "{name}: {r}");
+    }
+    // Control: the bare shared name is ambiguous, and says which to use.
+    let r = s.call(
+        "call_mcp_tool",
+        json!({"tool_name": "echo", "arguments": {"text": "x"}}),
+    );
+    assert!(text(&r).contains("more than one server"), "{r}");
+    // Similar names are listed once each, by a name that works.
+    let missing = s.call("call_mcp_tool", json!({"tool_name": "fx__ech"}));
+    let t = text(&missing);
+    assert!(t.contains("Similar: ") && t.contains("echo"), "{t}");
+    let similar = t
+        .split("Similar: ")
+        .nth(1)
+        .unwrap()
+        .split(" Use")
+        .next()
+        .unwrap();
+    let listed: Vec<&str> = similar.split(", ").collect();
+    let mut unique = listed.clone();
+    unique.dedup();
+    assert_eq!(listed, unique, "{t}");
+}
+
+#[test]
 fn a_changed_definition_is_held_until_the_operator_approves_it() {
     let f = Fixture::new("pins", json!({"ECHO_DESC": "Echo v1"}), "");
     let (code, out, err) = f.run(&["list"]);

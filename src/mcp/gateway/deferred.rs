@@ -64,6 +64,17 @@ fn index(exposed: &Exposed) -> impl Iterator<Item = &Offered> {
         .filter(|t| t.expose == Expose::Deferred)
 }
 
+/// The name `call_mcp_tool` takes for `t`: the server's own name for it,
+/// as Octo gives, unless another server offers a tool of that name too;
+/// then its flat `server__tool` name.
+fn callable<'a>(exposed: &'a Exposed, t: &'a Offered) -> &'a str {
+    let shared = index(exposed)
+        .filter(|o| o.tool.name == t.tool.name)
+        .nth(1)
+        .is_some();
+    if shared { &t.name } else { &t.tool.name }
+}
+
 /// `find_tools(query)`'s answer.
 pub fn find_tools(exposed: &Exposed, servers: &[String], query: &str) -> String {
     let words: Vec<String> = query
@@ -95,7 +106,7 @@ pub fn find_tools(exposed: &Exposed, servers: &[String], query: &str) -> String 
         .take(TOP)
         .map(|(_, t)| {
             json!({
-                "name": t.tool.name,
+                "name": callable(exposed, t),
                 "description": t.tool.description.as_deref().unwrap_or_default()
                     .chars().take(DESCRIPTION_CHARS).collect::<String>(),
                 "parameters": Value::Object((*t.tool.input_schema).clone()),
@@ -114,11 +125,12 @@ pub fn resolve(exposed: &Exposed, tool_name: &str) -> Result<String, String> {
     match matches.as_slice() {
         [one] => Ok(one.name.clone()),
         [] => {
-            let similar: Vec<&str> = index(exposed)
-                .map(|t| t.tool.name.as_ref())
-                .filter(|n: &&str| n.contains(tool_name))
-                .take(5)
+            let mut similar: Vec<&str> = index(exposed)
+                .filter(|t| t.tool.name.contains(tool_name) || t.name.contains(tool_name))
+                .map(|t| callable(exposed, t))
                 .collect();
+            similar.dedup();
+            similar.truncate(5);
             Err(format!(
                 "[Error] Tool '{tool_name}' not found. Similar: {} Use find_tools() to search.",
                 similar.join(", ")
