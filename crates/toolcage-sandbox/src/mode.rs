@@ -186,7 +186,9 @@ pub fn decide(grant: &Grant, host: HostFeatures, why_no_namespaces: &str) -> Mod
         NamespaceFree::Allow => None,
         NamespaceFree::Refuse => Some(format!(
             "{why_no_namespaces}; this policy refuses namespace-free mode ([sandbox] \
-             namespace_free = \"refuse\")"
+             namespace_free = \"refuse\"), which here would leave {}: pass --allow-degraded to \
+             run with those gaps, or use a policy that accepts them (e.g. --profile default)",
+            lacking.iter().map(|l| l.id).collect::<Vec<_>>().join(", ")
         )),
         NamespaceFree::Compensated => {
             let open: Vec<&str> = lacking
@@ -307,10 +309,17 @@ mod tests {
 
     #[test]
     fn refuse_and_allow() {
+        let refusal = decide(&grant(NamespaceFree::Refuse, &[]), NO_NS, "why")
+            .refusal
+            .expect("refused");
+        // It names the gaps and both ways to run anyway.
         assert!(
-            decide(&grant(NamespaceFree::Refuse, &[]), NO_NS, "why")
-                .refusal
-                .is_some()
+            refusal.contains("would leave") && refusal.contains("metadata"),
+            "{refusal}"
+        );
+        assert!(
+            refusal.contains("--allow-degraded") && refusal.contains("--profile default"),
+            "{refusal}"
         );
         assert!(
             decide(&grant(NamespaceFree::Allow, &[]), NO_NS, "why")
