@@ -315,6 +315,37 @@ fn tool_manage_every_action_keeps_the_file_byte_for_byte_elsewhere() {
 }
 
 #[test]
+fn removing_an_entry_keeps_a_file_header_a_blank_line_separates() {
+    let f = Fixture::new(&enabled(false));
+    let entry = |n: &str| {
+        format!(
+            "[[tools]]\nname = \"{n}\"\ndescription = \"d\"\nexecutor = \"shell\"\ncommand = \"true\"\n"
+        )
+    };
+    let header = "# file header: what these tools are for\n\n";
+    let (a, b, c) = (entry("a"), entry("b"), entry("c"));
+    f.write(
+        "tools.toml",
+        &format!("{header}# about a\n{a}\n# about b\n{b}\n{header}# about c\n{c}"),
+    );
+    let mut s = f.serve(None);
+    // The first entry: its own comment goes, the header stays.
+    let (err, text) = s.call_text("tool_manage", json!({"action": "remove", "name": "a"}));
+    assert!(!err, "{text}");
+    assert_eq!(
+        f.read("tools.toml"),
+        format!("{header}# about b\n{b}\n{header}# about c\n{c}")
+    );
+    // The last entry: the same.
+    let (err, text) = s.call_text("tool_manage", json!({"action": "remove", "name": "c"}));
+    assert!(!err, "{text}");
+    assert_eq!(
+        f.read("tools.toml"),
+        format!("{header}# about b\n{b}\n{header}")
+    );
+}
+
+#[test]
 fn every_change_is_approval_gated_by_default() {
     // No `approval` key: the default asks.
     let f = Fixture::new("[manage]\ncustom_script = true\n");
@@ -429,10 +460,8 @@ fn nothing_is_written_through_a_link_out_of_the_project() {
         "tool_manage",
         json!({"action": "add", "name": "y", "description": "Y", "executor": "shell", "command": "true"}),
     );
-    assert!(
-        err && text.contains("is a symbolic link; not written"),
-        "{text}"
-    );
+    // Refused when read already (a link is neither read nor written).
+    assert!(err && text.contains("a symbolic link; not"), "{text}");
     assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
 }
 

@@ -226,7 +226,29 @@ fn change(
                 return refuse(format!("{NAME}: no [[tools]] in {FILE}"));
             };
             if action == "remove" {
+                // Comments directly above the entry go with it; what a
+                // blank line separates from it (a file header) stays.
+                let detached = aot
+                    .get(i)
+                    .and_then(|t| t.decor().prefix())
+                    .and_then(|p| p.as_str())
+                    .and_then(|p| p.rfind("\n\n").map(|at| p[..at + 2].to_string()));
                 aot.remove(i);
+                if let Some(keep) = detached {
+                    match aot.get_mut(i) {
+                        Some(next) => {
+                            let old = next.decor().prefix().and_then(|p| p.as_str());
+                            let old = old.unwrap_or_default().to_string();
+                            let old = old.strip_prefix('\n').unwrap_or(&old);
+                            next.decor_mut().set_prefix(format!("{keep}{old}"));
+                        }
+                        None => {
+                            let trailing = doc.trailing().as_str().unwrap_or_default();
+                            let trailing = format!("{keep}{trailing}");
+                            doc.set_trailing(trailing);
+                        }
+                    }
+                }
             } else if let Some(t) = aot.get_mut(i) {
                 set_enabled(t, action == "enable");
             }
