@@ -242,7 +242,7 @@ impl Instance {
         }
         let failed = |why: String, stderr: &Tail| {
             let tail = stderr.text(20);
-            match tail.is_empty() {
+            match tail.trim().is_empty() {
                 true => why,
                 false => format!("{why}; its stderr ends with:\n{tail}"),
             }
@@ -415,7 +415,7 @@ impl Instance {
     fn gone_text(&self, error: &str) -> String {
         let why = self.exited().unwrap_or_else(|| error.to_string());
         let tail = self.stderr.text(20);
-        match tail.is_empty() {
+        match tail.trim().is_empty() {
             true => why,
             false => format!("{why}; its stderr ends with:\n{tail}"),
         }

@@ -460,7 +460,9 @@ impl Gateway {
         slots.insert(
             name.to_string(),
             Slot::Failed {
-                why: why.lines().next().unwrap_or(why).to_string(),
+                // With its stderr's tail: the next call within the backoff
+                // says why as the failed one did.
+                why: why.to_string(),
                 failures: 1,
                 retry_at: Instant::now() + BACKOFF_FIRST,
             },
