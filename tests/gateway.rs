@@ -226,6 +226,13 @@ fn a_changed_definition_is_held_until_the_operator_approves_it() {
     assert_eq!(last["decision"]["reason"], "definition_changed", "{last}");
     let (_, out, _) = f.run(&["upstreams"]);
     assert!(out.contains("held: echo"), "{out}");
+    // `schema` of the held tool says where to look.
+    let (code, _, err) = f.run(&["schema", "fx__echo"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("upstream server 'fx' offers no tool of that name now"),
+        "{err}"
+    );
     let (code, out, err) = f.run(&["upstreams", "approve", "fx__echo"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("pinned fx__echo"), "{out}");

@@ -113,9 +113,26 @@ impl CallError {
         CallError::UnknownTool {
             name: name.to_string(),
             known: catalog.tools.iter().map(|t| t.name.clone()).collect(),
-            not_loaded: catalog.why_not_loaded(name).map(|d| d.to_string()),
+            not_loaded: catalog
+                .why_not_loaded(name)
+                .map(|d| d.to_string())
+                .or_else(|| upstream_offers_none(catalog, name)),
         }
     }
+}
+
+/// `server__tool` of a declared upstream server that offers no such tool
+/// now: say where to look.
+fn upstream_offers_none(catalog: &crate::discover::Catalog, name: &str) -> Option<String> {
+    let server = catalog.upstreams.iter().find(|s| {
+        name.strip_prefix(&s.name)
+            .is_some_and(|t| t.starts_with("__"))
+    })?;
+    Some(format!(
+        "upstream server '{}' offers no tool of that name now (held back, disabled, or the \
+         server does not run: `toolcage upstreams` says which)",
+        server.name
+    ))
 }
 
 fn why_unknown(known: &[String], not_loaded: Option<&str>) -> String {
