@@ -365,3 +365,31 @@ fn a_nested_git_repository_calls_may_write_is_a_warning_with_the_fix() {
     );
     let _ = std::fs::remove_file(policy);
 }
+
+#[test]
+fn a_script_without_a_shebang_is_a_warning_and_its_call_exits_126() {
+    let p = Project::new("no-shebang");
+    executable(
+        &p.path(".agents/tools/bare"),
+        "# @description No #! line\necho bare\n",
+    );
+    let r = json(&toolcage(&p, &["check", "--json"]));
+    let w = warnings_about(&r, "no #! line");
+    assert_eq!(w.len(), 1, "{r}");
+    assert!(w[0].2.contains("#!/bin/sh"), "{w:?}");
+    let o = toolcage(&p, &["call", "bare"]);
+    assert_eq!(
+        o.status.code(),
+        Some(126),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // Control: the same script with a #! line runs, unwarned.
+    executable(
+        &p.path(".agents/tools/bare"),
+        "#!/bin/sh\n# @description No #! line\necho bare\n",
+    );
+    let r = json(&toolcage(&p, &["check", "--json"]));
+    assert!(warnings_about(&r, "no #! line").is_empty(), "{r}");
+    assert_eq!(out(&toolcage(&p, &["call", "bare"])), "bare\n");
+}

@@ -82,6 +82,16 @@ pub fn interpreter(tool: &ToolSpec, resolved: &Resolved, ctx: &Context) -> Optio
             interpreter: None,
             entrypoint: program,
         } => {
+            if let Some(why) = not_runnable(program) {
+                let fix = match tool.runner {
+                    Runner::Clawd { .. } => {
+                        "add a #! line (e.g. #!/bin/sh), or set \"interpreter\" in tool.json"
+                    }
+                    _ => "add a #! line naming its interpreter (e.g. #!/bin/sh)",
+                };
+                let message = format!("tool {}: {why}; its calls will exit 126", tool.name);
+                return Some(Diagnostic::warning(program, Some(1), message).fix(fix));
+            }
             let u = hints::shebang_unreachable(program, extra, resolved, ctx)?;
             let fix = u
                 .fix
@@ -97,6 +107,18 @@ pub fn interpreter(tool: &ToolSpec, resolved: &Resolved, ctx: &Context) -> Optio
     };
     let message = format!("tool {}: {what}", tool.name);
     Some(Diagnostic::warning(file, line, message).fix(fix))
+}
+
+/// Why the kernel will not run `program` itself: neither a `#!` line nor
+/// an ELF binary (execve fails with ENOEXEC). `None` when it can, or when
+/// the file cannot be read here (the call says why).
+fn not_runnable(program: &std::path::Path) -> Option<&'static str> {
+    use std::io::Read;
+    let mut head = [0u8; 4];
+    let mut f = std::fs::File::open(program).ok()?;
+    let n = f.read(&mut head).ok()?;
+    let runnable = head[..n].starts_with(b"#!") || head[..n].starts_with(b"\x7fELF");
+    (!runnable).then_some("it has no #! line and is not a binary, so the kernel cannot run it")
 }
 
 /// How deep `check` looks for git repositories inside the project, and
