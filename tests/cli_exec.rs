@@ -327,3 +327,40 @@ fn readme_quick_start_a_key_in_home_is_not_in_the_sandbox() {
     assert_eq!(status(&o), 0, "{}", stderr(&o));
     assert_eq!(String::from_utf8_lossy(&o.stdout), "PRIVATE KEY\n");
 }
+
+#[test]
+fn json_has_an_outcome_whether_or_not_the_command_ran() {
+    let p = Project::new("exec-json");
+    let last_json = |o: &Output| -> serde_json::Value {
+        let err = stderr(o);
+        let line = err.lines().last().unwrap_or_default().to_string();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {err}"))
+    };
+    let o = toolcage(&p, &["exec", "--json", "--", "true"]);
+    assert_eq!(status(&o), 0, "{}", stderr(&o));
+    let v = last_json(&o);
+    assert_ne!(v["enforcement"]["mode"], "not-run", "{v}");
+    assert!(v["denials"].is_array(), "{v}");
+    // Not found, and refused before anything ran: the same keys.
+    for (args, code) in [
+        (&["exec", "--json", "--", "tc-no-such-command"][..], 127),
+        (
+            &[
+                "exec",
+                "--json",
+                "--profile",
+                "tc-no-such-profile",
+                "--",
+                "true",
+            ],
+            125,
+        ),
+    ] {
+        let o = toolcage(&p, args);
+        assert_eq!(status(&o), code, "{}", stderr(&o));
+        let v = last_json(&o);
+        assert_eq!(v["enforcement"]["mode"], "not-run", "{v}");
+        assert_eq!(v["exit_status"], code, "{v}");
+        assert!(v["denials"].is_array(), "{v}");
+    }
+}

@@ -29,6 +29,17 @@ pub fn run(project: &Path, here: Option<&Path>, args: &ExecArgs) -> u8 {
         Ok(code) => code,
         Err(e) => {
             eprintln!("toolcage: {e}");
+            if args.json {
+                // As a run's outcome (on stderr: stdout is the command's):
+                // nothing ran, and why.
+                let v = serde_json::json!({
+                    "error": e.message,
+                    "exit_status": e.status,
+                    "enforcement": crate::mcp::call::not_ran(format!("nothing ran: {}", e.message)),
+                    "denials": [],
+                });
+                eprintln!("{v}");
+            }
             e.status
         }
     }
