@@ -81,7 +81,11 @@ fn audit_records_allowed_denied_and_failed_calls() {
         denied.decision
     );
     assert_eq!(denied.exit_status, None);
-    assert_eq!(denied.enforcement, None);
+    // Nothing ran: said so, and the denial by its layer and rule.
+    let e = denied.enforcement.as_ref().expect("enforcement");
+    assert_eq!(e["mode"], "not-run", "{e}");
+    let d = denied.denials.as_ref().expect("denials");
+    assert_eq!(d[0]["rule"], "approval_declined", "{d}");
     assert_eq!(denied.approval_mode.as_deref(), Some("always"));
 
     let failed = &r[2];

@@ -135,7 +135,9 @@ pub struct AuditRecord {
     /// (unknown tool, invalid arguments).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant: Option<GrantSummary>,
-    /// The sandbox's enforcement report (absent when the call did not run).
+    /// The sandbox's enforcement report; for a call that did not run,
+    /// [`not_ran`] with why (absent on `started` records and on records
+    /// written before this field said so).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enforcement: Option<serde_json::Value>,
     /// `{"kind": "code", "value": 0}`, `{"kind": "timeout"}`, ...
@@ -161,8 +163,8 @@ pub struct AuditRecord {
     pub stdout: Option<StreamBytes>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stderr: Option<StreamBytes>,
-    /// What the call was refused (domain mode's proxy and DNS stub); absent
-    /// when nothing was.
+    /// What the call was refused (domain mode's proxy and DNS stub, the
+    /// gate's denial of a call that did not run); absent when nothing was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub denials: Option<serde_json::Value>,
     /// A change to a tool directory by a management tool (`custom_script`,
@@ -186,6 +188,13 @@ pub struct ChangeRecord {
     pub diff: Option<String>,
     /// SHA-256 of the whole diff.
     pub diff_sha256: String,
+}
+
+/// The enforcement report of a call that did not run (refused, unknown,
+/// invalid): no report of what the kernel enforced, and why. Results and
+/// audit records carry it where a run's report would be.
+pub fn not_ran(note: String) -> serde_json::Value {
+    serde_json::json!({"mode": "not-run", "note": note})
 }
 
 /// A change's diff longer than this is stored cut (its hash is whole).

@@ -122,7 +122,7 @@ fn fail_with(args: &CallArgs, message: &str, code: u8, denials: Vec<crate::sandb
             "is_error": true,
             "exit_status": code,
             "outcome": {
-                "enforcement": crate::mcp::call::not_ran(note),
+                "enforcement": crate::audit::record::not_ran(note),
                 "denials": denials,
             },
         });

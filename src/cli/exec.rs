@@ -35,7 +35,7 @@ pub fn run(project: &Path, here: Option<&Path>, args: &ExecArgs) -> u8 {
                 let v = serde_json::json!({
                     "error": e.message,
                     "exit_status": e.status,
-                    "enforcement": crate::mcp::call::not_ran(format!("nothing ran: {}", e.message)),
+                    "enforcement": crate::audit::record::not_ran(format!("nothing ran: {}", e.message)),
                     "denials": [],
                 });
                 eprintln!("{v}");

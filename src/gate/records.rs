@@ -7,7 +7,7 @@ use super::mode_name;
 use super::verdict::{Approval, Verdict};
 use crate::audit::GrantSummary;
 use crate::audit::record::{
-    AuditRecord, Phase, RecordedDecision as Recorded, StreamBytes, rfc3339,
+    AuditRecord, Phase, RecordedDecision as Recorded, StreamBytes, not_ran, rfc3339,
 };
 use std::time::{Duration, SystemTime};
 
@@ -73,7 +73,15 @@ pub fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
         change: None,
     };
     match event.ran {
-        Ran::NotRun => {}
+        Ran::NotRun => {
+            if let Verdict::Denied(d) = event.verdict {
+                r.enforcement = Some(not_ran(format!(
+                    "nothing ran: the call was denied ({}) before anything started",
+                    d.reason.code()
+                )));
+                r.denials = serde_json::to_value([d.entry(&call.tool.name)]).ok();
+            }
+        }
         Ran::Starting => r.phase = Some(Phase::Started),
         Ran::Finished { outcome, is_error } => {
             r.enforcement = serde_json::to_value(&outcome.enforcement).ok();
@@ -131,7 +139,10 @@ pub fn of_rejected(rejected: &Rejected<'_>, redact: bool) -> AuditRecord {
         },
         approval_mode: None,
         grant: None,
-        enforcement: None,
+        enforcement: Some(not_ran(format!(
+            "nothing ran: refused before the gate ({})",
+            rejected.reason
+        ))),
         exit: None,
         exit_status: None,
         is_error: Some(true),

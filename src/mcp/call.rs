@@ -25,6 +25,7 @@ use super::gateway::exposed::{CALL_MCP_TOOL, FIND_TOOLS};
 use super::gateway::{Gateway, deferred};
 use super::manage::Handled;
 use super::queue::Place;
+use crate::audit::record::not_ran;
 use crate::call::pipeline::{Job, JobDone, Turn};
 use crate::call::{CallError, CallResult, NotRun, NotRunKind, Surface};
 use crate::gate::{ApprovalChannel, BoxFuture, Denial, SessionId};
@@ -384,12 +385,6 @@ fn respond(server: &McpServer, name: &str, e: CallError) -> Result<CallToolResul
         CallError::Audit { error, refused } => Ok(audit_failed(name, &error, refused.is_some())),
         other => Ok(refused(server, name, &other)),
     }
-}
-
-/// `_meta["toolcage/enforcement"]` of a result whose call did not run in
-/// a sandbox: no report of what the kernel enforced, and why.
-pub(crate) fn not_ran(note: String) -> Value {
-    json!({"mode": "not-run", "note": note})
 }
 
 /// A call the gate refused (approval, rate limit, concurrency cap), or
