@@ -41,6 +41,9 @@ struct ProfileCheck {
 
 struct Checked {
     mode: IsolationMode,
+    /// The gaps the profile accepts without compensation
+    /// (`[sandbox] namespace_free_accepts`).
+    accepts: Vec<String>,
     lacking: Vec<Lack>,
     refusal: Option<String>,
     landlock: LandlockReport,
@@ -108,6 +111,7 @@ fn check_profile(global: &Global, name: &'static str, host: &HostSupport) -> Pro
             }
             Checked {
                 mode: decision.mode,
+                accepts: grant.namespace_free.accepts.clone(),
                 lacking,
                 refusal: decision.refusal,
                 landlock,
@@ -347,6 +351,9 @@ fn profile_text(out: &mut String, p: &ProfileCheck, block: Option<&str>) {
     for l in &c.lacking {
         let how = match &l.compensated_by {
             Some(by) => format!("compensated: {by}"),
+            None if c.accepts.iter().any(|a| a == l.id) => {
+                "not compensated; this profile accepts it (namespace_free_accepts)".into()
+            }
             None => "NOT compensated".into(),
         };
         out.push_str(&format!("{:<20}lacks {}; {how}\n", "", l.part));
