@@ -360,7 +360,7 @@ impl PolicyStack {
             Provenance {
                 key: "project".into(),
                 value: project.display().to_string(),
-                source: "-C/--project".into(),
+                source: "-C/--project, or found up from the working directory".into(),
             },
         );
         Ok(Resolved {
