@@ -88,6 +88,59 @@ fn toolcage_state_is_not_visible_even_with_home_granted() {
 }
 
 #[test]
+fn an_audit_log_moved_into_a_read_root_is_not_readable_by_calls() {
+    let p = Project::new("op-audit");
+    let tool = p.write(
+        ".agents/tools/keep",
+        "#!/bin/sh\n# @description Keep a value\n# @param *value string The value\ntrue\n",
+    );
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let logs = p.state_dir().with_extension("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    std::fs::write(logs.join("other.txt"), "readable\n").unwrap();
+    let log = logs.join("audit.jsonl");
+    let policy = p.state_dir().with_extension("policy.toml");
+    std::fs::write(&policy, format!("[audit]\npath = \"{}\"\n", log.display())).unwrap();
+    let (pol, logs_s) = (policy.to_str().unwrap(), logs.to_str().unwrap());
+    let state = p.state_dir();
+    let envs = [("XDG_STATE_HOME", state.to_str().unwrap())];
+    let o = toolcage(
+        &p,
+        &envs,
+        &["call", "--policy", pol, "keep", "value=the-secret-argument"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("the-secret-argument")
+    );
+    // A call granted the directory reads the rest of it, not the log.
+    let script = format!(
+        "cat '{logs_s}/other.txt'; grep -q the-secret-argument '{log}' && echo SEEN || echo HIDDEN",
+        log = log.display()
+    );
+    let o = toolcage(
+        &p,
+        &envs,
+        &[
+            "exec", "--policy", pol, "--read", logs_s, "--", "sh", "-c", &script,
+        ],
+    );
+    assert_eq!(out(&o), "readable\nHIDDEN", "{}", err(&o));
+    // Control: a policy that keeps the log elsewhere leaves the file an
+    // ordinary one the same grant reads.
+    let o = toolcage(
+        &p,
+        &envs,
+        &["exec", "--read", logs_s, "--", "sh", "-c", &script],
+    );
+    assert_eq!(out(&o), "readable\nSEEN", "{}", err(&o));
+    let _ = std::fs::remove_dir_all(&logs);
+    let _ = std::fs::remove_file(&policy);
+}
+
+#[test]
 fn host_secrets_in_etc_are_denied_by_default() {
     let p = Project::new("op-secrets");
     let o = toolcage(

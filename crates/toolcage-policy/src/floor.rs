@@ -81,6 +81,8 @@ pub fn built_in_secret(path: &Path) -> Option<&'static str> {
 pub const SECRET_SOURCE: &str = "built-in secret (always denied)";
 /// The origin label of toolcage's state directory.
 pub const STATE_SOURCE: &str = "toolcage state (audit log, rate limits)";
+/// The origin label of an audit log moved by `[audit] path`.
+pub const AUDIT_SOURCE: &str = "toolcage's audit log ([audit] path)";
 /// The origin label of a protected `--policy FILE`.
 pub const POLICY_FILE_SOURCE: &str = "--policy file inside a write root";
 
@@ -114,6 +116,25 @@ impl State {
                 if self.inside_write_root(&p) && !self.protected.iter().any(|e| e.v == p) {
                     self.protected.push(Sourced { v: p, o: o.clone() });
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// An audit log moved by `[audit] path` out of the state directory:
+    /// denied like the state itself, so no call reads another call's
+    /// records (inside a write root the log is refused elsewhere). Only
+    /// once it exists: the grant is resolved again for every call.
+    pub fn deny_audit_log(&mut self, path: &Path) -> Result<(), PolicyError> {
+        if !canon::exists_nofollow(path) {
+            return Ok(());
+        }
+        let o = Origin::floor(AUDIT_SOURCE);
+        let mut found = Vec::new();
+        resolve_path(path, Kind::Guard, true, &o, "", &mut found)?;
+        for f in found {
+            if !self.denied.iter().any(|d| d.v == f.v) {
+                self.denied.push(f);
             }
         }
         Ok(())

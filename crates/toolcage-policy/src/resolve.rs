@@ -353,6 +353,9 @@ impl PolicyStack {
         }
         let policy_file = self.layers.iter().find_map(|l| l.path.as_deref());
         st.add_floor(&ctx.state_base(), policy_file)?;
+        if let Some(log) = self.session(ctx)?.audit.path {
+            st.deny_audit_log(&log)?;
+        }
         st.check_env_dirs(&ctx.env)?;
         let (grant, mut provenance) = st.finish(project.clone())?;
         provenance.insert(
