@@ -128,13 +128,15 @@ fn cpu_spin_is_stopped_by_the_cpu_limit() {
     assert_ok(&o, "short spin");
     let start = Instant::now();
     let o = py(&g, "while True: pass");
+    // SIGXCPU at the limit (SIGKILL only after a grace), and the result
+    // says what ended it.
+    assert_eq!(o.exit, Exit::Signal(libc::SIGXCPU), "{}", describe(&o));
     assert!(
-        matches!(
-            o.exit,
-            Exit::Signal(libc::SIGXCPU) | Exit::Signal(libc::SIGKILL)
-        ),
-        "{}",
-        describe(&o)
+        o.denials
+            .iter()
+            .any(|d| d.layer == "limits" && d.op == "cpu"),
+        "{:?}",
+        o.denials
     );
     assert!(start.elapsed() < Duration::from_secs(10));
 }

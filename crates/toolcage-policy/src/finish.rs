@@ -12,6 +12,23 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 impl State {
+    /// A timeout set after the CPU limit (a later layer, a flag, the tool's
+    /// request) raises the CPU limit to at least the timeout: a CPU limit
+    /// nobody set for this call must not end it before the timeout that was
+    /// (`--timeout 2h` under `ci`, whose CPU limit is 30 min). A CPU limit
+    /// set in the same layer as the timeout, or after it, is kept.
+    fn cpu_follows_a_later_timeout(&mut self) {
+        let Some(cpu) = self.cpu.v else { return };
+        let timeout = self.timeout.v.as_millis().div_ceil(1000) as u64;
+        if self.cpu.o.seq < self.timeout.o.seq && cpu < timeout {
+            let why = format!("raised to the timeout, set by {}", self.timeout.o.source);
+            self.cpu = Sourced {
+                v: Some(timeout),
+                o: Origin::input(why, self.timeout.o.seq),
+            };
+        }
+    }
+
     /// Check for contradictions and build the grant with its provenance.
     pub fn finish(mut self, project: PathBuf) -> Result<(Grant, Vec<Provenance>), PolicyError> {
         // Contradictions are checked on every entry, before nested roots are
@@ -26,6 +43,7 @@ impl State {
             dedup(list);
         }
         dedup_by(&mut self.env_allow, |e| e.v.clone());
+        self.cpu_follows_a_later_timeout();
 
         let network = match self.mode.v {
             NetMode::Off => Network::Off,

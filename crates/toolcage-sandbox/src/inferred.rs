@@ -102,6 +102,29 @@ fn refused_syscall(line: &str) -> Option<Denial> {
     })
 }
 
+/// The CPU time limit, when the call (`exit_signal`: how its program
+/// ended) or a process it ran (a shell's "CPU time limit exceeded") hit it.
+pub fn cpu_limit(grant: &Grant, exit_signal: Option<i32>, text: &str) -> Option<Denial> {
+    let secs = grant.limits.cpu_seconds?;
+    let hit = exit_signal == Some(libc::SIGXCPU) || text.contains("CPU time limit exceeded");
+    hit.then(|| Denial {
+        layer: "limits",
+        op: "cpu",
+        target: "CPU time".into(),
+        rule: Some("limits.cpu".into()),
+        reason: format!(
+            "the CPU time limit of a process of the call ({}s) was reached",
+            secs
+        ),
+        fix: Some(
+            "raise [limits] cpu, or --timeout (a CPU limit set before the timeout follows it)"
+                .into(),
+        ),
+        count: 1,
+        inferred: exit_signal != Some(libc::SIGXCPU),
+    })
+}
+
 /// The denials `text` (a tool's stderr, then stdout) suggests under
 /// `grant`, for a call that ran in `cwd`.
 pub fn from_output(grant: &Grant, cwd: &Path, text: &str) -> Vec<Denial> {

@@ -6,6 +6,10 @@ use super::SandboxError;
 use super::report::{EnforcementReport, LandlockStatus};
 use toolcage_policy::{Enforcement, Grant};
 
+/// Seconds of CPU time between SIGXCPU at the grant's CPU limit and the
+/// kernel's SIGKILL.
+const CPU_GRACE: u64 = 5;
+
 /// The grant's rlimits, each clamped to the current hard limit (a lower
 /// limit set by the operator, say `ulimit -n 512` in a CI container, is
 /// kept rather than failing the call or, with CAP_SYS_RESOURCE, raised).
@@ -45,11 +49,18 @@ pub(super) fn rlimits(
         } else {
             want
         };
+        // CPU: SIGXCPU at the limit (a program may stop cleanly, and the
+        // call can say what ended it), SIGKILL a few seconds later.
+        let max = match res {
+            libc::RLIMIT_CPU if cur.rlim_max == libc::RLIM_INFINITY => v.saturating_add(CPU_GRACE),
+            libc::RLIMIT_CPU => v.saturating_add(CPU_GRACE).min(cur.rlim_max),
+            _ => v,
+        };
         out.push((
             res,
             libc::rlimit {
                 rlim_cur: v,
-                rlim_max: v,
+                rlim_max: max,
             },
         ));
     }

@@ -567,6 +567,11 @@ fn run_in(
     // `exec`, whose output goes straight to the terminal).
     let teed = teed.and_then(|t| t.join().ok()).unwrap_or_default();
     let text = format!("{}\n{}\n{teed}", finished.stderr.text, finished.stdout.text);
+    let signal = match finished.exit {
+        crate::Exit::Signal(s) => Some(s),
+        _ => None,
+    };
+    denials.extend(super::inferred::cpu_limit(grant, signal, &text));
     let exact = match (audit_tap, &call_pids) {
         (Some(t), Some(pids)) => t.finish(grant, pids),
         _ => Vec::new(),

@@ -236,6 +236,44 @@ fn each_layer_wins_over_the_previous() {
 }
 
 #[test]
+fn a_later_timeout_raises_the_cpu_limit_an_explicit_one_stays() {
+    let e = Env::new();
+    let cli = |t: &str| Overrides {
+        timeout: Some(t.into()),
+        ..Overrides::default()
+    };
+    // Under ci (30 min of CPU), --timeout 2h raises it; the source says why.
+    let r = e.resolve(Some("ci"), None, &cli("2h")).unwrap();
+    assert_eq!(r.grant.limits.cpu_seconds, Some(7200));
+    assert!(
+        source_of(&r, "cpu").starts_with("raised to the timeout"),
+        "{}",
+        source_of(&r, "cpu")
+    );
+    // A file's timeout over the profile's CPU limit: the same.
+    let r = e
+        .resolve(
+            None,
+            Some("[limits]\ntimeout = \"20m\"\n"),
+            &Overrides::default(),
+        )
+        .unwrap();
+    assert_eq!(r.grant.limits.cpu_seconds, Some(1200));
+    // Controls: a CPU limit the file sets with its timeout is kept, and a
+    // shorter timeout never lowers it.
+    let r = e
+        .resolve(
+            None,
+            Some("[limits]\ntimeout = \"20m\"\ncpu = \"2m\"\n"),
+            &Overrides::default(),
+        )
+        .unwrap();
+    assert_eq!(r.grant.limits.cpu_seconds, Some(120));
+    let r = e.resolve(Some("ci"), None, &cli("10s")).unwrap();
+    assert_eq!(r.grant.limits.cpu_seconds, Some(1800));
+}
+
+#[test]
 fn replace_and_append_lists() {
     let e = Env::new();
     let r = e
