@@ -7,7 +7,7 @@
 //! what compensates each part, and whether the grant's policy accepts it.
 
 use serde::Serialize;
-use toolcage_policy::{Grant, NamespaceFree, Network};
+use toolcage_policy::{Enforcement, Grant, NamespaceFree, Network};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -175,7 +175,15 @@ pub fn decide(grant: &Grant, host: HostFeatures, why_no_namespaces: &str) -> Mod
     }
     let lacking = lacks(grant, host.landlock_abi);
     let policy = &grant.namespace_free;
-    let refusal = match policy.mode {
+    // Strict enforcement (`ci`) fails closed on any degradation it did not
+    // accept by name: "allow" cannot widen that (as `--allow-degraded`
+    // cannot), so it counts as "compensated" with the accepted gaps.
+    let strict = grant.enforcement == Enforcement::Strict;
+    let mode = match policy.mode {
+        NamespaceFree::Allow if strict => NamespaceFree::Compensated,
+        m => m,
+    };
+    let refusal = match mode {
         // Never the host's network instead: nothing could filter it.
         _ if matches!(grant.network, Network::Domains(_)) => Some(format!(
             "{why_no_namespaces}; network mode \"domains\" needs the call's own network \
@@ -197,10 +205,14 @@ pub fn decide(grant: &Grant, host: HostFeatures, why_no_namespaces: &str) -> Mod
                 .map(|l| l.id)
                 .collect();
             (!open.is_empty()).then(|| {
+                let setting = match policy.mode {
+                    NamespaceFree::Allow => "namespace_free = \"allow\" under enforcement = \"strict\", which accepts only",
+                    _ => "namespace_free = \"compensated\",",
+                };
                 format!(
                     "{why_no_namespaces}; namespace-free mode would leave {} uncompensated \
                      (see toolcage doctor), which this policy does not accept ([sandbox] \
-                     namespace_free = \"compensated\", namespace_free_accepts = [{}])",
+                     {setting} namespace_free_accepts = [{}])",
                     open.join(", "),
                     policy
                         .accepts
@@ -305,6 +317,33 @@ mod tests {
         g.network = Network::On;
         let d = decide(&g, NO_NS, "x");
         assert!(d.refusal.expect("refused").contains("unix-sockets"));
+    }
+
+    #[test]
+    fn strict_enforcement_keeps_allow_to_the_accepted_gaps() {
+        let mut g = grant(NamespaceFree::Allow, &["metadata", "proc"]);
+        g.enforcement = Enforcement::Strict;
+        let d = decide(&g, NO_NS, "why");
+        let open: Vec<&str> = lacks(&g, NO_NS.landlock_abi)
+            .iter()
+            .filter(|l| l.compensated_by.is_none() && !["metadata", "proc"].contains(&l.id))
+            .map(|l| l.id)
+            .collect();
+        // Whatever is left open beyond the accepted gaps refuses the call.
+        assert_eq!(
+            d.refusal.is_some(),
+            !open.is_empty(),
+            "{:?} {open:?}",
+            d.refusal
+        );
+        if let Some(r) = d.refusal {
+            assert!(r.contains("under enforcement = \"strict\""), "{r}");
+        }
+        // Accepting nothing under strict: refused, where plain allow runs.
+        let mut g = grant(NamespaceFree::Allow, &[]);
+        assert!(decide(&g, NO_NS, "why").refusal.is_none());
+        g.enforcement = Enforcement::Strict;
+        assert!(decide(&g, NO_NS, "why").refusal.is_some());
     }
 
     #[test]
