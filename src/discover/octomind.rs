@@ -302,6 +302,20 @@ fn parse_param(
         );
         return None;
     }
+    if let Some(bare) = name.strip_suffix('*').filter(|b| !b.is_empty()) {
+        diags.push(
+            Diagnostic::error(
+                file,
+                Some(lno),
+                format!(
+                    "@param '{name}': the * that makes a parameter required goes before its \
+                     name; tool skipped"
+                ),
+            )
+            .fix(format!("write `@param *{bare} TYPE DESCRIPTION`")),
+        );
+        return None;
+    }
     let kind = match words.next() {
         None => {
             diags.push(

@@ -71,6 +71,20 @@ fn all_three_comment_prefixes() {
 }
 
 #[test]
+fn a_required_marker_after_the_name_is_an_error_with_the_fix() {
+    let m = messages("#!/bin/sh\n# @description D\n# @param url* string The URL\n");
+    assert!(
+        m.iter().any(|d| d.contains("@param 'url*'")
+            && d.contains("tool skipped")
+            && d.contains("write `@param *url TYPE DESCRIPTION`")),
+        "{m:?}"
+    );
+    // Control: the marker before the name is a required parameter.
+    let m = messages("#!/bin/sh\n# @description D\n# @param *url string The URL\n");
+    assert!(m.is_empty(), "{m:?}");
+}
+
+#[test]
 fn shebang_only_skipped_on_line_one() {
     let h = header("#!/bin/sh\n# @description D\n");
     assert_eq!(h.description, "D");
