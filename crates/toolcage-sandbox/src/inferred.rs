@@ -134,6 +134,32 @@ pub fn from_output(grant: &Grant, cwd: &Path, text: &str) -> Vec<Denial> {
             log.record(d);
             continue;
         }
+        let resolver = [
+            "Could not resolve host",
+            "Temporary failure in name resolution",
+            "Name or service not known",
+            "getaddrinfo EAI_AGAIN",
+        ];
+        if matches!(grant.network, Network::Tcp { .. }) && resolver.iter().any(|m| line.contains(m))
+        {
+            log.record(Denial {
+                layer: "seccomp",
+                op: "resolve",
+                target: "DNS".into(),
+                rule: None,
+                reason: "network mode \"tcp\" allows TCP sockets only, so the resolver's UDP \
+                         queries are refused and names do not resolve"
+                    .into(),
+                fix: Some(
+                    "network mode \"domains\" (names resolve there, --allow-domain HOST), or \
+                     connect to addresses"
+                        .into(),
+                ),
+                count: 1,
+                inferred: true,
+            });
+            continue;
+        }
         if grant.network == Network::Off && NO_NETWORK.iter().any(|m| line.contains(m)) {
             log.record(Denial {
                 layer: "seccomp",
@@ -495,6 +521,32 @@ mod tests {
         // The call's own /tmp, and lines without an error.
         assert!(one("mkdir: cannot create directory '/tmp/x': Permission denied").is_none());
         assert!(one("reading /etc/passwd").is_none());
+    }
+
+    #[test]
+    fn a_resolver_failure_in_tcp_mode_names_why() {
+        let mut g = grant();
+        g.network = Network::Tcp {
+            connect: vec![443],
+            bind: vec![],
+        };
+        let d = from_output(
+            &g,
+            Path::new("/work/p"),
+            "curl: (6) Could not resolve host: x.test",
+        );
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(d[0].reason.contains("TCP sockets only"), "{d:?}");
+        // Control: network on, a resolver failure is the network's own.
+        g.network = Network::On;
+        assert!(
+            from_output(
+                &g,
+                Path::new("/work/p"),
+                "curl: (6) Could not resolve host: x.test"
+            )
+            .is_empty()
+        );
     }
 
     #[test]
