@@ -120,7 +120,8 @@ impl Shared {
     fn deny(&self, layer: &'static str, op: &'static str, target: String, r: &Refusal) {
         let fix = match r.kind {
             RefusalKind::NotAllowed => Some(format!(
-                "add it to [network] allow (or pass --allow-domain {target})"
+                "add it to [network] allow, or to the tool's [tools.NAME.network] allow where \
+                 its section has a list of its own (or pass --allow-domain {target})"
             )),
             RefusalKind::Denylist => r
                 .rule
