@@ -198,7 +198,15 @@ pub fn apply(st: &mut State, tool: &str, r: &Requests, seq: usize) -> Vec<Reques
             note("timeout", asked, format_duration(t), Decision::Granted, why);
         } else {
             let new = max.max(cur);
-            let why = format!("above {max_src}");
+            // The policy's own timeout may be the longer one: say which.
+            let why = match max < cur {
+                true => format!(
+                    "above {max_src}; the policy's {} ({}) stays",
+                    format_duration(cur),
+                    st.timeout.o.source
+                ),
+                false => format!("above {max_src}"),
+            };
             if new != cur {
                 st.timeout = Sourced {
                     v: new,
