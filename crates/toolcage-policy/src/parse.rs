@@ -100,6 +100,17 @@ fn convert_error(file: &FileText, e: &toml::de::Error) -> PolicyError {
             "invalid value \"{name}\" (expected one of {})",
             expected_list(&raw)
         )
+    } else if raw.starts_with("duplicate key") {
+        // The line holds `name = ...` (or `[table]` for a table given twice).
+        let text = file
+            .text
+            .lines()
+            .nth(line.saturating_sub(1))
+            .unwrap_or_default();
+        let name = text.split('=').next().unwrap_or_default().trim();
+        format!(
+            "duplicate key '{name}': each key may be set once in its table (fix: keep one of them)"
+        )
     } else {
         raw
     };
@@ -142,6 +153,15 @@ mod tests {
 
     fn err(s: &str) -> String {
         parse(&text(s)).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_duplicate_key_is_named_with_the_fix() {
+        let e = err("[limits]\ntimeout = \"1s\"\ntimeout = \"2s\"\n");
+        assert!(
+            e.contains(":3:") && e.contains("duplicate key 'timeout'") && e.contains("fix:"),
+            "{e}"
+        );
     }
 
     #[test]

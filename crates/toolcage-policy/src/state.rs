@@ -302,7 +302,14 @@ impl State {
             self.kill_grace = val(d.0, &l.origin("limits", "kill_grace", None));
         }
         if let Some(v) = lim.address_space {
-            self.address_space = rlimit(v, &l.origin("limits", "address_space", None), |b| b.0)?;
+            let o = l.origin("limits", "address_space", None);
+            self.address_space = rlimit(v, &o, |b| b.0)?;
+            // Below this, the dynamic loader itself cannot map a program:
+            // every call would die of SIGSEGV with no word of why.
+            const LEAST: u64 = 16 << 20;
+            if self.address_space.v.is_some_and(|n| n < LEAST) {
+                return Err(o.error("too small for any program to start (at least 16MiB)"));
+            }
         }
         if let Some(v) = lim.cpu {
             // RLIMIT_CPU has whole seconds: round up.

@@ -17,6 +17,10 @@ fn file_errors_name_file_line_and_key() {
     let e = Env::new();
     let cases = [
         (
+            "[limits]\naddress_space = \"1KiB\"\n",
+            "policy $T/p.toml:2: limits.address_space: too small for any program to start (at least 16MiB)",
+        ),
+        (
             "[limits]\ntimeout = \"3x\"\n",
             "policy $T/p.toml:2: limits.timeout: invalid duration \"3x\" (use e.g. \"30s\", \"500ms\", \"5m\")",
         ),
