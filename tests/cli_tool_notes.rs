@@ -393,3 +393,32 @@ fn a_script_without_a_shebang_is_a_warning_and_its_call_exits_126() {
     assert!(warnings_about(&r, "no #! line").is_empty(), "{r}");
     assert_eq!(out(&toolcage(&p, &["call", "bare"])), "bare\n");
 }
+
+#[test]
+fn check_names_an_audit_log_every_call_would_refuse() {
+    let p = Project::new("audit-inside");
+    executable(
+        &p.path(".agents/tools/ok"),
+        "#!/bin/sh\n# @description Fine\necho ok\n",
+    );
+    let policy = p.state_dir().with_extension("toml");
+    std::fs::write(&policy, "[audit]\npath = \"{project}/audit.jsonl\"\n").unwrap();
+    let pol = policy.to_str().unwrap();
+    let o = toolcage(&p, &["check", "--json", "--policy", pol]);
+    assert_eq!(o.status.code(), Some(1));
+    let r = json(&o);
+    assert!(
+        r["policy"].to_string().contains("audit log")
+            && r["policy"].to_string().contains("write root"),
+        "{r}"
+    );
+    // It is what a call then says, with exit 125.
+    assert_eq!(
+        toolcage(&p, &["call", "--policy", pol, "ok"]).status.code(),
+        Some(125)
+    );
+    // Control: without that policy, check is clean and the call runs.
+    assert_eq!(toolcage(&p, &["check"]).status.code(), Some(0));
+    assert_eq!(out(&toolcage(&p, &["call", "ok"])), "ok\n");
+    let _ = std::fs::remove_file(policy);
+}

@@ -462,6 +462,23 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
                 found
                     .interpreters
                     .extend(toolnotes::nested_repositories(&project, &r.grant));
+                // Where the audit log and state would go: inside a write root
+                // every call is refused (exit 125); say so here.
+                if let Ok(session) = engine.stack.session(&engine.ctx) {
+                    use crate::audit::location;
+                    let state = location::state_dir(&project, &engine.ctx);
+                    let audit = location::audit_path(&session.audit, &state);
+                    for (what, path) in [("audit log", &audit), ("state directory", &state)] {
+                        if let Err(message) =
+                            location::check_outside_write_roots(what, path, &r.grant)
+                        {
+                            found.policy.push(PolicyProblem {
+                                tool: None,
+                                message,
+                            });
+                        }
+                    }
+                }
             }
             let mut upstream_tools = Vec::new();
             match super::upstreams::CliGateway::start(&engine) {
