@@ -113,3 +113,32 @@ fn domain_patterns_and_pins_are_shown_with_their_origin() {
         )
     );
 }
+
+#[test]
+fn session_wide_settings_are_shown_too() {
+    let p = Project::new("policy-session");
+    let file = p.write(
+        "grl.toml",
+        "[global_rate_limit]\nrequests = 2\nwindow = \"1h\"\n",
+    );
+    let o = policy(&p, &["--policy", file.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let grl = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("global_rate_limit"));
+    assert!(
+        grl.is_some_and(|l| l.contains("2 per 1h") && l.contains("[global_rate_limit]")),
+        "{out}"
+    );
+    assert!(out.contains("audit.path"), "{out}");
+    let o = policy(&p, &["--json", "--policy", file.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["session"]["global_rate_limit"]["requests"], 2, "{v}");
+    // Control: without the file, no global limit.
+    let o = policy(&p, &[]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let grl = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("global_rate_limit"));
+    assert!(grl.is_some_and(|l| l.contains("none")), "{out}");
+}

@@ -36,9 +36,11 @@ pub fn run(global: &Global, args: &PolicyCmdArgs) -> u8 {
         crate::policy::Context::detect(&global.project, crate::discover::tooldirs::holds_a3s_tools)
             .map(|ctx| resolved.path_dropped(&ctx))
             .unwrap_or_default();
+    let session = session_settings(global, &args.policy);
     if args.json {
         let json = serde_json::to_value(&resolved).and_then(|mut v| {
             v["path_dropped"] = serde_json::to_value(&dropped)?;
+            v["session"] = session.json.clone();
             Ok(v)
         });
         let printed = match json {
@@ -53,10 +55,69 @@ pub fn run(global: &Global, args: &PolicyCmdArgs) -> u8 {
         }
     } else {
         // Tool names and request notes come from the project.
-        let text = render_text(&resolved, &dropped);
+        let text = render_text(&resolved, &dropped) + &session.text;
         super::out::text(&crate::text::multi_line(&text));
     }
     status::OK
+}
+
+/// The session-wide settings that also decide calls: `[global_rate_limit]`
+/// and `[audit]`, as text lines and JSON.
+struct Session {
+    text: String,
+    json: serde_json::Value,
+}
+
+fn session_settings(global: &Global, policy: &PolicyArgs) -> Session {
+    use crate::policy::format_duration;
+    let got = global
+        .engine_without_tools(policy)
+        .ok()
+        .and_then(|e| Some((e.stack.session(&e.ctx).ok()?, e)));
+    let Some((s, engine)) = got else {
+        return Session {
+            text: String::new(),
+            json: serde_json::Value::Null,
+        };
+    };
+    let state = crate::audit::location::state_dir(&engine.project_root(), &engine.ctx);
+    let audit = crate::audit::location::audit_path(&s.audit, &state);
+    let audit_from = match s.audit.path {
+        Some(_) => "[audit] path",
+        None => "default: the project's state directory",
+    };
+    let limit = s
+        .global_rate_limit
+        .map(|r| format!("{} per {}", r.requests, format_duration(r.window)));
+    let row = |k: &str, v: &str, from: &str| format!("  {k:<24}{v:<48} ({from})\n");
+    let mut text = String::from("\nfor every tool of a session (serve, call):\n");
+    text += &row(
+        "global_rate_limit",
+        limit.as_deref().unwrap_or("none"),
+        if limit.is_some() {
+            "[global_rate_limit]"
+        } else {
+            "built-in"
+        },
+    );
+    text += &row("audit.path", &audit.display().to_string(), audit_from);
+    text += &row(
+        "audit.redact",
+        &s.audit.redact.to_string(),
+        "[audit] redact, default false",
+    );
+    text += &row(
+        "audit.fail_closed",
+        &s.audit.fail_closed.to_string(),
+        "[audit] fail_closed, default true",
+    );
+    let json = serde_json::json!({
+        "global_rate_limit": s.global_rate_limit.map(|r| serde_json::json!({
+            "requests": r.requests, "window_secs": r.window.as_secs()
+        })),
+        "audit": {"path": audit, "redact": s.audit.redact, "fail_closed": s.audit.fail_closed},
+    });
+    Session { text, json }
 }
 
 /// The defaults (no tool) under `policy`: what `toolcage policy` shows and
