@@ -52,10 +52,15 @@ impl State {
                 } else {
                     ("--read", "the call's home")
                 };
+                // A denied or protected path cannot be granted by a flag:
+                // offering one would send the user round in a loop.
+                let first = match why.starts_with("no ") {
+                    true => format!("{flag} {}", path.display()),
+                    false => format!("give {name} a directory that is not denied or protected"),
+                };
                 return Err(o.error(format!(
-                    "{shown}: {why}, so it cannot be {role} (fix: {flag} {}, or leave {name} \
-                     unset: the call then gets its private tmp)",
-                    path.display()
+                    "{shown}: {why}, so it cannot be {role} (fix: {first}, or leave {name} \
+                     unset: the call then gets its private tmp)"
                 )));
             }
         }

@@ -233,6 +233,12 @@ fn an_explicit_tmpdir_must_be_writable_and_a_home_readable() {
         protected.contains("it is protected ($T/project/.git, profile default)"),
         "{protected}"
     );
+    // No flag can grant a protected path: the fix does not offer one.
+    assert!(
+        protected.contains("fix: give TMP a directory that is not denied or protected")
+            && !protected.contains("--write"),
+        "{protected}"
+    );
     assert!(
         e.cli_err(&set("TEMP=build/tmp"))
             .contains("not an absolute path")
