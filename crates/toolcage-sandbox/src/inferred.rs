@@ -337,7 +337,12 @@ fn classify(grant: &Grant, path: &Path, error: Error) -> Option<Denial> {
         return Some(denial(
             "read",
             format!("denied by the policy ({})", d.display()),
-            Some(format!("remove {} from [fs] denied", d.display())),
+            // The layer that denies it may be a preset or a pattern:
+            // `policy` names it.
+            Some(format!(
+                "`toolcage policy` names the layer that denies {}; drop it there if calls may read it",
+                d.display()
+            )),
         ));
     }
     if error != Error::Missing
@@ -424,7 +429,12 @@ mod tests {
         let d = one("cat: /etc/ssh/ssh_host_ed25519_key: Permission denied").unwrap();
         assert!(d.reason.contains("SSH host private keys"), "{d:?}");
         let d = one("cat: /etc/app/token: Permission denied").unwrap();
-        assert_eq!(d.fix.as_deref(), Some("remove /etc/app from [fs] denied"));
+        assert!(
+            d.fix
+                .as_deref()
+                .is_some_and(|f| f.contains("toolcage policy") && f.contains("/etc/app")),
+            "{d:?}"
+        );
         let d = one("touch: cannot touch '/usr/x': Read-only file system").unwrap();
         assert_eq!(d.fix.as_deref(), Some("--write /usr"));
         let d =
