@@ -40,14 +40,19 @@ const MARKERS: [(&str, Error); 6] = [
 /// Places every call has of its own: what they refuse is not the grant's.
 const OWN: [&str; 4] = ["/tmp", "/proc", "/dev", "/sys"];
 
-/// What programs print when they cannot reach the network (resolvers,
-/// curl, Python, Node): with the network off, that is the sandbox's doing.
-const NO_NETWORK: [&str; 7] = [
+/// What programs print when a name does not resolve (curl, glibc, Node).
+const RESOLVER_FAILED: [&str; 4] = [
     "Could not resolve host",
     "Temporary failure in name resolution",
     "Name or service not known",
-    "Network is unreachable",
     "getaddrinfo EAI_AGAIN",
+];
+
+/// What programs print when they cannot reach the network besides a name
+/// that does not resolve (curl, Python): with the network off, that is the
+/// sandbox's doing.
+const NO_NETWORK: [&str; 3] = [
+    "Network is unreachable",
     "Couldn't connect to server",
     "[Errno 1] Operation not permitted",
 ];
@@ -134,14 +139,8 @@ pub fn from_output(grant: &Grant, cwd: &Path, text: &str) -> Vec<Denial> {
             log.record(d);
             continue;
         }
-        let resolver = [
-            "Could not resolve host",
-            "Temporary failure in name resolution",
-            "Name or service not known",
-            "getaddrinfo EAI_AGAIN",
-        ];
-        if matches!(grant.network, Network::Tcp { .. }) && resolver.iter().any(|m| line.contains(m))
-        {
+        let resolver_failed = RESOLVER_FAILED.iter().any(|m| line.contains(m));
+        if matches!(grant.network, Network::Tcp { .. }) && resolver_failed {
             log.record(Denial {
                 layer: "seccomp",
                 op: "resolve",
@@ -160,7 +159,9 @@ pub fn from_output(grant: &Grant, cwd: &Path, text: &str) -> Vec<Denial> {
             });
             continue;
         }
-        if grant.network == Network::Off && NO_NETWORK.iter().any(|m| line.contains(m)) {
+        if grant.network == Network::Off
+            && (resolver_failed || NO_NETWORK.iter().any(|m| line.contains(m)))
+        {
             log.record(Denial {
                 layer: "seccomp",
                 op: "connect",
