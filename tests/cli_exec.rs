@@ -64,7 +64,11 @@ fn signal_timeout_not_found_and_not_executable() {
     // An empty PATH is named as the reason.
     let o = toolcage(&p, &["exec", "--env", "PATH=", "--", "sh", "-c", "true"]);
     assert_eq!(status(&o), 127);
-    assert!(stderr(&o).contains("the call's PATH is empty"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the call's PATH is empty"),
+        "{}",
+        stderr(&o)
+    );
     p.write("data.txt", "not a program");
     let o = toolcage(&p, &["exec", "--", "./data.txt"]);
     assert_eq!(status(&o), 126, "{}", stderr(&o));

@@ -345,6 +345,30 @@ fn a_hanging_call_times_out_and_a_flood_is_capped() {
 }
 
 #[test]
+fn a_server_program_outside_its_grant_is_named_with_the_line_that_grants_it() {
+    let f = Fixture::new("outside-program", json!({}), "");
+    // A copy of the interpreter where the server's grant cannot see it.
+    let bin = f.state.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    // The system's interpreter itself (PATH may hold pyenv's shim script).
+    let python = std::fs::canonicalize("/usr/bin/python3").unwrap();
+    std::fs::copy(&python, bin.join("python3")).unwrap();
+    let program = bin.join("python3").to_string_lossy().to_string();
+    let mcp = json!({"mcpServers": {"fx": {"command": program, "args": ["fx.py"]}}});
+    f.write(".mcp.json", &mcp.to_string());
+    let (_, out, err) = f.run(&["upstreams"]);
+    assert!(
+        out.contains("exists on this machine") && out.contains("[upstreams.fx.fs]"),
+        "{out}{err}"
+    );
+    // Control: the line it names makes the server run.
+    let policy = format!("[upstreams.fx.fs]\nadd_read = [\"{}\"]\n", bin.display());
+    f.write_outside("policy.toml", &policy);
+    let (_, out, err) = f.run(&["upstreams"]);
+    assert!(out.contains("running"), "{out}{err}");
+}
+
+#[test]
 fn check_explains_each_server() {
     let f = Fixture::new("check", json!({}), "");
     let mcp = json!({"mcpServers": {

@@ -37,7 +37,12 @@ pub fn explain(e: &SandboxError, resolved: &Resolved, ctx: &Context) -> String {
                 found.display(),
                 fix_for(&found, resolved, ctx)
             ),
-            None if resolved.grant.env_set.get("PATH").is_some_and(|p| p.trim().is_empty()) => {
+            None if resolved
+                .grant
+                .env_set
+                .get("PATH")
+                .is_some_and(|p| p.trim().is_empty()) =>
+            {
                 format!(
                     "{name}: command not found: the call's PATH is empty (set by [env] set or \
                      --env PATH=; give it directories, or leave PATH to toolcage)"

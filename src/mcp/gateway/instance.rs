@@ -216,7 +216,8 @@ impl Instance {
                     let why = match result {
                         Ok(o) => format!("the server exited ({})", exit_text(o.exit)),
                         Err(e) => {
-                            let text = e.to_string();
+                            let text =
+                                unreachable_program(&e, &name).unwrap_or_else(|| e.to_string());
                             let _ = setup_tx.send(text.clone());
                             text
                         }
@@ -457,4 +458,32 @@ impl Drop for Unroute {
             .unwrap_or_else(|p| p.into_inner())
             .remove(&self.1);
     }
+}
+
+/// A server program that exists on this machine but that the server's
+/// grant cannot see: named with the `[upstreams.NAME.fs]` line that
+/// grants it (a `--read` flag does not reach a server's grant).
+fn unreachable_program(e: &crate::sandbox::SandboxError, server: &str) -> Option<String> {
+    use crate::sandbox::SandboxError;
+    let (program, dir) = match e {
+        SandboxError::OutsideGrant {
+            program, resolved, ..
+        } => (program.clone(), resolved.parent()?.to_path_buf()),
+        SandboxError::NotFound(program) if program.contains('/') => {
+            let path = std::path::Path::new(program);
+            if !path.exists() {
+                return None;
+            }
+            (
+                program.clone(),
+                path.canonicalize().ok()?.parent()?.to_path_buf(),
+            )
+        }
+        _ => return None,
+    };
+    Some(format!(
+        "{program}: exists on this machine, but the server's grant cannot read it (fix: \
+         add_read = [\"{}\"] in [upstreams.{server}.fs])",
+        dir.display()
+    ))
 }
