@@ -66,6 +66,16 @@ pub fn check_outside_write_roots(what: &str, path: &Path, grant: &Grant) -> Resu
     Ok(())
 }
 
+/// Each of the operator's files a grant could write (the audit log, the
+/// state directory): the reason for each, empty when none. The gate
+/// refuses the call on the first; `check` reports them all.
+pub fn misplaced(audit: &Path, state: &Path, grant: &Grant) -> Vec<String> {
+    [("audit log", audit), ("state directory", state)]
+        .into_iter()
+        .filter_map(|(what, path)| check_outside_write_roots(what, path, grant).err())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

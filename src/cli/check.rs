@@ -468,16 +468,14 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
                     use crate::audit::location;
                     let state = location::state_dir(&project, &engine.ctx);
                     let audit = location::audit_path(&session.audit, &state);
-                    for (what, path) in [("audit log", &audit), ("state directory", &state)] {
-                        if let Err(message) =
-                            location::check_outside_write_roots(what, path, &r.grant)
-                        {
-                            found.policy.push(PolicyProblem {
+                    found.policy.extend(
+                        location::misplaced(&audit, &state, &r.grant)
+                            .into_iter()
+                            .map(|message| PolicyProblem {
                                 tool: None,
                                 message,
-                            });
-                        }
-                    }
+                            }),
+                    );
                 }
             }
             let mut upstream_tools = Vec::new();

@@ -147,8 +147,10 @@ impl Journal {
 }
 
 fn check_locations(audit: &Path, state: &Path, grant: &Grant) -> Result<(), String> {
-    location::check_outside_write_roots("audit log", audit, grant)?;
-    location::check_outside_write_roots("state directory", state, grant)
+    match location::misplaced(audit, state, grant).into_iter().next() {
+        Some(why) => Err(why),
+        None => Ok(()),
+    }
 }
 
 /// Open the log; without one, `fail_closed` refuses calls and otherwise
