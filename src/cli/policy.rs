@@ -2,7 +2,7 @@
 //! each setting with where it came from, and the tool's requests.
 
 use super::{Global, PolicyArgs, status};
-use crate::call::CallError;
+use crate::call::{CallError, Engine};
 use crate::policy::{PolicyError, Resolved, render_text};
 use clap::Args;
 
@@ -19,24 +19,35 @@ pub struct PolicyCmdArgs {
 }
 
 pub fn run(global: &Global, args: &PolicyCmdArgs) -> u8 {
-    let resolved = match &args.name {
-        None => defaults(global, &args.policy).map_err(|e| (e.to_string(), status::INTERNAL)),
-        Some(name) => for_tool(global, &args.policy, name),
+    // One engine: the grant, the PATH it leaves out and the session-wide
+    // settings all come from its layers and context (tools only for NAME).
+    let engine = match &args.name {
+        None => global.engine_without_tools(&args.policy),
+        Some(_) => global.engine(&args.policy),
     };
-    let resolved = match resolved {
+    let resolved = engine
+        .map_err(|e| (e.to_string(), status::INTERNAL))
+        .and_then(|engine| {
+            let resolved = match &args.name {
+                None => engine
+                    .stack
+                    .resolve(&engine.ctx, &engine.overrides, None)
+                    .map_err(|e| (e.to_string(), status::INTERNAL)),
+                Some(name) => for_tool(&engine, name),
+            }?;
+            Ok((resolved, engine))
+        });
+    let (resolved, engine) = match resolved {
         Ok(r) => r,
         Err((e, code)) => {
             super::say(&e);
             return code;
         }
     };
-    // The operator's PATH as the call would get it (the context of this
-    // process, as the grant was resolved in).
-    let dropped =
-        crate::policy::Context::detect(&global.project, crate::discover::tooldirs::holds_a3s_tools)
-            .map(|ctx| resolved.path_dropped(&ctx))
-            .unwrap_or_default();
-    let session = session_settings(global, &args.policy);
+    // The operator's PATH as the call would get it (the context the grant
+    // was resolved in).
+    let dropped = resolved.path_dropped(&engine.ctx);
+    let session = session_settings(&engine);
     if args.json {
         let json = serde_json::to_value(&resolved).and_then(|mut v| {
             v["path_dropped"] = serde_json::to_value(&dropped)?;
@@ -68,13 +79,9 @@ struct Session {
     json: serde_json::Value,
 }
 
-fn session_settings(global: &Global, policy: &PolicyArgs) -> Session {
+fn session_settings(engine: &Engine) -> Session {
     use crate::policy::format_duration;
-    let got = global
-        .engine_without_tools(policy)
-        .ok()
-        .and_then(|e| Some((e.stack.session(&e.ctx).ok()?, e)));
-    let Some((s, engine)) = got else {
+    let Ok(s) = engine.stack.session(&engine.ctx) else {
         return Session {
             text: String::new(),
             json: serde_json::Value::Null,
@@ -128,9 +135,8 @@ pub fn defaults(global: &Global, policy: &PolicyArgs) -> Result<Resolved, Policy
 }
 
 /// The grant of tool `name`, with the exit status for each failure.
-fn for_tool(global: &Global, policy: &PolicyArgs, name: &str) -> Result<Resolved, (String, u8)> {
+fn for_tool(engine: &Engine, name: &str) -> Result<Resolved, (String, u8)> {
     let internal = |e: PolicyError| (e.to_string(), status::INTERNAL);
-    let engine = global.engine(policy).map_err(internal)?;
     let Some(tool) = engine.catalog.get(name) else {
         let e = CallError::unknown_tool(&engine.catalog, name);
         return Err((e.to_string(), status::INVALID));
