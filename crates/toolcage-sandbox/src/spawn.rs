@@ -504,10 +504,7 @@ fn run_in(
         }
     };
     // The init has its own copy of all of this.
-    let (exec_gate_w, exec_gate_r) = match exec_gate {
-        Some((r, w)) => (Some(w), Some(r)),
-        None => (None, None),
-    };
+    let (exec_gate_r, exec_gate_w) = exec_gate.unzip();
     drop((report_w, status_w, netns, exec_gate_r));
     let call_pids = exec_gate_w.map(|w| super::landlock_log::name_the_tool(init.pid, &report_r, w));
     let teed = tee.map(|(r, w)| {
