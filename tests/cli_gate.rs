@@ -445,3 +445,40 @@ fn calls_refused_before_the_gate_are_audited_too() {
     assert!(r[2].get("grant").is_none(), "{}", r[2]);
     assert!(r[2].get("exit_status").is_none(), "nothing ran: {}", r[2]);
 }
+
+#[test]
+fn redact_scrubs_the_values_from_messages_too() {
+    let e = env("gate-redact-messages");
+    let mut toml = TOOLS_TOML.to_string();
+    toml.push_str(
+        "\n[[tools]]\nname = \"count\"\ndescription = \"Counts\"\nexecutor = \"shell\"\n\
+         requires_approval = false\ncommand = \"echo {{n}}\"\n\n[[tools.params]]\n\
+         name = \"n\"\ntype = \"integer\"\nrequired = true\n",
+    );
+    e.p.write("tools.toml", &toml);
+    let secret = "SECRET-hunter2-7f3a";
+    let arg = format!("n={secret}");
+    // Control: without redact the record quotes the refused value, so the
+    // assertion below can see one.
+    assert_eq!(code(&e.run(&["call", "count", &arg])), 2);
+    let policy = e.state.path().join("redact.toml");
+    std::fs::write(&policy, "[audit]\nredact = true\n").unwrap();
+    let p = policy.to_str().unwrap();
+    let o = e.run(&["call", "--policy", p, "count", &arg]);
+    assert_eq!(code(&o), 2, "{}", err(&o));
+    // The person at the terminal still sees what was wrong.
+    assert!(err(&o).contains(secret), "{}", err(&o));
+    let raw = std::fs::read_to_string(e.audit_log()).unwrap();
+    let lines: Vec<&str> = raw.lines().collect();
+    assert_eq!(lines.len(), 2, "{raw}");
+    assert!(lines[0].contains(secret), "control: {}", lines[0]);
+    assert!(!lines[1].contains(secret), "{}", lines[1]);
+    let r: Value = serde_json::from_str(lines[1]).unwrap();
+    assert_eq!(r["decision"]["reason"], "invalid_arguments", "{r}");
+    let message = r["decision"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("parameter 'n'") && message.contains("<redacted>"),
+        "{message}"
+    );
+    assert!(r.get("args").is_none(), "{r}");
+}

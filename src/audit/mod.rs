@@ -8,6 +8,8 @@
 //! - [`read`]: reading back, skipping and reporting torn or corrupt lines.
 //! - [`GrantSummary`]: what a record (and the approval prompt) shows of a
 //!   grant.
+//! - [`redact`]: `[audit] redact = true`, every value scrubbed from a
+//!   record's texts.
 //! - [`location`]: the default path and the rule that it lies outside every
 //!   write root.
 
@@ -16,6 +18,7 @@ pub mod location;
 pub mod log;
 pub mod read;
 pub mod record;
+pub mod redact;
 
 #[cfg(test)]
 mod tests;

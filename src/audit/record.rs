@@ -201,6 +201,29 @@ pub fn not_ran(note: String) -> serde_json::Value {
 pub const MAX_DIFF: usize = 16 * 1024;
 
 impl AuditRecord {
+    /// The record under `[audit] redact = true`: no arguments, and every
+    /// text that could quote one of them (the denial message, the error,
+    /// the denials, the enforcement note) scrubbed of their values
+    /// ([`super::redact`]).
+    pub fn redacted(mut self, args: &serde_json::Value) -> AuditRecord {
+        let needles = super::redact::Needles::of(args);
+        self.args = None;
+        self.args_cut = None;
+        if let RecordedDecision::Denied { message, .. } = &mut self.decision {
+            *message = needles.scrub(message);
+        }
+        if let Some(e) = &mut self.error {
+            *e = needles.scrub(e);
+        }
+        for v in [&mut self.denials, &mut self.enforcement]
+            .into_iter()
+            .flatten()
+        {
+            needles.scrub_value(v);
+        }
+        self
+    }
+
     /// One line of JSON, with its newline; long fields capped first
     /// ([`AuditRecord::capped`]).
     pub fn to_line(&self) -> Result<String, serde_json::Error> {

@@ -52,6 +52,12 @@ pub trait Gatekeeper: Send + Sync + 'static {
     /// Append the record of a call refused before the gate (unknown tool,
     /// invalid arguments, a surface that refused it). `Err`: not written.
     fn reject(&self, rejected: &Rejected<'_>) -> Result<(), String>;
+
+    /// `[audit] redact = true`: the surface's own log lines must not quote
+    /// what a client sent either.
+    fn redact(&self) -> bool {
+        false
+    }
 }
 
 /// One record of a call that reached the gate.

@@ -437,6 +437,10 @@ impl Gate {
 }
 
 impl Gatekeeper for Gate {
+    fn redact(&self) -> bool {
+        self.journal.redact()
+    }
+
     fn decide<'a>(
         &'a self,
         call: &'a PreparedCall,

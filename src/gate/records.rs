@@ -55,7 +55,7 @@ pub fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
         upstream: upstream_ref(&call.tool.runner),
         definition_sha256: Some(call.definition_sha256.clone()),
         args_sha256: args_digest(&args),
-        args: (!redact).then_some(args),
+        args: Some(args.clone()),
         args_cut: None,
         decision,
         approval_mode: Some(mode_name(call.resolved.grant.approval).into()),
@@ -111,14 +111,14 @@ pub fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
             r.duration_ms = Some(millis(after));
         }
     }
-    r
+    if redact { r.redacted(&args) } else { r }
 }
 
 /// The record of a call refused before the gate (nothing ran): the tool
 /// when the name is known, the reason code and message say why.
 pub fn of_rejected(rejected: &Rejected<'_>, redact: bool) -> AuditRecord {
     let tool = rejected.tool;
-    AuditRecord {
+    let r = AuditRecord {
         time: rfc3339(SystemTime::now()),
         phase: None,
         call_id: None,
@@ -131,7 +131,7 @@ pub fn of_rejected(rejected: &Rejected<'_>, redact: bool) -> AuditRecord {
         upstream: tool.and_then(|t| upstream_ref(&t.runner)),
         definition_sha256: None,
         args_sha256: args_digest(rejected.args),
-        args: (!redact).then(|| rejected.args.clone()),
+        args: Some(rejected.args.clone()),
         args_cut: None,
         decision: Recorded::Denied {
             reason: rejected.reason.into(),
@@ -153,7 +153,8 @@ pub fn of_rejected(rejected: &Rejected<'_>, redact: bool) -> AuditRecord {
         stderr: None,
         denials: None,
         change: None,
-    }
+    };
+    if redact { r.redacted(rejected.args) } else { r }
 }
 
 /// The server and tool behind a gateway call, for its record.

@@ -358,6 +358,12 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// `[audit] redact = true`: the server's log names what happened, not the
+/// values (a validation message quotes the argument it refused).
+fn redacting(server: &McpServer) -> bool {
+    server.shared.gate.as_ref().is_some_and(|g| g.redact())
+}
+
 /// A call that did not run, or whose result is withheld, as MCP shows it.
 fn respond(server: &McpServer, name: &str, e: CallError) -> Result<CallToolResult, McpError> {
     match e {
@@ -380,7 +386,7 @@ fn respond(server: &McpServer, name: &str, e: CallError) -> Result<CallToolResul
             ))
         }
         CallError::Internal(text) => Err(McpError::internal_error(text, None)),
-        CallError::Denied(d) => Ok(denied(name, &d)),
+        CallError::Denied(d) => Ok(denied(name, &d, redacting(server))),
         CallError::NotRun(n) => Ok(not_run(name, &n)),
         CallError::Audit { error, refused } => Ok(audit_failed(name, &error, refused.is_some())),
         other => Ok(refused(server, name, &other)),
@@ -390,8 +396,11 @@ fn respond(server: &McpServer, name: &str, e: CallError) -> Result<CallToolResul
 /// A call the gate refused (approval, rate limit, concurrency cap), or
 /// the tool's grant (an http tool's host), or a held upstream tool: one
 /// denial, by its layer and rule.
-fn denied(name: &str, d: &Denial) -> CallToolResult {
-    tracing::info!("{name}: denied ({}): {}", d.reason.code(), d.message);
+fn denied(name: &str, d: &Denial, redact: bool) -> CallToolResult {
+    match redact {
+        true => tracing::info!("{name}: denied ({})", d.reason.code()),
+        false => tracing::info!("{name}: denied ({}): {}", d.reason.code(), d.message),
+    }
     let refused = d.entry(name);
     let mut meta = json!({
         "toolcage/error": "denied",
@@ -544,7 +553,10 @@ fn refused(server: &McpServer, name: &str, e: &CallError) -> CallToolResult {
         text.push('\n');
         text.push_str(&h);
     }
-    tracing::info!("{name}: refused ({kind}): {e}");
+    match redacting(server) {
+        true => tracing::info!("{name}: refused ({kind})"),
+        false => tracing::info!("{name}: refused ({kind}): {e}"),
+    }
     let why = match e {
         CallError::InvalidArguments { .. } => "the arguments do not match the tool's input schema",
         CallError::Policy(_) => "the tool's grant could not be resolved",

@@ -345,7 +345,7 @@ impl Manager {
             upstream: None,
             definition_sha256: None,
             args_sha256: crate::gate::approval::args_digest(args),
-            args: (!redact).then(|| args.clone()),
+            args: Some(args.clone()),
             args_cut: None,
             decision,
             approval_mode: Some(
@@ -368,6 +368,11 @@ impl Manager {
             stderr: None,
             denials: None,
             change: change_rec,
+        };
+        let record = if redact {
+            record.redacted(args)
+        } else {
+            record
         };
         let written = self.gate.append_record(&record);
         if let Err(e) = &written {
