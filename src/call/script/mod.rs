@@ -188,7 +188,7 @@ pub fn execute(
     }
     let max_output = max_output_bytes.unwrap_or(DEFAULT_MAX_OUTPUT_BYTES);
     let (text, is_error) = match (result::failure_line(outcome.exit, grant), end) {
-        (None, Some(Ok(text))) => (cap(text, max_output), false),
+        (None, Some(Ok(text))) => (cap(result::shown(&text).into_owned(), max_output), false),
         (None, Some(Err(message))) => (cap(message, max_output), true),
         // Killed (timeout, signal, cancel) or ended without a result.
         (failure, end) => {
@@ -197,7 +197,7 @@ pub fn execute(
             if let Some(Err(message)) = end {
                 text.push_str(&format!("\n{message}"));
             }
-            let stderr = outcome.stderr.with_marker();
+            let stderr = result::shown_stream(&outcome.stderr);
             if !stderr.is_empty() {
                 text.push_str(&format!("\n[stderr]\n{stderr}"));
             }

@@ -348,7 +348,7 @@ impl Finished {
     }
 
     fn response(r: Response) -> Finished {
-        let shown = r.body.with_marker();
+        let shown = crate::call::result::shown_stream(&r.body);
         if (200..300).contains(&r.status) {
             Finished {
                 exit: Exit::Code(0),
