@@ -3,6 +3,8 @@
 //! by construction (no eval, no module loader, frozen ctx, limits) next to
 //! a control that works. Also: `serve` outlives a crashed runner.
 
+mod common;
+
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -618,7 +620,10 @@ fn inner_calls_pass_the_gate_and_leave_their_own_records() {
 /// marks.log (one line per script that got to run), `live` counts the
 /// calls of it running at once into census.log (it waits, at most 10 s,
 /// until `want` of them are running).
+/// Under `TOOLCAGE_TEST_NAMESPACE_FREE=1` the binaries this thread starts
+/// run namespace-free.
 fn nesting_project() -> tempfile::TempDir {
+    common::namespace_free_if_asked();
     let p = project();
     let mut tools = std::fs::read_to_string(p.path().join("tools.toml")).unwrap();
     tools.push_str(
@@ -840,6 +845,12 @@ fn serve_stops_scripts_calling_each_other_at_depth_4() {
     let (is_error, text) = serve.call("s1", json!({}));
     assert!(!is_error, "{text}");
     assert!(text.starts_with("s1:s2:s3:s4:hi deep\n"), "{text}");
+    // The mode the suite asked for is the one the calls ran in.
+    let mode = match common::namespace_free_run() {
+        true => "\"mode\":\"namespace-free\"",
+        false => "\"mode\":\"namespaces\"",
+    };
+    assert!(text.contains(mode), "{text}");
     serve.stop();
     // The refused call has its own record.
     let o = Command::new(EXE)
