@@ -914,3 +914,29 @@ fn a_script_fanning_out_runs_one_inner_call_at_a_time() {
     assert_eq!(seen.len(), 50, "{seen:?}");
     assert!(seen.iter().all(|&n| n == 1), "{seen:?}");
 }
+
+#[test]
+fn an_engine_used_directly_stops_scripts_at_depth_4_too() {
+    // No pipeline: the engine runs the inner calls itself, and the chain
+    // travels in the prepared call.
+    let p = nesting_project();
+    recursing(p.path(), "a", "b");
+    recursing(p.path(), "b", "a");
+    chain(p.path());
+    toolcage::call::script::set_runner(EXE.into());
+    let engine = toolcage::call::Engine::load(
+        p.path(),
+        &toolcage::policy::Sources::default(),
+        toolcage::policy::Overrides::default(),
+        toolcage::discover::Options::default(),
+    )
+    .unwrap();
+    let r = engine.call("s1", json!({"inputs": {}}), None).unwrap();
+    assert_eq!(
+        (r.is_error, r.text.as_str()),
+        (false, "s1:s2:s3:s4:hi deep\n")
+    );
+    let r = engine.call("a", json!({"inputs": {}}), None).unwrap();
+    assert!(r.is_error && r.text.contains(REFUSED_AT_5), "{}", r.text);
+    assert_eq!(marks(p.path()), ["a1", "b2", "a3", "b4"], "{}", r.text);
+}

@@ -41,7 +41,7 @@ pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 64 << 10;
 const MAX_ADDRESS_SPACE: u64 = 1 << 30;
 /// Scripts calling scripts: at most this many run nested (the outer one
 /// counts).
-pub const MAX_DEPTH: usize = 4;
+const MAX_DEPTH: usize = 4;
 /// The largest frame the parent reads from a runner.
 const MAX_FRAME: u64 = 16 << 20;
 /// How much of the runner's stderr is kept.
