@@ -3,6 +3,8 @@
 //! by construction (no eval, no module loader, frozen ctx, limits) next to
 //! a control that works. Also: `serve` outlives a crashed runner.
 
+mod common;
+
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -607,4 +609,334 @@ fn inner_calls_pass_the_gate_and_leave_their_own_records() {
     );
     let log = audit(state.path());
     assert!(log.contains("\"tool\":\"guarded\""), "{log}");
+}
+
+// Scripts calling scripts. The depth travels with the call (each inner
+// call runs on a thread of its own), so a cycle of scripts stops at 4
+// nested scripts whichever surface serves it; inner calls run one at a
+// time in the outer call's slot.
+
+/// Two shell tools for the nesting tests: `mark` appends its `n` to
+/// marks.log (one line per script that got to run), `live` counts the
+/// calls of it running at once into census.log (it waits, at most 10 s,
+/// until `want` of them are running).
+/// Under `TOOLCAGE_TEST_NAMESPACE_FREE=1` the binaries this thread starts
+/// run namespace-free.
+fn nesting_project() -> tempfile::TempDir {
+    common::namespace_free_if_asked();
+    let p = project();
+    let mut tools = std::fs::read_to_string(p.path().join("tools.toml")).unwrap();
+    tools.push_str(
+        r#"
+[[tools]]
+name = "mark"
+description = "Mark level n"
+executor = "shell"
+command = "echo {{n}} >> marks.log; echo marked {{n}}"
+requires_approval = false
+[[tools.params]]
+name = "n"
+type = "string"
+required = true
+
+[[tools]]
+name = "live"
+description = "Count the calls of live running at once"
+executor = "shell"
+command = "mkdir -p live; f=$(mktemp live/XXXXXX); i=0; while [ $(ls live | wc -l) -lt {{want}} ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; ls live | wc -l >> census.log; rm -f $f; echo ok"
+requires_approval = false
+[[tools.params]]
+name = "want"
+type = "string"
+required = true
+"#,
+    );
+    std::fs::write(p.path().join("tools.toml"), tools).unwrap();
+    p
+}
+
+/// A script tool `name` allowed to call `allowed`.
+fn script_calling(dir: &Path, name: &str, allowed: &[&str], max_calls: u32, body: &str) {
+    let md = format!(
+        "---\nkind: script\nname: {name}\npath: scripts/{name}.js\nallowed_tools: [{}]\nlimits:\n  timeoutMs: 60000\n  maxToolCalls: {max_calls}\n---\nTest {name}.\n",
+        allowed.join(", ")
+    );
+    std::fs::write(dir.join(format!("tools/{name}.md")), md).unwrap();
+    std::fs::write(dir.join(format!("scripts/{name}.js")), body).unwrap();
+}
+
+/// A script that marks its level, then calls `next` one level deeper; it
+/// stops by itself at level 10 (where an unbounded chain would end).
+fn recursing(dir: &Path, name: &str, next: &str) {
+    let body = format!(
+        "async function run(ctx, inputs) {{\n  const n = (inputs.n ?? 0) + 1;\n  await ctx.tool('mark', {{ n: '{name}' + n }});\n  if (n >= 10) return 'bottom at ' + n;\n  return await ctx.tool('{next}', {{ inputs: {{ n }} }});\n}}\n"
+    );
+    script_calling(dir, name, &[next, "mark"], 2, &body);
+}
+
+/// The scripts that got to run, in order.
+fn marks(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("marks.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Scripts `s1`→`s2`→`s3`→`s4`→`echo`, each returning what it got with
+/// its name in front.
+fn chain(dir: &Path) {
+    for (name, next) in [("s1", "s2"), ("s2", "s3"), ("s3", "s4")] {
+        let body = format!(
+            "async function run(ctx, inputs) {{ return '{name}:' + await ctx.tool('{next}', {{ inputs: {{}} }}); }}"
+        );
+        script_calling(dir, name, &[next], 1, &body);
+    }
+    script_calling(
+        dir,
+        "s4",
+        &["echo"],
+        1,
+        "async function run(ctx, inputs) { return 's4:' + await ctx.tool('echo', { word: 'deep' }); }",
+    );
+}
+
+const REFUSED_AT_5: &str =
+    "a → b → a → b → a: refused, scripts calling scripts nest at most 4 deep";
+
+#[test]
+fn scripts_calling_each_other_stop_at_depth_4() {
+    let p = nesting_project();
+    recursing(p.path(), "a", "b");
+    recursing(p.path(), "b", "a");
+    let (code, text) = run(p.path(), "a");
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains(REFUSED_AT_5), "{text}");
+    // Four scripts ran (each alive while the next ran, the last one's
+    // `mark` call the one other sandbox); the fifth never started.
+    assert_eq!(marks(p.path()), ["a1", "b2", "a3", "b4"], "{text}");
+    // A script calling itself is refused at once.
+    recursing(p.path(), "self", "self");
+    std::fs::remove_file(p.path().join("marks.log")).unwrap();
+    let (code, text) = run(p.path(), "self");
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("a script cannot call itself"), "{text}");
+    assert_eq!(marks(p.path()), ["self1"], "{text}");
+}
+
+#[test]
+fn a_chain_of_scripts_within_the_limit_runs() {
+    let p = nesting_project();
+    chain(p.path());
+    // Three scripts deep, then four (the limit), each down to `echo`.
+    assert_eq!(ok(p.path(), "s2"), "s2:s3:s4:hi deep\n");
+    assert_eq!(ok(p.path(), "s1"), "s1:s2:s3:s4:hi deep\n");
+    let log = std::fs::read_to_string(p.path().join("calls.log")).unwrap();
+    assert_eq!(log.lines().count(), 2, "{log}");
+}
+
+/// A `toolcage serve` session over stdio, initialized.
+struct Served {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    out: BufReader<std::process::ChildStdout>,
+    next: i64,
+}
+
+impl Served {
+    fn start(dir: &Path, state: &Path) -> Served {
+        let mut child = Command::new(EXE)
+            .arg("-C")
+            .arg(dir)
+            .args(["-q", "serve"])
+            .env("XDG_STATE_HOME", state)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let mut s = Served {
+            child,
+            stdin,
+            out,
+            next: 1,
+        };
+        s.request(
+            "initialize",
+            json!({"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}),
+        );
+        writeln!(
+            s.stdin,
+            "{}",
+            json!({"jsonrpc":"2.0","method":"notifications/initialized"})
+        )
+        .unwrap();
+        s
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        let req = json!({"jsonrpc":"2.0","id":id,"method":method,"params":params});
+        writeln!(self.stdin, "{req}").unwrap();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(self.out.read_line(&mut line).unwrap() > 0, "serve ended");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+
+    /// (isError, the text) of a `tools/call` of script `name`.
+    fn call(&mut self, name: &str, inputs: Value) -> (bool, String) {
+        let v = self.request(
+            "tools/call",
+            json!({"name": name, "arguments": {"inputs": inputs}}),
+        );
+        let text = v["result"]["content"][0]["text"].as_str().unwrap_or("");
+        (v["result"]["isError"] == true, format!("{text}{v}"))
+    }
+
+    fn stop(self) {
+        let Served {
+            mut child, stdin, ..
+        } = self;
+        drop(stdin);
+        assert!(child.wait().unwrap().success());
+    }
+}
+
+#[test]
+fn serve_stops_scripts_calling_each_other_at_depth_4() {
+    let p = nesting_project();
+    recursing(p.path(), "a", "b");
+    recursing(p.path(), "b", "a");
+    recursing(p.path(), "self", "self");
+    chain(p.path());
+    let state = tempfile::tempdir().unwrap();
+    let mut serve = Served::start(p.path(), state.path());
+    let (is_error, text) = serve.call("a", json!({}));
+    assert!(is_error, "{text}");
+    assert!(text.contains(REFUSED_AT_5), "{text}");
+    assert_eq!(marks(p.path()), ["a1", "b2", "a3", "b4"], "{text}");
+    // Again: nothing of the first tree is left counting.
+    std::fs::remove_file(p.path().join("marks.log")).unwrap();
+    let (is_error, text) = serve.call("b", json!({}));
+    assert!(is_error, "{text}");
+    assert!(
+        text.contains("b → a → b → a → b: refused, scripts calling scripts nest at most 4 deep"),
+        "{text}"
+    );
+    assert_eq!(marks(p.path()), ["b1", "a2", "b3", "a4"], "{text}");
+    std::fs::remove_file(p.path().join("marks.log")).unwrap();
+    let (is_error, text) = serve.call("self", json!({}));
+    assert!(is_error, "{text}");
+    assert!(text.contains("a script cannot call itself"), "{text}");
+    assert_eq!(marks(p.path()), ["self1"], "{text}");
+    // The control: a chain within the limit answers.
+    let (is_error, text) = serve.call("s2", json!({}));
+    assert!(!is_error, "{text}");
+    assert!(text.starts_with("s2:s3:s4:hi deep\n"), "{text}");
+    let (is_error, text) = serve.call("s1", json!({}));
+    assert!(!is_error, "{text}");
+    assert!(text.starts_with("s1:s2:s3:s4:hi deep\n"), "{text}");
+    // The mode the suite asked for is the one the calls ran in.
+    let mode = match common::namespace_free_run() {
+        true => "\"mode\":\"namespace-free\"",
+        false => "\"mode\":\"namespaces\"",
+    };
+    assert!(text.contains(mode), "{text}");
+    serve.stop();
+    // The refused call has its own record.
+    let o = Command::new(EXE)
+        .arg("-C")
+        .arg(p.path())
+        .args(["audit", "--json", "--all"])
+        .env("XDG_STATE_HOME", state.path())
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&o.stdout);
+    assert!(log.contains("nest at most 4 deep"), "{log}");
+}
+
+/// The census of `live` calls running at once, one line per call.
+fn census(dir: &Path) -> Vec<u32> {
+    std::fs::read_to_string(dir.join("census.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_script_fanning_out_runs_one_inner_call_at_a_time() {
+    let p = nesting_project();
+    // The census sees calls that overlap: two calls made apart, each
+    // waiting for the other, count 2.
+    let calls: Vec<_> = (0..2)
+        .map(|_| {
+            Command::new(EXE)
+                .arg("-q")
+                .arg("-C")
+                .arg(p.path())
+                .args(["call", "live", "--args", r#"{"want":"2"}"#])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut c in calls {
+        assert!(c.wait().unwrap().success());
+    }
+    assert!(census(p.path()).contains(&2), "{:?}", census(p.path()));
+    std::fs::remove_file(p.path().join("census.log")).unwrap();
+    // Fifty calls started at once from a script all run, one at a time.
+    script_calling(
+        p.path(),
+        "fan",
+        &["live"],
+        50,
+        "async function run(ctx, inputs) {\n  const all = await Promise.all(Array.from({ length: 50 }, () => ctx.tool('live', { want: '1' })));\n  return all.length;\n}\n",
+    );
+    let state = tempfile::tempdir().unwrap();
+    let mut serve = Served::start(p.path(), state.path());
+    let (is_error, text) = serve.call("fan", json!({}));
+    assert!(!is_error, "{text}");
+    assert!(text.starts_with("50"), "{text}");
+    serve.stop();
+    let seen = census(p.path());
+    assert_eq!(seen.len(), 50, "{seen:?}");
+    assert!(seen.iter().all(|&n| n == 1), "{seen:?}");
+}
+
+#[test]
+fn an_engine_used_directly_stops_scripts_at_depth_4_too() {
+    // No pipeline: the engine runs the inner calls itself, and the chain
+    // travels in the prepared call.
+    let p = nesting_project();
+    recursing(p.path(), "a", "b");
+    recursing(p.path(), "b", "a");
+    chain(p.path());
+    toolcage::call::script::set_runner(EXE.into());
+    let engine = toolcage::call::Engine::load(
+        p.path(),
+        &toolcage::policy::Sources::default(),
+        toolcage::policy::Overrides::default(),
+        toolcage::discover::Options::default(),
+    )
+    .unwrap();
+    let r = engine.call("s1", json!({"inputs": {}}), None).unwrap();
+    assert_eq!(
+        (r.is_error, r.text.as_str()),
+        (false, "s1:s2:s3:s4:hi deep\n")
+    );
+    let r = engine.call("a", json!({"inputs": {}}), None).unwrap();
+    assert!(r.is_error && r.text.contains(REFUSED_AT_5), "{}", r.text);
+    assert_eq!(marks(p.path()), ["a1", "b2", "a3", "b4"], "{}", r.text);
 }

@@ -148,6 +148,7 @@ impl Engine {
             resolved,
             definition_sha256,
             runs: runner.runs(),
+            callers: Vec::new(),
         })
     }
 
@@ -166,6 +167,7 @@ impl Engine {
             super::runner::Run {
                 cancel,
                 explain: self.explain,
+                callers: &call.callers,
             },
             self,
         )

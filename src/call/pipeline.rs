@@ -93,6 +93,11 @@ pub trait Surface: Send + Sync + 'static {
     fn approval(&self) -> &dyn ApprovalChannel;
     /// The call as prepared (its grant), for what the surface prints.
     fn prepared(&self, _call: &Arc<PreparedCall>) {}
+    /// The scripts whose `ctx.tool` made this call, outermost first; none
+    /// for a client's call.
+    fn callers(&self) -> &[String] {
+        &[]
+    }
     /// Resolves when the call must stop before it is admitted (the client
     /// cancelled, the server is stopping); never, where nothing can stop
     /// it. Polled first: a call stopped already does not reach the gate.
@@ -136,7 +141,16 @@ impl Pipeline {
         // Look up, validate, resolve. The arguments are kept for the record
         // only while preparing: after that the prepared call holds them.
         let kept = self.gate.as_ref().map(|_| args.clone());
-        let prepared = match self.tools.prepare(name, args) {
+        // A call made by scripts carries their chain; one too deep is
+        // refused before the gate (nobody is asked to approve it).
+        let prepared = self.tools.prepare(name, args).and_then(|mut p| {
+            p.callers = surface.callers().to_vec();
+            match crate::call::script::too_deep(&p.tool, &p.callers) {
+                None => Ok(p),
+                Some(why) => Err(CallError::Unsupported(why)),
+            }
+        });
+        let prepared = match prepared {
             Ok(p) => Arc::new(p),
             Err(e) => {
                 return Err(match kept {

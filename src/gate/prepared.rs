@@ -19,4 +19,8 @@ pub struct PreparedCall {
     /// What will run, as the person approving the call is shown: the
     /// script, `<interpreter> <entrypoint>`, `sh -c '<template>'`.
     pub runs: String,
+    /// The scripts whose `ctx.tool` made this call, outermost first; empty
+    /// for a call from a client. The pipeline sets it from its surface: it
+    /// is how deep scripts nest, carried by the call whatever thread runs it.
+    pub callers: Vec<String>,
 }

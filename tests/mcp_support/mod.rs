@@ -187,6 +187,7 @@ impl Toolbox for FakeHost {
             },
             definition_sha256: String::new(),
             runs: String::new(),
+            callers: vec![],
         })
     }
 

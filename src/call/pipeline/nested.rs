@@ -6,6 +6,10 @@
 //! in the outer call's run slot, with its cancel token; approval is asked
 //! where the outer call's was (the terminal, the MCP client), or refused
 //! where nobody can be asked, and the refusal is recorded.
+//!
+//! The call carries the chain of scripts that made it ([`Surface::callers`],
+//! then [`PreparedCall::callers`]): the inner call below runs on a thread of
+//! its own, so nothing kept per thread could count how deep scripts nest.
 
 use super::{Job, JobDone, NotRun, Pipeline, Surface, Turn};
 use crate::call::{CallError, CallResult, PreparedCall};
@@ -51,12 +55,14 @@ impl Drop for Running {
 }
 
 /// Call `name` from inside the call running on this thread, through its
-/// pipeline; `None` when no call runs here through a pipeline (an engine
-/// used directly: the caller runs it itself).
+/// pipeline, as made by `callers` (the scripts above it, outermost first,
+/// the calling one last); `None` when no call runs here through a pipeline
+/// (an engine used directly: the caller runs it itself).
 pub fn call(
     name: &str,
     args: Value,
     cancel: Option<&CancelToken>,
+    callers: &[String],
 ) -> Option<Result<CallResult, CallError>> {
     let (pipeline, outer, tool) = OUTER.with(|o| {
         o.borrow()
@@ -70,6 +76,7 @@ pub fn call(
         outer,
         cancel: cancel.cloned(),
         tool,
+        callers: callers.to_vec(),
     });
     // On a thread of its own: the outer call may itself be driven by an
     // executor on this one (`toolcage call`), which cannot be entered twice.
@@ -92,6 +99,8 @@ struct Inner {
     cancel: Option<CancelToken>,
     /// The tool whose run makes this call.
     tool: String,
+    /// The scripts above this call, outermost first.
+    callers: Vec<String>,
 }
 
 impl Surface for Inner {
@@ -104,6 +113,10 @@ impl Surface for Inner {
     }
 
     fn prepared(&self, _call: &Arc<PreparedCall>) {}
+
+    fn callers(&self) -> &[String] {
+        &self.callers
+    }
 
     fn interrupted<'a>(&'a self, _: &'a str) -> BoxFuture<'a, NotRun> {
         Box::pin(std::future::pending())

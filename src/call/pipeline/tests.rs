@@ -55,6 +55,7 @@ impl Toolbox for Tools {
             },
             definition_sha256: String::new(),
             runs: "/p/t".into(),
+            callers: vec![],
         })
     }
 

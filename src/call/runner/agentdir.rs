@@ -39,7 +39,7 @@ impl ToolRunner for JsScript<'_> {
         grant: &Grant,
         run: super::Run<'_>,
     ) -> Result<CallResult, CallError> {
-        script::execute(self.tool, args, grant, run.cancel, None)
+        script::execute(self.tool, args, grant, run, None)
     }
 
     fn execute_in(
@@ -50,7 +50,7 @@ impl ToolRunner for JsScript<'_> {
         run: super::Run<'_>,
         toolbox: &dyn Toolbox,
     ) -> Result<CallResult, CallError> {
-        script::execute(self.tool, args, grant, run.cancel, Some(toolbox))
+        script::execute(self.tool, args, grant, run, Some(toolbox))
     }
 }
 

@@ -28,11 +28,14 @@ use std::path::PathBuf;
 
 /// How one call runs, besides its grant: `cancel` kills its process tree;
 /// `explain` asks the sandbox for exact denial records where it can
-/// (`--explain`: the Landlock domain logs its refusals to the audit log).
+/// (`--explain`: the Landlock domain logs its refusals to the audit log);
+/// `callers` are the scripts whose `ctx.tool` made the call, outermost
+/// first (a script's own calls are made one level deeper).
 #[derive(Clone, Copy, Default)]
 pub struct Run<'a> {
     pub cancel: Option<&'a CancelToken>,
     pub explain: bool,
+    pub callers: &'a [String],
 }
 
 /// How calls of one kind of tool run. Object-safe: [`runner_for`] hands

@@ -6,6 +6,14 @@
 //! The parent answers the child's `ctx.tool(name, args)` frames: it checks
 //! `allowed_tools` and `maxToolCalls`, then runs the inner call through
 //! the engine (validation, the inner tool's own grant and sandbox).
+//!
+//! Bounds on a tree of calls: each call carries the chain of scripts that
+//! made it ([`crate::gate::PreparedCall::callers`]), so scripts nest at
+//! most [`MAX_DEPTH`] deep whatever threads serve the calls; and the parent
+//! answers one frame at a time, so a script has at most one inner call
+//! running (a `Promise.all` of many runs them one after another). A tree
+//! thus holds at most `MAX_DEPTH` script runners and one other tool's
+//! sandbox at once, all in the outer call's run slot.
 
 pub mod runner;
 
@@ -16,7 +24,6 @@ use crate::policy::Grant;
 use crate::sandbox::output::{CappedBuffer, truncation_marker};
 use crate::sandbox::{CancelToken, Exit, SandboxError};
 use serde_json::{Map, Value, json};
-use std::cell::Cell;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -32,7 +39,8 @@ pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 64 << 10;
 /// The runner's address space at most (the heap limit is QuickJS's own
 /// accounting; this is the kernel's backstop).
 const MAX_ADDRESS_SPACE: u64 = 1 << 30;
-/// Scripts calling scripts: at most this deep.
+/// Scripts calling scripts: at most this many run nested (the outer one
+/// counts).
 const MAX_DEPTH: usize = 4;
 /// The largest frame the parent reads from a runner.
 const MAX_FRAME: u64 = 16 << 20;
@@ -49,17 +57,37 @@ pub fn set_runner(binary: std::path::PathBuf) {
     let _ = RUNNER.set(binary);
 }
 
-thread_local! {
-    /// Scripts running on this thread (a nested script's parent loop runs
-    /// on the thread that called it).
-    static DEPTH: Cell<usize> = const { Cell::new(0) };
-}
-
-/// The limits of one script tool, from its front matter.
+/// The limits of one script tool, from its front matter, and the scripts
+/// whose calls run it (outermost first).
 struct Limits<'a> {
     name: &'a str,
     allowed: &'a [String],
     max_calls: u64,
+    callers: &'a [String],
+}
+
+/// Why a call of `tool` made by `callers` (outermost first) is too deep to
+/// run: a script past [`MAX_DEPTH`] nested scripts, or any tool called
+/// from deeper than the deepest script may run. `None`: it may run.
+pub(crate) fn too_deep(tool: &ToolSpec, callers: &[String]) -> Option<String> {
+    let script = matches!(tool.runner, Runner::AgentdirScript { .. });
+    let fits = match script {
+        true => callers.len() < MAX_DEPTH,
+        false => callers.len() <= MAX_DEPTH,
+    };
+    if fits {
+        return None;
+    }
+    let chain = callers
+        .iter()
+        .map(String::as_str)
+        .chain([tool.name.as_str()])
+        .collect::<Vec<_>>()
+        .join(" → ");
+    Some(format!(
+        "{chain}: refused, scripts calling scripts nest at most {MAX_DEPTH} deep \
+         (fix: have a script return its result instead of calling another script that deep)"
+    ))
 }
 
 fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
@@ -76,9 +104,10 @@ pub fn execute(
     tool: &ToolSpec,
     args: &Map<String, Value>,
     grant: &Grant,
-    cancel: Option<&CancelToken>,
+    run: super::runner::Run<'_>,
     toolbox: Option<&dyn Toolbox>,
 ) -> Result<CallResult, CallError> {
+    let cancel = run.cancel;
     let Runner::AgentdirScript {
         path,
         allowed_tools,
@@ -96,13 +125,12 @@ pub fn execute(
         name: &tool.name,
         allowed: allowed_tools,
         max_calls: max_tool_calls.unwrap_or(DEFAULT_MAX_TOOL_CALLS),
+        callers: run.callers,
     };
-    let depth = DEPTH.get();
-    if depth >= MAX_DEPTH {
-        return Err(CallError::Unsupported(format!(
-            "{}: scripts calling scripts are limited to {MAX_DEPTH} levels",
-            tool.name
-        )));
+    // The pipeline refuses it before the gate; an engine used directly
+    // reaches here.
+    if let Some(why) = too_deep(tool, run.callers) {
+        return Err(CallError::Unsupported(why));
     }
     let exe = match RUNNER.get() {
         Some(p) => p.clone(),
@@ -140,7 +168,6 @@ pub fn execute(
     );
     l.cpu_seconds = Some(l.cpu_seconds.map_or(cpu, |c| c.min(cpu)));
     let grant = &grant;
-    DEPTH.set(depth + 1);
     let (end, stderr, outcome) = std::thread::scope(|s| {
         let child = s.spawn(move || {
             let outcome = crate::sandbox::run(grant, &cmd, cancel);
@@ -173,7 +200,6 @@ pub fn execute(
         let stderr = stderr.join();
         (end, stderr, outcome)
     });
-    DEPTH.set(depth);
     let mut outcome = outcome
         .map_err(|_| CallError::Internal("the script runner's thread panicked".into()))??;
     if let Ok(stderr) = stderr {
@@ -236,7 +262,9 @@ fn cap(text: String, max: u64) -> String {
 
 /// Speak the protocol until the runner's last frame (see [`runner`]):
 /// `Some(Ok(result))`, `Some(Err(message))`, or `None` when it ended
-/// without one.
+/// without one. One frame at a time: the next is read only once the inner
+/// call a `tool` frame asked for has ended, so however the script
+/// schedules its calls, at most one of them runs.
 fn converse(
     mut to_child: File,
     from_child: File,
@@ -322,16 +350,21 @@ fn nested(
         ));
     }
     *calls += 1;
+    // The inner call is made one level deeper: by this script's callers
+    // and this script.
+    let mut callers = limits.callers.to_vec();
+    callers.push(limits.name.to_string());
     // Through the outer call's pipeline when there is one: the inner call
     // is gated and recorded like any other; else the engine runs it.
-    let result = match crate::call::pipeline::nested::call(name, args.clone(), cancel) {
+    let result = match crate::call::pipeline::nested::call(name, args.clone(), cancel, &callers) {
         Some(r) => r.map_err(|e| format!("ctx.tool('{name}'): {e}"))?,
         None => {
             let toolbox =
                 toolbox.ok_or_else(|| format!("ctx.tool('{name}'): no engine to run it"))?;
-            let call = toolbox
+            let mut call = toolbox
                 .prepare(name, args)
                 .map_err(|e| format!("ctx.tool('{name}'): {e}"))?;
+            call.callers = callers;
             toolbox
                 .execute(&call, cancel)
                 .map_err(|e| format!("ctx.tool('{name}'): {e}"))?

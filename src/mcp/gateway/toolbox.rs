@@ -64,6 +64,7 @@ impl Toolbox for SessionTools {
             tool: offered.spec.clone(),
             args,
             resolved,
+            callers: Vec::new(),
         })
     }
 
