@@ -19,11 +19,12 @@
 //! (inline for `toolcage call`; on a blocking thread with progress
 //! notifications for the MCP server).
 
+use super::definition;
 use super::{CallError, CallResult, PreparedCall};
 use crate::discover::ToolSpec;
 use crate::gate::{
-    Admission, ApprovalChannel, BoxFuture, Gatekeeper, Gone, Ran, Rejected, SessionId, StoppedBy,
-    admit,
+    Admission, Approval, ApprovalChannel, BoxFuture, Denial, DenyReason, Gatekeeper, Gone, Ran,
+    Rejected, SessionId, StoppedBy, admit,
 };
 use crate::sandbox::{CancelToken, Exit};
 use futures::future::{Either, select};
@@ -177,7 +178,7 @@ impl Pipeline {
                 None => Ok(None),
             }
         };
-        let mut admission = match select(surface.interrupted(name), Box::pin(admitted)).await {
+        let admission = match select(surface.interrupted(name), Box::pin(admitted)).await {
             // The pending verdict is dropped: the gate records the call.
             Either::Left((stopped, _)) => return Err(CallError::NotRun(stopped)),
             Either::Right((Ok(admission), _)) => admission,
@@ -189,6 +190,8 @@ impl Pipeline {
                 });
             }
         };
+
+        let mut admission = self.still_approved(admission)?;
 
         let turn = match surface.turn(name).await {
             Ok(t) => t,
@@ -208,6 +211,43 @@ impl Pipeline {
         let done = surface.carry(name, job).await?;
         done.recorded.map_err(|e| audit_failed(e, None))?;
         done.result
+    }
+
+    /// A call a person approved runs only if its definition is still the
+    /// one they were shown: a file edited while the prompt was open (a
+    /// `custom_script edit` from another session, a hand edit) refuses it.
+    /// The digest covers the spec, the grant and the files the tool runs.
+    fn still_approved(&self, admission: Option<Admission>) -> Result<Option<Admission>, CallError> {
+        let Some(a) = admission else {
+            return Ok(None);
+        };
+        let asked = matches!(
+            a.permit().map(|p| &p.approval),
+            Some(Approval::Approved { .. })
+        );
+        let call = a.call().clone();
+        if !asked {
+            return Ok(Some(a));
+        }
+        let now = definition::digest(&call.tool, &call.resolved.grant);
+        if now == call.definition_sha256 {
+            return Ok(Some(a));
+        }
+        let message = format!(
+            "{}: not run: its definition changed after it was approved (approved {}, now {}); \
+             call it again to be asked about the current one",
+            call.tool.name,
+            &call.definition_sha256[..12.min(call.definition_sha256.len())],
+            &now[..12.min(now.len())],
+        );
+        let denied = CallError::Denied(Denial::new(
+            DenyReason::ChangedSinceApproval,
+            message.clone(),
+        ));
+        match a.not_run(&message, None) {
+            Ok(()) => Err(denied),
+            Err(e) => Err(audit_failed(e, Some(denied))),
+        }
     }
 
     /// The run and its final record, as one job for the surface to carry.

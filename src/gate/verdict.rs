@@ -78,6 +78,9 @@ pub enum DenyReason {
     /// An upstream server's tool whose definition changed since it was
     /// pinned: held back until the operator approves the change.
     Held,
+    /// The tool's definition (its file, its script) changed between the
+    /// moment a person was asked and the run: the yes was for another tool.
+    ChangedSinceApproval,
 }
 
 impl DenyReason {
@@ -95,6 +98,7 @@ impl DenyReason {
             DenyReason::Unavailable => "gate_unavailable",
             DenyReason::Grant => "grant_denied",
             DenyReason::Held => "definition_changed",
+            DenyReason::ChangedSinceApproval => "changed_since_approval",
         }
     }
 
@@ -107,6 +111,7 @@ impl DenyReason {
             DenyReason::Unavailable => "gate",
             DenyReason::Grant => "policy",
             DenyReason::Held => "pins",
+            DenyReason::ChangedSinceApproval => "approval",
         }
     }
 }

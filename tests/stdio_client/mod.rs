@@ -129,6 +129,17 @@ impl Serve {
         }
     }
 
+    /// Wait for the response to request `id` (sent with [`Serve::start_call`]).
+    pub fn response(&mut self, id: u64) -> Value {
+        loop {
+            match self.rx.recv_timeout(Duration::from_secs(90)) {
+                Ok(v) if v.get("id") == Some(&json!(id)) && v.get("method").is_none() => return v,
+                Ok(v) => self.notifications.push(v),
+                Err(e) => panic!("no response to request {id}: {e}"),
+            }
+        }
+    }
+
     /// `tools/call`: the result object (the whole response for a JSON-RPC
     /// error).
     pub fn call(&mut self, name: &str, args: Value) -> Value {

@@ -235,6 +235,7 @@ fn add(project: &Path, id: &str, args: &Value) -> Plan {
             ],
         }],
         diff: d,
+        runs: Some(script.into()),
     })
 }
 
@@ -327,6 +328,7 @@ fn edit(project: &Path, id: &str, args: &Value) -> Plan {
         source: file,
         ops,
         diff: d,
+        runs: new_script,
     })
 }
 
@@ -361,5 +363,6 @@ fn delete(project: &Path, id: &str) -> Plan {
         source: dir.join("tool.json"),
         ops: vec![Op::RemoveDir(dir)],
         diff: d,
+        runs: None,
     })
 }

@@ -289,6 +289,15 @@ fn change(
     let mode = std::fs::metadata(&file)
         .map(|m| m.permissions().mode() & 0o777)
         .unwrap_or(0o644);
+    // What becomes runnable: the entry's command line as a person is shown it.
+    let runs = match action {
+        "add" | "enable" => parse_tools_toml(&new, &file)
+            .0
+            .iter()
+            .find(|t| t.name == name)
+            .map(crate::call::definition::runs),
+        _ => None,
+    };
     Plan::Change(Change {
         tool: NAME,
         action: action.into(),
@@ -301,6 +310,7 @@ fn change(
             text: new,
             mode,
         }],
+        runs,
     })
 }
 

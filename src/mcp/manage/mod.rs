@@ -86,6 +86,11 @@ pub struct Change {
     pub source: PathBuf,
     pub ops: Vec<Op>,
     pub diff: String,
+    /// What the tool will run after the change (a `tools.toml` entry's
+    /// command line, a clawd script's source), shown to the person first;
+    /// `None` when the change makes nothing new runnable (delete, remove,
+    /// disable, an edit of the description only).
+    pub runs: Option<String>,
 }
 
 fn refuse(text: String) -> Plan {
@@ -121,6 +126,81 @@ fn cut(s: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}… [{} more bytes]\n", &s[..end], s.len() - end)
+}
+
+/// What the person is asked to approve, at most [`PROMPT_BUDGET`] bytes:
+/// what the tool will run first (whole, or cut with the cut said right
+/// after it, so a long description cannot push the command out of sight),
+/// then the diff in what room is left.
+fn prompt(project: &Path, c: &Change) -> String {
+    let mut text = format!(
+        "toolcage: {} asks to {} the tool {} ({}).\n",
+        c.tool,
+        c.action,
+        c.target,
+        rel(project, &c.source)
+    );
+    if let Some(runs) = &c.runs {
+        text.push_str("It will run:\n");
+        text.push_str(&shown_cut(
+            runs,
+            RUNS_BUDGET,
+            "it will run those too: decline, and \
+             read the whole file with view before adding it",
+        ));
+        text.push('\n');
+    }
+    let room = PROMPT_BUDGET.saturating_sub(text.len()).max(512);
+    text.push_str("The change:\n");
+    text.push_str(&shown_cut(&c.diff, room, "the change holds more"));
+    text.push_str("\nAccept to write this change, decline to refuse it.");
+    text
+}
+
+/// The whole prompt's size, and the part of it what runs may take.
+const PROMPT_BUDGET: usize = 6000;
+const RUNS_BUDGET: usize = 3500;
+
+/// `s` whole when it fits in `max` bytes; otherwise cut on a character
+/// boundary, followed by a line that says so and why it matters.
+fn shown_cut(s: &str, max: usize, why: &str) -> String {
+    if s.len() <= max {
+        let mut t = s.to_string();
+        if !t.ends_with('\n') {
+            t.push('\n');
+        }
+        return t;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n[cut here: {} more bytes not shown; {why}]\n",
+        &s[..end],
+        s.len() - end
+    )
+}
+
+/// A tool the session already offers under `name`, and where it comes
+/// from: `add` never takes over another tool's name (a `tools.toml` entry
+/// outranks Octomind and clawd tools of the same name, and would run with
+/// that tool's `[tools.NAME]` grant).
+fn taken(server: &McpServer, project: &Path, name: &str) -> Option<String> {
+    if let Some(spec) = server.shared.host.spec(name) {
+        let format = serde_json::to_value(spec.format)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        return Some(format!("{format}, {}", rel(project, &spec.source)));
+    }
+    if server.shared.host.tools().iter().any(|d| d.name == name) {
+        return Some("a tool this server offers".into());
+    }
+    let upstream = server
+        .session_gateway()
+        .is_some_and(|g| g.listed().definitions().iter().any(|d| d.name == name));
+    upstream.then(|| "a tool of an upstream MCP server".into())
 }
 
 /// What a management call asks of the call pipeline.
@@ -212,20 +292,28 @@ impl Manager {
             }
             Plan::Change(c) => c,
         };
+        if change.action == "add"
+            && let Some(by) = taken(server, &self.project, &change.target)
+        {
+            drop(lock);
+            let text = format!(
+                "{name}: not added: a tool named '{}' already exists ({by}); an added tool may \
+                 not take another tool's name or its grant (fix: choose another name)",
+                change.target
+            );
+            let denied = RecordedDecision::Denied {
+                reason: "name_taken".into(),
+                message: text.clone(),
+            };
+            let _ = self.record(server, name, args, denied, Some(&change), None);
+            return answer(text, true);
+        }
         let decision = if self.policy.approval {
             let asker = Elicitation {
                 peer: peer.clone(),
                 timeout: server.shared.config.approval_timeout,
             };
-            let message = crate::gate::terminal::sanitize(&format!(
-                "toolcage: {} asks to {} the tool {} ({}).\n{}\nAccept to write this change, \
-                 decline to refuse it.",
-                change.tool,
-                change.action,
-                change.target,
-                rel(&self.project, &change.source),
-                cut(&change.diff, 6000)
-            ));
+            let message = crate::gate::terminal::sanitize(&prompt(&self.project, &change));
             // The client's cancellation or a stopping server withdraws the question.
             let answered = tokio::select! {
                 a = asker.confirm(message) => a,
