@@ -288,6 +288,7 @@ fn run_in(
         constructed_root: !namespace_free,
         ipc_namespace: !namespace_free,
         network_namespace: new_netns,
+        tmp_bytes: (!namespace_free).then_some(grant.limits.tmp),
         rlimits: true,
         rlimits_clamped: rlimit_notes,
         degraded: prepared
