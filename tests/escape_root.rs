@@ -361,6 +361,87 @@ fn toolcage_runtime_dir_is_never_visible() {
     assert_ok(&o, "project under /tmp visible");
 }
 
+#[test]
+fn toolcage_runtime_dir_in_a_write_root_is_never_reachable() {
+    let p = Project::new("root-runtime-write");
+    let uid = nix::unistd::geteuid();
+    let tmp = std::env::temp_dir().canonicalize().unwrap();
+    let base = tmp.join(format!(".toolcage-{uid}"));
+    // The call's own TMPDIR works (namespace-free it is a directory in the
+    // runtime dir), and creates the runtime dir.
+    let own = default_grant(&p.dir);
+    let o = sh(&own, "echo mine > \"$TMPDIR/own\" && cat \"$TMPDIR/own\"");
+    assert_eq!(o.stdout.text.trim(), "mine", "{}", describe(&o));
+    assert!(base.is_dir());
+    // /tmp granted: the host's /tmp, which holds the runtime dir.
+    let granted = if tmp.starts_with("/tmp") {
+        Path::new("/tmp").to_path_buf()
+    } else {
+        tmp.clone()
+    };
+    let mut g = default_grant(&p.dir);
+    g.private_tmp = false;
+    g.write.push(granted.clone());
+    let planted = base.join("planted-by-call");
+    let _ = std::fs::remove_file(&planted); // a run before the fix left one
+    let code = format!(
+        "{PRELUDE}\nt(lambda: os.listdir({b}))\nt(lambda: open({f}, 'w').write('x') and None)",
+        b = q(&base),
+        f = q(&planted)
+    );
+    let cmd = toolcage::sandbox::Command {
+        argv: vec![PY.into(), "-c".into(), code.into()],
+        ..Default::default()
+    };
+    namespace_free_if_asked();
+    match toolcage::sandbox::run(&g, &cmd, None) {
+        Ok(o) => {
+            // The constructed root covers it, writable parent or not.
+            assert!(
+                !namespace_free_run(),
+                "ran namespace-free: {}",
+                describe(&o)
+            );
+            let lines: Vec<&str> = o.stdout.text.lines().collect();
+            assert_eq!(lines.first(), Some(&"DENIED:EACCES"), "{}", describe(&o));
+            assert!(
+                matches!(lines.get(1), Some(&"DENIED:EACCES" | &"DENIED:EROFS")),
+                "{}",
+                describe(&o)
+            );
+        }
+        Err(e) => {
+            // Namespace-free: refused before anything runs, naming the fix.
+            assert!(namespace_free_run(), "refused with namespaces: {e}");
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&base.display().to_string()) && msg.contains("TMPDIR"),
+                "{msg}"
+            );
+            assert_eq!(
+                e.kind(),
+                toolcage::sandbox::SandboxErrorKind::Setup,
+                "{msg}"
+            );
+        }
+    }
+    assert!(
+        !planted.exists(),
+        "a call wrote into toolcage's runtime dir"
+    );
+    // Control: a directory beneath /tmp that does not hold the runtime dir
+    // is an ordinary write root, in both modes.
+    let mut g = default_grant(&p.dir);
+    g.private_tmp = false;
+    let beside = outside_dir("root-runtime-beside");
+    g.write.push(beside.dir.clone());
+    let o = sh(
+        &g,
+        &format!("echo x > {f} && cat {f}", f = q(&beside.path("f"))),
+    );
+    assert_eq!(o.stdout.text.trim(), "x", "{}", describe(&o));
+}
+
 // ---- everyday work: what real programs do must keep working ----
 
 #[test]

@@ -239,6 +239,9 @@ fn run_in(
             .then(netns::ahead_or_start)
             .flatten();
     let runtime = runtime_dir::get()?;
+    if namespace_free {
+        runtime.refuse_in_write_roots(grant)?;
+    }
     let host_tmp = match namespace_free && grant.private_tmp {
         true => Some(HostTmp::create(runtime)?),
         false => None,
