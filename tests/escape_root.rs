@@ -506,6 +506,79 @@ fn gcc_compiles_and_links_in_the_sandbox() {
     assert_eq!(o.stdout.text.trim(), "compiled", "{}", describe(&o));
 }
 
+/// A C program that uses glibc's `tmpfile()` (which ignores TMPDIR and
+/// opens /tmp), then reads the host file named by its argument.
+const TMPFILE_C: &str = r#"#include <stdio.h>
+int main(int argc, char **argv) {
+    char b[64] = {0};
+    FILE *f = tmpfile();
+    if (!f) {
+        perror("tmpfile");
+    } else {
+        fputs("kept", f);
+        rewind(f);
+        if (fread(b, 1, 4, f) == 4) printf("TMPFILE %s\n", b);
+    }
+    FILE *h = argc > 1 ? fopen(argv[1], "r") : NULL;
+    if (h && fgets(b, sizeof b, h)) printf("HOST %s\n", b);
+    else printf("HOST hidden\n");
+    return f ? 0 : 1;
+}
+"#;
+
+#[test]
+fn tmpfile_works_or_is_denied_with_the_fix_and_the_host_tmp_stays_hidden() {
+    if !Path::new("/usr/bin/gcc").exists() {
+        eprintln!("no gcc: skipped");
+        return;
+    }
+    let p = Project::new("root-tmpfile");
+    p.write("t.c", TMPFILE_C);
+    let built = std::process::Command::new("/usr/bin/gcc")
+        .args(["-o", "t", "t.c"])
+        .current_dir(&p.dir)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    // A file of the host's /tmp the call must not see.
+    let planted = Path::new("/tmp").join(format!(
+        "tc-planted-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::write(&planted, "host-secret\n").unwrap();
+    let g = default_grant(&p.dir);
+    let prog = p.path("t");
+    let o = run_argv(&g, &[prog.to_str().unwrap(), planted.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&planted);
+    assert!(o.stdout.text.contains("HOST hidden"), "{}", describe(&o));
+    if !namespace_free_run() {
+        // The private /tmp: tmpfile() works there.
+        assert!(o.stdout.text.contains("TMPFILE kept"), "{}", describe(&o));
+        assert!(o.denials.is_empty(), "{:?}", o.denials);
+        return;
+    }
+    // Namespace-free /tmp is the host's: tmpfile() fails, and the call's
+    // result says why and what would change it.
+    assert!(!o.exit.success(), "{}", describe(&o));
+    let d = o
+        .denials
+        .iter()
+        .find(|d| d.target == "/tmp")
+        .unwrap_or_else(|| panic!("no /tmp denial: {:?}\n{}", o.denials, describe(&o)));
+    assert!(d.reason.contains("tmpfile()"), "{d:?}");
+    assert!(
+        d.fix
+            .as_deref()
+            .is_some_and(|f| f.contains("private_tmp = false") && f.contains("add_write")),
+        "{d:?}"
+    );
+    // Control: programs that honour TMPDIR, in the same call's grant, work.
+    let o = sh(&g, "f=$(mktemp) && echo kept > \"$f\" && cat \"$f\"");
+    assert_eq!(o.stdout.text.trim(), "kept", "{}", describe(&o));
+    assert!(o.denials.is_empty(), "{:?}", o.denials);
+}
+
 #[test]
 fn git_init_add_commit_log_works() {
     let p = Project::new("root-git");

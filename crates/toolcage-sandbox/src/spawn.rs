@@ -573,6 +573,10 @@ fn run_in(
         _ => None,
     };
     denials.extend(super::inferred::cpu_limit(grant, signal, &text));
+    if namespace_free {
+        let own = host_tmp.as_ref().map(|t| t.0.as_path());
+        denials.extend(super::inferred::host_tmp(grant, own, &text));
+    }
     let exact = match (audit_tap, &call_pids) {
         (Some(t), Some(pids)) => t.finish(grant, pids),
         _ => Vec::new(),
