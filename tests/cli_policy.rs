@@ -142,3 +142,44 @@ fn session_wide_settings_are_shown_too() {
         .find(|l| l.trim_start().starts_with("global_rate_limit"));
     assert!(grl.is_some_and(|l| l.contains("none")), "{out}");
 }
+
+/// The line of `out` whose first word is `key`.
+fn keyed<'a>(out: &'a str, key: &str) -> Option<&'a str> {
+    out.lines()
+        .find(|l| l.split_whitespace().next() == Some(key))
+}
+
+#[test]
+fn the_tmp_bound_is_shown_with_its_origin_and_a_bad_one_is_refused() {
+    let p = Project::new("policy-tmp");
+    // The default: 2GiB from the default profile, in text and JSON.
+    let o = policy(&p, &[]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let l = keyed(&out, "tmp").unwrap_or_else(|| panic!("no tmp line:\n{out}"));
+    assert!(l.contains("2GiB") && l.contains("profile default"), "{l}");
+    let o = policy(&p, &["--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["grant"]["limits"]["tmp"], 2u64 << 30, "{v}");
+    // A profile's own, and a policy file's, with their origins.
+    let o = policy(&p, &["--profile", "untrusted"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let l = keyed(&out, "tmp").unwrap_or_else(|| panic!("{out}"));
+    assert!(l.contains("512MiB") && l.contains("untrusted"), "{l}");
+    let file = p.write("small.toml", "[limits]\ntmp = \"64MiB\"\n");
+    let o = policy(&p, &["--policy", file.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let l = keyed(&out, "tmp").unwrap_or_else(|| panic!("{out}"));
+    assert!(l.contains("64MiB") && l.contains("small.toml"), "{l}");
+    // Below the floor, or not a size: refused, naming the key and the fix.
+    for (value, says) in [
+        ("\"100KiB\"", "at least 1MiB"),
+        ("\"plenty\"", "invalid size"),
+    ] {
+        let bad = p.write("bad.toml", &format!("[limits]\ntmp = {value}\n"));
+        let o = policy(&p, &["--policy", bad.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{value} accepted");
+        assert!(err.contains("limits.tmp") && err.contains(says), "{err}");
+    }
+}

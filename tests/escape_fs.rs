@@ -609,3 +609,50 @@ fn denied_files_and_devices_are_mounted_with_their_flags() {
         assert!(!d.split(',').any(|o| o == "nodev"), "{dev}: {d}");
     }
 }
+
+/// Python: write `mib` MiB to `path`; an error on the way is the marker.
+const FILL: &str = r#"
+def fill(path, mib):
+    with open(path, 'wb') as f:
+        for _ in range(mib):
+            f.write(b'\1' * (1 << 20))
+"#;
+
+#[test]
+fn private_tmp_and_dev_shm_share_one_memory_bound() {
+    let p = Project::new("fs-tmp-bound");
+    let mut g = default_grant(&p.dir);
+    g.limits.tmp = 96 << 20;
+    // Far above: the bound is the tmpfs's, not RLIMIT_FSIZE's.
+    g.limits.file_size = Some(1 << 30);
+    let control = format!("{FILL}\nt(lambda: fill('/tmp/a', 64))");
+    let o = py(&g, &control);
+    if namespace_free_run() {
+        // No private tmpfs namespace-free: the report says so, claims no bound.
+        assert_eq!(o.enforcement.tmp_bytes, None, "{}", describe(&o));
+        assert!(o.enforcement.summary().contains("tmp=host"));
+        return;
+    }
+    // Control: 64MiB in /tmp, and in /dev/shm alone, fit.
+    assert_ok(&o, "64MiB in /tmp");
+    assert_eq!(o.enforcement.tmp_bytes, Some(96 << 20));
+    assert!(
+        o.enforcement.summary().contains("tmp=96MiB"),
+        "{}",
+        o.enforcement.summary()
+    );
+    let o = py(&g, &format!("{FILL}\nt(lambda: fill('/dev/shm/b', 64))"));
+    assert_ok(&o, "64MiB in /dev/shm");
+    // Together they are over the bound: the second write runs out of space.
+    let both = format!("{FILL}\nfill('/tmp/a', 64)\nt(lambda: fill('/dev/shm/b', 64))");
+    let o = py(&g, &both);
+    assert_denied(&o, &["DENIED:ENOSPC"], "/tmp and /dev/shm past limits.tmp");
+    // And the other way round, and in /tmp alone past the bound.
+    let o = py(
+        &g,
+        &format!("{FILL}\nfill('/dev/shm/b', 64)\nt(lambda: fill('/tmp/a', 64))"),
+    );
+    assert_denied(&o, &["DENIED:ENOSPC"], "/dev/shm then /tmp past limits.tmp");
+    let o = py(&g, &format!("{FILL}\nt(lambda: fill('/tmp/a', 128))"));
+    assert_denied(&o, &["DENIED:ENOSPC"], "/tmp alone past limits.tmp");
+}

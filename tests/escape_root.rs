@@ -361,6 +361,87 @@ fn toolcage_runtime_dir_is_never_visible() {
     assert_ok(&o, "project under /tmp visible");
 }
 
+#[test]
+fn toolcage_runtime_dir_in_a_write_root_is_never_reachable() {
+    let p = Project::new("root-runtime-write");
+    let uid = nix::unistd::geteuid();
+    let tmp = std::env::temp_dir().canonicalize().unwrap();
+    let base = tmp.join(format!(".toolcage-{uid}"));
+    // The call's own TMPDIR works (namespace-free it is a directory in the
+    // runtime dir), and creates the runtime dir.
+    let own = default_grant(&p.dir);
+    let o = sh(&own, "echo mine > \"$TMPDIR/own\" && cat \"$TMPDIR/own\"");
+    assert_eq!(o.stdout.text.trim(), "mine", "{}", describe(&o));
+    assert!(base.is_dir());
+    // /tmp granted: the host's /tmp, which holds the runtime dir.
+    let granted = if tmp.starts_with("/tmp") {
+        Path::new("/tmp").to_path_buf()
+    } else {
+        tmp.clone()
+    };
+    let mut g = default_grant(&p.dir);
+    g.private_tmp = false;
+    g.write.push(granted.clone());
+    let planted = base.join("planted-by-call");
+    let _ = std::fs::remove_file(&planted); // a run before the fix left one
+    let code = format!(
+        "{PRELUDE}\nt(lambda: os.listdir({b}))\nt(lambda: open({f}, 'w').write('x') and None)",
+        b = q(&base),
+        f = q(&planted)
+    );
+    let cmd = toolcage::sandbox::Command {
+        argv: vec![PY.into(), "-c".into(), code.into()],
+        ..Default::default()
+    };
+    namespace_free_if_asked();
+    match toolcage::sandbox::run(&g, &cmd, None) {
+        Ok(o) => {
+            // The constructed root covers it, writable parent or not.
+            assert!(
+                !namespace_free_run(),
+                "ran namespace-free: {}",
+                describe(&o)
+            );
+            let lines: Vec<&str> = o.stdout.text.lines().collect();
+            assert_eq!(lines.first(), Some(&"DENIED:EACCES"), "{}", describe(&o));
+            assert!(
+                matches!(lines.get(1), Some(&"DENIED:EACCES" | &"DENIED:EROFS")),
+                "{}",
+                describe(&o)
+            );
+        }
+        Err(e) => {
+            // Namespace-free: refused before anything runs, naming the fix.
+            assert!(namespace_free_run(), "refused with namespaces: {e}");
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&base.display().to_string()) && msg.contains("TMPDIR"),
+                "{msg}"
+            );
+            assert_eq!(
+                e.kind(),
+                toolcage::sandbox::SandboxErrorKind::Setup,
+                "{msg}"
+            );
+        }
+    }
+    assert!(
+        !planted.exists(),
+        "a call wrote into toolcage's runtime dir"
+    );
+    // Control: a directory beneath /tmp that does not hold the runtime dir
+    // is an ordinary write root, in both modes.
+    let mut g = default_grant(&p.dir);
+    g.private_tmp = false;
+    let beside = outside_dir("root-runtime-beside");
+    g.write.push(beside.dir.clone());
+    let o = sh(
+        &g,
+        &format!("echo x > {f} && cat {f}", f = q(&beside.path("f"))),
+    );
+    assert_eq!(o.stdout.text.trim(), "x", "{}", describe(&o));
+}
+
 // ---- everyday work: what real programs do must keep working ----
 
 #[test]
@@ -423,6 +504,79 @@ fn gcc_compiles_and_links_in_the_sandbox() {
     let g = default_grant(&p.dir);
     let o = sh(&g, "gcc -O1 -o m m.c && ./m");
     assert_eq!(o.stdout.text.trim(), "compiled", "{}", describe(&o));
+}
+
+/// A C program that uses glibc's `tmpfile()` (which ignores TMPDIR and
+/// opens /tmp), then reads the host file named by its argument.
+const TMPFILE_C: &str = r#"#include <stdio.h>
+int main(int argc, char **argv) {
+    char b[64] = {0};
+    FILE *f = tmpfile();
+    if (!f) {
+        perror("tmpfile");
+    } else {
+        fputs("kept", f);
+        rewind(f);
+        if (fread(b, 1, 4, f) == 4) printf("TMPFILE %s\n", b);
+    }
+    FILE *h = argc > 1 ? fopen(argv[1], "r") : NULL;
+    if (h && fgets(b, sizeof b, h)) printf("HOST %s\n", b);
+    else printf("HOST hidden\n");
+    return f ? 0 : 1;
+}
+"#;
+
+#[test]
+fn tmpfile_works_or_is_denied_with_the_fix_and_the_host_tmp_stays_hidden() {
+    if !Path::new("/usr/bin/gcc").exists() {
+        eprintln!("no gcc: skipped");
+        return;
+    }
+    let p = Project::new("root-tmpfile");
+    p.write("t.c", TMPFILE_C);
+    let built = std::process::Command::new("/usr/bin/gcc")
+        .args(["-o", "t", "t.c"])
+        .current_dir(&p.dir)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    // A file of the host's /tmp the call must not see.
+    let planted = Path::new("/tmp").join(format!(
+        "tc-planted-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::write(&planted, "host-secret\n").unwrap();
+    let g = default_grant(&p.dir);
+    let prog = p.path("t");
+    let o = run_argv(&g, &[prog.to_str().unwrap(), planted.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&planted);
+    assert!(o.stdout.text.contains("HOST hidden"), "{}", describe(&o));
+    if !namespace_free_run() {
+        // The private /tmp: tmpfile() works there.
+        assert!(o.stdout.text.contains("TMPFILE kept"), "{}", describe(&o));
+        assert!(o.denials.is_empty(), "{:?}", o.denials);
+        return;
+    }
+    // Namespace-free /tmp is the host's: tmpfile() fails, and the call's
+    // result says why and what would change it.
+    assert!(!o.exit.success(), "{}", describe(&o));
+    let d = o
+        .denials
+        .iter()
+        .find(|d| d.target == "/tmp")
+        .unwrap_or_else(|| panic!("no /tmp denial: {:?}\n{}", o.denials, describe(&o)));
+    assert!(d.reason.contains("tmpfile()"), "{d:?}");
+    assert!(
+        d.fix
+            .as_deref()
+            .is_some_and(|f| f.contains("private_tmp = false") && f.contains("add_write")),
+        "{d:?}"
+    );
+    // Control: programs that honour TMPDIR, in the same call's grant, work.
+    let o = sh(&g, "f=$(mktemp) && echo kept > \"$f\" && cat \"$f\"");
+    assert_eq!(o.stdout.text.trim(), "kept", "{}", describe(&o));
+    assert!(o.denials.is_empty(), "{:?}", o.denials);
 }
 
 #[test]

@@ -163,3 +163,105 @@ fn a_read_root_split_around_a_denied_path_needs_few_descriptors() {
         );
     }
 }
+
+/// `toolcage exec --explain [--policy FILE] -- PROG PLANTED` namespace-free
+/// (under the filter), with toolcage's TMPDIR set to `tmpdir`.
+fn exec_tmpfile(
+    p: &common::Project,
+    policy: Option<&std::path::Path>,
+    tmpdir: &std::path::Path,
+    planted: &std::path::Path,
+) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolcage"));
+    cmd.arg("-C").arg(&p.dir).args(["exec", "--explain"]);
+    if let Some(f) = policy {
+        cmd.arg("--policy").arg(f);
+    }
+    cmd.arg("--")
+        .arg(p.path("t"))
+        .arg(planted)
+        .current_dir(&p.dir)
+        .env("XDG_STATE_HOME", p.state_dir())
+        .env("TMPDIR", tmpdir)
+        .stdin(std::process::Stdio::null());
+    without_namespaces(&mut cmd);
+    cmd.output().expect("spawn")
+}
+
+#[test]
+fn tmpfile_namespace_free_is_denied_with_the_fix_and_works_where_tmp_is_granted() {
+    if !std::path::Path::new("/usr/bin/gcc").exists() {
+        eprintln!("no gcc: skipped");
+        return;
+    }
+    let p = common::Project::new("nons-tmpfile");
+    p.write(
+        "t.c",
+        "#include <stdio.h>\nint main(int c, char **v) {\n  FILE *f = tmpfile();\n  \
+         if (!f) { perror(\"tmpfile\"); return 1; }\n  fputs(\"kept\", f); rewind(f);\n  \
+         char b[64] = {0}; if (fread(b, 1, 4, f) == 4) printf(\"TMPFILE %s\\n\", b);\n  \
+         FILE *h = fopen(v[1], \"r\");\n  \
+         if (h && fgets(b, sizeof b, h)) printf(\"HOST %s\", b); else puts(\"HOST hidden\");\n  \
+         return 0;\n}\n",
+    );
+    let built = Command::new("/usr/bin/gcc")
+        .args(["-o", "t", "t.c"])
+        .current_dir(&p.dir)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let planted = std::path::Path::new("/tmp").join(format!(
+        "tc-nons-planted-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::write(&planted, "host-file\n").unwrap();
+    let tmp = std::env::temp_dir().canonicalize().unwrap();
+
+    // The default policy: tmpfile() fails, and toolcage says why and how.
+    let o = exec_tmpfile(&p, None, &tmp, &planted);
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
+    assert!(!o.status.success(), "{out}{err}");
+    assert!(!out.contains("host-file"), "{out}");
+    assert!(
+        err.contains("blocked: /tmp") && err.contains("tmpfile()") && err.contains("add_write"),
+        "{err}"
+    );
+
+    // /tmp granted on purpose, toolcage's runtime dir outside it: tmpfile()
+    // works (and the call sees the host's /tmp: the cost the fix names).
+    let grant_tmp = p.write(
+        "grant-tmp.toml",
+        "[fs]\nprivate_tmp = false\nadd_write = [\"/tmp\"]\n",
+    );
+    let outside = ["/dev/shm", "/var/tmp"]
+        .iter()
+        .map(std::path::Path::new)
+        .find(|d| d.is_dir() && !d.starts_with("/tmp"))
+        .map(|d| d.join(format!("tc-nons-rt-{}", std::process::id())));
+    if let Some(rt) = &outside {
+        std::fs::create_dir_all(rt).unwrap();
+        let o = exec_tmpfile(&p, Some(&grant_tmp), rt, &planted);
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        let _ = std::fs::remove_dir_all(rt);
+        assert!(
+            out.contains("TMPFILE kept") && out.contains("HOST host-file"),
+            "{out}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    // The same grant with the runtime dir in /tmp: refused, naming the fix.
+    if tmp.starts_with("/tmp") {
+        let o = exec_tmpfile(&p, Some(&grant_tmp), &tmp, &planted);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(125), "{err}");
+        assert!(
+            err.contains("runtime directory") && err.contains("TMPDIR"),
+            "{err}"
+        );
+    }
+    let _ = std::fs::remove_file(&planted);
+}

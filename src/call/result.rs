@@ -142,6 +142,7 @@ pub(crate) mod tests {
                 constructed_root: true,
                 ipc_namespace: true,
                 network_namespace: true,
+                tmp_bytes: Some(2 << 30),
                 rlimits: true,
                 rlimits_clamped: vec![],
                 degraded: vec![],

@@ -124,6 +124,7 @@ fn outcome(exit: Exit, text: &str, duration: Duration) -> Outcome {
             constructed_root: false,
             ipc_namespace: false,
             network_namespace: false,
+            tmp_bytes: None,
             rlimits: false,
             rlimits_clamped: vec![],
             degraded: vec!["fake host: nothing enforced".into()],

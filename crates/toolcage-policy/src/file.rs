@@ -40,6 +40,7 @@
 //! processes = 512
 //! file_size = "4GiB"
 //! open_files = 1024
+//! tmp = "2GiB"                 # RAM for the private /tmp and /dev/shm together
 //! stdout = "64KiB"             # output caps
 //! stderr = "16KiB"
 //!
@@ -326,6 +327,8 @@ pub struct LimitsSection {
     pub processes: Option<Limit<Count>>,
     pub file_size: Option<Limit<Bytes>>,
     pub open_files: Option<Limit<Count>>,
+    /// The private `/tmp` and `/dev/shm` together (one tmpfs).
+    pub tmp: Option<Bytes>,
     pub stdout: Option<Bytes>,
     pub stderr: Option<Bytes>,
     /// Calls of one tool running at the same time.

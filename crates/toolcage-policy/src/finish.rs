@@ -89,6 +89,7 @@ impl State {
                 processes: self.processes.v,
                 file_size: self.file_size.v,
                 open_files: self.open_files.v,
+                tmp: self.tmp.v,
             },
             output: OutputCaps {
                 stdout: usize::try_from(self.stdout.v).unwrap_or(usize::MAX),
@@ -269,6 +270,7 @@ impl State {
             lim(g.limits.open_files, |n| n.to_string()),
             &self.open_files.o,
         );
+        push("tmp", format_size(g.limits.tmp), &self.tmp.o);
         push(
             "stdout",
             format_size(g.output.stdout as u64),

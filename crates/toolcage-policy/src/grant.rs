@@ -56,7 +56,7 @@ impl Network {
 
 /// Resource limits applied with `setrlimit` in the child. `None` leaves the
 /// inherited limit. Core dumps are always disabled.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Limits {
     /// RLIMIT_AS, bytes.
     pub address_space: Option<u64>,
@@ -68,6 +68,28 @@ pub struct Limits {
     pub file_size: Option<u64>,
     /// RLIMIT_NOFILE.
     pub open_files: Option<u64>,
+    /// Bytes of memory the call's private `/tmp` and `/dev/shm` may hold
+    /// together: one tmpfs of this size holds both (not an rlimit; files
+    /// there are RAM outside `address_space`).
+    pub tmp: u64,
+}
+
+/// `[limits] tmp` when no layer sets it.
+pub const DEFAULT_TMP: u64 = 2 << 30;
+/// Below this the private `/tmp` is too small for ordinary tools.
+pub const LEAST_TMP: u64 = 1 << 20;
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            address_space: None,
+            cpu_seconds: None,
+            processes: None,
+            file_size: None,
+            open_files: None,
+            tmp: DEFAULT_TMP,
+        }
+    }
 }
 
 /// How many bytes of each stream are kept; the rest is drained and counted.

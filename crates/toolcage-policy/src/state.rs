@@ -55,6 +55,7 @@ pub struct State {
     pub processes: Sourced<Option<u64>>,
     pub file_size: Sourced<Option<u64>>,
     pub open_files: Sourced<Option<u64>>,
+    pub tmp: Sourced<u64>,
     pub stdout: Sourced<u64>,
     pub stderr: Sourced<u64>,
     pub enforcement: Sourced<Enforcement>,
@@ -165,6 +166,7 @@ impl State {
             processes: val(None, &o),
             file_size: val(None, &o),
             open_files: val(None, &o),
+            tmp: val(g.limits.tmp, &o),
             stdout: val(g.output.stdout as u64, &o),
             stderr: val(g.output.stderr as u64, &o),
             enforcement: val(g.enforcement, &o),
@@ -325,6 +327,17 @@ impl State {
         }
         if let Some(v) = lim.open_files {
             self.open_files = rlimit(v, &l.origin("limits", "open_files", None), |c| c.0)?;
+        }
+        if let Some(v) = lim.tmp {
+            let o = l.origin("limits", "tmp", None);
+            if v.0 < super::grant::LEAST_TMP {
+                return Err(o.error(format!(
+                    "{} is too small for the call's private /tmp and /dev/shm \
+                     (at least 1MiB, e.g. tmp = \"256MiB\")",
+                    super::units::format_size(v.0)
+                )));
+            }
+            self.tmp = val(v.0, &o);
         }
         for (v, key) in [(lim.stdout, "stdout"), (lim.stderr, "stderr")] {
             let Some(v) = v else { continue };

@@ -130,6 +130,65 @@ pub fn cpu_limit(grant: &Grant, exit_signal: Option<i32>, text: &str) -> Option<
     })
 }
 
+/// Namespace-free there is no private tmpfs over `/tmp`: the call sees
+/// the host's `/tmp`, readable by no rule and writable only when a write
+/// root holds it (which would show it every file of the host's `/tmp`).
+/// Programs that write `/tmp` by name, or through glibc's `tmpfile()`
+/// (which ignores `TMPDIR`: it opens `/tmp` with `O_TMPFILE`, for which
+/// Landlock wants read and write rights on all of `/tmp`), fail with EACCES.
+/// Their refusal, when `text` shows one: a path in `/tmp` outside the
+/// grant and the call's own tmp (`own`), or `tmpfile` named by the message.
+pub fn host_tmp(grant: &Grant, own: Option<&Path>, text: &str) -> Option<Denial> {
+    let tmp = Path::new("/tmp");
+    if under(tmp, &grant.write).is_some() {
+        return None;
+    }
+    let refused_in_tmp = |line: &str| {
+        let refused = MARKERS
+            .iter()
+            .any(|(m, e)| *e != Error::Missing && line.contains(m));
+        refused
+            && (line.contains("tmpfile")
+                || paths_in(line, tmp).iter().any(|p| {
+                    p.starts_with(tmp)
+                        && under(p, &grant.write).is_none()
+                        && own.is_none_or(|o| !p.starts_with(o))
+                }))
+    };
+    let count = text.lines().filter(|l| refused_in_tmp(l)).count();
+    if count == 0 {
+        return None;
+    }
+    let (reason, first_fix) = if grant.private_tmp {
+        (
+            "namespace-free, /tmp is the host's, not writable: the call's private tmp is \
+             $TMPDIR, which tmpfile() and programs that write /tmp by name ignore",
+            "use $TMPDIR where the program lets you",
+        )
+    } else {
+        (
+            "namespace-free, /tmp is the host's, not writable, and private_tmp = false \
+             gives the call no TMPDIR",
+            "[fs] private_tmp = true, for programs that honour TMPDIR",
+        )
+    };
+    Some(Denial {
+        layer: "filesystem",
+        op: "create",
+        target: "/tmp".into(),
+        rule: None,
+        reason: reason.into(),
+        fix: Some(format!(
+            "{first_fix}; or [fs] private_tmp = false and add_write = [\"/tmp\"], knowing the \
+             call then reads and writes every file of the host's /tmp your user can (run \
+             toolcage with TMPDIR outside /tmp: its runtime directory must not be in a write \
+             root); or run where user namespaces work (`toolcage doctor` says why they do not)"
+        )),
+        count: u32::try_from(count).unwrap_or(u32::MAX),
+        inferred: true,
+    })
+}
+
 /// The denials `text` (a tool's stderr, then stdout) suggests under
 /// `grant`, for a call that ran in `cwd`.
 pub fn from_output(grant: &Grant, cwd: &Path, text: &str) -> Vec<Denial> {
@@ -455,6 +514,32 @@ mod tests {
             "{}",
             d.line()
         );
+    }
+
+    #[test]
+    fn the_host_tmp_namespace_free_is_named_with_the_fix() {
+        let mut g = grant();
+        g.private_tmp = true;
+        let own = Path::new("/tmp/.toolcage-0/tmp-1-0");
+        let d = host_tmp(&g, Some(own), "tmpfile: Permission denied\n").unwrap();
+        assert_eq!((d.op, d.target.as_str()), ("create", "/tmp"));
+        assert!(d.reason.contains("tmpfile()"), "{d:?}");
+        assert!(
+            d.fix
+                .as_deref()
+                .is_some_and(|f| f.contains("add_write = [\"/tmp\"]"))
+        );
+        let text = "mktemp: failed to create file via template '/tmp/x.XXXX': Permission denied\n\
+                    sh: 1: cannot create /tmp/y: Permission denied\n";
+        assert_eq!(host_tmp(&g, Some(own), text).unwrap().count, 2);
+        // Not a refusal, the call's own tmp, a missing file: nothing.
+        assert!(host_tmp(&g, Some(own), "tmpfile: made /tmp/z").is_none());
+        let mine = format!("cat: {}/f: Permission denied", own.display());
+        assert!(host_tmp(&g, Some(own), &mine).is_none());
+        assert!(host_tmp(&g, Some(own), "cat: /tmp/gone: No such file or directory").is_none());
+        // /tmp granted: the refusal is the file's own.
+        g.write.push("/tmp".into());
+        assert!(host_tmp(&g, None, "tmpfile: Permission denied").is_none());
     }
 
     #[test]

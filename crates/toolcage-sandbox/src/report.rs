@@ -54,6 +54,11 @@ pub struct EnforcementReport {
     pub ipc_namespace: bool,
     /// Its own network namespace (loopback only): network off.
     pub network_namespace: bool,
+    /// Bytes of memory the call's private `/tmp` and `/dev/shm` hold
+    /// together (one tmpfs, `[limits] tmp`); `None`: no private tmpfs
+    /// (namespace-free, `TMPDIR` is a host directory, each file bounded by
+    /// `file_size` only).
+    pub tmp_bytes: Option<u64>,
     pub rlimits: bool,
     /// Limits lowered to the hard limit toolcage inherited.
     pub rlimits_clamped: Vec<String>,
@@ -81,6 +86,7 @@ impl EnforcementReport {
             constructed_root: false,
             ipc_namespace: false,
             network_namespace: false,
+            tmp_bytes: None,
             rlimits: false,
             rlimits_clamped: Vec::new(),
             degraded: Vec::new(),
@@ -111,6 +117,10 @@ impl EnforcementReport {
             on(self.ipc_namespace),
             on(self.network_namespace),
         );
+        match self.tmp_bytes {
+            Some(n) => s.push_str(&format!(" tmp={}", toolcage_policy::format_size(n))),
+            None => s.push_str(" tmp=host"),
+        }
         if !self.degraded.is_empty() {
             s.push_str(&format!(" degraded=[{}]", self.degraded.join("; ")));
         }

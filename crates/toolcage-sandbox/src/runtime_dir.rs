@@ -4,13 +4,19 @@
 //! Only the call's own mount namespace ever mounts there; the host sees an
 //! empty directory. Reusing it keeps file creation off the per-call path.
 //! `resolv.conf` beside it is what domain mode binds over the call's
-//! `/etc/resolv.conf`.
+//! `/etc/resolv.conf`. Namespace-free, each call's private tmp is a
+//! directory in it too (`namespace_free::HostTmp`).
+//!
+//! No call may reach it: in the constructed root it is covered wherever a
+//! root would show it; namespace-free, read roots are split around it, and
+//! a write root that holds it is refused ([`RuntimeDir::refuse_in_write_roots`]).
 
 use super::SandboxError;
 use std::fs::DirBuilder;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use toolcage_policy::{Grant, canon, within};
 
 #[derive(Debug)]
 pub struct RuntimeDir {
@@ -74,6 +80,41 @@ fn setup(base: &Path) -> std::io::Result<RuntimeDir> {
         root,
         resolv_conf,
     })
+}
+
+impl RuntimeDir {
+    /// Namespace-free, Landlock cannot take a directory out of a write root
+    /// (its rights are a union, and there is no mount to cover it): a call
+    /// whose write root holds the runtime directory could list, read and
+    /// replace every other call's private tmp in it. Such a grant is
+    /// refused, with the two ways out.
+    pub(crate) fn refuse_in_write_roots(&self, grant: &Grant) -> Result<(), SandboxError> {
+        let base = canon::canonical(&self.base).unwrap_or_else(|_| self.base.clone());
+        let Some(root) = grant
+            .write
+            .iter()
+            .find(|w| within(&base, w) || within(w, &base))
+        else {
+            return Ok(());
+        };
+        let beneath = if within(&base, root) {
+            format!(
+                "grant the directories beneath {} the call needs instead of all of it, or ",
+                root.display()
+            )
+        } else {
+            String::new()
+        };
+        Err(SandboxError::Refused(format!(
+            "namespace-free, the write root {} holds toolcage's runtime directory {}, \
+             where other calls keep their private /tmp, and Landlock cannot keep it out \
+             of a write root without a mount namespace; {beneath}run toolcage with \
+             TMPDIR set to a private directory outside every write root (the runtime \
+             directory goes there)",
+            root.display(),
+            base.display()
+        )))
+    }
 }
 
 /// The runtime directory, created on first use.

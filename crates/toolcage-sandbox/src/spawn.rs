@@ -239,6 +239,9 @@ fn run_in(
             .then(netns::ahead_or_start)
             .flatten();
     let runtime = runtime_dir::get()?;
+    if namespace_free {
+        runtime.refuse_in_write_roots(grant)?;
+    }
     let host_tmp = match namespace_free && grant.private_tmp {
         true => Some(HostTmp::create(runtime)?),
         false => None,
@@ -288,6 +291,7 @@ fn run_in(
         constructed_root: !namespace_free,
         ipc_namespace: !namespace_free,
         network_namespace: new_netns,
+        tmp_bytes: (!namespace_free).then_some(grant.limits.tmp),
         rlimits: true,
         rlimits_clamped: rlimit_notes,
         degraded: prepared
@@ -569,6 +573,10 @@ fn run_in(
         _ => None,
     };
     denials.extend(super::inferred::cpu_limit(grant, signal, &text));
+    if namespace_free {
+        let own = host_tmp.as_ref().map(|t| t.0.as_path());
+        denials.extend(super::inferred::host_tmp(grant, own, &text));
+    }
     let exact = match (audit_tap, &call_pids) {
         (Some(t), Some(pids)) => t.finish(grant, pids),
         _ => Vec::new(),

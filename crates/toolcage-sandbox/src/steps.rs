@@ -20,6 +20,11 @@ pub enum Step {
         path: CString,
         mode: libc::mode_t,
     },
+    /// `chmod(path, mode)` (mkdir's mode is masked by the umask).
+    Chmod {
+        path: CString,
+        mode: libc::mode_t,
+    },
     /// `symlink(target, path)`.
     Symlink {
         target: CString,
@@ -132,6 +137,7 @@ pub unsafe fn execute(step: &Step) -> Result<(), i32> {
                 libc::close(fd);
                 0
             }
+            Step::Chmod { path, mode } => libc::chmod(path.as_ptr(), *mode),
             Step::Symlink { target, path } => {
                 if libc::symlink(target.as_ptr(), path.as_ptr()) != 0 && errno() != libc::EEXIST {
                     return Err(errno());

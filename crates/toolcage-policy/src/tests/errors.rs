@@ -21,6 +21,18 @@ fn file_errors_name_file_line_and_key() {
             "policy $T/p.toml:2: limits.address_space: too small for any program to start (at least 16MiB)",
         ),
         (
+            "[limits]\ntmp = \"512KiB\"\n",
+            "policy $T/p.toml:2: limits.tmp: 512KiB is too small for the call's private /tmp and /dev/shm (at least 1MiB, e.g. tmp = \"256MiB\")",
+        ),
+        (
+            "[limits]\ntmp = \"lots\"\n",
+            "policy $T/p.toml:2: limits.tmp: invalid size \"lots\" (use e.g. \"64KiB\", \"4GiB\", \"1MB\" or a number of bytes)",
+        ),
+        (
+            "[limits]\ntmp = \"unlimited\"\n",
+            "policy $T/p.toml:2: limits.tmp: invalid size \"unlimited\" (use e.g. \"64KiB\", \"4GiB\", \"1MB\" or a number of bytes)",
+        ),
+        (
             "[limits]\ntimeout = \"3x\"\n",
             "policy $T/p.toml:2: limits.timeout: invalid duration \"3x\" (use e.g. \"30s\", \"500ms\", \"5m\")",
         ),

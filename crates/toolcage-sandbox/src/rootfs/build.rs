@@ -147,6 +147,18 @@ pub(super) fn mount_entry(
                 format!("mounting a private tmpfs at {shown}"),
             )?;
         }
+        Kind::Scratch { sub } => {
+            // A bind takes the flags of its source: nosuid, nodev.
+            let source = cstr(Path::new(SCRATCH).join(sub))?;
+            b.mount(
+                Some(source),
+                &target,
+                None,
+                libc::MS_BIND,
+                None,
+                format!("binding the private {shown} (the call's scratch tmpfs)"),
+            )?;
+        }
         Kind::Proc => {
             b.mount(
                 Some(lit("proc")),

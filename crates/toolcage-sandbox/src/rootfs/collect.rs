@@ -94,7 +94,6 @@ pub(super) fn collect(inp: &Inputs, plan: &mut RootPlan) -> Vec<Entry> {
     }
     let all_roots: Vec<PathBuf> = writes.iter().chain(&reads).cloned().collect();
     let root_is_bound = all_roots.iter().any(|r| r == Path::new("/"));
-    let tmp_size = g.limits.file_size.unwrap_or(1 << 30);
     if !all_roots.iter().any(|r| r == dev) {
         entries.push(Entry {
             path: dev.into(),
@@ -150,10 +149,7 @@ pub(super) fn collect(inp: &Inputs, plan: &mut RootPlan) -> Vec<Entry> {
     }
     entries.push(Entry {
         path: "/dev/shm".into(),
-        kind: Kind::Tmpfs {
-            mode: 0o1777,
-            size: tmp_size,
-        },
+        kind: Kind::Scratch { sub: SCRATCH_SHM },
         dir: true,
     });
     plan.fresh_rules.push((lit("/dev/shm"), FreshAccess::All));
@@ -171,10 +167,7 @@ pub(super) fn collect(inp: &Inputs, plan: &mut RootPlan) -> Vec<Entry> {
     if g.private_tmp {
         entries.push(Entry {
             path: "/tmp".into(),
-            kind: Kind::Tmpfs {
-                mode: 0o1777,
-                size: tmp_size,
-            },
+            kind: Kind::Scratch { sub: SCRATCH_TMP },
             dir: true,
         });
         plan.fresh_rules.push((lit("/tmp"), FreshAccess::All));

@@ -12,7 +12,9 @@
 //! * `/dev` is a tmpfs with null, zero, full, random, urandom, the device
 //!   nodes the grant names, `/dev/fd` links and a private `/dev/shm`;
 //! * `/proc` is always a fresh instance (never the host's);
-//! * `/tmp` is a private tmpfs (`TMPDIR` and `HOME`);
+//! * `/tmp` (`TMPDIR` and `HOME`) and `/dev/shm` are directories of one
+//!   private tmpfs of `[limits] tmp` bytes, so together they hold no more
+//!   of the host's memory than that;
 //! * every mount is nosuid and nodev (device nodes: nosuid).
 //!
 //! A path outside the grant does not exist inside, so the metadata calls
@@ -50,6 +52,12 @@ pub const STANDARD_DEVICES: &[&str] = &[
 const PROC_READ_ONLY: &[&str] = &["sys", "sysrq-trigger", "irq", "bus"];
 /// Bytes for `/dev` and the root tmpfs: they hold only mount points.
 const SMALL_TMPFS: &str = "size=64k,nr_inodes=4096";
+/// The call's scratch tmpfs in the staging root (detached with it; the
+/// binds of its directories keep it alive as long as the call).
+const SCRATCH: &str = "/.scratch";
+/// Its directory that is the call's `/tmp`, and the one that is `/dev/shm`.
+const SCRATCH_TMP: &str = "tmp";
+const SCRATCH_SHM: &str = "shm";
 
 /// A Landlock rule the tool adds itself, for a filesystem that exists only
 /// inside the call (its inode is unknown to the parent).
@@ -93,6 +101,10 @@ enum Kind {
         mode: u32,
         size: u64,
     },
+    /// A directory of the call's scratch tmpfs (`/tmp`, `/dev/shm`), bound.
+    Scratch {
+        sub: &'static str,
+    },
     Proc,
     /// A private devpts instance (ptys granted).
     Devpts,
@@ -116,7 +128,7 @@ impl Kind {
     fn layer(&self) -> u8 {
         match self {
             Kind::Bind { .. } | Kind::Device | Kind::Symlink { .. } => 0,
-            Kind::Tmpfs { .. } | Kind::Proc | Kind::Devpts => 1,
+            Kind::Tmpfs { .. } | Kind::Scratch { .. } | Kind::Proc | Kind::Devpts => 1,
             Kind::Pin => 2,
             Kind::Protect | Kind::MaskDir | Kind::MaskFile | Kind::Generated { .. } => 3,
         }
@@ -127,7 +139,7 @@ impl Kind {
     }
     /// An empty filesystem we may create mount points in.
     fn fresh(&self) -> bool {
-        matches!(self, Kind::Tmpfs { .. })
+        matches!(self, Kind::Tmpfs { .. } | Kind::Scratch { .. })
     }
 }
 
@@ -316,6 +328,7 @@ pub fn plan(
         Step::Chdir { path: lit("/") },
         "entering the new root".into(),
     );
+    scratch(&mut b, grant.limits.tmp)?;
 
     let mut created: Vec<PathBuf> = Vec::new();
     for (i, e) in entries.iter().enumerate() {
@@ -426,6 +439,43 @@ pub fn plan(
     plan.steps = b.steps;
     plan.what = b.what;
     Ok(plan)
+}
+
+/// The call's scratch tmpfs, `size` bytes, with its `/tmp` and `/dev/shm`
+/// directories: one instance, so the two together hold at most `size`
+/// bytes of the host's memory (a tmpfs each would hold twice that).
+fn scratch(b: &mut Builder, size: u64) -> Result<(), SandboxError> {
+    b.push(
+        Step::Mkdir {
+            path: lit(SCRATCH),
+            mode: 0o700,
+        },
+        "creating the scratch tmpfs's mount point".into(),
+    );
+    b.mount(
+        Some(lit("tmpfs")),
+        Path::new(SCRATCH),
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some(format!("mode=0700,size={size}")),
+        format!("mounting the private /tmp and /dev/shm (one tmpfs of {size} bytes)"),
+    )?;
+    for sub in [SCRATCH_TMP, SCRATCH_SHM] {
+        let path = cstr(Path::new(SCRATCH).join(sub))?;
+        b.push(
+            Step::Mkdir {
+                path: path.clone(),
+                mode: 0o700,
+            },
+            format!("creating the scratch directory {sub}"),
+        );
+        // After mkdir: its mode is masked by the umask, and sticky like /tmp.
+        b.push(
+            Step::Chmod { path, mode: 0o1777 },
+            format!("opening the scratch directory {sub} to every user (sticky)"),
+        );
+    }
+    Ok(())
 }
 
 /// Paths in `watched` whose device or inode changed (or that vanished).
