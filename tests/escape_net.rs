@@ -357,3 +357,57 @@ fn own_namespace_with_loopback_up(tag: &str) {
     assert_ne!(own_ns, shared_ns, "network off: a namespace of its own");
     assert_eq!(own_lo, "up", "{}", describe(&own));
 }
+
+#[test]
+fn abstract_names_cannot_be_squatted_with_the_network_off() {
+    // Namespace-free the host's abstract names are the call's: a tool that
+    // binds `@/tmp/.X11-unix/X0` (or any name a host service binds later)
+    // keeps that service from starting. seccomp cannot read the address,
+    // so bind() is refused there with the network off (a bound socket can
+    // neither listen nor connect there anyway). Controls: the same binds
+    // with the network on; with a network namespace (the call's own
+    // names) also with the network off; connected pairs keep working.
+    let (p, allow, deny) = grants("net-squat");
+    let name = format!("toolcage-squat-{}", std::process::id());
+    let binds = [
+        (
+            "abstract",
+            format!("s = socket.socket(socket.AF_UNIX)\nt(lambda: s.bind('\\0{name}'))"),
+        ),
+        (
+            "autobind",
+            "s = socket.socket(socket.AF_UNIX)\nt(lambda: s.bind(''))".to_string(),
+        ),
+        (
+            "socketpair end",
+            format!("a, b = socket.socketpair()\nt(lambda: a.bind('\\0{name}-pair'))"),
+        ),
+        (
+            "path in the project",
+            format!(
+                "s = socket.socket(socket.AF_UNIX)\nt(lambda: s.bind({:?}))",
+                p.path("tool.sock").display().to_string()
+            ),
+        ),
+    ];
+    for (what, code) in &binds {
+        let _ = std::fs::remove_file(p.path("tool.sock"));
+        assert_ok(&py(&allow, code), &format!("{what} bind, network on"));
+        let _ = std::fs::remove_file(p.path("tool.sock"));
+        let off = py(&deny, code);
+        if namespace_free_run() {
+            assert_denied(
+                &off,
+                &["DENIED:EPERM"],
+                &format!("{what} bind, network off"),
+            );
+        } else {
+            assert_ok(&off, &format!("{what} bind in the call's own namespace"));
+        }
+    }
+    let pair = "a, b = socket.socketpair()\na.send(b'x')\nt(lambda: b.recv(1).decode())";
+    assert_eq!(py(&deny, pair).stdout.text.trim(), "OK:x");
+    // The name stays the host's to take.
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    UnixListener::bind_addr(&addr).expect("the host binds the name after the calls");
+}

@@ -561,3 +561,370 @@ fn signals_start_default_and_unblocked() {
         describe(&o)
     );
 }
+
+/// `toolcage -C <project> exec ARGS` as a user runs it, namespace-free when
+/// the suite is (a container-like filter on toolcage).
+fn toolcage_exec(p: &Project, args: &[&str]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_toolcage"));
+    cmd.arg("-C")
+        .arg(&p.dir)
+        .arg("exec")
+        .args(args)
+        .current_dir(&p.dir)
+        .env("XDG_STATE_HOME", p.state_dir())
+        .stdin(Stdio::null());
+    if namespace_free_run() {
+        without_namespaces(&mut cmd);
+    }
+    cmd.output().unwrap()
+}
+
+fn text(o: &std::process::Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}--- stderr\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A process of the same user outside the sandbox, killed when dropped.
+struct Sibling(std::process::Child);
+
+impl Sibling {
+    fn start(n: u32) -> Sibling {
+        Sibling(
+            std::process::Command::new("sleep")
+                .arg(marker(n))
+                .spawn()
+                .unwrap(),
+        )
+    }
+    fn pid(&self) -> String {
+        self.0.id().to_string()
+    }
+    /// What the tool could have changed: limits, niceness, scheduling
+    /// policy (fields 19 and 41 of stat), CPU affinity, I/O priority.
+    fn state(&self) -> String {
+        let pid = self.0.id();
+        let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+        let fields: Vec<&str> = after_name.split(' ').collect();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let cpus = status
+            .lines()
+            .find(|l| l.starts_with("Cpus_allowed_list"))
+            .unwrap_or_default()
+            .to_string();
+        let ionice = std::process::Command::new("ionice")
+            .args(["-p", &pid.to_string()])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        format!(
+            "{limits}nice {} policy {}\n{cpus}\n{ionice}",
+            fields[16], fields[38]
+        )
+    }
+}
+
+impl Drop for Sibling {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// What a refused change of another process printed: EPERM namespace-free
+/// (seccomp), ESRCH with a PID namespace (the process is not there).
+fn refused_marker() -> &'static str {
+    if namespace_free_run() {
+        "EPERM"
+    } else {
+        "ESRCH"
+    }
+}
+
+/// Shell: run "$@" and print CHANGED, EPERM, ESRCH or what it said.
+const VERDICT: &str = r#"verdict() { if out=$("$@" 2>&1); then echo CHANGED; else case $out in *"not permitted"*) echo EPERM;; *"No such process"*) echo ESRCH;; *) echo "OTHER:$out";; esac; fi; }"#;
+
+#[test]
+fn limits_of_other_processes_cannot_be_changed() {
+    // Namespace-free the host's pids are visible and prlimit64 on a process
+    // of the same user is allowed by the kernel (Landlock does not hook
+    // it): a tool lowering RLIMIT_FSIZE of `toolcage serve` kills it with
+    // SIGXFSZ. Targets: a sibling process, and toolcage itself (the init's
+    // parent, set to the limits it already has). Control: a tool lowers its
+    // own limits, by prlimit on its command and by `ulimit`.
+    let p = Project::new("proc-prlimit");
+    let sib = Sibling::start(11);
+    let before = sib.state();
+    let script = format!(
+        "{VERDICT}\n\
+         verdict prlimit --pid {sib} --nofile=16:16 --fsize=1\n\
+         tc=$(awk '/^PPid/ {{print $2}}' /proc/$PPID/status)\n\
+         if [ \"${{tc:-0}}\" -gt 0 ]; then\n\
+           lim=$(prlimit --pid $tc --nofile --raw --noheadings -o SOFT,HARD | tr -s ' ' ':' | sed 's/^://')\n\
+           echo TOOLCAGE $(verdict prlimit --pid $tc --nofile=$lim)\n\
+         fi\n\
+         prlimit --nofile=64:64 sh -c 'ulimit -n'\n\
+         ulimit -n 32 && ulimit -n",
+        sib = sib.pid()
+    );
+    let o = toolcage_exec(&p, &["--", "sh", "-c", &script]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let want = if namespace_free_run() {
+        "EPERM\nTOOLCAGE EPERM\n64\n32\n"
+    } else {
+        // In the PID namespace the init's parent is not there.
+        "ESRCH\n64\n32\n"
+    };
+    assert_eq!(out, want, "{}", text(&o));
+    assert_eq!(sib.state(), before, "the sibling's limits changed");
+}
+
+#[test]
+fn priorities_of_other_processes_cannot_be_changed() {
+    // renice, taskset and ionice on another process (and renice of every
+    // process of the user) are refused; the same programs on the tool's
+    // own command work (nice, taskset -c, ionice -c run a command).
+    let p = Project::new("proc-prio");
+    let sib = Sibling::start(12);
+    let before = sib.state();
+    let script = format!(
+        "{VERDICT}\n\
+         verdict renice -n 7 -p {sib}\n\
+         verdict taskset -p -c 0 {sib}\n\
+         verdict ionice -c 3 -p {sib}\n\
+         nice -n 7 nice\n\
+         taskset -c 0 sh -c 'taskset -p $$' | sed 's/.*: //'\n\
+         ionice -c 3 sh -c ionice\n\
+         verdict renice -n 7 -u $(id -u)",
+        sib = sib.pid()
+    );
+    let o = toolcage_exec(&p, &["--", "sh", "-c", &script]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let r = refused_marker();
+    let (each, user) = out
+        .rsplit_once('\n')
+        .unwrap_or_default()
+        .0
+        .rsplit_once('\n')
+        .unwrap();
+    assert_eq!(each, format!("{r}\n{r}\n{r}\n7\n1\nidle"), "{}", text(&o));
+    // renice -u: namespace-free it would reach every process of the user;
+    // in a PID namespace the kernel applies it to the call's own only (and
+    // refuses the init's: EPERM).
+    if namespace_free_run() {
+        assert_eq!(user, "EPERM", "{}", text(&o));
+    }
+    assert_eq!(sib.state(), before, "the sibling's priorities changed");
+}
+
+#[test]
+fn raw_syscalls_on_other_processes_are_refused() {
+    // Each syscall that names a process: on a sibling outside the sandbox
+    // it fails (EPERM namespace-free: seccomp, or Landlock's ptrace and
+    // signal scopes for kcmp and pidfd_send_signal; ESRCH with a PID
+    // namespace); the same call on the caller itself (pid 0, or its own
+    // pid or child where 0 does not mean self) succeeds.
+    let p = Project::new("proc-rawpid");
+    let g = default_grant(&p.dir);
+    let sib = Sibling::start(13);
+    let before = sib.state();
+    let calls: &[(&str, &str)] = &[
+        (
+            "sched_setscheduler",
+            "lambda pid: os.sched_setscheduler(pid, os.SCHED_BATCH, os.sched_param(0))",
+        ),
+        (
+            "sched_setparam",
+            "lambda pid: os.sched_setparam(pid, os.sched_param(0))",
+        ),
+        (
+            "sched_setaffinity",
+            "lambda pid: os.sched_setaffinity(pid, {0})",
+        ),
+        // struct sched_attr, first version (48 bytes): SCHED_BATCH.
+        (
+            "sched_setattr",
+            "lambda pid: sc(314, pid, ctypes.addressof(attr), 0) and None",
+        ),
+        (
+            "prlimit64",
+            "lambda pid: resource.prlimit(pid, resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE)) and None",
+        ),
+        (
+            "setpriority",
+            "lambda pid: os.setpriority(os.PRIO_PROCESS, pid, 5)",
+        ),
+        (
+            "ioprio_set",
+            "lambda pid: sc(251, 1, pid, (3 << 13)) and None",
+        ),
+        (
+            "get_robust_list",
+            "lambda pid: sc(274, pid, ctypes.addressof(head), ctypes.addressof(size)) and None",
+        ),
+        (
+            "migrate_pages",
+            "lambda pid: sc(256, pid, 64, ctypes.addressof(mask), ctypes.addressof(mask)) and None",
+        ),
+        (
+            "move_pages",
+            "lambda pid: sc(279, pid, 0, 0, 0, 0, 0) and None",
+        ),
+    ];
+    let pre = "import resource\nattr = (ctypes.c_uint32 * 12)(48, 3)\nhead = ctypes.c_void_p()\nsize = ctypes.c_size_t()\nmask = ctypes.c_ulong(1)\n";
+    let r = format!("DENIED:{}", refused_marker());
+    for (name, call) in calls {
+        let own = py(&g, &format!("{pre}t(lambda: ({call})(0))"));
+        assert_ok(&own, &format!("{name} on the caller"));
+        let other = py(&g, &format!("{pre}t(lambda: ({call})({}))", sib.pid()));
+        assert_denied(&other, &[&r], &format!("{name} on another process"));
+    }
+    // kcmp: 0 is no process; the caller names itself by its pid.
+    let kcmp = |target: &str| format!("t(lambda: sc(312, os.getpid(), {target}, 1, 0, 0))");
+    assert_eq!(py(&g, &kcmp("os.getpid()")).stdout.text.trim(), "OK:0");
+    assert_denied(&py(&g, &kcmp(&sib.pid())), &[&r], "kcmp");
+    // A pidfd: signalling its own child works, a sibling is not reached.
+    let signal = |target: &str| {
+        format!(
+            "import signal\ndef f():\n    fd = os.pidfd_open({target})\n    signal.pidfd_send_signal(fd, 0)\nt(f)"
+        )
+    };
+    let child = "c = os.fork()\nif c == 0:\n    time.sleep(5); os._exit(0)\n";
+    assert_ok(
+        &py(&g, &format!("{child}{}", signal("c"))),
+        "pidfd, own child",
+    );
+    assert_denied(&py(&g, &signal(&sib.pid())), &[&r], "pidfd_send_signal");
+    assert_eq!(sib.state(), before, "the sibling changed");
+}
+
+#[test]
+fn process_madvise_and_process_mrelease_are_denied() {
+    // On a pidfd whose owner the filter cannot see: refused even for the
+    // caller's own (on main: process_madvise of itself returned the byte
+    // count, process_mrelease of a live child EINVAL).
+    let pidfd = "fd = os.pidfd_open(os.getpid())\nbuf = ctypes.create_string_buffer(4096)\niov = (ctypes.c_uint64 * 2)(ctypes.addressof(buf), 4096)\n";
+    denied_syscall(
+        "sys-pmadvise",
+        &format!("{pidfd}t(lambda: sc(440, fd, ctypes.addressof(iov), 1, 20, 0))"),
+        &["DENIED:EPERM"],
+    );
+    denied_syscall(
+        "sys-pmrelease",
+        "c = os.fork()\nif c == 0:\n    time.sleep(5); os._exit(0)\nfd = os.pidfd_open(c)\nt(lambda: sc(448, fd, 0))\nos.kill(c, 9)",
+        &["DENIED:EPERM"],
+    );
+}
+
+#[test]
+fn tiocsetd_is_denied() {
+    // A tool could leave the operator's terminal on another line
+    // discipline (silent) after the call. Control: reading it (TIOCGETD).
+    let p = Project::new("sys-tiocsetd");
+    let g = pty_grant(&p);
+    let pre = "import fcntl, termios, struct\nm, s = os.openpty()\n";
+    let get = format!(
+        "{pre}t(lambda: struct.unpack('i', fcntl.ioctl(s, termios.TIOCGETD, b'\\0' * 4))[0])"
+    );
+    assert_eq!(py(&g, &get).stdout.text.trim(), "OK:0");
+    let set =
+        format!("{pre}t(lambda: fcntl.ioctl(s, termios.TIOCSETD, struct.pack('i', 0)) and None)");
+    assert_denied(&py(&g, &set), &["DENIED:EPERM"], "TIOCSETD");
+}
+
+/// Runs `script` under `sh` on a fresh pseudo-terminal (Python's `pty`),
+/// namespace-free when the suite is; returns what the terminal showed.
+fn on_a_terminal(p: &Project, script: &str) -> String {
+    let driver = r#"
+import os, pty, sys, select
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv('/bin/sh', ['sh', '-c', sys.argv[1]])
+out = b''
+while True:
+    try:
+        r, _, _ = select.select([fd], [], [], 60)
+    except InterruptedError:
+        continue
+    if not r:
+        break
+    try:
+        d = os.read(fd, 4096)
+    except OSError:
+        break
+    if not d:
+        break
+    out += d
+os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors='replace').replace('\r', ''))
+"#;
+    let mut cmd = std::process::Command::new(PY);
+    cmd.args(["-c", driver, script])
+        .current_dir(&p.dir)
+        .env("XDG_STATE_HOME", p.state_dir())
+        .env("TC", env!("CARGO_BIN_EXE_toolcage"))
+        .stdin(Stdio::null());
+    if namespace_free_run() {
+        without_namespaces(&mut cmd);
+    }
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn the_terminal_is_put_back_after_exec() {
+    // A tool on the operator's terminal turns echo and canonical mode off
+    // (stty -echo -icanon, as an editor does while it runs: it must keep
+    // working inside) and tries another line discipline (TIOCSETD,
+    // refused). After `toolcage exec` returns the terminal is as it was:
+    // when the command exits, when it times out, and when toolcage is
+    // stopped by SIGTERM. Control: the change is seen inside the call.
+    let p = Project::new("proc-terminal");
+    p.write(
+        "flags.sh",
+        "stty -a | tr ' ;' '\\n\\n' | grep -x -e '-*echo' -e '-*icanon' | tr '\\n' ' '\n",
+    );
+    p.write(
+        "setd.py",
+        "import errno, fcntl, struct, termios\n\
+         try:\n    fcntl.ioctl(0, termios.TIOCSETD, struct.pack('i', 0))\n    print('SETD:CHANGED')\n\
+         except OSError as e:\n    print('SETD:' + errno.errorcode[e.errno])\n",
+    );
+    let script = format!(
+        "stty echo icanon\n\
+         \"$TC\" -q -C . exec -- sh -c 'stty -echo -icanon; echo INSIDE: $(sh flags.sh); {PY} setd.py'\n\
+         echo EXIT:$? AFTER: $(sh flags.sh)\n\
+         \"$TC\" -q -C . exec --timeout 1s -- sh -c 'stty -echo -icanon; sleep 30'\n\
+         echo EXIT:$? AFTER: $(sh flags.sh)\n\
+         \"$TC\" -q -C . exec -- sh -c 'stty -echo -icanon <&1; touch ready; sleep 30' &\n\
+         i=0; while [ ! -e ready ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done\n\
+         kill -TERM $!; wait $!\n\
+         echo EXIT:$? AFTER: $(sh flags.sh)"
+    );
+    let shown = on_a_terminal(&p, &script);
+    let lines: Vec<&str> = shown
+        .lines()
+        .filter(|l| {
+            ["INSIDE:", "SETD:", "EXIT:"]
+                .iter()
+                .any(|m| l.starts_with(m))
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "INSIDE: -icanon -echo",
+            "SETD:EPERM",
+            "EXIT:0 AFTER: icanon echo",
+            "EXIT:124 AFTER: icanon echo",
+            "EXIT:143 AFTER: icanon echo",
+        ],
+        "{shown}"
+    );
+}

@@ -245,9 +245,10 @@ fn abstract_sockets_are_private_with_the_network_off() {
     on.network = Network::On;
     let name = format!("tc-test-abstract-{}", std::process::id());
     if namespace_free_run() {
-        // The host's network namespace: seccomp refuses listen() instead.
+        // The host's network namespace: seccomp refuses bind() and
+        // listen() instead.
         let code = format!(
-            "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\ns.bind('\\0{name}')\nt(lambda: s.listen(1))"
+            "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\nt(lambda: s.bind('\\0{name}') or s.listen(1))"
         );
         let o = py(&off, &code);
         assert_denied(&o, &["DENIED:EPERM"], "abstract listen, namespace-free");

@@ -1,5 +1,6 @@
 //! `toolcage exec`: run any command under the sandbox.
 
+use super::signals::{self, Interrupts};
 use super::{PolicyArgs, status};
 use crate::policy::{self, Context, Sources};
 use crate::sandbox::{self, Exit};
@@ -93,10 +94,38 @@ fn try_run(project: &Path, here: Option<&Path>, args: &ExecArgs) -> Result<u8, E
     if let Some(note) = super::hints::shadowed(&program, &resolved, &ctx) {
         super::notice(&note);
     }
-    let outcome = sandbox::run(&resolved.grant, &cmd, None).map_err(|e| ExecError {
+    // SIGTERM, SIGINT and SIGHUP kill the command's tree and return here,
+    // so the terminal is put back on that way out too (SIGKILL cannot be).
+    let interrupts = match Interrupts::watch() {
+        Ok(i) => Some(i),
+        Err(e) => {
+            super::notice(&format!(
+                "warning: cannot catch SIGTERM/SIGINT/SIGHUP ({e}); a signal now leaves the terminal as the command left it"
+            ));
+            None
+        }
+    };
+    let terminal = super::terminal::Saved::take();
+    let ran = sandbox::run(
+        &resolved.grant,
+        &cmd,
+        interrupts.as_ref().map(Interrupts::token),
+    );
+    drop(terminal);
+    let outcome = ran.map_err(|e| ExecError {
         message: super::hints::explain(&e, &resolved, &ctx),
         status: super::status::of_sandbox(e.kind()),
     })?;
+    if let (Exit::Cancelled, Some(sig)) = (
+        outcome.exit,
+        interrupts.as_ref().and_then(Interrupts::received),
+    ) {
+        eprintln!(
+            "toolcage: the command was killed with its process tree: toolcage got {}",
+            signals::name(sig)
+        );
+        return Ok(signals::exit_status(sig));
+    }
     if !outcome.enforcement.degraded.is_empty() {
         super::notice(&format!(
             "warning: ran degraded: {}",

@@ -22,6 +22,7 @@ mod schema;
 mod serve;
 pub mod signals;
 pub mod status;
+mod terminal;
 mod toolnotes;
 mod upstreams;
 

@@ -1,7 +1,8 @@
 //! SIGTERM, SIGINT and SIGHUP for the commands that run tools (`call`,
-//! `serve`): instead of dying with a tool half-run and no audit record,
-//! toolcage cancels what is running (the call's process tree is killed),
-//! writes the records, and exits with 128 + the signal's number.
+//! `serve`, `exec`): instead of dying with a tool half-run and no audit
+//! record (for `exec`: the terminal as the command left it), toolcage
+//! cancels what is running (the call's process tree is killed), writes the
+//! records, and exits with 128 + the signal's number.
 //!
 //! The handlers are tokio's (no `unsafe` here): a handled signal does not
 //! survive `execve`, so the tools still start with the default actions

@@ -399,6 +399,7 @@ mod tests {
             libc::IPPROTO_UDP as u64,
             libc::TIOCSTI,
             libc::TIOCLINUX,
+            libc::TIOCSETD,
             libc::TIOCSTI | 0xffff_ffff_0000_0000,
             libc::S_ISUID as u64 | 0o755,
             libc::S_ISGID as u64 | 0o644,

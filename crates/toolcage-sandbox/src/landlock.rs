@@ -76,7 +76,7 @@ fn missing_features(abi: i32, network: &Network, constructed: bool) -> Vec<Degra
             5,
             "ioctl on devices",
             true,
-            "seccomp denies TIOCSTI and TIOCLINUX",
+            "seccomp denies TIOCSTI, TIOCLINUX and TIOCSETD",
         ),
         (
             6,

@@ -67,7 +67,8 @@ pub fn lacks(grant: &Grant, landlock_abi: i32) -> Vec<Lack> {
         compensated_by: scoped.then(|| {
             "seccomp pins the process group (setsid and setpgid are no-ops); toolcage kills the \
              group and a subreaper reaps every descendant before the call returns; Landlock \
-             scoping stops signals to processes outside the sandbox"
+             scoping stops signals to processes outside the sandbox; seccomp refuses changing \
+             another process's limits, scheduling and priorities (a pid other than 0)"
                 .into()
         }),
     }];
@@ -84,7 +85,8 @@ pub fn lacks(grant: &Grant, landlock_abi: i32) -> Vec<Lack> {
             id: "network",
             part: "network namespace (the host's loopback and unix sockets)".into(),
             compensated_by: Some(
-                "seccomp: AF_UNIX stream sockets only, connect() and listen() refused".into(),
+                "seccomp: AF_UNIX stream sockets only, connect(), listen() and bind() refused"
+                    .into(),
             ),
         }),
         Network::On => out.push(Lack {

@@ -51,6 +51,12 @@ const ALWAYS_DENIED: &[(i64, &str)] = &[
     (libc::SYS_quotactl, "quotactl"),
     (libc::SYS_syslog, "syslog"),
     (libc::SYS_pidfd_getfd, "pidfd_getfd"),
+    // Act on a process through a pidfd, whose owner the filter cannot see:
+    // another process's memory (process_madvise; it also needs
+    // CAP_SYS_NICE, never held), or reaping a dying one (process_mrelease,
+    // which checks no permission at all). Nothing a tool does needs them.
+    (libc::SYS_process_madvise, "process_madvise"),
+    (libc::SYS_process_mrelease, "process_mrelease"),
     (libc::SYS_fanotify_init, "fanotify_init"),
     (libc::SYS_vhangup, "vhangup"),
     #[cfg(target_arch = "x86_64")]
@@ -116,10 +122,12 @@ pub fn rules(network: &Network) -> BTreeMap<i64, Vec<SeccompRule>> {
     for (nr, _) in ALWAYS_DENIED {
         rules.insert(*nr, vec![]);
     }
-    // Terminal injection: compare the low 32 bits of the request.
+    // Terminal injection (TIOCSTI, TIOCLINUX) and a terminal left without
+    // its line discipline after the call (TIOCSETD): compare the low 32
+    // bits of the request.
     rules.insert(
         libc::SYS_ioctl,
-        [libc::TIOCSTI, libc::TIOCLINUX]
+        [libc::TIOCSTI, libc::TIOCLINUX, libc::TIOCSETD]
             .iter()
             .map(|req| rule(vec![cond(1, Len::Dword, Op::Eq, *req)]))
             .collect(),
@@ -266,19 +274,6 @@ pub fn compile(network: &Network) -> Result<Vec<libc::sock_filter>, String> {
     table.compile()
 }
 
-fn stmt(code: u16, k: u32) -> libc::sock_filter {
-    libc::sock_filter {
-        code,
-        jt: 0,
-        jf: 0,
-        k,
-    }
-}
-
-fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
-    libc::sock_filter { code, jt, jf, k }
-}
-
 /// Syscalls namespace-free mode turns into no-ops (they return 0 and do
 /// nothing): leaving the call's process group, which the sweep kills when
 /// the call ends. A daemon that detaches (git's background gc, a build
@@ -286,9 +281,12 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
 const NAMESPACE_FREE_NOOPS: &[i64] = &[libc::SYS_setsid, libc::SYS_setpgid];
 
 /// Syscalls namespace-free mode refuses with EPERM: host IPC (no IPC
-/// namespace), and `listen` with the network off: without a network
-/// namespace an abstract socket the tool listens on is reachable from the
-/// host (squatting a name such as `@/tmp/.X11-unix/X0`).
+/// namespace), and with the network off `listen` and `bind`: without a
+/// network namespace an abstract socket name the tool binds is the host's
+/// (squatting `@/tmp/.X11-unix/X0` keeps the real server from starting),
+/// and the filter cannot read the address to tell an abstract name from a
+/// path. With `connect` and `listen` refused and only AF_UNIX stream and
+/// seqpacket sockets allowed, a bound socket could do nothing else.
 fn namespace_free_denied(network_off: bool) -> Vec<i64> {
     let mut nrs = vec![
         libc::SYS_shmget,
@@ -310,47 +308,84 @@ fn namespace_free_denied(network_off: bool) -> Vec<i64> {
         libc::SYS_mq_getsetattr,
     ];
     if network_off {
-        nrs.push(libc::SYS_listen);
+        nrs.extend([libc::SYS_listen, libc::SYS_bind]);
     }
     nrs
 }
 
-/// The extra program for namespace-free mode: [`NAMESPACE_FREE_NOOPS`]
-/// return 0, each syscall of [`namespace_free_denied`] gets EPERM,
-/// everything else is left to the other programs (the main one also checks
-/// the architecture).
-pub fn namespace_free_program(network: &Network) -> Vec<libc::sock_filter> {
-    const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
-    const JEQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
-    const RET: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
-    let denied = namespace_free_denied(*network == Network::Off);
-    let checks: Vec<(i64, bool)> = NAMESPACE_FREE_NOOPS
-        .iter()
-        .map(|nr| (*nr, true))
-        .chain(denied.iter().map(|nr| (*nr, false)))
-        .collect();
-    // Layout: load; one jump per check; ALLOW; EPERM; RETURN-0. The check
-    // at position p (1-based) jumps `n - p + 1` ahead to EPERM, or one
-    // further to RETURN-0.
-    let n = checks.len();
-    let mut prog = vec![stmt(LD_W_ABS, 0)];
-    for (i, (nr, noop)) in checks.iter().enumerate() {
-        let to_eperm = n - i;
-        prog.push(jump(
-            JEQ,
-            *nr as u32,
-            (to_eperm + usize::from(*noop)) as u8,
-            0,
-        ));
+/// Syscalls that change another process named by a pid in argument 0,
+/// where 0 means the caller. Namespace-free the host's pids are visible,
+/// and the kernel lets a process change any process of the same user
+/// (toolcage itself, the operator's shell): an affinity of one CPU or
+/// SCHED_IDLE starves it, moving its pages or reading its robust-futex
+/// list (an address) reaches into it. Landlock does not hook the
+/// scheduler calls.
+const OTHER_PROCESS_PID0: &[(i64, &str)] = &[
+    (libc::SYS_sched_setaffinity, "sched_setaffinity"),
+    (libc::SYS_sched_setscheduler, "sched_setscheduler"),
+    (libc::SYS_sched_setparam, "sched_setparam"),
+    (libc::SYS_sched_setattr, "sched_setattr"),
+    (libc::SYS_migrate_pages, "migrate_pages"),
+    (libc::SYS_move_pages, "move_pages"),
+    (libc::SYS_get_robust_list, "get_robust_list"),
+];
+
+/// `setpriority`'s and `ioprio_set`'s `which` for every process of a user
+/// (`PRIO_USER`, `IOPRIO_WHO_USER`): with `who` 0 that is the caller's
+/// own user, so the host's processes too.
+const PRIO_USER: u64 = 2;
+const IOPRIO_WHO_USER: u64 = 3;
+
+/// The rules of the namespace-free program: each syscall gets EPERM when
+/// one of its rules matches (always, with none). Public for tests.
+pub fn namespace_free_rules(network: &Network) -> BTreeMap<i64, Vec<SeccompRule>> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for nr in namespace_free_denied(*network == Network::Off) {
+        rules.insert(nr, vec![]);
     }
-    prog.push(stmt(RET, libc::SECCOMP_RET_ALLOW));
-    prog.push(stmt(
-        RET,
-        libc::SECCOMP_RET_ERRNO | (libc::EPERM as u32 & libc::SECCOMP_RET_DATA),
-    ));
-    // SECCOMP_RET_ERRNO with 0: the syscall is skipped and returns 0.
-    prog.push(stmt(RET, libc::SECCOMP_RET_ERRNO));
-    prog
+    // The kernel reads a pid as 32 bits: compare the low half.
+    let not_self = |arg: u8| cond(arg, Len::Dword, Op::Ne, 0);
+    for (nr, _) in OTHER_PROCESS_PID0 {
+        rules.insert(*nr, vec![rule(vec![not_self(0)])]);
+    }
+    // prlimit64(pid, resource, new, old): setting another process's limit
+    // (lowering toolcage's RLIMIT_FSIZE kills it with SIGXFSZ). Reading
+    // one (new == NULL) shows what /proc/PID/limits shows anyone.
+    rules.insert(
+        libc::SYS_prlimit64,
+        vec![rule(vec![not_self(0), cond(2, Len::Qword, Op::Ne, 0)])],
+    );
+    // setpriority(which, who, prio) and ioprio_set(which, who, prio):
+    // `who` 0 is the caller, its process group (the call's own) or, for
+    // the user variant, every process of the user.
+    for (nr, user) in [
+        (libc::SYS_setpriority, PRIO_USER),
+        (libc::SYS_ioprio_set, IOPRIO_WHO_USER),
+    ] {
+        rules.insert(
+            nr,
+            vec![
+                rule(vec![not_self(1)]),
+                rule(vec![cond(0, Len::Dword, Op::Eq, user)]),
+            ],
+        );
+    }
+    rules
+}
+
+/// The extra program for namespace-free mode: [`NAMESPACE_FREE_NOOPS`]
+/// return 0, the syscalls of [`namespace_free_rules`] get EPERM when a
+/// rule matches, everything else is left to the main program.
+pub fn namespace_free_program(network: &Network) -> Result<Vec<libc::sock_filter>, String> {
+    let mut table = bpf::Table::new(libc::SECCOMP_RET_ALLOW, bpf::errno(libc::EPERM));
+    for nr in NAMESPACE_FREE_NOOPS {
+        // SECCOMP_RET_ERRNO with 0: the syscall is skipped and returns 0.
+        table.ret(*nr, bpf::errno(0))?;
+    }
+    for (nr, rules) in namespace_free_rules(network) {
+        table.rules(nr, rules)?;
+    }
+    table.compile()
 }
 
 /// The names of the always-denied syscalls, for the enforcement report.
@@ -385,6 +420,61 @@ mod tests {
         for nr in [libc::SYS_sendto, libc::SYS_sendmsg, libc::SYS_sendmmsg] {
             assert!(rules(&tcp).contains_key(&nr));
         }
+    }
+
+    #[test]
+    fn namespace_free_refuses_other_processes_and_keeps_the_callers_own() {
+        use crate::bpf::{audit_arch, errno, run};
+        let allow = libc::SECCOMP_RET_ALLOW;
+        let eperm = errno(libc::EPERM);
+        let prog = namespace_free_program(&Network::On).unwrap();
+        crate::bpf::check(&prog).unwrap();
+        let verdict = |nr: i64, args: [u64; 6]| run(&prog, nr as u32, audit_arch(), &args);
+        let ptr = 0x7fff_0000u64;
+        // prlimit64(pid, resource, new, old): setting is the caller's only.
+        assert_eq!(verdict(libc::SYS_prlimit64, [0, 7, ptr, 0, 0, 0]), allow);
+        assert_eq!(verdict(libc::SYS_prlimit64, [4242, 7, ptr, 0, 0, 0]), eperm);
+        assert_eq!(verdict(libc::SYS_prlimit64, [4242, 7, 0, ptr, 0, 0]), allow);
+        // The kernel reads the low 32 bits of a pid.
+        let high = 1u64 << 32;
+        assert_eq!(verdict(libc::SYS_prlimit64, [high, 7, ptr, 0, 0, 0]), allow);
+        assert_eq!(
+            verdict(libc::SYS_prlimit64, [high | 5, 7, ptr, 0, 0, 0]),
+            eperm
+        );
+        for (nr, _) in OTHER_PROCESS_PID0 {
+            assert_eq!(verdict(*nr, [0, 8, ptr, 0, 0, 0]), allow, "{nr}");
+            assert_eq!(verdict(*nr, [4242, 8, ptr, 0, 0, 0]), eperm, "{nr}");
+        }
+        for (nr, user) in [(libc::SYS_setpriority, 2), (libc::SYS_ioprio_set, 3)] {
+            assert_eq!(verdict(nr, [1, 0, 10, 0, 0, 0]), allow, "{nr}");
+            assert_eq!(verdict(nr, [1, 4242, 10, 0, 0, 0]), eperm, "{nr}");
+            assert_eq!(verdict(nr, [user, 0, 10, 0, 0, 0]), eperm, "{nr}");
+        }
+        assert_eq!(verdict(libc::SYS_setsid, [0; 6]), errno(0));
+        assert_eq!(verdict(libc::SYS_shmget, [0; 6]), eperm);
+        assert_eq!(verdict(libc::SYS_getpid, [0; 6]), allow);
+        assert_eq!(verdict(libc::SYS_bind, [3, ptr, 110, 0, 0, 0]), allow);
+    }
+
+    #[test]
+    fn namespace_free_with_the_network_off_refuses_bind() {
+        use crate::bpf::{audit_arch, errno, run};
+        let prog = namespace_free_program(&Network::Off).unwrap();
+        for nr in [libc::SYS_bind, libc::SYS_listen] {
+            assert_eq!(
+                run(
+                    &prog,
+                    nr as u32,
+                    audit_arch(),
+                    &[3, 0x7fff_0000, 2, 0, 0, 0]
+                ),
+                errno(libc::EPERM)
+            );
+        }
+        // With a namespace the name is the call's own: only the main
+        // program applies, and it leaves bind alone.
+        assert!(!rules(&Network::Off).contains_key(&libc::SYS_bind));
     }
 
     #[test]

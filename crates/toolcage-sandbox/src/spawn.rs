@@ -322,7 +322,10 @@ fn run_in(
         .map_err(|e| SandboxError::Prepare(format!("seccomp: {e}")))?;
     let mut programs = vec![filter];
     if namespace_free {
-        programs.push(seccomp::namespace_free_program(&grant.network));
+        programs.push(
+            seccomp::namespace_free_program(&grant.network)
+                .map_err(|e| SandboxError::Prepare(format!("seccomp: {e}")))?,
+        );
     }
     let fprogs: Vec<libc::sock_fprog> = programs
         .iter()
