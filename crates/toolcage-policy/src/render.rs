@@ -27,9 +27,15 @@ pub fn render_text(r: &Resolved, path_dropped: &[DroppedDir]) -> String {
         .unwrap_or(0)
         .min(48);
     for p in &r.provenance {
+        // A root reached through a symlink: what the grant holds, then
+        // the path as written.
+        let source = match &p.written {
+            Some(w) => format!("{}; written {w}", p.source),
+            None => p.source.clone(),
+        };
         out.push_str(&format!(
-            "  {:<kw$}  {:<vw$}  ({})\n",
-            p.key, p.value, p.source
+            "  {:<kw$}  {:<vw$}  ({source})\n",
+            p.key, p.value
         ));
     }
     if !path_dropped.is_empty() {

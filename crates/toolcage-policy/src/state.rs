@@ -413,7 +413,7 @@ impl State {
                     .to_str()
                     .ok_or_else(|| o.error(format!("{} is not UTF-8", p.display())))?;
                 let p = expand(raw, vars, cwd).map_err(|m| o.error(m))?;
-                resolve_path(&p, Kind::Root, false, &o, flag, &mut entries)?;
+                resolve_path(&p, Kind::Root, false, &o, flag, vars.write_bases, &mut entries)?;
             }
             if flag == "--write" {
                 self.write.extend(entries);
@@ -461,13 +461,15 @@ impl State {
         Ok(())
     }
 
-    /// Add a tool's own source directories as read roots. They must exist.
+    /// Add a tool's own source directories as read roots. They must exist
+    /// and, like every root, not resolve through a link in `write_bases`.
     pub fn add_tool_dirs(
         &mut self,
         tool: &str,
         dirs: &[PathBuf],
         cwd: &Path,
         seq: usize,
+        write_bases: &[PathBuf],
     ) -> Result<(), PolicyError> {
         let o = Origin::input(format!("tool {tool} (its source directory)"), seq);
         for d in dirs {
@@ -478,6 +480,7 @@ impl State {
                 false,
                 &o,
                 "the tool's source directories",
+                write_bases,
                 &mut self.read,
             )?;
         }
