@@ -716,3 +716,44 @@ fn a_root_through_the_operators_own_symlink_still_works() {
         "REPORT\n"
     );
 }
+
+#[test]
+fn a_root_replaced_with_a_symlink_after_resolution_is_not_followed() {
+    // The grant as resolution left it (`untrusted` plus a write root in
+    // the project); then another call, with the project writable, swaps
+    // the root for a link out before this call starts.
+    let p = Project::new("fs-swapped-root");
+    let reports = p.path("reports");
+    std::fs::create_dir(&reports).unwrap();
+    let out = outside_dir("fs-swapped-root");
+    let mut grant = default_grant(&p.dir);
+    grant.write = vec![reports.clone(), "/dev/null".into()];
+    grant.read.push(p.dir.clone());
+    let code = format!(
+        "t(lambda: open({}, 'w').write('x') and None)",
+        q(&reports.join("out.txt"))
+    );
+    // Control: the real directory is written.
+    assert_ok(&py(&grant, &code), "write the report");
+    assert!(reports.join("out.txt").exists());
+    std::fs::remove_dir_all(&reports).unwrap();
+    std::os::unix::fs::symlink(&out.dir, &reports).unwrap();
+    let cmd = toolcage::sandbox::Command {
+        argv: vec![PY.into(), "-c".into(), format!("{PRELUDE}\n{code}").into()],
+        ..Default::default()
+    };
+    namespace_free_if_asked();
+    let e = match toolcage::sandbox::run(&grant, &cmd, None) {
+        Ok(o) => panic!("the call ran: {}", describe(&o)),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains(&format!(
+            "{} is a symlink (-> {}) inside the write root",
+            reports.display(),
+            out.dir.display()
+        )),
+        "{e}"
+    );
+    assert!(!out.path("out.txt").exists(), "the call wrote outside");
+}
