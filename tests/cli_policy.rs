@@ -172,12 +172,19 @@ fn a_root_through_a_symlink_shows_both_paths_and_a_planted_one_is_refused() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let l = l.unwrap_or_else(|| panic!("{out}"));
     assert!(
-        l.ends_with(&format!("(policy {}; written {})", p.path("tc.toml").display(), link.display())),
+        l.ends_with(&format!(
+            "(policy {}; written {})",
+            p.path("tc.toml").display(),
+            link.display()
+        )),
         "{l}"
     );
     let shown = v["provenance"]
         .as_array()
-        .and_then(|a| a.iter().find(|e| e["key"] == "read" && e["value"] == data.to_str().unwrap()))
+        .and_then(|a| {
+            a.iter()
+                .find(|e| e["key"] == "read" && e["value"] == data.to_str().unwrap())
+        })
         .unwrap_or_else(|| panic!("{v}"));
     assert_eq!(shown["written"], link.to_str().unwrap(), "{shown}");
     // Roots as written are not repeated.
@@ -190,7 +197,10 @@ fn a_root_through_a_symlink_shows_both_paths_and_a_planted_one_is_refused() {
             p.path("docs").display(),
             p.path("real").display(),
             p.dir.display()
-        )) && err.contains(&format!("name the directory itself ({})", p.path("real").display())),
+        )) && err.contains(&format!(
+            "name the directory itself ({})",
+            p.path("real").display()
+        )),
         "{err}"
     );
 }

@@ -674,12 +674,20 @@ fn a_root_a_call_replaced_with_a_symlink_is_refused() {
         "REPORT\n"
     );
     // One call with the project writable replaces it with a link out.
-    let plant = format!("rm -rf reports && ln -s {} reports && echo PLANTED", q(&out.dir));
+    let plant = format!(
+        "rm -rf reports && ln -s {} reports && echo PLANTED",
+        q(&out.dir)
+    );
     let o = toolcage_bin(
         &p,
         &["exec", "--policy", "tc.toml", "--", "sh", "-c", &plant],
     );
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "PLANTED", "{}", said(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "PLANTED",
+        "{}",
+        said(&o)
+    );
     assert!(reports.symlink_metadata().unwrap().file_type().is_symlink());
     // The next call under the grant naming it is refused, naming the link
     // and where it points; nothing was written outside.

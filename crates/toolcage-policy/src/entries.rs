@@ -172,7 +172,10 @@ pub fn resolve_path(
                     return Err(o.error(m));
                 }
                 let written = (c != p).then(|| p.to_path_buf());
-                let o = Origin { written, ..o.clone() };
+                let o = Origin {
+                    written,
+                    ..o.clone()
+                };
                 out.push(Sourced { v: c, o })
             }
             Err(e) if shipped && e.kind() == std::io::ErrorKind::NotFound => {}

@@ -109,7 +109,15 @@ impl State {
             self.denied.extend(found);
         }
         let state = Origin::floor(STATE_SOURCE);
-        resolve_path(state_base, Kind::Guard, true, &state, "", &[], &mut self.denied)?;
+        resolve_path(
+            state_base,
+            Kind::Guard,
+            true,
+            &state,
+            "",
+            &[],
+            &mut self.denied,
+        )?;
         if let Some(file) = policy_file {
             let o = Origin::floor(POLICY_FILE_SOURCE);
             for p in policy_file_names(file) {

@@ -33,10 +33,7 @@ pub fn render_text(r: &Resolved, path_dropped: &[DroppedDir]) -> String {
             Some(w) => format!("{}; written {w}", p.source),
             None => p.source.clone(),
         };
-        out.push_str(&format!(
-            "  {:<kw$}  {:<vw$}  ({source})\n",
-            p.key, p.value
-        ));
+        out.push_str(&format!("  {:<kw$}  {:<vw$}  ({source})\n", p.key, p.value));
     }
     if !path_dropped.is_empty() {
         out.push_str("PATH directories left out (the grant cannot read them)\n");

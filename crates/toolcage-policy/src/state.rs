@@ -413,7 +413,15 @@ impl State {
                     .to_str()
                     .ok_or_else(|| o.error(format!("{} is not UTF-8", p.display())))?;
                 let p = expand(raw, vars, cwd).map_err(|m| o.error(m))?;
-                resolve_path(&p, Kind::Root, false, &o, flag, vars.write_bases, &mut entries)?;
+                resolve_path(
+                    &p,
+                    Kind::Root,
+                    false,
+                    &o,
+                    flag,
+                    vars.write_bases,
+                    &mut entries,
+                )?;
             }
             if flag == "--write" {
                 self.write.extend(entries);

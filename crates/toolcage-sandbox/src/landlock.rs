@@ -202,8 +202,7 @@ fn open_for_rule(spec: &RuleSpec, bases: &[PathBuf]) -> Result<Option<(OwnedFd, 
             return Ok(None);
         }
         Err(RootError::Io(e))
-            if spec.optional
-                && matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) =>
+            if spec.optional && matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) =>
         {
             return Ok(None);
         }
