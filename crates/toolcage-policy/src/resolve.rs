@@ -407,7 +407,7 @@ impl PolicyStack {
         st.apply_presets(&ctx.host(), &write_bases)?;
         let mut requested = Vec::new();
         if let Some(t) = tool {
-            st.add_tool_dirs(t.name, &t.extra_read, &ctx.cwd, seq, &write_bases)?;
+            st.add_tool_dirs(t.name, &t.extra_read, &ctx.cwd, seq)?;
             requested = requests::apply(&mut st, t.name, t.requests, seq);
         }
         let policy_file = self.layers.iter().find_map(|l| l.path.as_deref());

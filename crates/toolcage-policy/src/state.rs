@@ -469,15 +469,18 @@ impl State {
         Ok(())
     }
 
-    /// Add a tool's own source directories as read roots. They must exist
-    /// and, like every root, not resolve through a link in `write_bases`.
+    /// Add a tool's own source directories as read roots. They must exist.
+    /// Links among them are discovery's to judge, not the write roots'
+    /// (a tool entry may link within its tool directory, one that leads
+    /// out is skipped: discovery's `leads_outside`, at every discovery);
+    /// the grant holds where they lead, which the sandbox opens again
+    /// without following a link inside the project.
     pub fn add_tool_dirs(
         &mut self,
         tool: &str,
         dirs: &[PathBuf],
         cwd: &Path,
         seq: usize,
-        write_bases: &[PathBuf],
     ) -> Result<(), PolicyError> {
         let o = Origin::input(format!("tool {tool} (its source directory)"), seq);
         for d in dirs {
@@ -488,7 +491,7 @@ impl State {
                 false,
                 &o,
                 "the tool's source directories",
-                write_bases,
+                &[],
                 &mut self.read,
             )?;
         }
