@@ -182,4 +182,64 @@ fn the_tmp_bound_is_shown_with_its_origin_and_a_bad_one_is_refused() {
         assert!(!o.status.success(), "{value} accepted");
         assert!(err.contains("limits.tmp") && err.contains(says), "{err}");
     }
+#[test]
+fn a_root_through_a_symlink_shows_both_paths_and_a_planted_one_is_refused() {
+    let p = Project::new("policy-links");
+    // The operator's own link, outside every write root.
+    let data = p.state_dir().with_extension("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let link = p.state_dir().with_extension("link");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&data, &link).unwrap();
+    p.write(
+        "tc.toml",
+        &format!("[fs]\nadd_read = [{:?}]\n", link.display().to_string()),
+    );
+    let o = policy(&p, &["--policy", "tc.toml"]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let l = line(&out, "read", &data).map(str::to_string);
+    let j = policy(&p, &["--json", "--policy", "tc.toml"]);
+    let v: serde_json::Value = serde_json::from_slice(&j.stdout).unwrap_or_default();
+    // The same root through a link inside the project: refused, with the
+    // link, its target and the fix.
+    std::fs::create_dir(p.path("real")).unwrap();
+    std::os::unix::fs::symlink(p.path("real"), p.path("docs")).unwrap();
+    p.write("in.toml", "[fs]\nadd_read = [\"{project}/docs\"]\n");
+    let refused = policy(&p, &["--policy", "in.toml"]);
+    let _ = std::fs::remove_dir_all(&data);
+    let _ = std::fs::remove_file(&link);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let l = l.unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        l.ends_with(&format!(
+            "(policy {}; written {})",
+            p.path("tc.toml").display(),
+            link.display()
+        )),
+        "{l}"
+    );
+    let shown = v["provenance"]
+        .as_array()
+        .and_then(|a| {
+            a.iter()
+                .find(|e| e["key"] == "read" && e["value"] == data.to_str().unwrap())
+        })
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(shown["written"], link.to_str().unwrap(), "{shown}");
+    // Roots as written are not repeated.
+    assert!(v["provenance"][0].get("written").is_none(), "{v}");
+    assert_eq!(refused.status.code(), Some(125));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains(&format!(
+            "resolves through the symlink {} -> {}, which lies inside the write root {}",
+            p.path("docs").display(),
+            p.path("real").display(),
+            p.dir.display()
+        )) && err.contains(&format!(
+            "name the directory itself ({})",
+            p.path("real").display()
+        )),
+        "{err}"
+    );
 }

@@ -655,4 +655,158 @@ fn private_tmp_and_dev_shm_share_one_memory_bound() {
     assert_denied(&o, &["DENIED:ENOSPC"], "/dev/shm then /tmp past limits.tmp");
     let o = py(&g, &format!("{FILL}\nt(lambda: fill('/tmp/a', 128))"));
     assert_denied(&o, &["DENIED:ENOSPC"], "/tmp alone past limits.tmp");
+/// `toolcage -C <project> ARGS` as a user runs it, namespace-free when the
+/// suite is (a container-like filter on the binary itself).
+fn toolcage_bin(p: &Project, args: &[&str]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_toolcage"));
+    cmd.arg("-C")
+        .arg(&p.dir)
+        .args(args)
+        .current_dir(&p.dir)
+        .env("XDG_STATE_HOME", p.state_dir())
+        .stdin(std::process::Stdio::null());
+    if namespace_free_run() {
+        without_namespaces(&mut cmd);
+    }
+    cmd.output().unwrap()
+}
+
+fn said(o: &std::process::Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A project whose tool `report` writes `out.txt` into `dir` (a write
+/// root its section names), with the policy `tc.toml` granting it; the
+/// tool writes where `dir` leads (`real`, else `dir` itself).
+fn report_project(tag: &str, dir: &str, real: Option<&Path>) -> Project {
+    let p = Project::new(tag);
+    let path = match real {
+        Some(r) => r.display().to_string(),
+        None => dir.replace("{project}", p.dir.to_str().unwrap()),
+    };
+    let script = format!(
+        "#!/bin/sh\n# @description Write a report.\n\
+         echo REPORT > '{path}/out.txt' && echo WROTE || echo REFUSED\n"
+    );
+    p.write(".agents/tools/report", &script);
+    let tool = p.path(".agents/tools/report");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p.write(
+        "tc.toml",
+        &format!("[tools.report.fs]\nadd_write = [{dir:?}]\n"),
+    );
+    p
+}
+
+#[test]
+fn a_root_a_call_replaced_with_a_symlink_is_refused() {
+    let p = report_project("fs-planted-root", "{project}/reports", None);
+    let reports = p.path("reports");
+    std::fs::create_dir(&reports).unwrap();
+    let out = outside_dir("fs-planted-root-out");
+    // Control: with `reports` a real directory the tool writes into it.
+    let o = toolcage_bin(&p, &["call", "--policy", "tc.toml", "report"]);
+    assert_eq!(o.status.code(), Some(0), "{}", said(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "WROTE");
+    assert_eq!(
+        std::fs::read_to_string(reports.join("out.txt")).unwrap(),
+        "REPORT\n"
+    );
+    // One call with the project writable replaces it with a link out.
+    let plant = format!(
+        "rm -rf reports && ln -s {} reports && echo PLANTED",
+        q(&out.dir)
+    );
+    let o = toolcage_bin(
+        &p,
+        &["exec", "--policy", "tc.toml", "--", "sh", "-c", &plant],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "PLANTED",
+        "{}",
+        said(&o)
+    );
+    assert!(reports.symlink_metadata().unwrap().file_type().is_symlink());
+    // The next call under the grant naming it is refused, naming the link
+    // and where it points; nothing was written outside.
+    let o = toolcage_bin(&p, &["call", "--policy", "tc.toml", "report"]);
+    assert_eq!(o.status.code(), Some(125), "{}", said(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "through the symlink {} -> {}",
+            reports.display(),
+            out.dir.display()
+        )) && err.contains("name the directory itself"),
+        "{}",
+        said(&o)
+    );
+    assert!(!out.path("out.txt").exists(), "the call wrote outside");
+}
+
+#[test]
+fn a_root_through_the_operators_own_symlink_still_works() {
+    // The operator's link, outside every write root: `~/work -> /data/work`.
+    let data = outside_dir("fs-operator-link-data");
+    std::fs::create_dir(data.path("work")).unwrap();
+    let links = outside_dir("fs-operator-link");
+    let link = links.path("work");
+    std::os::unix::fs::symlink(data.path("work"), &link).unwrap();
+    let real = data.path("work");
+    let p = report_project("fs-operator-link-p", link.to_str().unwrap(), Some(&real));
+    let o = toolcage_bin(&p, &["call", "--policy", "tc.toml", "report"]);
+    assert_eq!(o.status.code(), Some(0), "{}", said(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "WROTE");
+    assert_eq!(
+        std::fs::read_to_string(data.path("work/out.txt")).unwrap(),
+        "REPORT\n"
+    );
+}
+
+#[test]
+fn a_root_replaced_with_a_symlink_after_resolution_is_not_followed() {
+    // The grant as resolution left it (`untrusted` plus a write root in
+    // the project); then another call, with the project writable, swaps
+    // the root for a link out before this call starts.
+    let p = Project::new("fs-swapped-root");
+    let reports = p.path("reports");
+    std::fs::create_dir(&reports).unwrap();
+    let out = outside_dir("fs-swapped-root");
+    let mut grant = default_grant(&p.dir);
+    grant.write = vec![reports.clone(), "/dev/null".into()];
+    grant.read.push(p.dir.clone());
+    let code = format!(
+        "t(lambda: open({}, 'w').write('x') and None)",
+        q(&reports.join("out.txt"))
+    );
+    // Control: the real directory is written.
+    assert_ok(&py(&grant, &code), "write the report");
+    assert!(reports.join("out.txt").exists());
+    std::fs::remove_dir_all(&reports).unwrap();
+    std::os::unix::fs::symlink(&out.dir, &reports).unwrap();
+    let cmd = toolcage::sandbox::Command {
+        argv: vec![PY.into(), "-c".into(), format!("{PRELUDE}\n{code}").into()],
+        ..Default::default()
+    };
+    namespace_free_if_asked();
+    let e = match toolcage::sandbox::run(&grant, &cmd, None) {
+        Ok(o) => panic!("the call ran: {}", describe(&o)),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains(&format!(
+            "{} is a symlink (-> {}) inside the write root",
+            reports.display(),
+            out.dir.display()
+        )),
+        "{e}"
+    );
+    assert!(!out.path("out.txt").exists(), "the call wrote outside");
 }

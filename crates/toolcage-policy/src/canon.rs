@@ -79,7 +79,7 @@ impl Canon {
         // one more name.
         let direct = super::paths::is_plain(p) && !bytes.split(|b| *b == b'/').any(|n| n == b"..");
         if !direct {
-            return self.walk(p);
+            return self.walk(p, &mut Vec::new());
         }
         if let Some(r) = self.done.borrow().get(bytes) {
             return r.clone().map_err(io::Error::from_raw_os_error);
@@ -91,7 +91,7 @@ impl Canon {
                     Node::Dir | Node::Other => Ok(next),
                     Node::Error(e) => Err(io::Error::from_raw_os_error(e)),
                     // The target, taken from the link's directory.
-                    Node::Link(target) => self.walk(&dir.join(target)),
+                    Node::Link(target) => self.walk(&dir.join(target), &mut Vec::new()),
                 }
             }),
             _ => Ok(PathBuf::from("/")),
@@ -102,8 +102,9 @@ impl Canon {
     }
 
     /// `canonical` for any path: component by component from the root (or
-    /// the current directory), following links.
-    fn walk(&self, p: &Path) -> io::Result<PathBuf> {
+    /// the current directory), following links; each link followed goes to
+    /// `links` as (where it lives, canonical; what it holds).
+    fn walk(&self, p: &Path, links: &mut Vec<(PathBuf, PathBuf)>) -> io::Result<PathBuf> {
         let start = if p.is_absolute() {
             PathBuf::from("/")
         } else {
@@ -116,7 +117,7 @@ impl Canon {
         let mut todo: Vec<OsString> = names(p);
         todo.reverse();
         let mut cur = start;
-        let mut links = 0;
+        let followed = links.len();
         while let Some(name) = todo.pop() {
             match name.as_bytes() {
                 b"." => continue,
@@ -133,8 +134,8 @@ impl Canon {
                 Node::Other => return Err(io::Error::from_raw_os_error(libc::ENOTDIR)),
                 Node::Error(e) => return Err(io::Error::from_raw_os_error(e)),
                 Node::Link(target) => {
-                    links += 1;
-                    if links > MAX_LINKS {
+                    links.push((next, target.clone()));
+                    if links.len() - followed > MAX_LINKS {
                         return Err(io::Error::from_raw_os_error(libc::ELOOP));
                     }
                     if target.is_absolute() {
@@ -147,6 +148,15 @@ impl Canon {
             }
         }
         Ok(cur)
+    }
+
+    /// The symlinks followed on the way from `p` to its canonical path
+    /// (as far as it exists): where each lives (its canonical directory
+    /// joined with its name) and what it holds, in the order met.
+    pub fn links(&self, p: &Path) -> Vec<(PathBuf, PathBuf)> {
+        let mut links = Vec::new();
+        let _ = self.walk(p, &mut links);
+        links
     }
 
     /// [`super::paths::canonical_lenient`]: the longest existing ancestor
@@ -252,6 +262,14 @@ pub fn canonical(p: impl AsRef<Path>) -> io::Result<PathBuf> {
     match current() {
         Some(c) => c.canonical(p),
         None => std::fs::canonicalize(p),
+    }
+}
+
+/// [`Canon::links`], remembered inside [`memo`].
+pub fn links(p: &Path) -> Vec<(PathBuf, PathBuf)> {
+    match current() {
+        Some(c) => c.links(p),
+        None => Canon::new().links(p),
     }
 }
 
@@ -387,6 +405,26 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn links_names_every_link_followed_where_it_lives() {
+        let d = tree();
+        let r = std::fs::canonicalize(d.path()).unwrap();
+        let canon = Canon::new();
+        assert!(canon.links(&r.join("a/b/c")).is_empty());
+        assert_eq!(
+            canon.links(&r.join("abs/up")),
+            vec![
+                (r.join("abs"), r.join("a/b/c")),
+                (r.join("a/b/c/up"), PathBuf::from("../a/b")),
+            ]
+        );
+        // A missing tail: the links before it still count.
+        assert_eq!(
+            canon.links(&r.join("a/rel/missing")),
+            vec![(r.join("a/rel"), PathBuf::from("b"))]
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use super::canon;
 use super::error::PolicyError;
-use super::paths::{Vars, expand};
+use super::paths::{Vars, expand, within};
 use super::state::{Layer, Origin, Sourced};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -45,7 +45,8 @@ pub fn from_list(
         if glob {
             expand_glob(&p, &o, &mut out);
         } else {
-            resolve_path(&p, kind, l.shipped, &o, &format!("fs.{key}"), &mut out)?;
+            let what = format!("fs.{key}");
+            resolve_path(&p, kind, l.shipped, &o, &what, vars.write_bases, &mut out)?;
         }
     }
     Ok(out)
@@ -151,19 +152,32 @@ pub fn expand_glob(p: &Path, o: &Origin, out: &mut Vec<Sourced<PathBuf>>) {
 }
 
 /// Expand one path into entries: roots are canonicalized and must exist
-/// (missing ones in shipped profiles are skipped); guards are canonicalized
-/// leniently, and a guard that is itself a symlink is kept under both names.
+/// (missing ones in shipped profiles are skipped), and must not resolve
+/// through a symlink inside `write_bases` ([`planted_link`]); guards are
+/// canonicalized leniently, and a guard that is itself a symlink is kept
+/// under both names.
 pub fn resolve_path(
     p: &Path,
     kind: Kind,
     shipped: bool,
     o: &Origin,
     what: &str,
+    write_bases: &[PathBuf],
     out: &mut Vec<Sourced<PathBuf>>,
 ) -> Result<(), PolicyError> {
     match kind {
         Kind::Root => match canon::canonical(p) {
-            Ok(c) => out.push(Sourced { v: c, o: o.clone() }),
+            Ok(c) => {
+                if let Some(m) = planted_link(p, &c, write_bases, what) {
+                    return Err(o.error(m));
+                }
+                let written = (c != p).then(|| p.to_path_buf());
+                let o = Origin {
+                    written,
+                    ..o.clone()
+                };
+                out.push(Sourced { v: c, o })
+            }
             Err(e) if shipped && e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let hint = if p.as_os_str().as_bytes().contains(&b'*') {
@@ -181,6 +195,31 @@ pub fn resolve_path(
         Kind::Guard => guard(p, o, out),
     }
     Ok(())
+}
+
+/// Why root `p` (canonical `c`) must not be granted: it resolves through
+/// a symlink that lives inside one of `write_bases`, where a call can
+/// create or replace links, so the next resolution would grant whatever
+/// the link then names. `None` for links outside them (the operator's
+/// own, like `/lib64` or a linked home above the project).
+pub fn planted_link(p: &Path, c: &Path, write_bases: &[PathBuf], what: &str) -> Option<String> {
+    if write_bases.is_empty() {
+        return None;
+    }
+    let (link, target) = canon::links(p)
+        .into_iter()
+        .find(|(link, _)| write_bases.iter().any(|b| within(link, b)))?;
+    let base = write_bases.iter().find(|b| within(&link, b))?;
+    Some(format!(
+        "{} resolves through the symlink {} -> {}, which lies inside the write root {} \
+         (a call can replace that link to point anywhere); name the directory itself \
+         ({}) in {what} instead, or replace the link with a real directory",
+        p.display(),
+        link.display(),
+        target.display(),
+        base.display(),
+        c.display()
+    ))
 }
 
 fn guard(p: &Path, o: &Origin, out: &mut Vec<Sourced<PathBuf>>) {

@@ -189,6 +189,7 @@ impl State {
                 key: key.to_string(),
                 value,
                 source: o.source.clone(),
+                written: o.written.as_ref().map(|w| w.display().to_string()),
             })
         };
         for w in self.presets_named() {

@@ -104,12 +104,20 @@ impl State {
             } else if canon::exists_nofollow(p) {
                 // Only what exists: the grant is resolved again for every
                 // call, and `toolcage policy` stays readable.
-                resolve_path(p, Kind::Guard, true, &secret, "", &mut found)?;
+                resolve_path(p, Kind::Guard, true, &secret, "", &[], &mut found)?;
             }
             self.denied.extend(found);
         }
         let state = Origin::floor(STATE_SOURCE);
-        resolve_path(state_base, Kind::Guard, true, &state, "", &mut self.denied)?;
+        resolve_path(
+            state_base,
+            Kind::Guard,
+            true,
+            &state,
+            "",
+            &[],
+            &mut self.denied,
+        )?;
         if let Some(file) = policy_file {
             let o = Origin::floor(POLICY_FILE_SOURCE);
             for p in policy_file_names(file) {
@@ -131,7 +139,7 @@ impl State {
         }
         let o = Origin::floor(AUDIT_SOURCE);
         let mut found = Vec::new();
-        resolve_path(path, Kind::Guard, true, &o, "", &mut found)?;
+        resolve_path(path, Kind::Guard, true, &o, "", &[], &mut found)?;
         for f in found {
             if !self.denied.iter().any(|d| d.v == f.v) {
                 self.denied.push(f);

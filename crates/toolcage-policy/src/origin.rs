@@ -29,6 +29,9 @@ pub struct Origin {
     pub source: String,
     pub at: At,
     pub seq: usize,
+    /// A read or write root as written, when it resolved to another path
+    /// (a symlink on the way): `toolcage policy` shows both.
+    pub written: Option<std::path::PathBuf>,
 }
 
 impl Origin {
@@ -37,6 +40,7 @@ impl Origin {
             source: flag.to_string(),
             at: At::Flag(flag.to_string()),
             seq,
+            written: None,
         }
     }
 
@@ -45,6 +49,7 @@ impl Origin {
             source,
             at: At::Input,
             seq,
+            written: None,
         }
     }
 
@@ -54,6 +59,7 @@ impl Origin {
             source: source.to_string(),
             at: At::Floor,
             seq: 0,
+            written: None,
         }
     }
 
@@ -107,6 +113,7 @@ impl Layer<'_> {
                 index,
             },
             seq: self.seq,
+            written: None,
         }
     }
 }

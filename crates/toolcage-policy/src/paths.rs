@@ -15,6 +15,11 @@ pub struct Vars<'a> {
     /// The project's `tools/` holds A3S tool files: `{a3s_tools}` in a
     /// protected or denied list names it (`entries.rs`).
     pub a3s_tools: bool,
+    /// Where a call may create a symlink: the project and every write
+    /// root the session's grants name (canonical). A read or write root
+    /// that resolves through a link in one of them is refused
+    /// (`entries.rs`): one call could replace it to point anywhere.
+    pub write_bases: &'a [PathBuf],
 }
 
 /// Expand `{project}`, `{home}`, `{tmp}` and make the result absolute
@@ -169,6 +174,7 @@ mod tests {
             home: &h,
             tmp: &t,
             a3s_tools: false,
+            write_bases: &[],
         };
         let base = Path::new("/p");
         assert_eq!(
@@ -199,6 +205,7 @@ mod tests {
             home: &h,
             tmp: &t,
             a3s_tools: false,
+            write_bases: &[],
         };
         let base = Path::new("/p");
         assert!(

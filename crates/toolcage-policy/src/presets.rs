@@ -125,14 +125,18 @@ pub struct Additions {
     pub denied: Vec<PathBuf>,
     /// Variables set to the operator's values (canonical paths).
     pub env: Vec<(String, String)>,
+    /// The paths as found (in the operator's variables, in a toolchain's
+    /// links) that `read` holds the real paths of: each is checked for a
+    /// symlink a call could have planted (`with.rs`).
+    pub via: Vec<PathBuf>,
 }
 
 impl Additions {
     /// Read `p` (by its real path) unless a root already added holds it.
     fn read(&mut self, p: &Path) {
-        if let Ok(c) = canon::canonical(p)
-            && !self.read.iter().any(|r| c.starts_with(r))
-        {
+        let Ok(c) = canon::canonical(p) else { return };
+        self.found(p);
+        if !self.read.iter().any(|r| c.starts_with(r)) {
             self.read.push(c);
         }
     }
@@ -141,6 +145,13 @@ impl Additions {
     fn deny(&mut self, p: &Path) {
         if p.symlink_metadata().is_ok() && !self.denied.iter().any(|d| d == p) {
             self.denied.push(p.to_path_buf());
+        }
+    }
+
+    /// Remember a path as found, before its links were followed.
+    fn found(&mut self, p: &Path) {
+        if !self.via.iter().any(|v| v == p) {
+            self.via.push(p.to_path_buf());
         }
     }
 
@@ -155,6 +166,7 @@ impl Additions {
     /// Returns that path when the dir exists.
     fn home_dir(&mut self, var: Option<&str>, dir: &Path) -> Option<PathBuf> {
         let real = canon::canonical(dir).ok().filter(|c| c.is_dir())?;
+        self.found(dir);
         self.read(&real);
         if let Some(var) = var {
             self.set(var, &real);
@@ -236,13 +248,15 @@ fn rust(host: &Host, a: &mut Additions) {
         // `cargo login` keeps registry tokens here; builds never read them.
         a.deny(&cargo.join("credentials.toml"));
         a.deny(&cargo.join("credentials"));
-        for target in link_targets(&cargo.join("bin")) {
+        for (link, target) in link_targets(&cargo.join("bin")) {
+            a.found(&link);
             a.read(&prefix_of(&target, host));
         }
     }
     if let Some(rustup) = &rustup {
         // `rustup toolchain link NAME DIR`: the toolchain lives at DIR.
-        for target in link_targets(&rustup.join("toolchains")) {
+        for (link, target) in link_targets(&rustup.join("toolchains")) {
+            a.found(&link);
             a.read(&target);
         }
     }
@@ -254,7 +268,8 @@ fn python(host: &Host, a: &mut Additions) {
             a.env.push(("PYENV_VERSION".into(), v.into()));
         }
         // A version can be a link to an interpreter installed elsewhere.
-        for target in link_targets(&pyenv.join("versions")) {
+        for (link, target) in link_targets(&pyenv.join("versions")) {
+            a.found(&link);
             a.read(&target);
         }
     }
@@ -263,10 +278,12 @@ fn python(host: &Host, a: &mut Additions) {
     {
         // The venv's python is a link to the interpreter that made it,
         // whose whole prefix (the standard library) must be readable.
-        for target in link_targets(&venv.join("bin")) {
+        for (link, target) in link_targets(&venv.join("bin")) {
+            a.found(&link);
             a.read(&prefix_of(&target, host));
         }
         if let Some(home) = venv_home(&venv) {
+            a.found(&home.join("python3"));
             a.read(&prefix_of(&home.join("python3"), host));
         }
     }
@@ -307,10 +324,12 @@ fn node(host: &Host, a: &mut Additions) {
     if let Some(shell) = host.env.get("FNM_MULTISHELL_PATH").map(Path::new)
         && let Ok(real) = canon::canonical(shell)
     {
+        a.found(shell);
         a.read(&real);
         a.set("FNM_MULTISHELL_PATH", &real);
     }
-    if let Some(prefix) = npm_prefix(host) {
+    if let Some((found, prefix)) = npm_prefix(host) {
+        a.found(&found);
         a.read(&prefix.join("bin"));
         a.read(&prefix.join("lib/node_modules"));
         a.deny(&prefix.join("etc/npmrc"));
@@ -322,8 +341,8 @@ fn node(host: &Host, a: &mut Additions) {
 
 /// npm's global prefix when it lies inside the home: `$NPM_CONFIG_PREFIX`,
 /// else the `prefix=` line of `~/.npmrc` (only that line is read: the file
-/// may hold tokens, which stay outside the grant).
-fn npm_prefix(host: &Host) -> Option<PathBuf> {
+/// may hold tokens, which stay outside the grant): as found, and real.
+fn npm_prefix(host: &Host) -> Option<(PathBuf, PathBuf)> {
     let from_env = ["NPM_CONFIG_PREFIX", "npm_config_prefix"]
         .iter()
         .find_map(|v| host.env.get(v).map(str::to_string));
@@ -340,7 +359,7 @@ fn npm_prefix(host: &Host) -> Option<PathBuf> {
         None => raw.replace("${HOME}", home),
     };
     let real = canon::canonical(Path::new(&expanded)).ok()?;
-    host.in_home(&real).then_some(real)
+    host.in_home(&real).then(|| (PathBuf::from(expanded), real))
 }
 
 /// The `home = DIR` line of a venv's `pyvenv.cfg`: the base interpreter's bin dir.
@@ -361,10 +380,11 @@ fn list(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The real targets of the symlinks directly in `dir` that lead out of it.
-/// A link to a plain name (`cargo -> rustup`, `python -> python3`) names
-/// an entry of the same dir, which is judged itself: not resolved.
-fn link_targets(dir: &Path) -> Vec<PathBuf> {
+/// The symlinks directly in `dir` that lead out of it, with their real
+/// targets. A link to a plain name (`cargo -> rustup`, `python ->
+/// python3`) names an entry of the same dir, which is judged itself: not
+/// resolved.
+fn link_targets(dir: &Path) -> Vec<(PathBuf, PathBuf)> {
     let Ok(real_dir) = canon::canonical(dir) else {
         return Vec::new();
     };
@@ -373,8 +393,8 @@ fn link_targets(dir: &Path) -> Vec<PathBuf> {
         .filter(|p| {
             std::fs::read_link(p).is_ok_and(|t| t.is_absolute() || t.components().count() != 1)
         })
-        .filter_map(|p| canon::canonical(p).ok())
-        .filter(|t| !t.starts_with(&real_dir))
+        .filter_map(|p| canon::canonical(&p).ok().map(|t| (p, t)))
+        .filter(|(_, t)| !t.starts_with(&real_dir))
         .collect()
 }
 

@@ -27,10 +27,13 @@ pub fn render_text(r: &Resolved, path_dropped: &[DroppedDir]) -> String {
         .unwrap_or(0)
         .min(48);
     for p in &r.provenance {
-        out.push_str(&format!(
-            "  {:<kw$}  {:<vw$}  ({})\n",
-            p.key, p.value, p.source
-        ));
+        // A root reached through a symlink: what the grant holds, then
+        // the path as written.
+        let source = match &p.written {
+            Some(w) => format!("{}; written {w}", p.source),
+            None => p.source.clone(),
+        };
+        out.push_str(&format!("  {:<kw$}  {:<vw$}  ({source})\n", p.key, p.value));
     }
     if !path_dropped.is_empty() {
         out.push_str("PATH directories left out (the grant cannot read them)\n");

@@ -12,7 +12,7 @@ use super::error::PolicyError;
 use super::file::{Body, SessionParts, UpstreamBody};
 use super::grant::Grant;
 use super::parse::{self, FileText};
-use super::paths::{Vars, normalize, state_base};
+use super::paths::{Vars, expand, normalize, state_base, within};
 use super::presets::{Host, HostEnv};
 use super::profiles::{profile_names, profile_text};
 use super::requests::Requests;
@@ -128,6 +128,10 @@ pub struct Provenance {
     pub value: String,
     /// Where it came from: `profile ci`, `policy /x/p.toml`, `--read`, ...
     pub source: String,
+    /// A read or write root as written, when `value` (what it resolved
+    /// to, and what the grant holds) differs: a symlink on the way.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub written: Option<String>,
 }
 
 /// A resolved grant and how it came about.
@@ -173,6 +177,28 @@ pub(super) struct FileLayer {
 #[derive(Debug, Clone)]
 pub struct PolicyStack {
     pub(super) layers: Vec<FileLayer>,
+    /// Every write root any grant of the session can get, as written: the
+    /// layers' own, their `[tools.NAME]` and `[upstreams.NAME]` sections'
+    /// (an upstream's stack keeps its session's). See [`Vars::write_bases`].
+    pub(super) writes: Vec<String>,
+}
+
+/// The write roots `layers` name anywhere, as written.
+pub(super) fn write_names(layers: &[FileLayer]) -> Vec<String> {
+    let mut out = Vec::new();
+    for l in layers {
+        let bodies = std::iter::once(&l.body.fs)
+            .chain(l.tools.values().map(|b| &b.fs))
+            .chain(l.upstreams.values().map(|u| &u.fs));
+        for fs in bodies {
+            for list in [&fs.write, &fs.add_write].into_iter().flatten() {
+                out.extend(list.iter().cloned());
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
 }
 
 pub(super) fn shipped(name: &str) -> Result<FileLayer, PolicyError> {
@@ -254,7 +280,10 @@ fn load_checked(sources: &Sources, ctx: &Context) -> Result<(PolicyStack, Resolv
             session,
         });
     }
-    let stack = PolicyStack { layers };
+    let stack = PolicyStack {
+        writes: write_names(&layers),
+        layers,
+    };
     let defaults = stack.resolve(ctx, &Overrides::default(), None)?;
     stack.session(ctx)?;
     let none = Requests::default();
@@ -304,6 +333,33 @@ impl PolicyStack {
         canon::memo(|| self.resolve_here(ctx, cli, tool))
     }
 
+    /// Where a call may create symlinks: the project (a write root unless a
+    /// profile says otherwise, and the other tools' even then) and every
+    /// write root of the session, canonical. A write root that itself goes
+    /// through a link in an earlier base is left out: resolving it is
+    /// refused.
+    fn write_bases(&self, vars: &Vars, cli: &Overrides, cwd: &Path) -> Vec<PathBuf> {
+        let mut bases = vec![vars.project.to_path_buf()];
+        // Policy paths are relative to the project, flags to the cwd.
+        let named = self
+            .writes
+            .iter()
+            .filter_map(|raw| expand(raw, vars, vars.project).ok());
+        let flags = cli
+            .write
+            .iter()
+            .filter_map(|p| expand(p.to_str()?, vars, cwd).ok());
+        for p in named.chain(flags) {
+            let planted = canon::links(&p)
+                .iter()
+                .any(|(link, _)| bases.iter().any(|b| within(link, b)));
+            if !planted {
+                bases.push(canon::lenient(&p));
+            }
+        }
+        bases
+    }
+
     fn resolve_here(
         &self,
         ctx: &Context,
@@ -311,12 +367,15 @@ impl PolicyStack {
         tool: Option<&ToolInput>,
     ) -> Result<Resolved, PolicyError> {
         let project = canon::lenient(&ctx.project);
-        let vars = Vars {
+        let mut vars = Vars {
             project: &project,
             home: &ctx.home,
             tmp: &ctx.tmp,
             a3s_tools: (ctx.holds_a3s_tools)(&project),
+            write_bases: &[],
         };
+        let write_bases = self.write_bases(&vars, cli, &ctx.cwd);
+        vars.write_bases = &write_bases;
         let mut st = State::closed();
         let mut seq = 1;
         for l in &self.layers {
@@ -345,7 +404,7 @@ impl PolicyStack {
         }
         st.apply_cli(cli, &vars, &ctx.cwd, seq)?;
         seq += 1;
-        st.apply_presets(&ctx.host())?;
+        st.apply_presets(&ctx.host(), &write_bases)?;
         let mut requested = Vec::new();
         if let Some(t) = tool {
             st.add_tool_dirs(t.name, &t.extra_read, &ctx.cwd, seq)?;
@@ -364,6 +423,7 @@ impl PolicyStack {
                 key: "project".into(),
                 value: project.display().to_string(),
                 source: "-C/--project, or found up from the working directory".into(),
+                written: None,
             },
         );
         Ok(Resolved {

@@ -71,6 +71,7 @@ impl PolicyStack {
             home: &ctx.home,
             tmp: &ctx.tmp,
             a3s_tools: false,
+            write_bases: &[],
         };
         let mut out = SessionPolicy::default();
         let mut requests: Option<u32> = None;
@@ -84,6 +85,7 @@ impl PolicyStack {
                     index: None,
                 },
                 seq,
+                written: None,
             };
             let (rl, audit, manage) = &l.session;
             if let Some(b) = manage.custom_script {

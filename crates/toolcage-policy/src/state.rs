@@ -426,7 +426,15 @@ impl State {
                     .to_str()
                     .ok_or_else(|| o.error(format!("{} is not UTF-8", p.display())))?;
                 let p = expand(raw, vars, cwd).map_err(|m| o.error(m))?;
-                resolve_path(&p, Kind::Root, false, &o, flag, &mut entries)?;
+                resolve_path(
+                    &p,
+                    Kind::Root,
+                    false,
+                    &o,
+                    flag,
+                    vars.write_bases,
+                    &mut entries,
+                )?;
             }
             if flag == "--write" {
                 self.write.extend(entries);
@@ -475,6 +483,11 @@ impl State {
     }
 
     /// Add a tool's own source directories as read roots. They must exist.
+    /// Links among them are discovery's to judge, not the write roots'
+    /// (a tool entry may link within its tool directory, one that leads
+    /// out is skipped: discovery's `leads_outside`, at every discovery);
+    /// the grant holds where they lead, which the sandbox opens again
+    /// without following a link inside the project.
     pub fn add_tool_dirs(
         &mut self,
         tool: &str,
@@ -491,6 +504,7 @@ impl State {
                 false,
                 &o,
                 "the tool's source directories",
+                &[],
                 &mut self.read,
             )?;
         }

@@ -111,6 +111,8 @@ impl PolicyStack {
                 session: Default::default(),
             });
         }
-        Ok(PolicyStack { layers })
+        let mut writes = self.writes.clone();
+        writes.extend(super::resolve::write_names(&layers));
+        Ok(PolicyStack { layers, writes })
     }
 }

@@ -3,16 +3,22 @@
 //! later layer that replaces the read roots (`untrusted`) keeps them: a
 //! preset composes with any profile.
 
-use super::entries::{Kind, resolve_path};
+use super::canon;
+use super::entries::{Kind, planted_link, resolve_path};
 use super::error::PolicyError;
 use super::presets::{self, Host, Preset};
 use super::state::{Origin, Sourced, State};
+use std::path::PathBuf;
 
 impl State {
     /// Add what each preset named in any layer adds, once per preset (the
     /// first layer that names it is its origin). Variables a layer set
     /// explicitly keep their values.
-    pub fn apply_presets(&mut self, host: &Host) -> Result<(), PolicyError> {
+    pub fn apply_presets(
+        &mut self,
+        host: &Host,
+        write_bases: &[PathBuf],
+    ) -> Result<(), PolicyError> {
         let mut done: Vec<Preset> = Vec::new();
         for w in self.with.clone() {
             if done.contains(&w.v) {
@@ -25,11 +31,19 @@ impl State {
             };
             let add = presets::additions(w.v, host);
             let what = format!("preset {}", w.v.name());
+            // The preset followed the operator's links itself: none may
+            // lie where a call could have planted it.
+            for p in &add.via {
+                let real = canon::lenient(p);
+                if let Some(m) = planted_link(p, &real, write_bases, &what) {
+                    return Err(o.error(m));
+                }
+            }
             for p in &add.read {
-                resolve_path(p, Kind::Root, true, &o, &what, &mut self.read)?;
+                resolve_path(p, Kind::Root, true, &o, &what, write_bases, &mut self.read)?;
             }
             for p in &add.denied {
-                resolve_path(p, Kind::Guard, true, &o, &what, &mut self.denied)?;
+                resolve_path(p, Kind::Guard, true, &o, &what, &[], &mut self.denied)?;
             }
             for (name, value) in add.env {
                 self.env_set.entry(name).or_insert(Sourced {

@@ -2,6 +2,7 @@
 //! `landlock_restrict_self` on the prepared descriptor.
 
 use super::report::{Degradation, LandlockReport, LandlockStatus};
+use super::root_open::{RootError, open_root};
 use super::rootfs::STANDARD_DEVICES;
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, Ruleset,
@@ -48,6 +49,9 @@ pub enum LandlockError {
         path: String,
         source: std::io::Error,
     },
+    /// A root a call turned into a symlink after resolution.
+    #[error("{0}")]
+    Planted(String),
     #[error("building the Landlock ruleset failed: {0}")]
     Ruleset(#[from] landlock::RulesetError),
 }
@@ -167,6 +171,9 @@ struct RuleSpec {
     rights: landlock::BitFlags<AccessFs>,
     /// Skipped when it does not exist (else an error).
     optional: bool,
+    /// A root of the grant: opened by [`open_root`], never through a
+    /// symlink inside a write root.
+    guarded: bool,
 }
 
 /// An `O_PATH` descriptor for `spec` and whether it is a directory; `None`
@@ -175,19 +182,31 @@ struct RuleSpec {
 /// earlier: /tmp changes while we look, and a concurrent call may replace an
 /// entry inside its write root with a symlink to a secret, which must not
 /// become a rule on the secret.
-fn open_for_rule(spec: &RuleSpec) -> std::io::Result<Option<(OwnedFd, bool)>> {
+fn open_for_rule(spec: &RuleSpec, bases: &[PathBuf]) -> Result<Option<(OwnedFd, bool)>, RootError> {
     use nix::fcntl::{OFlag, open};
     use nix::sys::stat::{Mode, SFlag, fstat};
     let mut flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
     if spec.optional {
         flags |= OFlag::O_NOFOLLOW;
     }
-    let fd = match open(spec.path.as_path(), flags, Mode::empty()) {
+    let opened = if spec.guarded {
+        open_root(&spec.path, bases, !spec.optional)
+    } else {
+        open(spec.path.as_path(), flags, Mode::empty()).map_err(RootError::from)
+    };
+    let fd = match opened {
         Ok(fd) => fd,
-        Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR) if spec.optional => {
+        // An entry of a split read root that changed while we looked:
+        // left out (the call reads less, never more).
+        Err(RootError::LastIsLink | RootError::Planted { .. }) if spec.optional => {
             return Ok(None);
         }
-        Err(e) => return Err(e.into()),
+        Err(RootError::Io(e))
+            if spec.optional && matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
     };
     let kind = SFlag::from_bits_truncate(fstat(&fd)?.st_mode) & SFlag::S_IFMT;
     if spec.optional && kind == SFlag::S_IFLNK {
@@ -252,8 +271,15 @@ pub fn prepare(
         }
     };
     let file_rights = AccessFs::from_file(abi);
+    // Where a call can make symlinks: the grant's write roots and project.
+    let bases: Vec<PathBuf> = grant
+        .write
+        .iter()
+        .chain(std::iter::once(&grant.project))
+        .cloned()
+        .collect();
     let rule = |spec: &RuleSpec| -> Option<Result<PathBeneath<OwnedFd>, LandlockError>> {
-        match open_for_rule(spec) {
+        match open_for_rule(spec, &bases) {
             Ok(Some((fd, dir))) => {
                 let rights = if dir {
                     spec.rights
@@ -263,25 +289,34 @@ pub fn prepare(
                 Some(Ok(PathBeneath::new(fd, rights)))
             }
             Ok(None) => None,
-            Err(source) => Some(Err(LandlockError::Path {
+            Err(e @ RootError::Planted { .. }) => {
+                Some(Err(LandlockError::Planted(e.describe(&spec.path))))
+            }
+            Err(RootError::Io(source)) => Some(Err(LandlockError::Path {
                 path: spec.path.display().to_string(),
                 source,
+            })),
+            Err(RootError::LastIsLink) => Some(Err(LandlockError::Path {
+                path: spec.path.display().to_string(),
+                source: nix::errno::Errno::ELOOP.into(),
             })),
         }
     };
     let mut fs_rules: Vec<RuleSpec> = Vec::with_capacity(grant.read.len() + grant.write.len() + 8);
-    let required = |path: &Path, rights| RuleSpec {
+    let required = |path: &Path, rights, guarded| RuleSpec {
         path: path.to_path_buf(),
         rights,
         optional: false,
+        guarded,
     };
     match layout {
         Layout::Constructed => {
-            for root in grant.read.iter().chain(extra_read) {
+            let read = grant.read.iter().map(|r| (r, true));
+            for (root, guarded) in read.chain(extra_read.iter().map(|r| (r, false))) {
                 if root.starts_with("/proc") {
                     continue; // the call's /proc is its own; see `read_access`
                 }
-                fs_rules.push(required(root, AccessFs::from_read(abi)));
+                fs_rules.push(required(root, AccessFs::from_read(abi), guarded));
             }
         }
         Layout::Host {
@@ -289,20 +324,28 @@ pub fn prepare(
             hidden,
         } => {
             let excluded: Vec<PathBuf> = grant.denied.iter().chain(hidden).cloned().collect();
+            // The grant's own roots are opened guarded; toolcage's files
+            // and the host's /proc as named.
             let mut parts = Vec::new();
-            for root in grant.read.iter().chain(extra_read) {
+            for root in &grant.read {
                 split_around(root, &excluded, &mut parts);
             }
-            parts.push(PathBuf::from("/proc"));
-            for part in parts {
+            let mut own = Vec::new();
+            for root in extra_read {
+                split_around(root, &excluded, &mut own);
+            }
+            own.push(PathBuf::from("/proc"));
+            let parts = parts.into_iter().map(|p| (p, true));
+            for (part, guarded) in parts.chain(own.into_iter().map(|p| (p, false))) {
                 fs_rules.push(RuleSpec {
                     path: part,
                     rights: AccessFs::from_read(abi),
                     optional: true,
+                    guarded,
                 });
             }
             if let Some(tmp) = private_tmp {
-                fs_rules.push(required(tmp, AccessFs::from_all(abi)));
+                fs_rules.push(required(tmp, AccessFs::from_all(abi), false));
             }
         }
     }
@@ -313,7 +356,7 @@ pub fn prepare(
         if !constructed && root.starts_with("/proc") {
             continue;
         }
-        fs_rules.push(required(root, AccessFs::from_all(abi)));
+        fs_rules.push(required(root, AccessFs::from_all(abi), true));
     }
     for dev in STANDARD_DEVICES {
         fs_rules.push(RuleSpec {
@@ -321,6 +364,7 @@ pub fn prepare(
             rights: (AccessFs::from_read(abi) | AccessFs::WriteFile | AccessFs::Truncate)
                 & AccessFs::from_all(abi),
             optional: true,
+            guarded: false,
         });
     }
     let created = ruleset
@@ -405,8 +449,9 @@ mod tests {
             path: dir.join(name),
             rights: AccessFs::from_all(ABI::V1),
             optional,
+            guarded: false,
         };
-        let opened = |name, optional| open_for_rule(&spec(name, optional));
+        let opened = |name, optional| open_for_rule(&spec(name, optional), &[]);
         // An entry of a split root: the symlink is left out, a vanished
         // entry is skipped; files and directories open as what they are.
         assert!(opened("link", true).unwrap().is_none());

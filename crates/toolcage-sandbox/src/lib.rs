@@ -25,6 +25,7 @@ pub mod proxy;
 mod quarantine;
 pub mod report;
 mod restore;
+mod root_open;
 mod rootfs;
 mod runtime_dir;
 pub mod script;

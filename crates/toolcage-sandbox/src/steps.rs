@@ -62,6 +62,13 @@ pub enum Step {
     Detach {
         path: CString,
     },
+    /// `lstat(path)` must find this device and inode (what the parent
+    /// opened for a root): else the step fails with `ESTALE`.
+    Expect {
+        path: CString,
+        dev: u64,
+        ino: u64,
+    },
 }
 
 pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
@@ -195,6 +202,16 @@ pub unsafe fn execute(step: &Step) -> Result<(), i32> {
                     as libc::c_int
             }
             Step::Detach { path } => libc::umount2(path.as_ptr(), libc::MNT_DETACH),
+            Step::Expect { path, dev, ino } => {
+                let mut st: libc::stat = std::mem::zeroed();
+                if libc::lstat(path.as_ptr(), &mut st) != 0 {
+                    return Err(errno());
+                }
+                if st.st_dev != *dev || st.st_ino != *ino {
+                    return Err(libc::ESTALE);
+                }
+                0
+            }
         }
     };
     if rc != 0 { Err(errno()) } else { Ok(()) }

@@ -211,3 +211,50 @@ fn tmp_as_a_root_is_refused_while_the_private_tmp_covers_it() {
             .any(|w| w == std::path::Path::new("/tmp"))
     );
 }
+
+#[test]
+fn a_root_through_a_link_inside_any_write_root_of_the_session_is_refused() {
+    let e = Env::new();
+    std::fs::create_dir_all(e.p("shared/real")).unwrap();
+    std::os::unix::fs::symlink(e.p("home/.ssh"), e.p("shared/x")).unwrap();
+    // `shared` is a write root of tool a only: the defaults' read root
+    // through a link in it is refused all the same.
+    let text = format!(
+        "[tools.a.fs]\nadd_write = [\"{0}/shared\"]\n[fs]\nadd_read = [\"{0}/shared/x\"]\n",
+        e.root.display()
+    );
+    assert_eq!(
+        e.err(&text),
+        "policy $T/p.toml:4: fs.add_read: $T/shared/x resolves through the symlink $T/shared/x -> $T/home/.ssh, \
+         which lies inside the write root $T/shared (a call can replace that link to point anywhere); \
+         name the directory itself ($T/home/.ssh) in fs.add_read instead, or replace the link with a real directory"
+    );
+    // Control: the real directory beside it, and the link with no write
+    // root around it.
+    let ok = text.replace("shared/x", "shared/real");
+    assert!(e.resolve(None, Some(&ok), &Overrides::default()).is_ok());
+    let alone = format!("[fs]\nadd_read = [\"{}/shared/x\"]\n", e.root.display());
+    let r = e
+        .resolve(None, Some(&alone), &Overrides::default())
+        .unwrap();
+    assert!(r.grant.read.contains(&e.p("home/.ssh")));
+    // The project counts even where a profile makes it read-only, and a
+    // --write flag makes a base too.
+    std::os::unix::fs::symlink(e.p("tooldir"), e.p("project/docs")).unwrap();
+    let cli = Overrides {
+        read: vec![e.p("project/docs")],
+        ..Default::default()
+    };
+    let err = e.resolve(Some("untrusted"), None, &cli).unwrap_err();
+    assert!(err.to_string().contains("inside the write root"), "{err}");
+    let cli = Overrides {
+        write: vec![e.p("shared")],
+        read: vec![e.p("shared/x")],
+        ..Default::default()
+    };
+    let err = e.cli_err(&cli);
+    assert!(
+        err.starts_with("--read: $T/shared/x resolves through the symlink"),
+        "{err}"
+    );
+}

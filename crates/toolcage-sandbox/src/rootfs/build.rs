@@ -2,6 +2,7 @@
 //! kind of entry gets.
 
 use super::*;
+use crate::root_open::identity;
 
 pub(super) struct Builder {
     pub steps: Vec<Step>,
@@ -9,6 +10,10 @@ pub(super) struct Builder {
     /// Device nodes in the fresh `/dev` get nosuid from one recursive
     /// `mount_setattr` on `/dev` at the end, not one call each.
     pub dev_nosuid_at_end: bool,
+    /// The grant's write roots and project: a root bound from the host is
+    /// opened by [`open_root`] beneath them, and the bind checked against
+    /// what it opened.
+    pub bases: Vec<PathBuf>,
 }
 
 impl Builder {
@@ -105,7 +110,22 @@ pub(super) fn mount_entry(
         Kind::Bind { writable } => {
             let ro = if *writable { 0 } else { MOUNT_ATTR_RDONLY };
             let attrs = ro | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+            // The mount resolves its source again in the child: it must
+            // land on what is opened here, no link planted in between.
+            let (dev, ino) = identity(&e.path, &b.bases)
+                .map_err(|err| SandboxError::Prepare(err.describe(&e.path)))?;
             b.bind(&e.path, &target, attrs, format!("binding {shown}"))?;
+            b.push(
+                Step::Expect {
+                    path: cstr(&target)?,
+                    dev,
+                    ino,
+                },
+                format!(
+                    "checking that the bind of {shown} is what the grant named \
+                     (it was replaced while the call started; run it again)"
+                ),
+            );
         }
         // Device nodes (and /dev/pts-like directories): no nodev.
         Kind::Device => {
