@@ -255,6 +255,7 @@ fn load_checked(sources: &Sources, ctx: &Context) -> Result<(PolicyStack, Resolv
         });
     }
     let stack = PolicyStack { layers };
+    stack.check_env_from_host()?;
     let defaults = stack.resolve(ctx, &Overrides::default(), None)?;
     stack.session(ctx)?;
     let none = Requests::default();
