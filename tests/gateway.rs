@@ -815,8 +815,9 @@ fn env_from_host_is_checked_as_a_variable_name() {
 }
 
 /// The fixture with tools/list in pages (`pages`: a count or "endless"),
-/// logging each page it answers to `out/log`, which its grant may write.
-fn paging(tag: &str, pages: &str) -> Fixture {
+/// logging each page it answers to `out/log`, which its grant may write;
+/// `more` is added to its environment.
+fn paging(tag: &str, pages: &str, more: serde_json::Value) -> Fixture {
     let f = Fixture::new(
         tag,
         json!({}),
@@ -824,7 +825,11 @@ fn paging(tag: &str, pages: &str) -> Fixture {
     );
     std::fs::create_dir(f.dir.path().join("out")).unwrap();
     let log = f.root().join("out/log").to_string_lossy().to_string();
-    f.set_server(f.server_with(json!({"FX_PAGES": pages, "FX_LOG": log}), &[]));
+    let mut env = json!({"FX_PAGES": pages, "FX_LOG": log});
+    env.as_object_mut()
+        .unwrap()
+        .extend(more.as_object().unwrap().clone());
+    f.set_server(f.server_with(env, &[]));
     f
 }
 
@@ -839,7 +844,7 @@ fn pages_listed(f: &Fixture) -> usize {
 #[test]
 fn a_server_that_pages_forever_is_stopped_with_the_reason() {
     // Control: a few pages are all listed, the last page's tools offered.
-    let f = paging("pages", "3");
+    let f = paging("pages", "3", json!({}));
     let (code, out, err) = f.run(&["list"]);
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -847,7 +852,7 @@ fn a_server_that_pages_forever_is_stopped_with_the_reason() {
         "{out}"
     );
     assert_eq!(pages_listed(&f), 3);
-    let f = paging("endless", "endless");
+    let f = paging("endless", "endless", json!({}));
     let (code, out, err) = f.run(&["list"]);
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains("fx__page"), "{out}");
@@ -870,6 +875,27 @@ fn a_server_that_pages_forever_is_stopped_with_the_reason() {
         "{:?}",
         processes_with(f.dir.path())
     );
+}
+
+#[test]
+fn a_listing_past_its_tools_or_bytes_is_stopped_before_its_pages_run_out() {
+    // 50 tools a page: past 1000 tools at the 21st page.
+    let f = paging("many-tools", "endless", json!({"FX_PAGE_TOOLS": "50"}));
+    let (code, _, err) = f.run(&["list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("goes past 1000 tools"), "{err}");
+    assert!(pages_listed(&f) <= 22, "{}", pages_listed(&f));
+    // 200 KB a tool: past 4 MiB of definitions at the 22nd page.
+    let f = paging("big-tools", "endless", json!({"FX_DESC_BYTES": "200000"}));
+    let (code, _, err) = f.run(&["list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("MiB of tool definitions"), "{err}");
+    assert!(pages_listed(&f) <= 23, "{}", pages_listed(&f));
+    // Control: 30 pages of 30 tools (900, and about 100 KB) are all listed.
+    let f = paging("many-pages", "30", json!({"FX_PAGE_TOOLS": "30"}));
+    let (code, out, err) = f.run(&["list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("fx__page29_29"), "{err}");
 }
 
 #[test]

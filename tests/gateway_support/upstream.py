@@ -13,7 +13,8 @@ of its own, so the server answers other calls meanwhile.
 
 Hostile modes: FX_PAGES=N (or "endless") answers tools/list in pages,
 each naming the next with nextCursor (FX_LOG, a file, gets a line per
-tools/list it answers); big(kind, bytes) answers with that much
+tools/list it answers), FX_PAGE_TOOLS tools a page after the first, each
+described with FX_DESC_BYTES more bytes; big(kind, bytes) answers with that much
 structuredContent, image, audio, resource blob or text, or a resource
 link; meta() puts toolcage/ keys in its blocks' _meta; ask(message,
 times) asks the client (elicitation/create) during the call, ask_later
@@ -66,7 +67,11 @@ def tools_page(cursor):
         return tools(), None
     log("tools/list " + str(cursor))
     k = int(cursor or 0)
-    items = tools() if k == 0 else [{"name": "page%d" % k, "description": "On page %d" % k, "inputSchema": {"type": "object", "properties": {}}}]
+    per = int(os.environ.get("FX_PAGE_TOOLS", "1"))
+    desc = "d" * int(os.environ.get("FX_DESC_BYTES", "0"))
+    items = tools() if k == 0 else [
+        {"name": "page%d_%d" % (k, i) if per > 1 else "page%d" % k, "description": ("On page %d " % k) + desc,
+         "inputSchema": {"type": "object", "properties": {}}} for i in range(per)]
     more = pages == "endless" or k + 1 < int(pages)
     return items, (str(k + 1) if more else None)
 
