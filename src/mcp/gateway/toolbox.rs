@@ -359,18 +359,12 @@ impl Budget {
                 }
             }
             "resource" => {
-                let r = block.get_mut("resource");
-                if let Some(t) = r
-                    .as_ref()
-                    .and_then(|r| r.get("text"))
-                    .and_then(Value::as_str)
-                {
-                    let t = self.cut(t);
-                    block["resource"]["text"] = Value::String(t);
+                let resource = block.get("resource");
+                if let Some(t) = resource.and_then(|r| r.get("text")).and_then(Value::as_str) {
+                    block["resource"]["text"] = Value::String(self.cut(t));
                     return block;
                 }
-                let n = block
-                    .get("resource")
+                let n = resource
                     .and_then(|r| r.get("blob"))
                     .and_then(Value::as_str)
                     .map_or(0, str::len);
