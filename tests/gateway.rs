@@ -47,14 +47,15 @@ fn a_flat_upstream_runs_sandboxed_with_state_kept_in_its_session() {
     );
     assert!(is_error(&w), "{w}");
     assert!(!f.dir.path().join("out/w.txt").exists());
-    // The environment is scrubbed: only what .mcp.json declares passes.
+    // The environment is scrubbed: only what .mcp.json declares passes,
+    // and `${VAR:-default}` of a variable no policy allows is its default.
     assert_eq!(
         text(&s.call("fx__env", json!({"name": "TOOLCAGE_TEST_HOST_SECRET"}))),
         "<unset>"
     );
     assert_eq!(
         text(&s.call("fx__env", json!({"name": "DECLARED"}))),
-        "host-secret-value"
+        "none"
     );
     assert_eq!(s.finish(), 0);
     // Every upstream call is in the audit log with its server and tool.
@@ -382,7 +383,7 @@ fn check_explains_each_server() {
     let (code, out, err) = f.run(&["check"]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
-        out.contains("upstream fx (") && out.contains("started, 12 tool(s)"),
+        out.contains("upstream fx (") && out.contains("started, 16 tool(s)"),
         "{out}"
     );
     assert!(out.contains("upstream dflt ("), "{out}");
@@ -392,9 +393,10 @@ fn check_explains_each_server() {
     );
     assert!(out.contains("server 'legacy': type \"sse\""), "{out}");
     assert!(
-        out.contains(
-            "server 'unset': args[0]: environment variable TOOLCAGE_SURELY_UNSET_VAR is not set"
-        ),
+        out.contains("upstream unset (")
+            && out.contains(
+                "args[0]: ${TOOLCAGE_SURELY_UNSET_VAR} would read the operator's environment"
+            ),
         "{out}"
     );
     // Control: without the broken ones, check passes.
@@ -418,23 +420,26 @@ fn upstreams_lists_the_servers_skipped_at_load_with_why() {
     f.write(".mcp.json", mcp);
     f.write(
         "tools/a3s.md",
-        "---\nkind: mcp\nname: a3s\ntransport: stdio\ncommand: x\nenv:\n  T: \"${TOOLCAGE_SURELY_UNSET_VAR}\"\n---\nAn upstream.\n",
+        "---\nkind: mcp\nname: a3s\ntransport: stdio\ncommand: x\nenv:\n  T: \"${TOOLCAGE_SURELY_UNSET_VAR\"\n---\nAn upstream.\n",
     );
     let (code, out, err) = f.run(&["upstreams"]);
     assert_eq!(code, 0, "{err}");
     // Control: the server that runs is listed as before.
-    assert!(out.contains("fx  running  12 tool(s)"), "{out}");
+    assert!(out.contains("fx  running  16 tool(s)"), "{out}");
     assert!(out.contains("legacy  unsupported  0 tool(s)"), "{out}");
     assert!(
         out.contains("type \"sse\" (the legacy HTTP+SSE transport) is not supported"),
         "{out}"
     );
-    assert!(out.contains("unset  skipped  0 tool(s)"), "{out}");
+    assert!(out.contains("unset  refused  0 tool(s)"), "{out}");
     assert!(
-        out.contains("args[0]: environment variable TOOLCAGE_SURELY_UNSET_VAR is not set"),
+        out.contains("args[0]: ${TOOLCAGE_SURELY_UNSET_VAR} would read the operator's environment"),
         "{out}"
     );
-    assert!(out.contains("fix: set the variable"), "{out}");
+    assert!(
+        out.contains("fix: if the server should have it, add env_from_host = [\"TOOLCAGE_SURELY_UNSET_VAR\"] to [upstreams.unset]"),
+        "{out}"
+    );
     assert!(out.contains("a3s  skipped  0 tool(s)"), "{out}");
     let (code, out, err) = f.run(&["upstreams", "--json"]);
     assert_eq!(code, 0, "{err}");
@@ -458,9 +463,9 @@ fn upstreams_lists_the_servers_skipped_at_load_with_why() {
     assert!(why.contains("Streamable HTTP endpoint"), "{why}");
     assert!(src.ends_with(".mcp.json:3"), "{src}");
     let (st, why, src) = state("unset");
-    assert_eq!(st, "skipped");
+    assert_eq!(st, "refused");
     assert!(
-        why.contains("TOOLCAGE_SURELY_UNSET_VAR is not set"),
+        why.contains("${TOOLCAGE_SURELY_UNSET_VAR} would read"),
         "{why}"
     );
     assert!(src.ends_with(".mcp.json:4"), "{src}");
@@ -693,4 +698,404 @@ fn a_tool_no_call_can_run_is_not_offered_to_agents() {
     // Offered exactly when a call can run it (kinds not supported yet are not).
     assert_eq!(offered, !refused, "offered={offered} {r}");
     assert!(s.tools().contains(&"fx__echo".to_string()));
+}
+
+/// The audit records of `f`'s project, oldest first.
+fn audit(f: &Fixture) -> Vec<serde_json::Value> {
+    let (code, out, err) = f.run(&["audit", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_host_variable_reaches_a_server_only_where_the_operators_policy_allows_it() {
+    let secret = "host-secret-value";
+    let f = Fixture::new("env-host", json!({}), "");
+    // Literal env and args reach the server as written (the control).
+    f.set_server(f.server_with(json!({"LIT": "plain value"}), &["--literal-arg"]));
+    let (code, out, err) = f.run(&["call", "fx__env", "name=LIT"]);
+    assert_eq!((code, out.as_str()), (0, "plain value\n"), "{err}");
+    // A project's `${VAR}` of a variable no policy allows: the server is
+    // refused, naming the variable, where it is written and the key to add.
+    f.set_server(f.server_with(json!({"LOOT": "${TOOLCAGE_TEST_HOST_SECRET}"}), &[]));
+    let (_, out, err) = f.run(&["upstreams"]);
+    assert!(out.contains("fx  refused"), "{out}{err}");
+    assert!(out.contains(".mcp.json:1: env.LOOT: ${TOOLCAGE_TEST_HOST_SECRET} would read the operator's environment"), "{out}");
+    assert!(
+        out.contains("env_from_host = [\"TOOLCAGE_TEST_HOST_SECRET\"] to [upstreams.fx]"),
+        "{out}"
+    );
+    assert!(!out.contains(secret) && !err.contains(secret), "{out}{err}");
+    let (code, out, _) = f.run(&["check"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("error    upstream fx (") && out.contains("env_from_host"),
+        "{out}"
+    );
+    let (code, _, err) = f.run(&["call", "fx__env", "name=LOOT"]);
+    assert_ne!(code, 0);
+    assert!(!err.contains(secret), "{err}");
+    // In args too; and `${VAR:-default}` of such a variable is its default.
+    f.set_server(f.server_with(
+        json!({"D": "${TOOLCAGE_TEST_HOST_SECRET:-fallback}"}),
+        &["${TOOLCAGE_TEST_HOST_SECRET}"],
+    ));
+    let (_, out, _) = f.run(&["upstreams"]);
+    assert!(
+        out.contains("args[1]: ${TOOLCAGE_TEST_HOST_SECRET} would read"),
+        "{out}"
+    );
+    f.set_server(f.server_with(json!({"D": "${TOOLCAGE_TEST_HOST_SECRET:-fallback}"}), &[]));
+    let (code, out, err) = f.run(&["call", "fx__env", "name=D"]);
+    assert_eq!((code, out.as_str()), (0, "fallback\n"), "{err}");
+    // The operator allows it for this server: it expands and reaches the
+    // server, while everything toolcage shows keeps `${VAR}`.
+    f.write_outside(
+        "policy.toml",
+        "[upstreams.fx]\nenv_from_host = [\"TOOLCAGE_TEST_HOST_SECRET\"]\n\n\
+         [tools.fx__env.approval]\nmode = \"always\"\n",
+    );
+    f.set_server(f.server_with(
+        json!({"LOOT": "${TOOLCAGE_TEST_HOST_SECRET}"}),
+        &["--token=${TOOLCAGE_TEST_HOST_SECRET}"],
+    ));
+    let mut s = f.serve_answering(Some("accept"));
+    let r = s.call("fx__env", json!({"name": "LOOT"}));
+    assert_eq!(text(&r), secret, "{r}");
+    // The approval prompt the person saw names the server as written.
+    let asked = s.asked.join("\n");
+    assert!(
+        asked.contains("--token=${TOOLCAGE_TEST_HOST_SECRET}"),
+        "{asked}"
+    );
+    assert!(!asked.contains(secret), "{asked}");
+    drop(s);
+    for args in [&["upstreams"][..], &["upstreams", "--json"], &["list"]] {
+        let (code, out, err) = f.run(args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(
+            !out.contains(secret) && !err.contains(secret),
+            "{args:?}: {out}{err}"
+        );
+        if args[0] == "upstreams" {
+            assert!(
+                out.contains("--token=${TOOLCAGE_TEST_HOST_SECRET}"),
+                "{out}"
+            );
+        }
+    }
+    let records = serde_json::to_string(&audit(&f)).unwrap();
+    assert!(!records.contains(secret), "{records}");
+}
+
+#[test]
+fn env_from_host_is_checked_as_a_variable_name() {
+    let f = Fixture::new(
+        "env-host-name",
+        json!({}),
+        "[upstreams.fx]\nenv_from_host = [\"${GITHUB_TOKEN}\"]\n",
+    );
+    let (code, _, err) = f.run(&["upstreams"]);
+    assert_eq!(code, 125, "{err}");
+    assert!(
+        err.contains("policy.toml:2: upstreams.fx.env_from_host")
+            && err.contains("not an environment variable name"),
+        "{err}"
+    );
+    // Control: the name itself loads.
+    f.write_outside(
+        "policy.toml",
+        "[upstreams.fx]\nenv_from_host = [\"GITHUB_TOKEN\"]\n",
+    );
+    let (code, out, err) = f.run(&["upstreams"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("fx  running"), "{out}");
+}
+
+/// The fixture with tools/list in pages (`pages`: a count or "endless"),
+/// logging each page it answers to `out/log`, which its grant may write;
+/// `more` is added to its environment.
+fn paging(tag: &str, pages: &str, more: serde_json::Value) -> Fixture {
+    let f = Fixture::new(
+        tag,
+        json!({}),
+        "[upstreams.fx.fs]\nadd_write = [\"{project}/out\"]\n",
+    );
+    std::fs::create_dir(f.dir.path().join("out")).unwrap();
+    let log = f.root().join("out/log").to_string_lossy().to_string();
+    let mut env = json!({"FX_PAGES": pages, "FX_LOG": log});
+    env.as_object_mut()
+        .unwrap()
+        .extend(more.as_object().unwrap().clone());
+    f.set_server(f.server_with(env, &[]));
+    f
+}
+
+fn pages_listed(f: &Fixture) -> usize {
+    std::fs::read_to_string(f.dir.path().join("out/log"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("tools/list"))
+        .count()
+}
+
+#[test]
+fn a_server_that_pages_forever_is_stopped_with_the_reason() {
+    // Control: a few pages are all listed, the last page's tools offered.
+    let f = paging("pages", "3", json!({}));
+    let (code, out, err) = f.run(&["list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("fx__page2") && out.contains("fx__echo"),
+        "{out}"
+    );
+    assert_eq!(pages_listed(&f), 3);
+    let f = paging("endless", "endless", json!({}));
+    let (code, out, err) = f.run(&["list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("fx__page"), "{out}");
+    assert!(err.contains("goes past 100 pages"), "{err}");
+    // Bounded: the listing stopped at the cap (one page a request).
+    let listed = pages_listed(&f);
+    assert!((100..=101).contains(&listed), "{listed} pages listed");
+    let (_, out, _) = f.run(&["upstreams"]);
+    assert!(
+        out.contains("fx  failed") && out.contains("goes past 100 pages"),
+        "{out}"
+    );
+    let (code, out, _) = f.run(&["check"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("goes past 100 pages"), "{out}");
+    // The server was stopped, not left running.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        processes_with(f.dir.path()).is_empty(),
+        "{:?}",
+        processes_with(f.dir.path())
+    );
+}
+
+#[test]
+fn a_listing_past_its_tools_or_bytes_is_stopped_before_its_pages_run_out() {
+    // 50 tools a page: past 1000 tools at the 21st page.
+    let f = paging("many-tools", "endless", json!({"FX_PAGE_TOOLS": "50"}));
+    let (code, _, err) = f.run(&["list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("goes past 1000 tools"), "{err}");
+    assert!(pages_listed(&f) <= 22, "{}", pages_listed(&f));
+    // 200 KB a tool: past 4 MiB of definitions at the 22nd page.
+    let f = paging("big-tools", "endless", json!({"FX_DESC_BYTES": "200000"}));
+    let (code, _, err) = f.run(&["list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("MiB of tool definitions"), "{err}");
+    assert!(pages_listed(&f) <= 23, "{}", pages_listed(&f));
+    // Control: 30 pages of 30 tools (900, and about 100 KB) are all listed.
+    let f = paging("many-pages", "30", json!({"FX_PAGE_TOOLS": "30"}));
+    let (code, out, err) = f.run(&["list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("fx__page29_29"), "{err}");
+}
+
+#[test]
+fn every_kind_of_upstream_content_is_bounded_and_counted() {
+    let f = Fixture::new("content", json!({}), "");
+    let mut s = f.serve();
+    let huge = 3_000_000;
+    for kind in [
+        "structured",
+        "image",
+        "audio",
+        "blob",
+        "resource_text",
+        "link",
+    ] {
+        let r = s.call("fx__big", json!({"kind": kind, "bytes": huge}));
+        let size = r.to_string().len();
+        assert!(size < 80 * 1024, "{kind}: {size} bytes reached the client");
+        let shown = text(&r) + &r["content"].to_string();
+        assert!(
+            shown.contains("left out: over the") || shown.contains("OUTPUT TRUNCATED"),
+            "{kind}: {shown:.400}"
+        );
+        // Control: a small block of the same kind passes whole.
+        let small = s.call("fx__big", json!({"kind": kind, "bytes": 500}));
+        let shown = small.to_string();
+        assert!(
+            !shown.contains("left out") && !shown.contains("TRUNCATED"),
+            "{kind}: {shown}"
+        );
+        if kind == "structured" {
+            assert_eq!(
+                small["structuredContent"]["blob"].as_str().unwrap().len(),
+                500
+            );
+            assert!(r.get("structuredContent").is_none(), "{r:.300}");
+        }
+    }
+    drop(s);
+    // The record counts what was kept and what was left out, whatever the kind.
+    let records = audit(&f);
+    let finished: Vec<&serde_json::Value> = records
+        .iter()
+        .filter(|r| r["tool"] == "fx__big" && r.get("stdout").is_some())
+        .collect();
+    assert_eq!(finished.len(), 12, "{records:?}");
+    for pair in finished.chunks(2) {
+        assert!(
+            pair[0]["stdout"]["omitted"].as_u64().unwrap() >= 2_900_000,
+            "{}",
+            pair[0]
+        );
+        assert_eq!(pair[1]["stdout"]["omitted"], 0, "{}", pair[1]);
+        assert!(
+            pair[1]["stdout"]["kept"].as_u64().unwrap() >= 500,
+            "{}",
+            pair[1]
+        );
+    }
+    // `call --json` is bounded the same way.
+    let (code, out, err) = f.run(&[
+        "call",
+        "--json",
+        "fx__big",
+        "kind=structured",
+        "bytes=3000000",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.len() < 80 * 1024, "{} bytes", out.len());
+    assert!(out.contains("structuredContent of"), "{out:.400}");
+}
+
+#[test]
+fn an_upstreams_meta_cannot_speak_for_toolcage() {
+    let f = Fixture::new("meta", json!({}), "");
+    let mut s = f.serve();
+    let r = s.call("fx__meta", json!({}));
+    assert_eq!(text(&r), "hello", "{r}");
+    let blocks = r["content"].as_array().unwrap();
+    for b in blocks {
+        for meta in [&b["_meta"], &b["resource"]["_meta"]] {
+            let Some(m) = meta.as_object() else { continue };
+            assert!(!m.keys().any(|k| k.starts_with("toolcage/")), "{r}");
+            // Control: the server's own keys pass.
+            assert_eq!(m["vendor/key"], 1, "{r}");
+        }
+    }
+    // toolcage's own _meta is toolcage's: no forged denial.
+    assert_eq!(r["_meta"]["toolcage/denials"], json!([]), "{r}");
+    assert_eq!(blocks[0]["_meta"]["vendor/key"], 1, "{r}");
+}
+
+#[test]
+fn a_server_cannot_take_toolcages_name() {
+    let f = Fixture::new("named-toolcage", json!({}), "");
+    let marker = f.dir.path().to_string_lossy().to_string();
+    let server = json!({"command": "python3", "args": ["fx.py", marker]});
+    f.write(
+        ".mcp.json",
+        &json!({"mcpServers": {"ToolCage": server}}).to_string(),
+    );
+    let (code, out, _) = f.run(&["check"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("server 'ToolCage': the name is toolcage's own"),
+        "{out}"
+    );
+    let (_, out, _) = f.run(&["upstreams"]);
+    assert!(out.contains("ToolCage  skipped"), "{out}");
+    // Control: the same server under another name runs.
+    f.write(
+        ".mcp.json",
+        &json!({"mcpServers": {"fx": server}}).to_string(),
+    );
+    let (code, out, _) = f.run(&["check"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn upstream_elicitation_is_labelled_neutralised_and_bounded() {
+    let f = Fixture::new(
+        "elicit",
+        json!({}),
+        "[upstreams.fx.fs]\nadd_write = [\"{project}/out\"]\n",
+    );
+    std::fs::create_dir(f.dir.path().join("out")).unwrap();
+    let log = f.root().join("out/log").to_string_lossy().to_string();
+    f.set_server(f.server_with(json!({"FX_LOG": log}), &[]));
+    let mut s = f.serve_answering(Some("accept"));
+    // During a call: forwarded, labelled, control characters escaped.
+    let forged = "\u{1b}[2K\rtoolcage: approve the deploy?\nyes";
+    let r = s.call("fx__ask", json!({"message": forged}));
+    assert_eq!(text(&r), "[\"accept\"]", "{r}");
+    assert_eq!(s.asked.len(), 1, "{:?}", s.asked);
+    let shown = &s.asked[0];
+    assert!(shown.starts_with("[upstream server 'fx'] "), "{shown}");
+    assert!(!shown.chars().any(|c| c.is_control()), "{shown:?}");
+    assert!(
+        shown.contains("\\u{1b}[2K\\u{d}toolcage: approve"),
+        "{shown}"
+    );
+    // Past 10 in one call: declined, and the call's record says why.
+    let r = s.call("fx__ask", json!({"message": "again", "times": 12}));
+    let actions: Vec<String> = serde_json::from_str(&text(&r)).unwrap();
+    assert_eq!(
+        actions.iter().filter(|a| *a == "accept").count(),
+        10,
+        "{actions:?}"
+    );
+    assert_eq!(&actions[10..], ["decline", "decline"], "{actions:?}");
+    assert_eq!(s.asked.len(), 11);
+    // Outside a call: declined, never shown to the person.
+    let r = s.call("fx__ask_later", json!({"message": "while idle"}));
+    assert_eq!(text(&r), "asked later");
+    let late = f.dir.path().join("out/late.txt");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !late.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(std::fs::read_to_string(&late).unwrap(), "decline");
+    s.request("ping", json!({}));
+    assert!(
+        !s.asked.iter().any(|a| a.contains("while idle")),
+        "{:?}",
+        s.asked
+    );
+    // Past 50 in the session (11 so far): declined.
+    for _ in 0..3 {
+        let r = s.call("fx__ask", json!({"message": "more", "times": 10}));
+        assert!(!text(&r).contains("decline"), "{r}");
+    }
+    let r = s.call("fx__ask", json!({"message": "last", "times": 10}));
+    let actions: Vec<String> = serde_json::from_str(&text(&r)).unwrap();
+    assert_eq!(
+        actions.iter().filter(|a| *a == "accept").count(),
+        9,
+        "{actions:?}"
+    );
+    assert_eq!(actions.last().unwrap(), "decline", "{actions:?}");
+    drop(s);
+    let records = audit(&f);
+    let reasons: Vec<String> = records
+        .iter()
+        .filter(|r| r["tool"] == "fx__ask")
+        .flat_map(|r| r["denials"].as_array().cloned().unwrap_or_default())
+        .map(|d| format!("{} x{}", d["reason"].as_str().unwrap_or(""), d["count"]))
+        .collect();
+    assert!(
+        reasons.contains(
+            &"elicitation request declined: more than 10 elicitation requests in one call x2"
+                .to_string()
+        ),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.contains(
+            &"elicitation request declined: more than 50 elicitation requests in this session x1"
+                .to_string()
+        ),
+        "{reasons:?}"
+    );
 }

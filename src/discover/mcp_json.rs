@@ -1,9 +1,12 @@
 //! Octo / Claude Code `.mcp.json`: `{"mcpServers": {NAME: SERVER}}` where
 //! SERVER is `{command, args, env, cwd}` (stdio) or `{type: "http", url,
-//! headers}` (Streamable HTTP). `${VAR}` and `${VAR:-default}` are expanded
-//! in every string; a variable that is unset and has no default is an
-//! error for that server alone, never literal text. `type: "sse"` (the
-//! legacy transport) is refused with the fix.
+//! headers}` (Streamable HTTP). `${VAR}` and `${VAR:-default}` are kept as
+//! written (their syntax checked): the gateway expands them when it starts
+//! the server, reading only the variables the operator's `env_from_host`
+//! allows (`super::upstream`). `cwd` never reads the operator's
+//! environment (`${VAR:-default}` gives the default). `type: "sse"` (the
+//! legacy transport) is refused with the fix; a server named `toolcage`
+//! is refused (its prompts would seem to be toolcage's).
 
 use super::upstream::{SkippedUpstream, Transport, UpstreamSpec};
 use super::{Diagnostic, Found, fsread};
@@ -29,17 +32,15 @@ pub(crate) fn scan(project: &Path) -> Found {
         return f;
     }
     match fsread::read_text(&path, READ_CAP) {
-        Ok(text) => parse(&text, &path, project, &|n: &str| std::env::var(n), &mut f),
+        Ok(text) => parse(&text, &path, project, &mut f),
         Err(d) => f.diagnostics.push(d),
     }
     f
 }
 
-type Lookup<'a> = &'a dyn Fn(&str) -> Result<String, std::env::VarError>;
-
 /// Parse the text of a `.mcp.json` at `file`; servers and diagnostics go
 /// into `f`.
-pub(crate) fn parse(text: &str, file: &Path, project: &Path, env: Lookup, f: &mut Found) {
+pub(crate) fn parse(text: &str, file: &Path, project: &Path, f: &mut Found) {
     let root: Value = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(e) => {
@@ -68,7 +69,6 @@ pub(crate) fn parse(text: &str, file: &Path, project: &Path, env: Lookup, f: &mu
             line,
             name,
             project,
-            env,
         };
         match cx.read(server) {
             Ok(spec) => f.upstreams.push(spec),
@@ -124,7 +124,6 @@ struct Server<'a> {
     line: Option<usize>,
     name: &'a str,
     project: &'a Path,
-    env: Lookup<'a>,
 }
 
 impl Server<'_> {
@@ -142,6 +141,13 @@ impl Server<'_> {
             return Err(self.error(
                 "the name is empty or holds control characters",
                 "name the server with letters, digits, '_' or '-'",
+            ));
+        }
+        if super::upstream::impersonates_toolcage(self.name) {
+            return Err(self.error(
+                "the name is toolcage's own: its requests to the person would seem to come from \
+                 toolcage",
+                "rename the server (the key in \"mcpServers\")",
             ));
         }
         let Some(obj) = server.as_object() else {
@@ -187,13 +193,12 @@ impl Server<'_> {
         })
     }
 
+    /// `s` as written, once its `${...}` syntax is checked (the gateway
+    /// expands it).
     fn expand(&self, field: &str, s: &str) -> Result<String, Diagnostic> {
-        super::frontmatter::expand_env(s, |n| (self.env)(n).ok()).map_err(|e| {
-            self.error(
-                format!("{field}: {e}"),
-                "set the variable before starting toolcage, or write ${VAR:-default}",
-            )
-        })
+        super::upstream::check_template(s)
+            .map(|()| s.to_string())
+            .map_err(|e| self.error(format!("{field}: {e}"), "write ${NAME} or ${NAME:-default}"))
     }
 
     fn string(&self, obj: &Map<String, Value>, key: &str) -> Result<Option<String>, Diagnostic> {
@@ -267,7 +272,7 @@ impl Server<'_> {
         let env = self.pairs(obj, "env")?;
         let cwd = match self.string(obj, "cwd")? {
             None => None,
-            Some(c) => Some(self.inside_project(&c)?),
+            Some(c) => Some(self.inside_project(&self.cwd_text(&c)?)?),
         };
         Ok(Transport::Stdio {
             command,
@@ -288,25 +293,27 @@ impl Server<'_> {
                 "give the server's Streamable HTTP endpoint",
             ));
         };
-        let parsed = url::Url::parse(&url).map_err(|e| {
-            self.error(
-                format!("url '{url}': {e}"),
-                "write an absolute http:// or https:// URL",
-            )
-        })?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(self.error(
-                format!("url '{url}' is not http or https"),
-                "write an http:// or https:// URL",
-            ));
-        }
         let headers = self.pairs(obj, "headers")?;
-        requests.network = Some(true);
-        if let Some(host) = parsed.host_str() {
-            let port = parsed.port_or_known_default().unwrap_or(443);
-            requests.domains = Some(vec![format!("{host}:{port}")]);
-        }
+        // A url with `${...}` is checked once the gateway expands it.
+        *requests = match url.contains("${") {
+            false => super::upstream::url_requests(&url).map_err(|(m, fix)| self.error(m, fix))?,
+            true => Requests {
+                network: Some(true),
+                ..Requests::default()
+            },
+        };
         Ok(Transport::Http { url, headers })
+    }
+
+    /// `cwd` with `${VAR:-default}` as its default: it is checked here,
+    /// inside the project, so it reads no host variable.
+    fn cwd_text(&self, cwd: &str) -> Result<String, Diagnostic> {
+        super::frontmatter::expand_env(cwd, |_| None).map_err(|e| {
+            self.error(
+                format!("cwd: {e} (cwd never reads the operator's environment)"),
+                "write the directory, relative to the project",
+            )
+        })
     }
 
     /// `cwd` relative to the project; it must stay inside.

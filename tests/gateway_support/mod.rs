@@ -91,9 +91,31 @@ impl Fixture {
     }
 
     pub fn serve(&self) -> Serve {
+        self.serve_answering(None)
+    }
+
+    /// `serve` with a client that declares elicitation and answers every
+    /// request with `action` (`None`: declares none).
+    pub fn serve_answering(&self, action: Option<&str>) -> Serve {
         let mut c = self.toolcage(&["serve", "--no-watch"]);
         c.arg("--policy").arg(self.policy());
-        Serve::spawn(c, None)
+        Serve::spawn(c, action)
+    }
+
+    /// Replace the server's `.mcp.json` entry with `server` (`fx`).
+    pub fn set_server(&self, server: Value) {
+        self.write(
+            ".mcp.json",
+            &json!({"mcpServers": {"fx": server}}).to_string(),
+        );
+    }
+
+    /// The fixture's entry with `env` and extra `args` after `fx.py`.
+    pub fn server_with(&self, env: Value, args: &[&str]) -> Value {
+        let mut all = vec!["fx.py".to_string()];
+        all.extend(args.iter().map(|a| a.to_string()));
+        all.push(self.dir.path().to_string_lossy().to_string());
+        json!({"command": "python3", "args": all, "env": env})
     }
 }
 

@@ -233,6 +233,12 @@ pub struct UpstreamBody {
     /// `false`: the server is not started and its tools are not offered.
     #[serde(default)]
     pub enabled: Option<bool>,
+    /// The operator's environment variables that `${VAR}` in the server's
+    /// declaration may read. Any other `${VAR}` is an error for the server
+    /// (`${VAR:-default}` takes the default): a project's file must not
+    /// copy the operator's secrets into a server it wrote.
+    #[serde(default)]
+    pub env_from_host: Option<Vec<String>>,
     #[serde(default)]
     pub with: Option<Vec<String>>,
     #[serde(default)]

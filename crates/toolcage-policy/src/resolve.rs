@@ -284,6 +284,7 @@ fn load_checked(sources: &Sources, ctx: &Context) -> Result<(PolicyStack, Resolv
         writes: write_names(&layers),
         layers,
     };
+    stack.check_env_from_host()?;
     let defaults = stack.resolve(ctx, &Overrides::default(), None)?;
     stack.session(ctx)?;
     let none = Requests::default();

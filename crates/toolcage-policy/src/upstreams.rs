@@ -27,6 +27,11 @@ pub struct UpstreamSettings {
     /// `None`: never stopped for being idle.
     pub idle_timeout: Option<Duration>,
     pub enabled: bool,
+    /// `env_from_host`: the host variables `${VAR}` may read for this
+    /// server, from every layer's section (only the operator's layers exist:
+    /// shipped profiles and `--policy FILE`; nothing in the project is
+    /// read as policy).
+    pub env_from_host: Vec<String>,
 }
 
 impl PolicyStack {
@@ -49,6 +54,7 @@ impl PolicyStack {
             expose: Expose::Flat,
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
             enabled: true,
+            env_from_host: Vec::new(),
         };
         for u in self.layers.iter().filter_map(|l| l.upstreams.get(name)) {
             if let Some(p) = &u.profile {
@@ -63,8 +69,38 @@ impl PolicyStack {
             if let Some(e) = u.enabled {
                 s.enabled = e;
             }
+            for v in u.env_from_host.iter().flatten() {
+                if !s.env_from_host.contains(v) {
+                    s.env_from_host.push(v.clone());
+                }
+            }
         }
         s
+    }
+
+    /// Every `env_from_host` entry must be a variable name: a typo is an
+    /// error at load, not a variable silently never allowed.
+    pub(super) fn check_env_from_host(&self) -> Result<(), PolicyError> {
+        for l in &self.layers {
+            for (name, u) in &l.upstreams {
+                for (i, v) in u.env_from_host.iter().flatten().enumerate() {
+                    if valid_var(v) {
+                        continue;
+                    }
+                    let key = ["upstreams", name.as_str(), "env_from_host"].map(String::from);
+                    return Err(PolicyError::File {
+                        file: l.file.label.clone(),
+                        line: l.file.line_of(&key, Some(i)),
+                        key: key.join("."),
+                        message: format!(
+                            "'{v}' is not an environment variable name (letters, digits and \
+                             '_', not starting with a digit; write the name, not ${{NAME}})"
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The layers server `name`'s grant is resolved from: `default`, its
@@ -115,4 +151,11 @@ impl PolicyStack {
         writes.extend(super::resolve::write_names(&layers));
         Ok(PolicyStack { layers, writes })
     }
+}
+
+/// `[A-Za-z_][A-Za-z0-9_]*`.
+fn valid_var(s: &str) -> bool {
+    let mut b = s.bytes();
+    matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
 }

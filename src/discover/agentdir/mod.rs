@@ -382,8 +382,9 @@ fn to_spec(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -
     })
 }
 
-/// A `kind: mcp` file: its upstream server, with `${VAR}` expanded in
-/// the command, arguments, url and env (an unset variable skips it).
+/// A `kind: mcp` file: its upstream server, with `${VAR}` in the command,
+/// arguments, url and env kept as written once their syntax is checked
+/// (the gateway expands them, reading only what `env_from_host` allows).
 fn to_upstream(file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -> Option<UpstreamSpec> {
     let Kind::Mcp {
         transport,
@@ -395,6 +396,21 @@ fn to_upstream(file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -> Option<Ups
     else {
         return None;
     };
+    if super::upstream::impersonates_toolcage(&doc.name) {
+        diags.push(
+            Diagnostic::error(
+                file,
+                Some(line_of(&doc.key_lines, "name").unwrap_or(doc.line)),
+                format!(
+                    "server name '{}' is toolcage's own: its requests to the person would seem \
+                     to come from toolcage; server skipped",
+                    doc.name
+                ),
+            )
+            .fix("rename the server (`name:`)"),
+        );
+        return None;
+    }
     // `key` names the line; `label` the value (`env T`).
     let fail = |key: &str, label: &str, e: String, diags: &mut Vec<Diagnostic>| {
         diags.push(
@@ -403,14 +419,14 @@ fn to_upstream(file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -> Option<Ups
                 Some(line_of(&doc.key_lines, key).unwrap_or(doc.line)),
                 format!("{label}: {e}; server skipped"),
             )
-            .fix("set the variable before starting toolcage, or write ${VAR:-default}"),
+            .fix("write ${NAME} or ${NAME:-default}"),
         );
     };
-    let lookup = |n: &str| std::env::var(n).ok();
-    let mut expanded = Vec::new();
+    let checked = |v: String| super::upstream::check_template(&v).map(|()| v);
+    let mut kept = Vec::new();
     for (k, v) in env {
-        match expand_env(&v, lookup) {
-            Ok(x) => expanded.push((k, x)),
+        match checked(v) {
+            Ok(x) => kept.push((k, x)),
             Err(e) => {
                 fail(&k, &format!("env {k}"), e, diags);
                 return None;
@@ -419,9 +435,7 @@ fn to_upstream(file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -> Option<Ups
     }
     let one = |key: &str, v: Option<String>, diags: &mut Vec<Diagnostic>| match v {
         None => Ok(None),
-        Some(v) => expand_env(&v, lookup)
-            .map(Some)
-            .map_err(|e| fail(key, key, e, diags)),
+        Some(v) => checked(v).map(Some).map_err(|e| fail(key, key, e, diags)),
     };
     let mut requests = Requests::default();
     let transport = if transport == "http" {
@@ -440,7 +454,7 @@ fn to_upstream(file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -> Option<Ups
         Transport::Stdio {
             command,
             args: a,
-            env: expanded,
+            env: kept,
             cwd: None,
         }
     };

@@ -219,7 +219,7 @@ fn scan_loads_both_kinds_and_reports_each_file() {
     );
     p.write(
         "tools/secret.md",
-        "---\nkind: mcp\nname: secret\ntransport: stdio\ncommand: x\nenv:\n  T: \"${TOOLCAGE_TEST_SURELY_UNSET}\"\n---\nD\n",
+        "---\nkind: mcp\nname: secret\ntransport: stdio\ncommand: x\nenv:\n  T: \"${TOOLCAGE_TEST_SURELY_UNSET\"\n---\nD\n",
     );
     p.write(
         "tools/missing.md",
@@ -250,7 +250,7 @@ fn scan_loads_both_kinds_and_reports_each_file() {
             "warning tools/README.md:1: no YAML front matter; not a tool (fix: start the file with a `---` line, `kind: ...` and `name: ...`)",
             "error tools/link.md:4: script path 'out.js' resolves outside the AgentDir; tool skipped (fix: keep scripts inside the project, without symlinks out)",
             "error tools/missing.md:4: script path 's.js': file vanished or is a dangling symlink; tool skipped (fix: create the script or fix `path`)",
-            "error tools/secret.md:7: env T: environment variable TOOLCAGE_TEST_SURELY_UNSET is not set; server skipped (fix: set the variable before starting toolcage, or write ${VAR:-default})",
+            "error tools/secret.md:7: env T: unterminated ${; server skipped (fix: write ${NAME} or ${NAME:-default})",
         ]
     );
     assert_one_line_with_fix(&c);
@@ -261,13 +261,13 @@ fn scan_loads_both_kinds_and_reports_each_file() {
         json!("object")
     );
     let m = &c.upstreams[0];
-    // Expanded values are never serialized.
+    // Env values are never serialized.
     let ser = serde_json::to_string(m).unwrap();
     assert!(ser.contains("<redacted>"), "{ser}");
     assert!(!ser.contains(&std::env::var("PATH").unwrap()), "{ser}");
-    assert!(
-        matches!(&m.transport, Transport::Stdio { env, .. } if env[0].1 == std::env::var("PATH").unwrap())
-    );
+    // Discovery reads no host variable: `${PATH}` stays as written (the
+    // gateway expands it, if the operator's env_from_host allows it).
+    assert!(matches!(&m.transport, Transport::Stdio { env, .. } if env[0].1 == "${PATH}"));
 }
 
 #[test]
@@ -312,4 +312,20 @@ fn key_lines_point_diagnostics_at_the_key() {
     assert_eq!(at("https"), None, "a colon inside a value is not a key");
     assert_eq!(at("TOKEN"), Some(7), "nested and quoted keys");
     assert_eq!(at("args"), Some(8));
+}
+
+#[test]
+fn expand_allowed_reads_only_the_variables_the_operator_allows() {
+    use crate::discover::upstream::{Unexpanded, expand_allowed};
+    let look = |n: &str| matches!(n, "SET" | "OTHER").then(|| "v".to_string());
+    let allowed = vec!["SET".to_string(), "UNSET".to_string()];
+    let mut read = Vec::new();
+    let mut x = |s: &str| expand_allowed(s, &allowed, &look, &mut read);
+    assert_eq!(x("a${SET}b"), Ok("avb".into()));
+    // Not allowed: its default only, never the host's value; no default: an error.
+    assert_eq!(x("${OTHER:-d}"), Ok("d".into()));
+    assert_eq!(x("${OTHER}"), Err(Unexpanded::NotAllowed("OTHER".into())));
+    assert_eq!(x("${UNSET}"), Err(Unexpanded::Unset("UNSET".into())));
+    assert_eq!(x("${UNSET:-d}"), Ok("d".into()));
+    assert_eq!(read, vec![("SET".to_string(), "v".to_string())]);
 }

@@ -89,7 +89,7 @@ impl Exposed {
                     line: server.spec.line,
                     description: tool.description.as_deref().unwrap_or_default().to_string(),
                     input_schema: Value::Object((*tool.input_schema).clone()),
-                    requests: server.spec.requests.clone(),
+                    requests: server.requests().clone(),
                     runner: Runner::Upstream {
                         server: server.spec.name.clone(),
                         tool: tool.name.to_string(),

@@ -22,6 +22,14 @@ use std::time::{Duration, Instant};
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 const STDERR_TAIL: usize = 16 * 1024;
 
+/// Bounds on one listing of a server's tools (`tools/list` and its
+/// `nextCursor` pages): a server past any of them is stopped, with the
+/// reason `upstreams`, `check` and `list` show. An endless `nextCursor`
+/// once took `toolcage list` past 7 GiB.
+pub const MAX_LIST_PAGES: usize = 100;
+pub const MAX_LIST_TOOLS: usize = 1000;
+pub const MAX_LIST_BYTES: usize = 4 * 1024 * 1024;
+
 /// The last bytes a server wrote to stderr.
 #[derive(Debug, Default)]
 pub struct Tail(Mutex<Vec<u8>>);
@@ -81,6 +89,13 @@ pub struct Instance {
     pub started: Instant,
     exited: Arc<Mutex<Option<String>>>,
     progress: super::client::ProgressRoutes,
+    /// The host values its declaration read (`super::Launch::hidden`).
+    hidden: Vec<(String, String)>,
+    /// A re-listing runs; another was asked for meanwhile.
+    pub relisting: std::sync::atomic::AtomicBool,
+    pub relist_again: std::sync::atomic::AtomicBool,
+    /// Its calls in flight, for elicitation (`super::client::Elicits`).
+    pub elicits: Arc<super::client::Elicits>,
 }
 
 impl Drop for Instance {
@@ -96,12 +111,16 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 impl Instance {
     /// Start `spec` (stdio) under `grant` and initialize it. On failure,
     /// the message says why, with the stderr tail when there is one.
+    /// `launch` is `spec` with its `${VAR}` expanded: what runs. Messages
+    /// name the server as declared and never show an expanded value.
     pub async fn start(
         spec: &UpstreamSpec,
+        launch: &super::Launch,
         grant: &Grant,
         client: UpstreamClient,
     ) -> Result<Instance, String> {
-        match &spec.transport {
+        let elicits = client.elicits.clone();
+        let started = match &launch.transport {
             Transport::Stdio {
                 command,
                 args,
@@ -111,7 +130,14 @@ impl Instance {
             Transport::Http { url, headers } => {
                 Self::start_http(spec, url, headers, grant, client).await
             }
-        }
+        };
+        started
+            .map(|mut i| {
+                i.hidden = launch.hidden.clone();
+                i.elicits = elicits;
+                i
+            })
+            .map_err(|e| super::hide(&e, &launch.hidden))
     }
 
     /// A Streamable HTTP server: no process of ours; toolcage's HTTP
@@ -162,6 +188,10 @@ impl Instance {
             started: Instant::now(),
             exited: Arc::new(Mutex::new(None)),
             progress,
+            hidden: Vec::new(),
+            relisting: Default::default(),
+            relist_again: Default::default(),
+            elicits: Default::default(),
         };
         instance
             .refresh_tools()
@@ -308,6 +338,10 @@ impl Instance {
             started,
             exited,
             progress,
+            hidden: Vec::new(),
+            relisting: Default::default(),
+            relist_again: Default::default(),
+            elicits: Default::default(),
         };
         instance.refresh_tools().await.map_err(|e| {
             failed(
@@ -318,12 +352,12 @@ impl Instance {
         Ok(instance)
     }
 
-    /// List the server's tools again (after `list_changed`).
+    /// List the server's tools again (after `list_changed`), within the
+    /// bounds ([`MAX_LIST_PAGES`], [`MAX_LIST_TOOLS`], [`MAX_LIST_BYTES`]).
     pub async fn refresh_tools(&self) -> Result<Vec<Tool>, String> {
         let tools =
-            match tokio::time::timeout(START_TIMEOUT, self.service.peer().list_all_tools()).await {
-                Ok(Ok(t)) => t,
-                Ok(Err(e)) => return Err(e.to_string()),
+            match tokio::time::timeout(START_TIMEOUT, list_bounded(self.service.peer())).await {
+                Ok(r) => r?,
                 Err(_) => return Err("tools/list timed out".into()),
             };
         *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = tools.clone();
@@ -416,15 +450,55 @@ impl Instance {
     fn gone_text(&self, error: &str) -> String {
         let why = self.exited().unwrap_or_else(|| error.to_string());
         let tail = self.stderr.text(20);
-        match tail.trim().is_empty() {
+        let text = match tail.trim().is_empty() {
             true => why,
             false => format!("{why}; its stderr ends with:\n{tail}"),
-        }
+        };
+        super::hide(&text, &self.hidden)
     }
 
     pub fn peer(&self) -> &rmcp::Peer<RoleClient> {
         self.service.peer()
     }
+}
+
+/// Every page of `tools/list`, stopping at the first bound passed.
+async fn list_bounded(peer: &rmcp::Peer<RoleClient>) -> Result<Vec<Tool>, String> {
+    let past = |what: String| {
+        format!(
+            "its tool list goes past {what}; toolcage stopped listing and stopped the server \
+             (fix: the server is broken or hostile: fix it, or remove it from the project)"
+        )
+    };
+    let mut tools = Vec::new();
+    let mut bytes = 0usize;
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_LIST_PAGES {
+        let params = cursor
+            .take()
+            .map(|c| rmcp::model::PaginatedRequestParams::default().with_cursor(Some(c)));
+        let page = peer.list_tools(params).await.map_err(|e| e.to_string())?;
+        for t in page.tools {
+            bytes += serde_json::to_vec(&t).map_or(0, |b| b.len());
+            tools.push(t);
+            if tools.len() > MAX_LIST_TOOLS {
+                return Err(past(format!("{MAX_LIST_TOOLS} tools")));
+            }
+            if bytes > MAX_LIST_BYTES {
+                return Err(past(format!(
+                    "{} of tool definitions",
+                    crate::text::units::format_size(MAX_LIST_BYTES as u64)
+                )));
+            }
+        }
+        match page.next_cursor {
+            None => return Ok(tools),
+            Some(c) => cursor = Some(c),
+        }
+    }
+    Err(past(format!(
+        "{MAX_LIST_PAGES} pages (every answer named another nextCursor)"
+    )))
 }
 
 fn exit_text(exit: crate::sandbox::Exit) -> String {

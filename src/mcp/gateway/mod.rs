@@ -42,10 +42,78 @@ const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
 /// One declared server and what the policy gives it.
 pub struct Server {
+    /// As declared: `${VAR}` as written (what every surface shows).
     pub spec: UpstreamSpec,
     pub settings: UpstreamSettings,
+    /// What is started: the declaration with `${VAR}` expanded as
+    /// `env_from_host` allows, or why it cannot be (the server is refused).
+    pub launch: Result<Launch, String>,
     /// Its grant, or why it does not resolve (the server is refused).
     pub grant: Result<Resolved, String>,
+}
+
+/// A server's declaration with its `${VAR}` expanded: never printed.
+pub struct Launch {
+    pub transport: crate::discover::Transport,
+    /// What it requests of the policy (an expanded url's host).
+    pub requests: crate::policy::Requests,
+    /// The host values read, `(VAR, value)`: toolcage's own messages about
+    /// the server show `${VAR}` where a value would appear.
+    pub hidden: Vec<(String, String)>,
+}
+
+impl Launch {
+    /// `spec` expanded with the host variables `allowed` names.
+    fn of(spec: &UpstreamSpec, allowed: &[String]) -> Result<Launch, String> {
+        use crate::discover::upstream::Unexpanded;
+        let at = match spec.line {
+            Some(l) => format!("{}:{l}", spec.source.display()),
+            None => spec.source.display().to_string(),
+        };
+        let name = &spec.name;
+        let lookup = |v: &str| std::env::var(v).ok();
+        let (transport, hidden) = spec.transport.expand(allowed, &lookup).map_err(|e| {
+            let field = &e.field;
+            match e.why {
+                Unexpanded::NotAllowed(var) => format!(
+                    "{at}: {field}: ${{{var}}} would read the operator's environment, which no \
+                     policy file allows for this server (fix: if the server should have it, add \
+                     env_from_host = [\"{var}\"] to [upstreams.{name}] in your --policy file; \
+                     a project's own files cannot allow it)"
+                ),
+                Unexpanded::Unset(var) => format!(
+                    "{at}: {field}: environment variable {var} is not set (fix: set it before \
+                     starting toolcage, or write ${{{var}:-default}})"
+                ),
+                Unexpanded::Syntax(why) => format!("{at}: {field}: {why}"),
+            }
+        })?;
+        let mut requests = spec.requests.clone();
+        if let crate::discover::Transport::Http { url, .. } = &transport
+            && spec.format == crate::spec::Format::McpJson
+            && requests.domains.is_none()
+        {
+            requests = crate::discover::upstream::url_requests(url)
+                .map_err(|(m, fix)| format!("{at}: {} (fix: {fix})", hide(&m, &hidden)))?;
+        }
+        Ok(Launch {
+            transport,
+            requests,
+            hidden,
+        })
+    }
+}
+
+/// `text` with each host value in `hidden` shown as `${VAR}` (values
+/// shorter than 4 bytes are left: they would mangle ordinary text).
+pub fn hide(text: &str, hidden: &[(String, String)]) -> String {
+    let mut out = text.to_string();
+    for (var, value) in hidden {
+        if value.len() >= 4 {
+            out = out.replace(value.as_str(), &format!("${{{var}}}"));
+        }
+    }
+    out
 }
 
 enum Slot {
@@ -85,6 +153,8 @@ pub struct Gateway {
     /// What an upstream tool's own `[tools."server__tool"]` section is
     /// resolved with ([`Gateway::tool_grant`]).
     tool_policy: ToolPolicy,
+    /// Upstream elicitation requests forwarded in this session.
+    session_elicits: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 struct ToolPolicy {
@@ -127,6 +197,15 @@ pub struct Renamed {
     pub why: String,
 }
 
+impl Server {
+    /// What the server requests of the policy, as started.
+    pub fn requests(&self) -> &crate::policy::Requests {
+        self.launch
+            .as_ref()
+            .map_or(&self.spec.requests, |l| &l.requests)
+    }
+}
+
 impl Gateway {
     /// The grant a call of `name`, an exposed tool of `server`, passes the
     /// gate with: its server's, with the approval, rate limit and
@@ -141,7 +220,7 @@ impl Gateway {
         }
         let input = ToolInput {
             name,
-            requests: &server.spec.requests,
+            requests: server.requests(),
             extra_read: Vec::new(),
         };
         let own = p
@@ -173,13 +252,15 @@ impl Gateway {
             .iter()
             .map(|spec| {
                 let settings = engine.stack.upstream_settings(&spec.name);
+                let launch = Launch::of(spec, &settings.env_from_host);
+                let requests = launch.as_ref().map_or(&spec.requests, |l| &l.requests);
                 let grant = engine
                     .stack
                     .upstream_stack(&spec.name)
                     .and_then(|stack| {
                         let input = ToolInput {
                             name: &spec.name,
-                            requests: &spec.requests,
+                            requests,
                             extra_read: Vec::new(),
                         };
                         stack.resolve(&engine.ctx, &Overrides::default(), Some(&input))
@@ -188,6 +269,7 @@ impl Gateway {
                 Server {
                     spec: spec.clone(),
                     settings,
+                    launch,
                     grant,
                 }
             })
@@ -212,6 +294,7 @@ impl Gateway {
                 ctx: engine.ctx.clone(),
                 sections: engine.stack.tool_sections(),
             },
+            session_elicits: Default::default(),
         }
     }
 
@@ -228,6 +311,9 @@ impl Gateway {
     fn refusal(server: &Server) -> Option<(&'static str, String)> {
         if !server.settings.enabled {
             return Some(("disabled", "enabled = false in [upstreams]".into()));
+        }
+        if let Err(e) = &server.launch {
+            return Some(("refused", e.clone()));
         }
         if let Err(e) = &server.grant {
             return Some(("refused", e.clone()));
@@ -284,8 +370,12 @@ impl Gateway {
             Ok(r) => r.grant.clone(),
             Err(e) => return Err(e.clone()),
         };
+        let launch = match &server.launch {
+            Ok(l) => l,
+            Err(e) => return Err(e.clone()),
+        };
         let client = self.client_for(server, &grant);
-        match Instance::start(&server.spec, &grant, client).await {
+        match Instance::start(&server.spec, launch, &grant, client).await {
             Ok(i) => {
                 let i = Arc::new(i);
                 slots.insert(name.to_string(), Slot::Running(i.clone()));
@@ -334,20 +424,48 @@ impl Gateway {
             roots,
             elicitation_timeout: self.wiring.elicitation_timeout,
             progress: Default::default(),
+            elicits: Default::default(),
+            session_elicits: self.session_elicits.clone(),
         }
     }
 
     /// A server said its tools changed: list them again, re-check pins,
-    /// tell the client if what is offered changed.
+    /// tell the client if what is offered changed. Notifications that come
+    /// while a listing runs make one more listing, not one each; a listing
+    /// past its bounds stops the server.
     async fn relist(&self, name: &str) {
         let instance = match self.slots.lock().await.get(name) {
             Some(Slot::Running(i)) => i.clone(),
             _ => return,
         };
-        if let Err(e) = instance.refresh_tools().await {
-            tracing::warn!("upstream {name}: cannot list its tools again: {e}");
+        use std::sync::atomic::Ordering::SeqCst;
+        instance.relist_again.store(true, SeqCst);
+        if instance.relisting.swap(true, SeqCst) {
             return;
         }
+        while instance.relist_again.swap(false, SeqCst) {
+            if let Err(e) = instance.refresh_tools().await {
+                tracing::warn!("upstream {name}: cannot list its tools again: {e}");
+                instance.relisting.store(false, SeqCst);
+                let why = format!("'{name}' did not list its tools: {e}");
+                let mut slots = self.slots.lock().await;
+                // Only the instance that failed: a newer one stays.
+                if matches!(slots.get(name), Some(Slot::Running(i)) if Arc::ptr_eq(i, &instance)) {
+                    slots.insert(
+                        name.to_string(),
+                        Slot::Failed {
+                            why,
+                            failures: 1,
+                            retry_at: Instant::now() + BACKOFF_MAX,
+                        },
+                    );
+                }
+                drop(slots);
+                self.recompute().await;
+                return;
+            }
+        }
+        instance.relisting.store(false, SeqCst);
         self.recompute().await;
     }
 

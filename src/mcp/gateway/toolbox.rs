@@ -114,9 +114,32 @@ impl Gateway {
         };
         let enforcement = Some(instance.enforcement.clone());
         let sink = self.progress_sink(cancel);
+        let elicits = instance.elicits.begin();
         let r = instance
             .call(tool, args.clone(), grant.timeout, cancel, sink)
             .await;
+        let declined = elicits.finish();
+        let mut result = self
+            .result_of(server, tool, r, grant, start, enforcement)
+            .await;
+        if let Ok(res) = &mut result {
+            res.outcome
+                .denials
+                .extend(declined_elicitations(server, declined));
+        }
+        result
+    }
+
+    /// The call's answer, or its failure, as the pipeline's result.
+    async fn result_of(
+        &self,
+        server: &str,
+        tool: &str,
+        r: Result<rmcp::model::CallToolResult, CallFailure>,
+        grant: &Grant,
+        start: Instant,
+        enforcement: Option<crate::sandbox::EnforcementReport>,
+    ) -> Result<CallResult, CallError> {
         let r = match r {
             Ok(r) => r,
             Err(CallFailure::Gone(why)) => {
@@ -151,57 +174,231 @@ impl Gateway {
         };
         let is_error = r.is_error.unwrap_or(false);
         let mut content = serde_json::to_value(&r).unwrap_or_else(|_| json!({}));
-        let (mut text, omitted) = cap_text(&mut content, grant.output.stdout as u64);
+        drop(r);
+        if let Some(o) = content.as_object_mut() {
+            o.remove("isError");
+            o.remove("_meta");
+        }
+        let b = bound(&mut content, grant.output.stdout);
+        let mut text = b.text;
         // The text form (the CLI's) ends its last line; content stays exact.
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
         let mut result = failed(text, Exit::Code(i32::from(is_error)), start, enforcement);
         result.is_error = is_error;
-        result.outcome.stdout.bytes_omitted = omitted;
-        if let Some(o) = content.as_object_mut() {
-            o.remove("isError");
-            o.remove("_meta");
-        }
+        result.outcome.stdout.bytes_kept = b.kept;
+        result.outcome.stdout.bytes_omitted = b.omitted;
         result.content = Some(content);
         Ok(result)
     }
 }
 
-/// Cap the text blocks of an upstream result at `cap` bytes in all (a
-/// marker says how much was cut); the text of all of them, as capped.
-fn cap_text(result: &mut Value, cap: u64) -> (String, u64) {
-    let mut left = usize::try_from(cap).unwrap_or(usize::MAX);
-    let mut omitted = 0u64;
-    let mut all = String::new();
-    let blocks = result.get_mut("content").and_then(Value::as_array_mut);
-    for block in blocks.into_iter().flatten() {
-        let Some(text) = block.get_mut("text") else {
-            continue;
-        };
-        let Some(s) = text.as_str() else { continue };
-        let mut s = s.to_string();
-        if s.len() > left {
-            let mut cut = left;
-            while !s.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            let dropped = (s.len() - cut) as u64;
-            omitted += dropped;
-            s.truncate(cut);
-            s.push('\n');
-            s.push_str(&truncation_marker(dropped));
-            left = 0;
-        } else {
-            left -= s.len();
+/// The elicitation requests declined during a call, for its audit record.
+fn declined_elicitations(server: &str, reasons: Vec<String>) -> Vec<crate::sandbox::Denial> {
+    let mut out: Vec<crate::sandbox::Denial> = Vec::new();
+    for reason in reasons {
+        let why = format!("elicitation request declined: {reason}");
+        match out.iter_mut().find(|d| d.reason == why) {
+            Some(d) => d.count += 1,
+            None => out.push(crate::sandbox::Denial {
+                layer: "elicitation",
+                op: "elicit",
+                target: server.to_string(),
+                rule: None,
+                reason: why,
+                fix: None,
+                count: 1,
+                inferred: false,
+            }),
         }
-        if !all.is_empty() {
-            all.push('\n');
-        }
-        all.push_str(&s);
-        *text = Value::String(s);
     }
-    (all, omitted)
+    out
+}
+
+/// What [`bound`] left of an upstream result.
+struct Bounded {
+    /// The text of its text blocks (and of toolcage's notes), as capped.
+    text: String,
+    /// Bytes of content passed on (text, base64 data, resource text or
+    /// blob, other blocks and `structuredContent` as JSON).
+    kept: u64,
+    /// Bytes cut or left out.
+    omitted: u64,
+}
+
+/// Bound every kind of content of an upstream result to `cap` bytes in
+/// all, in order: text (and an embedded resource's text) is cut with the
+/// truncation marker; what cannot be cut and stay valid (image and audio
+/// data, a resource's blob, a resource link or an unknown block,
+/// `structuredContent`) is passed whole or replaced by a note saying what
+/// was left out. `_meta` keys in toolcage's namespace (`toolcage/...`)
+/// are removed from every block: only toolcage speaks for toolcage.
+fn bound(result: &mut Value, cap: usize) -> Bounded {
+    let mut b = Budget {
+        left: cap,
+        cap,
+        kept: 0,
+        omitted: 0,
+    };
+    let mut all = String::new();
+    let mut blocks: Vec<Value> = match result.get_mut("content").map(Value::take) {
+        Some(Value::Array(a)) => a,
+        _ => Vec::new(),
+    };
+    for block in &mut blocks {
+        strip_our_meta(block);
+        if let Some(r) = block.get_mut("resource") {
+            strip_our_meta(r);
+        }
+        *block = b.block(std::mem::take(block));
+        let text = block.get("text").and_then(Value::as_str).or_else(|| {
+            block
+                .get("resource")
+                .and_then(|r| r.get("text"))
+                .and_then(Value::as_str)
+        });
+        if let Some(t) = text {
+            if !all.is_empty() {
+                all.push('\n');
+            }
+            all.push_str(t);
+        }
+    }
+    if let Some(o) = result.as_object_mut()
+        && let Some(structured) = o.remove("structuredContent")
+    {
+        let n = json_len(&structured);
+        match b.take(n) {
+            true => {
+                o.insert("structuredContent".into(), structured);
+            }
+            false => {
+                let note = b.note("structuredContent", n);
+                if !all.is_empty() {
+                    all.push('\n');
+                }
+                all.push_str(&note);
+                blocks.push(json!({"type": "text", "text": note}));
+            }
+        }
+    }
+    result["content"] = Value::Array(blocks);
+    Bounded {
+        text: all,
+        kept: b.kept,
+        omitted: b.omitted,
+    }
+}
+
+struct Budget {
+    left: usize,
+    cap: usize,
+    kept: u64,
+    omitted: u64,
+}
+
+impl Budget {
+    /// Take `n` bytes if they fit in what is left.
+    fn take(&mut self, n: usize) -> bool {
+        if n > self.left {
+            return false;
+        }
+        self.left -= n;
+        self.kept += n as u64;
+        true
+    }
+
+    /// Left out whole: what the agent reads instead.
+    fn note(&mut self, what: &str, n: usize) -> String {
+        self.omitted += n as u64;
+        format!(
+            "[toolcage: {what} of {} left out: over the {} output cap (raise it with \
+             [upstreams.SERVER.limits] stdout)]",
+            crate::text::units::format_size(n as u64),
+            crate::text::units::format_size(self.cap as u64),
+        )
+    }
+
+    /// `s` cut to what is left, with the truncation marker.
+    fn cut(&mut self, s: &str) -> String {
+        if self.take(s.len()) {
+            return s.to_string();
+        }
+        let mut at = self.left;
+        while !s.is_char_boundary(at) {
+            at -= 1;
+        }
+        let dropped = (s.len() - at) as u64;
+        self.kept += at as u64;
+        self.omitted += dropped;
+        self.left = 0;
+        format!("{}\n{}", &s[..at], truncation_marker(dropped))
+    }
+
+    fn block(&mut self, mut block: Value) -> Value {
+        let kind = block
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown")
+            .to_string();
+        match kind.as_str() {
+            "text" => {
+                if let Some(t) = block.get("text").and_then(Value::as_str) {
+                    block["text"] = Value::String(self.cut(t));
+                }
+                block
+            }
+            "image" | "audio" => {
+                let n = block
+                    .get("data")
+                    .and_then(Value::as_str)
+                    .map_or(0, str::len);
+                match self.take(n) {
+                    true => block,
+                    false => self.replaced(&format!("{kind} data"), n),
+                }
+            }
+            "resource" => {
+                let resource = block.get("resource");
+                if let Some(t) = resource.and_then(|r| r.get("text")).and_then(Value::as_str) {
+                    block["resource"]["text"] = Value::String(self.cut(t));
+                    return block;
+                }
+                let n = resource
+                    .and_then(|r| r.get("blob"))
+                    .and_then(Value::as_str)
+                    .map_or(0, str::len);
+                match self.take(n) {
+                    true => block,
+                    false => self.replaced("resource blob", n),
+                }
+            }
+            // A resource link, or a kind toolcage does not know: as JSON.
+            _ => {
+                let n = json_len(&block);
+                match self.take(n) {
+                    true => block,
+                    false => self.replaced(&format!("a {kind} block"), n),
+                }
+            }
+        }
+    }
+
+    fn replaced(&mut self, what: &str, n: usize) -> Value {
+        json!({"type": "text", "text": self.note(what, n)})
+    }
+}
+
+/// Remove `toolcage/...` keys from `v`'s `_meta`.
+fn strip_our_meta(v: &mut Value) {
+    if let Some(meta) = v.get_mut("_meta").and_then(Value::as_object_mut) {
+        meta.retain(|k, _| !k.starts_with("toolcage/"));
+    }
+}
+
+fn json_len(v: &Value) -> usize {
+    serde_json::to_vec(v).map_or(0, |b| b.len())
 }
 
 fn failed(
