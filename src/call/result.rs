@@ -53,7 +53,9 @@ pub fn format(outcome: &Outcome, grant: &Grant) -> (String, bool) {
         }
         text.push_str(&format!("[toolcage: {note}]\n"));
     }
-    (text, failure.is_some())
+    // A change to a protected path toolcage could not undo is an error
+    // whatever the tool's status.
+    (text, failure.is_some() || outcome.not_undone().is_some())
 }
 
 #[cfg(test)]
@@ -100,7 +102,9 @@ pub(crate) mod tests {
             created_protected: vec![],
             quarantined: vec![],
             restored: vec![],
+            removed: vec![],
             unrestorable: vec![],
+            unchecked: vec![],
             denials: vec![],
         }
     }
