@@ -351,11 +351,25 @@ fn namespace_free_git_config_is_restored_whatever_else_git_holds() {
         .unwrap();
     assert!(init.success());
     let config = std::fs::read_to_string(p.path(".git/config")).unwrap();
-    let four_mib = vec![b'x'; 4 << 20];
-    for n in 0..9 {
-        p.write(&format!(".git/aaa/{n}"), "");
-        std::fs::write(p.path(&format!(".git/aaa/{n}")), &four_mib).unwrap();
+    // 32 MiB and 4 MiB more: eight files of 4 MiB, then one of each power
+    // of two below, so that copying in path order spends the budget to the
+    // last byte whatever `.git/HEAD` took.
+    let mut sizes = vec![4usize << 20; 8];
+    sizes.extend((0..22).rev().map(|b| 1usize << b));
+    std::fs::create_dir(p.path(".git/aaa")).unwrap();
+    for (n, size) in sizes.into_iter().enumerate() {
+        std::fs::write(p.path(&format!(".git/aaa/{n:02}")), vec![b'x'; size]).unwrap();
     }
+    let listing = |dir: &Path| {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = listing(&p.path(".git"));
     let o = exec_sh(
         &p,
         "mkdir -p .git/aab; for n in 0 1 2 3 4 5 6 7 8; do \
@@ -365,8 +379,9 @@ fn namespace_free_git_config_is_restored_whatever_else_git_holds() {
     if namespace_free_run() {
         assert!(err(&o).contains("namespace-free"), "{}", err(&o));
     }
-    assert!(
-        !p.path(".git/aab").exists(),
+    assert_eq!(
+        listing(&p.path(".git")),
+        before,
         "what the call left in .git stays for the next call to hide behind"
     );
     let o = exec_sh(
