@@ -482,3 +482,42 @@ fn a_host_change_during_the_call_is_not_blamed_on_it() {
     let _ = std::fs::remove_dir_all(&host);
     let _ = std::fs::remove_file(&policy);
 }
+
+#[test]
+fn a_change_toolcage_cannot_undo_fails_the_call() {
+    // A pack file over namespace-free mode's 4 MiB copy limit: a change to
+    // it cannot be put back, so the call fails (125) saying which file.
+    let p = Project::new("op-notundone");
+    p.write(".git/config", "[core]\n");
+    let pack = p.path(".git/objects/pack/big.pack");
+    std::fs::create_dir_all(pack.parent().unwrap()).unwrap();
+    std::fs::write(&pack, vec![b'p'; 5 << 20]).unwrap();
+    let o = exec_sh(
+        &p,
+        "(echo x >> .git/objects/pack/big.pack) 2>/dev/null; echo ran",
+    );
+    assert_eq!(out(&o), "ran", "{}", err(&o));
+    if namespace_free_run() {
+        assert_eq!(o.status.code(), Some(125), "{}", err(&o));
+        assert!(
+            err(&o).contains(&format!(
+                "the call changed protected path {} and toolcage could not undo it",
+                pack.display()
+            )),
+            "{}",
+            err(&o)
+        );
+    } else {
+        // With namespaces the write itself is refused.
+        assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+        assert_eq!(std::fs::metadata(&pack).unwrap().len(), 5 << 20);
+    }
+    // Control: a change toolcage can undo (a small file it copied) is
+    // undone and the call succeeds.
+    let o = exec_sh(&p, "(echo '[alias]' >> .git/config) 2>/dev/null; echo ran");
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert_eq!(
+        std::fs::read_to_string(p.path(".git/config")).unwrap(),
+        "[core]\n"
+    );
+}

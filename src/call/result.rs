@@ -114,6 +114,21 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_change_not_undone_is_an_error_whatever_the_status() {
+        let mut o = outcome(Exit::Code(0), cap("hello\n", 0), cap("", 0));
+        o.unrestorable.push(crate::sandbox::Unrestorable {
+            path: "/p/.git/objects/pack/x.pack".into(),
+            reason: "no copy".into(),
+        });
+        let (text, is_error) = format(&o, &grant());
+        assert!(is_error);
+        assert!(text.contains("could not undo (no copy)"), "{text}");
+        // Control: the same run with every change undone is a success.
+        o.unrestorable.clear();
+        assert!(!format(&o, &grant()).1);
+    }
+
+    #[test]
     fn success_is_stdout_only() {
         let o = outcome(Exit::Code(0), cap("hello\n", 0), cap("", 0));
         assert_eq!(format(&o, &grant()), ("hello\n".to_string(), false));
