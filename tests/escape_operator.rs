@@ -318,13 +318,20 @@ fn a_created_git_cannot_stay_by_taking_every_quarantine_name() {
     let q = quarantines(&p.dir);
     assert_eq!(q.len(), 1, "{q:?}");
     assert!(
-        err(&o).contains(&format!("moved it aside to {}", q[0].join(".git").display())),
+        err(&o).contains(&format!(
+            "moved it aside to {}",
+            q[0].join(".git").display()
+        )),
         "the person is told where it went: {}",
         err(&o)
     );
     // git finds no repository in the project: nothing runs.
     let st = git_status(&p.dir);
-    assert!(!st.status.success(), "{}", String::from_utf8_lossy(&st.stdout));
+    assert!(
+        !st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stdout)
+    );
     assert!(!mark.exists(), "git ran the planted fsmonitor");
     // Control: the planted repository is live where toolcage put it (git
     // used there runs the hook), and the call's ordinary output stayed.
@@ -408,12 +415,19 @@ fn namespace_free_git_config_is_restored_whatever_else_git_holds() {
     );
     let st = Command::new("git")
         .arg("-c")
-        .arg(format!("core.fsmonitor=touch \"{}\"; false", mark.display()))
+        .arg(format!(
+            "core.fsmonitor=touch \"{}\"; false",
+            mark.display()
+        ))
         .arg("status")
         .current_dir(&p.dir)
         .output()
         .unwrap();
-    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
     assert!(mark.exists(), "control: git runs a configured fsmonitor");
     let _ = std::fs::remove_file(&mark);
 }

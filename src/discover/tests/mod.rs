@@ -119,9 +119,15 @@ fn toolcage_quarantine_directories_are_never_read() {
         &format!("tools/{q}/planted.md"),
         "---\nkind: script\nname: planted\n---\nd\n",
     );
-    p.write(&format!("{q}/.mcp.json"), r#"{"mcpServers": {"x": {"command": "x"}}}"#);
+    p.write(
+        &format!("{q}/.mcp.json"),
+        r#"{"mcpServers": {"x": {"command": "x"}}}"#,
+    );
     // Control: a real tool beside them loads.
-    p.exec(".agents/tools/good", "#!/bin/sh\n# @description Good\ntrue\n");
+    p.exec(
+        ".agents/tools/good",
+        "#!/bin/sh\n# @description Good\ntrue\n",
+    );
     let c = p.discover();
     assert_eq!(names(&c), vec!["good"]);
     assert!(c.upstreams.is_empty());
