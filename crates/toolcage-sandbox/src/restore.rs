@@ -13,7 +13,7 @@
 //! the entry limit and a copy budget of its own.
 
 use super::Unrestorable;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -262,8 +262,9 @@ impl Snapshot {
     pub fn restore(&self) -> Restored {
         let mut out = Restored::default();
         // New entries first: a directory walked whole holds nothing else.
+        let uncopied = self.uncopied();
         for dir in &self.listed {
-            self.remove_new(dir, &mut out);
+            self.remove_new(dir, &uncopied, &mut out);
         }
         // Then every saved entry, parents before children (BTreeMap order).
         for (path, saved) in &self.entries {
@@ -296,14 +297,34 @@ impl Snapshot {
         }
     }
 
+    /// The identities of the saved files toolcage has no copy of.
+    fn uncopied(&self) -> HashSet<(u64, u64)> {
+        self.entries
+            .values()
+            .filter(|s| matches!(s.content, Content::File(None) | Content::Other))
+            .map(|s| (s.stamp.0, s.stamp.1))
+            .collect()
+    }
+
     /// Remove what is in `dir` now and was not before (a directory that is
-    /// no longer one is put back by [`Self::put_back`]).
-    fn remove_new(&self, dir: &Path, out: &mut Restored) {
+    /// no longer one is put back by [`Self::put_back`]). What holds a file
+    /// toolcage has no copy of (the call renamed or linked it there) is
+    /// left in place and reported: removing it would lose the only one.
+    fn remove_new(&self, dir: &Path, uncopied: &HashSet<(u64, u64)>, out: &mut Restored) {
         if !dir.symlink_metadata().is_ok_and(|m| m.is_dir()) {
             return;
         }
         for child in Self::children(dir) {
             if self.entries.contains_key(&child) {
+                continue;
+            }
+            if !uncopied.is_empty() && holds_any(&child, uncopied, &mut 0) {
+                out.unrestorable.push(Unrestorable {
+                    path: child,
+                    reason: "the call moved or linked there a file toolcage has no copy of; \
+                             left in place"
+                        .into(),
+                });
                 continue;
             }
             match super::quarantine::remove(&child) {
@@ -376,6 +397,25 @@ impl Snapshot {
             }
         }
     }
+}
+
+/// Whether `path` is, or holds without following links, a file whose
+/// identity is in `ids`; past [`ENTRY_LIMIT`] entries it is assumed to.
+fn holds_any(path: &Path, ids: &HashSet<(u64, u64)>, seen: &mut usize) -> bool {
+    *seen += 1;
+    if *seen > ENTRY_LIMIT {
+        return true;
+    }
+    let Ok(m) = path.symlink_metadata() else {
+        return false;
+    };
+    if ids.contains(&(m.dev(), m.ino())) {
+        return true;
+    }
+    m.is_dir()
+        && fs::read_dir(path)
+            .map(|rd| rd.flatten().any(|e| holds_any(&e.path(), ids, seen)))
+            .unwrap_or(false)
 }
 
 /// Why there is no copy of `saved`.
@@ -515,6 +555,30 @@ mod tests {
         assert_eq!(r.unrestorable.len(), 1, "{r:?}");
         assert_eq!(r.unrestorable[0].path, last);
         assert!(r.unrestorable[0].reason.contains("copy budget"), "{r:?}");
+    }
+
+    #[test]
+    fn a_file_without_copy_moved_into_a_new_entry_is_not_removed() {
+        let (_d, git) = tree();
+        let pack = git.join("objects/pack/big.pack");
+        fs::create_dir_all(pack.parent().unwrap()).unwrap();
+        fs::write(&pack, vec![b'p'; FILE_COPY_LIMIT as usize + 1]).unwrap();
+        let snap = take(&git);
+        fs::create_dir(git.join("moved")).unwrap();
+        fs::rename(git.join("objects"), git.join("moved/objects")).unwrap();
+        fs::create_dir(git.join("planted")).unwrap();
+        let r = snap.restore();
+        // The only instance of the pack stays where the call put it...
+        assert_eq!(
+            fs::metadata(git.join("moved/objects/pack/big.pack"))
+                .unwrap()
+                .len(),
+            FILE_COPY_LIMIT + 1
+        );
+        let failed: Vec<&Path> = r.unrestorable.iter().map(|u| u.path.as_path()).collect();
+        assert_eq!(failed, vec![git.join("moved").as_path(), pack.as_path()]);
+        // ...control: what holds nothing of the kind is removed.
+        assert_eq!(r.removed, vec![git.join("planted")]);
     }
 
     #[test]
