@@ -2,13 +2,16 @@
 //! runs it: the `--policy` file inside the writable project, toolcage's
 //! state (audit log, rate limits) and runtime directories, host secrets
 //! inside the default read roots, agent and editor config that runs
-//! commands later, and rlimits lower than the policy's. Each attack has its
-//! positive control.
+//! commands later, rlimits lower than the policy's, and what toolcage does
+//! about protected paths after a call (the quarantine, namespace-free
+//! restoring, who is blamed). Each attack has its positive control.
 
 mod common;
+mod escape_support;
 
-use common::Project;
-use std::process::{Command, Output};
+use common::{Project, namespace_free_run};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 
 fn toolcage(project: &Project, envs: &[(&str, &str)], args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_toolcage"))
@@ -230,4 +233,305 @@ fn an_absent_tool_file_stays_absent_after_the_call() {
     assert!(err(&o).contains("moved it aside to"), "{}", err(&o));
     // Control: the ordinary output of the same call is kept.
     assert_eq!(std::fs::read_to_string(p.path("out.txt")).unwrap(), "ok\n");
+}
+
+/// `toolcage -C <project> ARGS` with its state beside the project, stdin
+/// closed; namespace-free (a container-like filter refuses namespaces) when
+/// the suite runs so.
+fn toolcage_cmd(p: &Project, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolcage"));
+    cmd.arg("-C")
+        .arg(&p.dir)
+        .args(args)
+        .current_dir(&p.dir)
+        .env("XDG_STATE_HOME", p.state_dir())
+        .stdin(Stdio::null());
+    if namespace_free_run() {
+        escape_support::without_namespaces(&mut cmd);
+    }
+    cmd
+}
+
+fn exec_sh(p: &Project, script: &str) -> Output {
+    toolcage_cmd(p, &["exec", "--", "sh", "-c", script])
+        .output()
+        .unwrap()
+}
+
+/// `git status` in `dir` as a person would run it, outside any sandbox;
+/// never looks above `dir`'s parent for a repository.
+fn git_status(dir: &Path) -> Output {
+    Command::new("git")
+        .arg("status")
+        .current_dir(dir)
+        .env("GIT_CEILING_DIRECTORIES", dir.parent().unwrap())
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .output()
+        .unwrap()
+}
+
+/// The quarantine directories toolcage made in `dir`.
+fn quarantines(dir: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(".toolcage-quarantine-")
+        })
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn a_created_git_cannot_stay_by_taking_every_quarantine_name() {
+    // The call makes a repository where the project has none, with a
+    // core.fsmonitor that the next `git status` would run outside the
+    // sandbox, and first takes every name toolcage used to move such a path
+    // aside to (`.git.quarantined-by-toolcage-<secs>[-N]`, 100 per second).
+    let p = Project::new("op-qnames");
+    let mark = p.dir.with_extension("fsmonitor-ran");
+    let _ = std::fs::remove_file(&mark);
+    let script = format!(
+        "now=$(date +%s); names=''; s=$((now-2)); \
+         while [ $s -le $((now+15)) ]; do \
+           names=\"$names .git.quarantined-by-toolcage-$s\"; n=1; \
+           while [ $n -le 99 ]; do names=\"$names .git.quarantined-by-toolcage-$s-$n\"; n=$((n+1)); done; \
+           s=$((s+1)); \
+         done; \
+         mkdir $names && git init -q . && git config core.fsmonitor 'touch \"{mark}\"; false' \
+         && echo made > work.txt && echo PLANTED",
+        mark = mark.display()
+    );
+    let o = exec_sh(&p, &script);
+    assert_eq!(out(&o), "PLANTED", "{}", err(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(
+        p.path(".git").symlink_metadata().is_err(),
+        "the planted .git stayed in the project: {}",
+        err(&o)
+    );
+    let q = quarantines(&p.dir);
+    assert_eq!(q.len(), 1, "{q:?}");
+    assert!(
+        err(&o).contains(&format!(
+            "moved it aside to {}",
+            q[0].join(".git").display()
+        )),
+        "the person is told where it went: {}",
+        err(&o)
+    );
+    // git finds no repository in the project: nothing runs.
+    let st = git_status(&p.dir);
+    assert!(
+        !st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stdout)
+    );
+    assert!(!mark.exists(), "git ran the planted fsmonitor");
+    // Control: the planted repository is live where toolcage put it (git
+    // used there runs the hook), and the call's ordinary output stayed.
+    git_status(&q[0]);
+    assert!(mark.exists(), "control: the planted fsmonitor runs");
+    assert_eq!(
+        std::fs::read_to_string(p.path("work.txt")).unwrap(),
+        "made\n"
+    );
+    let _ = std::fs::remove_file(&mark);
+}
+
+#[test]
+fn namespace_free_git_config_is_restored_whatever_else_git_holds() {
+    // More than namespace-free mode's copy budget in files sorted before
+    // `config`: the person's own, and more the first call leaves there.
+    let p = Project::new("op-budget");
+    let mark = p.dir.with_extension("fsmonitor-ran");
+    let _ = std::fs::remove_file(&mark);
+    let init = Command::new("git")
+        .args(["init", "-q", "."])
+        .current_dir(&p.dir)
+        .status()
+        .unwrap();
+    assert!(init.success());
+    let config = std::fs::read_to_string(p.path(".git/config")).unwrap();
+    // 32 MiB and 4 MiB more: eight files of 4 MiB, then one of each power
+    // of two below, so that copying in path order spends the budget to the
+    // last byte whatever `.git/HEAD` took.
+    let mut sizes = vec![4usize << 20; 8];
+    sizes.extend((0..22).rev().map(|b| 1usize << b));
+    std::fs::create_dir(p.path(".git/aaa")).unwrap();
+    for (n, size) in sizes.into_iter().enumerate() {
+        std::fs::write(p.path(&format!(".git/aaa/{n:02}")), vec![b'x'; size]).unwrap();
+    }
+    let listing = |dir: &Path| {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = listing(&p.path(".git"));
+    let o = exec_sh(
+        &p,
+        "mkdir -p .git/aab; for n in 0 1 2 3 4 5 6 7 8; do \
+           head -c 4194304 /dev/zero > .git/aab/$n 2>/dev/null; done; echo kept > work.txt",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    if namespace_free_run() {
+        assert!(err(&o).contains("namespace-free"), "{}", err(&o));
+    }
+    assert_eq!(
+        listing(&p.path(".git")),
+        before,
+        "what the call left in .git stays for the next call to hide behind"
+    );
+    let o = exec_sh(
+        &p,
+        &format!(
+            "git config core.fsmonitor 'touch \"{}\"; false' 2>/dev/null; echo ok >> work.txt",
+            mark.display()
+        ),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert_eq!(
+        std::fs::read_to_string(p.path(".git/config")).unwrap(),
+        config,
+        "{}",
+        err(&o)
+    );
+    git_status(&p.dir);
+    assert!(!mark.exists(), "git ran the planted fsmonitor");
+    // Control: writes outside protected paths persist, and git in this
+    // repository does run an fsmonitor that is configured.
+    assert_eq!(
+        std::fs::read_to_string(p.path("work.txt")).unwrap(),
+        "kept\nok\n"
+    );
+    let st = Command::new("git")
+        .arg("-c")
+        .arg(format!(
+            "core.fsmonitor=touch \"{}\"; false",
+            mark.display()
+        ))
+        .arg("status")
+        .current_dir(&p.dir)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    assert!(mark.exists(), "control: git runs a configured fsmonitor");
+    let _ = std::fs::remove_file(&mark);
+}
+
+#[test]
+fn a_host_change_during_the_call_is_not_blamed_on_it() {
+    // A denied file in a read root, replaced on the host while the call
+    // runs (as `useradd` replaces /etc/shadow): the call cannot reach it.
+    let p = Project::new("op-hostchange");
+    let host = p.dir.with_extension("host");
+    std::fs::create_dir_all(&host).unwrap();
+    let secret = host.join("secret");
+    std::fs::write(&secret, "old").unwrap();
+    let policy = p.dir.with_extension("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[fs]\nadd_read = [\"{h}\"]\nadd_denied = [\"{h}/secret\"]\n",
+            h = host.display()
+        ),
+    )
+    .unwrap();
+    // Control in the same call: a protected path the call creates itself.
+    let script = "touch started; while [ ! -e go ]; do sleep 0.1; done; echo x > .envrc; echo DONE";
+    let child = toolcage_cmd(
+        &p,
+        &[
+            "exec",
+            "--policy",
+            policy.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut waited = 0;
+    while !p.path("started").exists() {
+        assert!(waited < 3000, "the call never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        waited += 1;
+    }
+    std::fs::write(host.join("secret.new"), "new").unwrap();
+    std::fs::rename(host.join("secret.new"), &secret).unwrap();
+    std::fs::write(p.path("go"), "").unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(out(&o), "DONE", "{}", err(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(
+        !err(&o).contains(&secret.display().to_string()),
+        "a change the call could not make is blamed on it: {}",
+        err(&o)
+    );
+    assert!(
+        err(&o).contains(&format!(
+            "the command created protected path {}",
+            p.path(".envrc").display()
+        )),
+        "control: what the call itself did is reported: {}",
+        err(&o)
+    );
+    let _ = std::fs::remove_dir_all(&host);
+    let _ = std::fs::remove_file(&policy);
+}
+
+#[test]
+fn a_change_toolcage_cannot_undo_fails_the_call() {
+    // A pack file over namespace-free mode's 4 MiB copy limit: a change to
+    // it cannot be put back, so the call fails (125) saying which file.
+    let p = Project::new("op-notundone");
+    p.write(".git/config", "[core]\n");
+    let pack = p.path(".git/objects/pack/big.pack");
+    std::fs::create_dir_all(pack.parent().unwrap()).unwrap();
+    std::fs::write(&pack, vec![b'p'; 5 << 20]).unwrap();
+    let o = exec_sh(
+        &p,
+        "(echo x >> .git/objects/pack/big.pack) 2>/dev/null; echo ran",
+    );
+    assert_eq!(out(&o), "ran", "{}", err(&o));
+    if namespace_free_run() {
+        assert_eq!(o.status.code(), Some(125), "{}", err(&o));
+        assert!(
+            err(&o).contains(&format!(
+                "the call changed protected path {} and toolcage could not undo it",
+                pack.display()
+            )),
+            "{}",
+            err(&o)
+        );
+    } else {
+        // With namespaces the write itself is refused.
+        assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+        assert_eq!(std::fs::metadata(&pack).unwrap().len(), 5 << 20);
+    }
+    // Control: a change toolcage can undo (a small file it copied) is
+    // undone and the call succeeds.
+    let o = exec_sh(&p, "(echo '[alias]' >> .git/config) 2>/dev/null; echo ran");
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert_eq!(
+        std::fs::read_to_string(p.path(".git/config")).unwrap(),
+        "[core]\n"
+    );
 }

@@ -102,7 +102,9 @@ pub fn format(outcome: &Outcome, grant: &Grant) -> (String, bool) {
         }
         text.push_str(&format!("[toolcage: {note}]\n"));
     }
-    (text, failure.is_some())
+    // A change to a protected path toolcage could not undo is an error
+    // whatever the tool's status.
+    (text, failure.is_some() || outcome.not_undone().is_some())
 }
 
 #[cfg(test)]
@@ -150,7 +152,9 @@ pub(crate) mod tests {
             created_protected: vec![],
             quarantined: vec![],
             restored: vec![],
+            removed: vec![],
             unrestorable: vec![],
+            unchecked: vec![],
             denials: vec![],
         }
     }
@@ -181,6 +185,21 @@ pub(crate) mod tests {
             shown("[INFO] building\n[tool] x"),
             "[INFO] building\n[tool] x"
         );
+    }
+
+    #[test]
+    fn a_change_not_undone_is_an_error_whatever_the_status() {
+        let mut o = outcome(Exit::Code(0), cap("hello\n", 0), cap("", 0));
+        o.unrestorable.push(crate::sandbox::Unrestorable {
+            path: "/p/.git/objects/pack/x.pack".into(),
+            reason: "no copy".into(),
+        });
+        let (text, is_error) = format(&o, &grant());
+        assert!(is_error);
+        assert!(text.contains("could not undo (no copy)"), "{text}");
+        // Control: the same run with every change undone is a success.
+        o.unrestorable.clear();
+        assert!(!format(&o, &grant()).1);
     }
 
     #[test]

@@ -251,6 +251,11 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
     // The result text already lists them (what an agent sees); --explain
     // puts them on stderr too.
     super::explain::report(&outcome.denials, args.explain, false, true);
+    // A change to a protected path toolcage could not undo fails the call.
+    if let Some(reason) = outcome.not_undone() {
+        super::say(&reason);
+        return status::INTERNAL;
+    }
     match outcome.exit {
         Exit::Timeout => status::TIMEOUT,
         _ if result.is_error => status::TOOL_ERROR,

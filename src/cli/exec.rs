@@ -150,6 +150,12 @@ fn try_run(project: &Path, here: Option<&Path>, args: &ExecArgs) -> Result<u8, E
         json["path_dropped"] = serde_json::to_value(dropped).map_err(internal)?;
         eprintln!("{json}");
     }
+    // A change to a protected path toolcage could not undo fails the
+    // command, whatever its own status (never exit 0 with a warning).
+    if let Some(reason) = outcome.not_undone() {
+        super::say(&reason);
+        return Ok(status::INTERNAL);
+    }
     Ok(match outcome.exit {
         Exit::Timeout => {
             eprintln!(

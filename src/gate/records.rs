@@ -92,6 +92,8 @@ pub fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
                     .unwrap_or_else(|| outcome.exit.shell_status()),
             );
             r.is_error = Some(is_error);
+            // Ran, but left a protected path toolcage could not put back.
+            r.error = outcome.not_undone();
             r.duration_ms = Some(millis(outcome.duration));
             r.stdout = Some(StreamBytes {
                 kept: outcome.stdout.bytes_kept,

@@ -132,7 +132,9 @@ fn outcome(exit: Exit, text: &str, duration: Duration) -> Outcome {
         created_protected: vec![],
         quarantined: vec![],
         restored: vec![],
+        removed: vec![],
         unrestorable: vec![],
+        unchecked: vec![],
         denials: vec![],
     }
 }

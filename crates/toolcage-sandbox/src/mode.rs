@@ -130,9 +130,12 @@ pub fn lacks(grant: &Grant, landlock_abi: i32) -> Vec<Lack> {
                    back beneath a granted directory)"
                 .into(),
             compensated_by: Some(
-                "saved before the call and restored after it (files up to 4 MiB, 32 MiB in \
-                 all); anything created there is moved aside; a change that cannot be \
-                 restored is reported"
+                "saved before the call and restored after it: first what decides what runs \
+                 later (agent, editor and tool config; a .git's config, hooks and info), \
+                 with a copy budget of its own (64 MiB), then the rest of a .git (objects, \
+                 refs: 32 MiB, 100000 entries); files up to 4 MiB each are copied; what the \
+                 call adds there is removed; a change toolcage cannot undo fails the call \
+                 (exit 125)"
                     .into(),
             ),
         });

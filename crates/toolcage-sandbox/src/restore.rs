@@ -1,12 +1,19 @@
 //! Namespace-free mode cannot make a protected path inside a write root
 //! read-only (Landlock cannot take rights back beneath a granted
 //! directory, and there is no mount namespace to re-bind it). Instead the
-//! protected trees are saved before the call and put back after it:
-//! an entry the call created is moved aside, an entry it changed or
-//! removed is restored from the copy. Files too large for the copy are
-//! only checked; a change to one of them is reported as not restorable.
+//! protected trees are saved before the call and put back after it: an
+//! entry the call created is removed, an entry it changed or removed is
+//! restored from the copy, and a change that cannot be undone (a file too
+//! large to copy) makes the call's result an error.
+//!
+//! What decides what runs later is saved first and always, whatever else
+//! the trees hold: every file of agent, editor and tool config, and in a
+//! `.git` its config, hooks and info (a submodule's and a worktree's
+//! too). The rest of a `.git` (objects, refs, logs) gets what is left of
+//! the entry limit and a copy budget of its own.
 
-use std::collections::BTreeMap;
+use super::Unrestorable;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -14,9 +21,11 @@ use std::path::{Path, PathBuf};
 
 /// Files larger than this are checked, not copied.
 const FILE_COPY_LIMIT: u64 = 4 << 20;
-/// Bytes copied per call across every protected tree.
+/// Bytes copied per call of files that decide what runs later.
+const DECISIVE_COPY_LIMIT: u64 = 64 << 20;
+/// Bytes copied per call of every other file.
 const TOTAL_COPY_LIMIT: u64 = 32 << 20;
-/// Entries walked per call; beyond it the rest is reported as unchecked.
+/// Entries walked per call; beyond it the rest of a `.git` is unchecked.
 const ENTRY_LIMIT: usize = 100_000;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +42,8 @@ struct Saved {
     mode: u32,
     /// dev, ino, size, mtime (ns), ctime (ns): any change shows in one.
     stamp: (u64, u64, u64, i128, i128),
+    /// It decides what runs later (see [`decisive`]).
+    decisive: bool,
 }
 
 fn stamp(m: &fs::Metadata) -> (u64, u64, u64, i128, i128) {
@@ -46,12 +57,46 @@ fn stamp(m: &fs::Metadata) -> (u64, u64, u64, i128, i128) {
     )
 }
 
+/// Whether `path` beneath the guarded `root` decides what runs later:
+/// everything in a guarded tree other than a `.git`; in a `.git`, its
+/// config files and whatever lies in a `hooks` or `info` directory.
+fn decisive(root: &Path, path: &Path) -> bool {
+    if root.file_name().is_none_or(|n| n != ".git") {
+        return true;
+    }
+    let Ok(rel) = path.strip_prefix(root) else {
+        return false;
+    };
+    let last = rel.file_name();
+    rel.components()
+        .any(|c| c.as_os_str() == "hooks" || c.as_os_str() == "info")
+        || last.is_some_and(|n| n == "config" || n == "config.worktree" || n == "commondir")
+}
+
+/// Whether `path` in a `.git` may hold decisive entries deeper down: the
+/// git directories of submodules (`modules/NAME/`, nested) and worktrees,
+/// not their object stores.
+fn may_hold_decisive(root: &Path, path: &Path) -> bool {
+    let Ok(rel) = path.strip_prefix(root) else {
+        return false;
+    };
+    let mut comps = rel.components().map(|c| c.as_os_str());
+    matches!(comps.next(), Some(c) if c == "modules" || c == "worktrees")
+        && !comps.any(|c| ["objects", "refs", "logs", "lfs"].iter().any(|o| c == *o))
+}
+
 /// The protected trees as they were before the call.
 #[derive(Debug, Default)]
 pub struct Snapshot {
     entries: BTreeMap<PathBuf, Saved>,
-    roots: Vec<PathBuf>,
-    /// Trees too large to walk completely: not guarded.
+    /// Directories whose every entry was recorded: whatever else is in
+    /// them after the call, the call put there.
+    listed: BTreeSet<PathBuf>,
+    /// Roots that are protected (the rest are denied paths: saved and
+    /// restored all the same, but nothing in them runs later).
+    protected: BTreeSet<PathBuf>,
+    /// Trees too large to walk completely: beyond what decides what runs
+    /// later, only partly checked.
     pub incomplete: Vec<PathBuf>,
 }
 
@@ -60,38 +105,53 @@ pub struct Snapshot {
 pub struct Restored {
     /// Changed or removed by the call, put back.
     pub restored: Vec<PathBuf>,
-    /// Created by the call, moved aside: (path, where to).
-    pub moved_aside: Vec<(PathBuf, PathBuf)>,
+    /// Created by the call inside a protected directory: removed.
+    pub removed: Vec<PathBuf>,
     /// Changed by the call and not restorable (no copy, or restoring failed).
-    pub unrestorable: Vec<PathBuf>,
+    pub unrestorable: Vec<Unrestorable>,
 }
 
 impl Snapshot {
-    /// Save the trees beneath `roots` (paths that do not exist are skipped:
-    /// the quarantine handles protected paths a call creates).
-    pub fn take(roots: &[PathBuf]) -> Snapshot {
-        let mut snap = Snapshot::default();
-        let mut budget = TOTAL_COPY_LIMIT;
-        for root in roots {
-            if root.symlink_metadata().is_err() {
-                continue;
-            }
-            snap.roots.push(root.clone());
-            if !snap.walk(root, &mut budget) {
-                snap.incomplete.push(root.clone());
+    /// Save the trees beneath the `protected` and `denied` roots. Paths
+    /// that do not exist and symlinks are skipped: the quarantine handles a
+    /// protected path a call creates or a link it replaces (a link's target
+    /// is a root of its own). Fails when what decides what runs later is
+    /// too large to walk.
+    pub fn take(protected: &[PathBuf], denied: &[PathBuf]) -> Result<Snapshot, String> {
+        let mut snap = Snapshot {
+            protected: protected.iter().cloned().collect(),
+            ..Snapshot::default()
+        };
+        let roots: Vec<&PathBuf> = protected
+            .iter()
+            .chain(denied)
+            .filter(|r| r.symlink_metadata().is_ok_and(|m| !m.is_symlink()))
+            .collect();
+        for root in protected.iter().filter(|r| roots.contains(r)) {
+            if !snap.walk_decisive(root, root) {
+                return Err(format!(
+                    "{} holds more than {ENTRY_LIMIT} entries of hooks and config: too many \
+                     to guard without namespaces",
+                    root.display()
+                ));
             }
         }
-        snap
+        for root in &roots {
+            if !snap.walk_all(root, root) {
+                snap.incomplete.push(root.to_path_buf());
+            }
+        }
+        snap.copy_files();
+        Ok(snap)
     }
 
-    /// Record `path` and what is beneath it; false when the entry limit
-    /// stopped the walk.
-    fn walk(&mut self, path: &Path, budget: &mut u64) -> bool {
-        if self.entries.len() >= ENTRY_LIMIT {
-            return false;
+    /// Record `path` (once); whether it is a directory.
+    fn record(&mut self, root: &Path, path: &Path) -> bool {
+        if let Some(s) = self.entries.get(path) {
+            return s.content == Content::Dir;
         }
         let Ok(m) = path.symlink_metadata() else {
-            return true;
+            return false;
         };
         let ft = m.file_type();
         let content = if ft.is_dir() {
@@ -99,45 +159,112 @@ impl Snapshot {
         } else if ft.is_symlink() {
             Content::Symlink(fs::read_link(path).unwrap_or_default())
         } else if ft.is_file() {
-            let copy = (m.size() <= FILE_COPY_LIMIT && m.size() <= *budget)
-                .then(|| fs::read(path).ok())
-                .flatten();
-            if let Some(c) = &copy {
-                *budget -= c.len() as u64;
-            }
-            Content::File(copy)
+            Content::File(None) // copied once every entry is known
         } else {
             Content::Other
         };
+        let dir = content == Content::Dir;
         self.entries.insert(
             path.to_path_buf(),
             Saved {
-                content: content.clone(),
+                content,
                 mode: m.permissions().mode() & 0o7777,
                 stamp: stamp(&m),
+                decisive: self.decides(root, path),
             },
         );
-        if content == Content::Dir
-            && let Ok(rd) = fs::read_dir(path)
-        {
-            let mut children: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
-            children.sort();
-            for child in children {
-                if !self.walk(&child, budget) {
-                    return false;
-                }
+        dir
+    }
+
+    fn children(path: &Path) -> Vec<PathBuf> {
+        let mut children: Vec<PathBuf> = fs::read_dir(path)
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        children.sort();
+        children
+    }
+
+    fn decides(&self, root: &Path, path: &Path) -> bool {
+        self.protected.contains(root) && decisive(root, path)
+    }
+
+    /// First pass: what decides what runs later, whole, and the
+    /// directories leading to it. False when over the entry limit.
+    fn walk_decisive(&mut self, root: &Path, path: &Path) -> bool {
+        if self.decides(root, path) {
+            return self.walk_all(root, path);
+        }
+        if self.entries.len() >= ENTRY_LIMIT {
+            return false;
+        }
+        if !self.record(root, path) {
+            return true;
+        }
+        for c in Self::children(path) {
+            let wanted = self.decides(root, &c) || may_hold_decisive(root, &c);
+            if wanted && !self.walk_decisive(root, &c) {
+                return false;
             }
         }
         true
     }
 
+    /// Second pass: everything else, up to the entry limit. False when the
+    /// limit stopped the walk.
+    fn walk_all(&mut self, root: &Path, path: &Path) -> bool {
+        if self.listed.contains(path) {
+            return true; // walked whole in the first pass
+        }
+        if self.entries.len() >= ENTRY_LIMIT && !self.entries.contains_key(path) {
+            return false;
+        }
+        if !self.record(root, path) {
+            return true;
+        }
+        for child in Self::children(path) {
+            if !self.walk_all(root, &child) {
+                return false;
+            }
+        }
+        self.listed.insert(path.to_path_buf());
+        true
+    }
+
+    /// Copy the files' content: what decides what runs later first, each
+    /// kind within its own budget.
+    fn copy_files(&mut self) {
+        let (mut decisive_left, mut rest_left) = (DECISIVE_COPY_LIMIT, TOTAL_COPY_LIMIT);
+        for first in [true, false] {
+            for (path, saved) in self.entries.iter_mut() {
+                if saved.decisive != first || saved.content != Content::File(None) {
+                    continue;
+                }
+                let left = if first {
+                    &mut decisive_left
+                } else {
+                    &mut rest_left
+                };
+                let size = saved.stamp.2;
+                if size > FILE_COPY_LIMIT || size > *left {
+                    continue;
+                }
+                if let Ok(bytes) = fs::read(path)
+                    && bytes.len() as u64 == size
+                {
+                    *left -= size;
+                    saved.content = Content::File(Some(bytes));
+                }
+            }
+        }
+    }
+
     /// Put the trees back as they were; see [`Restored`].
-    pub fn restore(&self, now_secs: u64) -> Restored {
+    pub fn restore(&self) -> Restored {
         let mut out = Restored::default();
-        // New entries first (deepest last is fine: moving a new directory
-        // aside takes what is in it along).
-        for root in &self.roots {
-            self.move_aside_new(root, now_secs, &mut out);
+        // New entries first: a directory walked whole holds nothing else.
+        let uncopied = self.uncopied();
+        for dir in &self.listed {
+            self.remove_new(dir, &uncopied, &mut out);
         }
         // Then every saved entry, parents before children (BTreeMap order).
         for (path, saved) in &self.entries {
@@ -146,7 +273,10 @@ impl Snapshot {
             }
             match self.put_back(path, saved) {
                 Ok(()) => out.restored.push(path.clone()),
-                Err(_) => out.unrestorable.push(path.clone()),
+                Err(e) => out.unrestorable.push(Unrestorable {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                }),
             }
         }
         out
@@ -167,24 +297,42 @@ impl Snapshot {
         }
     }
 
-    fn move_aside_new(&self, path: &Path, now_secs: u64, out: &mut Restored) {
-        let Ok(m) = path.symlink_metadata() else {
-            return;
-        };
-        if !self.entries.contains_key(path) {
-            let aside = aside_name(path, now_secs);
-            if fs::rename(path, &aside).is_ok() {
-                out.moved_aside.push((path.to_path_buf(), aside));
-            } else {
-                out.unrestorable.push(path.to_path_buf());
-            }
+    /// The identities of the saved files toolcage has no copy of.
+    fn uncopied(&self) -> HashSet<(u64, u64)> {
+        self.entries
+            .values()
+            .filter(|s| matches!(s.content, Content::File(None) | Content::Other))
+            .map(|s| (s.stamp.0, s.stamp.1))
+            .collect()
+    }
+
+    /// Remove what is in `dir` now and was not before (a directory that is
+    /// no longer one is put back by [`Self::put_back`]). What holds a file
+    /// toolcage has no copy of (the call renamed or linked it there) is
+    /// left in place and reported: removing it would lose the only one.
+    fn remove_new(&self, dir: &Path, uncopied: &HashSet<(u64, u64)>, out: &mut Restored) {
+        if !dir.symlink_metadata().is_ok_and(|m| m.is_dir()) {
             return;
         }
-        if m.is_dir()
-            && let Ok(rd) = fs::read_dir(path)
-        {
-            for e in rd.flatten() {
-                self.move_aside_new(&e.path(), now_secs, out);
+        for child in Self::children(dir) {
+            if self.entries.contains_key(&child) {
+                continue;
+            }
+            if !uncopied.is_empty() && holds_any(&child, uncopied, &mut 0) {
+                out.unrestorable.push(Unrestorable {
+                    path: child,
+                    reason: "the call moved or linked there a file toolcage has no copy of; \
+                             left in place"
+                        .into(),
+                });
+                continue;
+            }
+            match super::quarantine::remove(&child) {
+                Ok(()) => out.removed.push(child),
+                Err(e) => out.unrestorable.push(Unrestorable {
+                    path: child,
+                    reason: format!("removing what the call left there: {e}"),
+                }),
             }
         }
     }
@@ -234,7 +382,7 @@ impl Snapshot {
                     Some(m) if same_kind && stamp_but_ctime(&m) == stamp_but_ctime_saved(saved) => {
                         fs::set_permissions(path, fs::Permissions::from_mode(saved.mode))
                     }
-                    _ => Err(std::io::Error::other("no copy")),
+                    _ => Err(std::io::Error::other(no_copy(saved))),
                 }
             }
             Content::Symlink(target) => {
@@ -251,6 +399,43 @@ impl Snapshot {
     }
 }
 
+/// Whether `path` is, or holds without following links, a file whose
+/// identity is in `ids`; past [`ENTRY_LIMIT`] entries it is assumed to.
+fn holds_any(path: &Path, ids: &HashSet<(u64, u64)>, seen: &mut usize) -> bool {
+    *seen += 1;
+    if *seen > ENTRY_LIMIT {
+        return true;
+    }
+    let Ok(m) = path.symlink_metadata() else {
+        return false;
+    };
+    if ids.contains(&(m.dev(), m.ino())) {
+        return true;
+    }
+    m.is_dir()
+        && fs::read_dir(path)
+            .map(|rd| rd.flatten().any(|e| holds_any(&e.path(), ids, seen)))
+            .unwrap_or(false)
+}
+
+/// Why there is no copy of `saved`.
+fn no_copy(saved: &Saved) -> String {
+    let mib = |b: u64| b >> 20;
+    match &saved.content {
+        Content::Other => "not a file, directory or symlink: no copy".into(),
+        _ if saved.stamp.2 > FILE_COPY_LIMIT => format!(
+            "no copy: namespace-free mode copies files up to {} MiB",
+            mib(FILE_COPY_LIMIT)
+        ),
+        _ => format!(
+            "no copy: over namespace-free mode's copy budget ({} MiB for hooks and config, \
+             {} MiB for the rest)",
+            mib(DECISIVE_COPY_LIMIT),
+            mib(TOTAL_COPY_LIMIT)
+        ),
+    }
+}
+
 fn stamp_but_ctime(m: &fs::Metadata) -> (u64, u64, u64, i128) {
     let s = stamp(m);
     (s.0, s.1, s.2, s.3)
@@ -260,29 +445,13 @@ fn stamp_but_ctime_saved(s: &Saved) -> (u64, u64, u64, i128) {
     (s.stamp.0, s.stamp.1, s.stamp.2, s.stamp.3)
 }
 
-/// `<name>.quarantined-by-toolcage-<secs>` beside `path`.
-pub fn aside_name(path: &Path, now_secs: u64) -> PathBuf {
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    path.with_file_name(format!("{name}.quarantined-by-toolcage-{now_secs}"))
-}
-
 /// What namespace-free mode saves before a call and restores after it:
-/// protected paths inside write roots, denied paths inside them
-/// (unreadable they cannot be made; unchanged they stay), and what a
-/// protected symlink inside a write root points to (as the constructed
-/// root's read-only bind would protect it).
-pub fn guarded(grant: &toolcage_policy::Grant) -> Vec<std::path::PathBuf> {
-    let mut guarded = super::mode::protected_inside_write_roots(grant);
-    // Denied paths too: unreadable they cannot be, unchanged they stay.
-    guarded.extend(
-        grant
-            .denied
-            .iter()
-            .filter(|p| grant.write.iter().any(|w| p.starts_with(w) && *p != w))
-            .cloned(),
-    );
-    // A protected symlink protects what it points to (as the read-only
-    // bind of the constructed root does).
+/// protected paths inside write roots, with what a protected symlink
+/// inside a write root points to (as the constructed root's read-only bind
+/// would protect it); and denied paths inside them (unreadable they cannot
+/// be made; unchanged they stay). Returns (protected, denied).
+pub fn guarded(grant: &toolcage_policy::Grant) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut protected = super::mode::protected_inside_write_roots(grant);
     let targets: Vec<PathBuf> = grant
         .protected
         .iter()
@@ -293,8 +462,14 @@ pub fn guarded(grant: &toolcage_policy::Grant) -> Vec<std::path::PathBuf> {
         .filter_map(|p| p.canonicalize().ok())
         .filter(|t| grant.write.iter().any(|w| t.starts_with(w)))
         .collect();
-    guarded.extend(targets);
-    guarded
+    protected.extend(targets);
+    let denied = grant
+        .denied
+        .iter()
+        .filter(|p| grant.write.iter().any(|w| p.starts_with(w) && *p != w))
+        .cloned()
+        .collect();
+    (protected, denied)
 }
 
 #[cfg(test)]
@@ -310,32 +485,33 @@ mod tests {
         (d, git)
     }
 
-    #[test]
-    fn unchanged_tree_restores_nothing() {
-        let (_d, git) = tree();
-        let snap = Snapshot::take(std::slice::from_ref(&git));
-        assert_eq!(snap.restore(1), Restored::default());
+    fn take(root: &Path) -> Snapshot {
+        Snapshot::take(&[root.to_path_buf()], &[]).unwrap()
     }
 
     #[test]
-    fn changes_are_undone_and_new_entries_moved_aside() {
+    fn unchanged_tree_restores_nothing() {
         let (_d, git) = tree();
-        let snap = Snapshot::take(std::slice::from_ref(&git));
+        assert_eq!(take(&git).restore(), Restored::default());
+    }
+
+    #[test]
+    fn changes_are_undone_and_new_entries_removed() {
+        let (_d, git) = tree();
+        let snap = take(&git);
         fs::write(git.join("config"), "[core]\nfsmonitor = evil\n").unwrap();
         fs::remove_file(git.join("HEAD")).unwrap();
         fs::write(git.join("hooks/pre-commit"), "#!/bin/sh\nevil\n").unwrap();
+        fs::create_dir_all(git.join("objects/ab")).unwrap();
         fs::set_permissions(git.join("hooks"), fs::Permissions::from_mode(0o777)).unwrap();
-        let r = snap.restore(7);
+        let r = snap.restore();
         assert_eq!(fs::read_to_string(git.join("config")).unwrap(), "[core]\n");
         assert_eq!(
             fs::read_to_string(git.join("HEAD")).unwrap(),
             "ref: refs/heads/main\n"
         );
         assert!(!git.join("hooks/pre-commit").exists());
-        assert!(
-            git.join("hooks/pre-commit.quarantined-by-toolcage-7")
-                .exists()
-        );
+        assert!(!git.join("objects").exists());
         let mode = fs::metadata(git.join("hooks"))
             .unwrap()
             .permissions()
@@ -343,18 +519,98 @@ mod tests {
             & 0o777;
         assert_ne!(mode, 0o777);
         assert!(r.unrestorable.is_empty(), "{r:?}");
-        assert_eq!(r.moved_aside.len(), 1);
+        assert_eq!(
+            r.removed,
+            vec![git.join("objects"), git.join("hooks/pre-commit")]
+        );
+        // Nothing of it is left for the next call's snapshot to walk.
+        assert_eq!(fs::read_dir(&git).unwrap().count(), 3);
+    }
+
+    #[test]
+    fn hooks_and_config_are_copied_whatever_else_the_tree_holds() {
+        let (_d, git) = tree();
+        // Files sorted before `config`, more than the copy budget.
+        fs::create_dir(git.join("aaa")).unwrap();
+        let four_mib = vec![b'x'; FILE_COPY_LIMIT as usize];
+        for n in 0..=TOTAL_COPY_LIMIT / FILE_COPY_LIMIT {
+            fs::write(git.join(format!("aaa/{n}")), &four_mib).unwrap();
+        }
+        fs::write(git.join("hooks/post-checkout"), "#!/bin/sh\n").unwrap();
+        let snap = take(&git);
+        fs::write(git.join("config"), "[core]\nfsmonitor = evil\n").unwrap();
+        fs::write(git.join("hooks/post-checkout"), "#!/bin/sh\nevil\n").unwrap();
+        let r = snap.restore();
+        assert!(r.unrestorable.is_empty(), "{r:?}");
+        assert_eq!(fs::read_to_string(git.join("config")).unwrap(), "[core]\n");
+        assert_eq!(
+            fs::read_to_string(git.join("hooks/post-checkout")).unwrap(),
+            "#!/bin/sh\n"
+        );
+        // Control: what is past the budget and not decisive has no copy,
+        // and a change to it is reported, not hidden.
+        let last = git.join(format!("aaa/{}", TOTAL_COPY_LIMIT / FILE_COPY_LIMIT));
+        fs::write(&last, "changed").unwrap();
+        let r = snap.restore();
+        assert_eq!(r.unrestorable.len(), 1, "{r:?}");
+        assert_eq!(r.unrestorable[0].path, last);
+        assert!(r.unrestorable[0].reason.contains("copy budget"), "{r:?}");
+    }
+
+    #[test]
+    fn a_file_without_copy_moved_into_a_new_entry_is_not_removed() {
+        let (_d, git) = tree();
+        let pack = git.join("objects/pack/big.pack");
+        fs::create_dir_all(pack.parent().unwrap()).unwrap();
+        fs::write(&pack, vec![b'p'; FILE_COPY_LIMIT as usize + 1]).unwrap();
+        let snap = take(&git);
+        fs::create_dir(git.join("moved")).unwrap();
+        fs::rename(git.join("objects"), git.join("moved/objects")).unwrap();
+        fs::create_dir(git.join("planted")).unwrap();
+        let r = snap.restore();
+        // The only instance of the pack stays where the call put it...
+        assert_eq!(
+            fs::metadata(git.join("moved/objects/pack/big.pack"))
+                .unwrap()
+                .len(),
+            FILE_COPY_LIMIT + 1
+        );
+        let failed: Vec<&Path> = r.unrestorable.iter().map(|u| u.path.as_path()).collect();
+        assert_eq!(failed, vec![git.join("moved").as_path(), pack.as_path()]);
+        // ...control: what holds nothing of the kind is removed.
+        assert_eq!(r.removed, vec![git.join("planted")]);
+    }
+
+    #[test]
+    fn only_git_config_hooks_and_info_are_decisive() {
+        let g = Path::new("/p/.git");
+        for p in [
+            "config",
+            "hooks/pre-commit",
+            "info/attributes",
+            "modules/sub/config",
+            "modules/sub/hooks/post-merge",
+            "worktrees/w/config.worktree",
+        ] {
+            assert!(decisive(g, &g.join(p)), "{p}");
+        }
+        for p in ["objects/ab/cdef", "HEAD", "refs/heads/main", "modules/sub"] {
+            assert!(!decisive(g, &g.join(p)), "{p}");
+        }
+        assert!(decisive(Path::new("/p/.vscode"), Path::new("/p/.vscode/x")));
+        assert!(may_hold_decisive(g, &g.join("modules/a/modules/b")));
+        assert!(!may_hold_decisive(g, &g.join("modules/a/objects")));
     }
 
     #[test]
     fn replaced_by_a_symlink_is_put_back() {
         let (d, git) = tree();
-        let snap = Snapshot::take(std::slice::from_ref(&git));
+        let snap = take(&git);
         let evil = d.path().join("evil");
         fs::write(&evil, "x").unwrap();
         fs::remove_file(git.join("config")).unwrap();
         std::os::unix::fs::symlink(&evil, git.join("config")).unwrap();
-        snap.restore(1);
+        snap.restore();
         let m = git.join("config").symlink_metadata().unwrap();
         assert!(m.is_file());
         assert_eq!(fs::read_to_string(git.join("config")).unwrap(), "[core]\n");
@@ -363,7 +619,7 @@ mod tests {
     #[test]
     fn missing_roots_are_skipped() {
         let d = tempfile::tempdir().unwrap();
-        let snap = Snapshot::take(&[d.path().join("absent")]);
-        assert!(snap.roots.is_empty());
+        let snap = take(&d.path().join("absent"));
+        assert!(snap.entries.is_empty());
     }
 }

@@ -346,7 +346,18 @@ fn run_in(
     }
     // Landlock cannot keep them read-only without a mount namespace: save
     // them now, put them back after the call.
-    let snapshot = namespace_free.then(|| restore::Snapshot::take(&restore::guarded(grant)));
+    let snapshot = match namespace_free {
+        true => {
+            let (protected, denied) = restore::guarded(grant);
+            let snap = restore::Snapshot::take(&protected, &denied).map_err(|e| {
+                SandboxError::Refused(format!(
+                    "namespace-free: {e} (fix: run where namespaces are available)"
+                ))
+            })?;
+            Some(snap)
+        }
+        false => None,
+    };
     let fresh_rules = root
         .fresh_rules
         .iter()
@@ -590,37 +601,36 @@ fn run_in(
             .filter(|d| !exact.iter().any(|e| e.target == d.target)),
     );
     denials.extend(exact);
-    let (created_protected, quarantined) = quarantine::after_call(
-        root.missing_protected,
-        root.protected_links,
-        rootfs::replaced(&root.watched),
-    );
     drop(host_tmp);
-    let (mut created_protected, mut quarantined) = (created_protected, quarantined);
-    let (mut restored, mut unrestorable) = (Vec::new(), Vec::new());
+    let mut after = quarantine::AfterCall::default();
+    let mut restored = Vec::new();
+    let mut unchecked = Vec::new();
+    // The trees first: what the call left inside them is removed, so a
+    // missing protected path inside one is gone before the quarantine.
     if let Some(snapshot) = snapshot {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        let r = snapshot.restore(now);
-        for (path, moved_to) in r.moved_aside {
-            created_protected.push(path.clone());
-            quarantined.push(super::Quarantined { path, moved_to });
-        }
+        let r = snapshot.restore();
         restored = r.restored;
-        unrestorable = r.unrestorable;
-        unrestorable.extend(snapshot.incomplete);
+        after.removed = r.removed;
+        after.failed = r.unrestorable;
+        unchecked = snapshot.incomplete;
     }
+    quarantine::after_call(root.missing_protected, root.protected_links, &mut after);
+    after.created.extend(quarantine::reachable(
+        rootfs::replaced(&root.watched),
+        &grant.write,
+    ));
     Ok(Outcome {
         exit: finished.exit,
         stdout: finished.stdout,
         stderr: finished.stderr,
         duration: start.elapsed(),
         enforcement: report,
-        created_protected,
-        quarantined,
+        created_protected: after.created,
+        quarantined: after.quarantined,
         restored,
-        unrestorable,
+        removed: after.removed,
+        unrestorable: after.failed,
+        unchecked,
         denials,
     })
 }

@@ -101,3 +101,40 @@ pub(super) fn assert_one_line_with_fix(c: &Catalog) {
         }
     }
 }
+
+#[test]
+fn toolcage_quarantine_directories_are_never_read() {
+    // Where toolcage moves a protected path a call created: a hidden
+    // directory beside it, which may lie in a tool directory when the
+    // protected path does.
+    let p = Proj::new();
+    let q = ".toolcage-quarantine-abc123def456";
+    let header = "#!/bin/sh\n# @description Planted\ntrue\n";
+    p.exec(&format!(".agents/tools/{q}/planted"), header);
+    p.write(
+        &format!(".clawd/tools/{q}/tool.json"),
+        r#"{"name": "planted", "description": "d", "entrypoint": "x.sh"}"#,
+    );
+    p.write(
+        &format!("tools/{q}/planted.md"),
+        "---\nkind: script\nname: planted\n---\nd\n",
+    );
+    p.write(
+        &format!("{q}/.mcp.json"),
+        r#"{"mcpServers": {"x": {"command": "x"}}}"#,
+    );
+    // Control: a real tool beside them loads.
+    p.exec(
+        ".agents/tools/good",
+        "#!/bin/sh\n# @description Good\ntrue\n",
+    );
+    let c = p.discover();
+    assert_eq!(names(&c), vec!["good"]);
+    assert!(c.upstreams.is_empty());
+    let mentioned = c
+        .examined
+        .iter()
+        .chain(c.diagnostics.iter().map(|d| &d.file))
+        .any(|f| f.to_string_lossy().contains(q));
+    assert!(!mentioned, "{:?} {:?}", c.examined, c.diagnostics);
+}

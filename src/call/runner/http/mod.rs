@@ -126,7 +126,9 @@ pub fn run(
         created_protected: Vec::new(),
         quarantined: Vec::new(),
         restored: Vec::new(),
+        removed: Vec::new(),
         unrestorable: Vec::new(),
+        unchecked: Vec::new(),
         denials,
     };
     let text = match outcome.exit {
