@@ -178,6 +178,10 @@ pub struct Grant {
     pub rate_limit: Option<RateLimit>,
     /// At most this many calls of the tool at once (`None`: no cap).
     pub concurrent: Option<u32>,
+    /// The operator's homes (`Context::homes`): what a fix shown to an
+    /// agent never names, with the secrets in them.
+    #[serde(skip)]
+    pub homes: Vec<PathBuf>,
 }
 
 impl Grant {
@@ -204,6 +208,7 @@ impl Grant {
             allow_yes: true,
             rate_limit: None,
             concurrent: None,
+            homes: Vec::new(),
         }
     }
 

@@ -109,6 +109,7 @@ impl PolicyStack {
                 },
                 upstreams: BTreeMap::new(),
                 session: Default::default(),
+                allow_home_project: None,
             });
         }
         Ok(PolicyStack { layers })
