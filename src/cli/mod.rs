@@ -168,8 +168,8 @@ fn home_project(project: &Path, explicit: bool, policy: &PolicyArgs) -> Result<(
         )
     } else {
         format!(
-            "no project here: the project would be {what}, the current directory, and {why}; \
-             cd into a project directory, or pass -C DIR"
+            "no project here: the project would be {what}, and {why}; cd into a project \
+             directory, or pass -C DIR"
         )
     })
 }

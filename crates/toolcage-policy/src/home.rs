@@ -189,13 +189,14 @@ pub fn login_home() -> Option<PathBuf> {
     })
 }
 
-/// `candidates` as homes: absolute, symlinks resolved, once each; a home
-/// that is `/` is left out (it would make every path a home path; `/` is
-/// refused as a project anyway).
+/// `candidates` as homes: existing directories, symlinks resolved, once
+/// each. A `$HOME` that does not exist holds no keys and no start-up
+/// files; a home that is `/` is left out (it would make every path a home
+/// path; `/` is refused as a project anyway).
 pub fn homes_of(candidates: &[&Path]) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     for c in candidates {
-        if !c.is_absolute() {
+        if !c.is_absolute() || !c.is_dir() {
             continue;
         }
         let h = canon::lenient(c);

@@ -412,7 +412,11 @@ fn allow_secrets_lifts_exactly_the_entry_it_names() {
     let e = Env::new();
     home_with_secrets(&e);
     let r = e
-        .resolve(None, Some("[fs]\nallow_secrets = [\"~/.npmrc\"]\n"), &read_home(&e))
+        .resolve(
+            None,
+            Some("[fs]\nallow_secrets = [\"~/.npmrc\"]\n"),
+            &read_home(&e),
+        )
         .unwrap();
     assert!(!r.grant.denied.contains(&e.p("home/.npmrc")));
     // Control: every other secret stays denied.
@@ -436,7 +440,10 @@ fn allow_secrets_lifts_exactly_the_entry_it_names() {
         e.err("[fs]\nallow_secrets = [\"~/.ssh/id_ed25519\"]\n")
             .contains("is not a home secret"),
     );
-    assert!(e.err("[fs]\nallow_secrets = [\"/etc/shadow\"]\n").contains("never lifted"));
+    assert!(
+        e.err("[fs]\nallow_secrets = [\"/etc/shadow\"]\n")
+            .contains("never lifted")
+    );
 }
 
 #[test]
@@ -447,7 +454,8 @@ fn a_policy_file_inside_the_project_can_lift_nothing() {
     std::fs::write(&inside, "[fs]\nallow_secrets = [\"~/.npmrc\"]\n").unwrap();
     let err = try_policy_at(&e, &inside, None, &read_home(&e)).unwrap_err();
     assert!(
-        err.to_string().contains("only a --policy file outside the project"),
+        err.to_string()
+            .contains("only a --policy file outside the project"),
         "{err}"
     );
     // Control: the same file outside the project lifts it.
@@ -476,7 +484,10 @@ fn allow_home_project_comes_only_from_a_file_outside_that_home() {
     std::fs::copy(&outside, &inside).unwrap();
     let stack = load(&sources(&inside), &e.ctx).unwrap();
     let err = stack.allows_home_project(&e.ctx).unwrap_err().to_string();
-    assert!(err.contains(":1: allow_home_project: only a --policy file outside"), "{err}");
+    assert!(
+        err.contains(":1: allow_home_project: only a --policy file outside"),
+        "{err}"
+    );
     // Not said, or said false: not allowed. `/` never is.
     std::fs::write(&outside, "allow_home_project = false\n").unwrap();
     let stack = load(&sources(&outside), &e.ctx).unwrap();
