@@ -251,8 +251,10 @@ pub fn never_offered(path: &Path, homes: &[PathBuf], write: bool) -> Option<&'st
     if let Some(what) = super::floor::built_in_secret(path).or_else(|| home_secret(path, homes)) {
         return Some(what);
     }
+    // /var/tmp is everyone's scratch space, like /tmp.
     let system = write
         && SYSTEM.iter().any(|s| within(path, Path::new(s)))
+        && !within(path, Path::new("/var/tmp"))
         && !homes.iter().any(|h| within(path, h));
     system.then_some("a system directory")
 }
@@ -310,7 +312,7 @@ mod tests {
         }
         // Controls: a project's directory, data elsewhere; reading a system
         // directory (the default read roots hold them anyway).
-        for p in ["/root/src/app", "/data/x", "/tmp/y"] {
+        for p in ["/root/src/app", "/data/x", "/tmp/y", "/var/tmp/z"] {
             assert!(never_offered(Path::new(p), &homes, true).is_none(), "{p}");
         }
         for p in ["/usr/local/bin", "/root/.ssh/known_hosts", "/opt/x"] {
