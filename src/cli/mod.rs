@@ -144,8 +144,15 @@ fn project_and_here(explicit: Option<&Path>) -> (PathBuf, Option<PathBuf>) {
 /// the documentation, not a line an agent relays.
 fn home_project(project: &Path, explicit: bool, policy: &PolicyArgs) -> Result<(), String> {
     use crate::policy::Context;
-    let Ok(ctx) = Context::detect(project, crate::discover::tooldirs::holds_a3s_tools) else {
+    // The common case costs no context: the project is no home.
+    let Ok(cwd) = std::env::current_dir() else {
         // The command reports an unusable project itself.
+        return Ok(());
+    };
+    if crate::policy::project_refusal_at(&cwd.join(project)).is_none() {
+        return Ok(());
+    }
+    let Ok(ctx) = Context::detect(project, crate::discover::tooldirs::holds_a3s_tools) else {
         return Ok(());
     };
     let Some(what) = ctx.project_refusal() else {

@@ -178,7 +178,13 @@ pub fn home_secret(path: &Path, homes: &[PathBuf]) -> Option<&'static str> {
 
 /// The home directory of the real user's passwd entry in `/etc/passwd`
 /// (`None` when the user is not listed there, e.g. only in LDAP).
+/// Read once per process: the real user does not change.
 pub fn login_home() -> Option<PathBuf> {
+    static HOME: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    HOME.get_or_init(read_login_home).clone()
+}
+
+fn read_login_home() -> Option<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     // The owner of /proc/self is the real user: no libc call needed.
     let uid = std::fs::metadata("/proc/self").ok()?.uid().to_string();
@@ -228,6 +234,20 @@ pub fn project_refusal(project: &Path, homes: &[PathBuf]) -> Option<String> {
             None
         }
     })
+}
+
+/// [`project_refusal`] of `project` (absolute) for this process's homes:
+/// `$HOME` and the passwd entry's, as [`crate::Context::homes`] finds them.
+pub fn project_refusal_at(project: &Path) -> Option<String> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let login = login_home();
+    let mut c: Vec<&Path> = Vec::new();
+    c.extend(home.as_deref());
+    c.extend(login.as_deref());
+    project_refusal(
+        &canon::lenient(&super::paths::normalize(project)),
+        &homes_of(&c),
+    )
 }
 
 /// System trees a write fix shown to an agent never names: a write there

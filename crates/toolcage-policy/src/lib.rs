@@ -59,7 +59,7 @@ pub use grant::{
     ApprovalMode, Enforcement, Grant, Limits, NamespaceFree, NamespaceFreePolicy, Network,
     OutputCaps, RateLimit,
 };
-pub use home::{HOME_SECRETS, HomeSecret, home_secret, never_offered};
+pub use home::{HOME_SECRETS, HomeSecret, home_secret, never_offered, project_refusal_at};
 pub use hostname::Host;
 pub use paths::{canonical_lenient, state_base, within};
 pub use profiles::profile_names;
