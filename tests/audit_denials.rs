@@ -82,8 +82,10 @@ fn with_audit_enabled_landlock_refusals_are_exact() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
     let state = tempfile::tempdir().unwrap();
-    // `ls /` lists the constructed root, which Landlock does not let it read.
-    let exact = "blocked: / (outside every read root: not in the sandbox); to allow it: --read /";
+    // `ls /` lists the constructed root, which Landlock does not let it
+    // read; `--read /` is never offered to the agent reading this.
+    let exact = "blocked: / (outside every read root: not in the sandbox; the root directory: \
+                 no fix is offered)";
     // Control first: audit off, the refusal is not exact.
     audit(&["set", "0"]).unwrap();
     for off in explain_ls_root(dir.path(), state.path()) {

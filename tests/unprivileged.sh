@@ -17,7 +17,7 @@ fi
 built=$(cargo test --no-run --locked --test 'escape_*' --test gateway --message-format=json 2>/dev/null |
   grep -o '"executable":"[^"]*"' | cut -d'"' -f4)
 status=0
-for name in escape_fs escape_net escape_domains escape_proc escape_root escape_tree escape_operator gateway; do
+for name in escape_fs escape_net escape_domains escape_proc escape_root escape_tree escape_operator escape_home gateway; do
   bin=$(grep "/$name-[0-9a-f]*\$" <<<"$built") || { echo "no test binary for $name" >&2; exit 1; }
   # The gateway tests drive the binary, which picks its mode itself.
   modes="0 1"

@@ -85,6 +85,7 @@ mod tests {
         let ctx = Context {
             project: "/p".into(),
             home: "/home/u".into(),
+            login_home: None,
             tmp: "/tmp".into(),
             cwd: "/".into(),
             xdg_state_home: Some("/x/state".into()),

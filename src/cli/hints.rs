@@ -83,7 +83,14 @@ fn fix_for(path: &Path, resolved: &Resolved, ctx: &Context) -> String {
     };
     match presets::covering(path, &host) {
         Some(p) if !in_effect(p) => p.flag(),
-        _ => format!("--read {}", presets::prefix_of(path, &host).display()),
+        _ => {
+            let dir = presets::prefix_of(path, &host);
+            match crate::policy::never_offered(&dir, &resolved.grant.homes, false) {
+                // Never `--read` of a home or `/`: the agent may read this.
+                Some(why) => format!("none offered: {why}"),
+                None => format!("--read {}", dir.display()),
+            }
+        }
     }
 }
 

@@ -136,6 +136,52 @@ fn project_and_here(explicit: Option<&Path>) -> (PathBuf, Option<PathBuf>) {
     (root, below)
 }
 
+/// Refuse a project that is `/`, the operator's home or what holds it:
+/// every call may write its project, so that would hand calls the
+/// operator's keys and shell start-up files (as root, `/etc`). Home may be
+/// the project only when the operator's own `--policy` file, outside it,
+/// says `allow_home_project = true`. The fix the message names is to `cd`
+/// into a project or to pass `-C`; the key is the operator's to find in
+/// the documentation, not a line an agent relays.
+fn home_project(project: &Path, explicit: bool, policy: &PolicyArgs) -> Result<(), String> {
+    use crate::policy::Context;
+    // The common case costs no context: the project is no home.
+    let Ok(cwd) = std::env::current_dir() else {
+        // The command reports an unusable project itself.
+        return Ok(());
+    };
+    if crate::policy::project_refusal_at(&cwd.join(project)).is_none() {
+        return Ok(());
+    }
+    let Ok(ctx) = Context::detect(project, crate::discover::tooldirs::holds_a3s_tools) else {
+        return Ok(());
+    };
+    let Some(what) = ctx.project_refusal() else {
+        return Ok(());
+    };
+    // Only an operator's file can allow it: without one, say the refusal
+    // (not whatever else the profile makes of such a project).
+    if policy.policy.is_some() {
+        let stack = crate::policy::load(&exec::sources(policy), &ctx).map_err(|e| e.to_string())?;
+        if stack.allows_home_project(&ctx).map_err(|e| e.to_string())? {
+            return Ok(());
+        }
+    }
+    let why = "every call may read and write all of its project (your keys, your shell's \
+               start-up files)";
+    Err(if explicit {
+        format!(
+            "-C {}: the project cannot be {what}: {why}; pass -C with a project directory",
+            project.display()
+        )
+    } else {
+        format!(
+            "no project here: the project would be {what}, and {why}; cd into a project \
+             directory, or pass -C DIR"
+        )
+    })
+}
+
 /// What every tool command needs from the global options.
 #[derive(Debug, Clone)]
 pub struct Global {
@@ -320,6 +366,27 @@ pub enum Command {
     Man(docs::ManArgs),
 }
 
+impl Command {
+    /// The policy options of a command that discovers tools or runs
+    /// anything: it needs a project. `audit` (a read of the log),
+    /// `doctor`, `completions` and `man` work anywhere.
+    fn policy_args(&self) -> Option<&PolicyArgs> {
+        match self {
+            Command::Exec(a) => Some(&a.policy),
+            Command::Serve(a) => Some(&a.policy),
+            Command::List(a) => Some(&a.policy),
+            Command::Schema(a) => Some(&a.policy),
+            Command::Check(a) => Some(&a.policy),
+            Command::Call(a) => Some(&a.policy),
+            Command::Policy(a) => Some(&a.policy),
+            Command::Upstreams(a) => Some(&a.policy),
+            Command::Audit(_) | Command::Doctor(_) | Command::Completions(_) | Command::Man(_) => {
+                None
+            }
+        }
+    }
+}
+
 /// Parse the command line and run the subcommand; returns the process exit status.
 pub fn main() -> ExitCode {
     // The script runner is a child of toolcage, never typed by a person:
@@ -358,6 +425,12 @@ pub fn main() -> ExitCode {
         init_logging(level);
     }
     let (project, here) = project_and_here(cli.options.project.as_deref());
+    if let Some(policy) = cli.command.policy_args()
+        && let Err(e) = home_project(&project, cli.options.project.is_some(), policy)
+    {
+        say(&e);
+        return ExitCode::from(out::status(status::INTERNAL));
+    }
     let global = Global {
         project: project.clone(),
         tools_toml: cli.options.tools_toml.clone(),

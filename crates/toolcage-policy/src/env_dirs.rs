@@ -54,9 +54,15 @@ impl State {
                 };
                 // A denied or protected path cannot be granted by a flag:
                 // offering one would send the user round in a loop.
-                let first = match why.starts_with("no ") {
-                    true => format!("{flag} {}", path.display()),
-                    false => format!("give {name} a directory that is not denied or protected"),
+                // Nor one that grants the operator's home, a secret or a
+                // system directory: an agent may read this line.
+                let offered = super::home::never_offered(&real, &self.homes, tmp).is_none();
+                let first = match (why.starts_with("no "), offered) {
+                    (true, true) => format!("{flag} {}", path.display()),
+                    (true, false) => format!("give {name} a directory a root of the grant holds"),
+                    (false, _) => {
+                        format!("give {name} a directory that is not denied or protected")
+                    }
                 };
                 return Err(o.error(format!(
                     "{shown}: {why}, so it cannot be {role} (fix: {first}, or leave {name} \

@@ -8,6 +8,9 @@
 //! ```toml
 //! with = ["rust"]              # toolchain presets: rust, node, python (top
 //!                              # level, before any [section]; added to earlier layers' presets)
+//! allow_home_project = false   # top level: home or an ancestor of it may be the
+//!                              # project (never `/`); only from a --policy file
+//!                              # outside that directory
 //!
 //! [fs]
 //! read = ["/usr", "/bin"]      # read + execute roots (replaces earlier layers)
@@ -16,6 +19,9 @@
 //! denied = []                  # no access even inside a root (replaces)
 //! add_read = [] ; add_write = [] ; add_protected = [] ; add_denied = []  # append
 //! private_tmp = true           # a private, empty TMPDIR per call
+//! allow_secrets = ["~/.npmrc"] # home secrets calls may read (each named as
+//!                              # listed in policies/default.toml); only from
+//!                              # a --policy file outside the project
 //!
 //! [network]
 //! mode = "off"                 # off | on | tcp | domains
@@ -132,6 +138,10 @@ pub struct PolicyFile {
     /// Upstream MCP servers' grants and gateway settings, by server name.
     #[serde(default)]
     pub upstreams: BTreeMap<String, UpstreamBody>,
+    /// Home, or a directory holding it, may be the project (top level
+    /// only; only from a `--policy` file outside that directory).
+    #[serde(default)]
+    pub allow_home_project: Option<bool>,
 }
 
 impl PolicyFile {
@@ -288,6 +298,9 @@ pub struct FsSection {
     pub add_protected: Option<Vec<String>>,
     pub add_denied: Option<Vec<String>>,
     pub private_tmp: Option<bool>,
+    /// Home secrets this layer lets calls read (`~/.npmrc`); only from a
+    /// `--policy` file outside the project.
+    pub allow_secrets: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -107,6 +107,7 @@ impl State {
                 .map_or(self.approval.v != ApprovalMode::Always, |v| v.v),
             rate_limit,
             concurrent: self.concurrent.as_ref().map(|c| c.v),
+            homes: self.homes.clone(),
         };
         let prov = self.provenance(&grant);
         Ok((grant, prov))
@@ -127,8 +128,15 @@ impl State {
                     let how = if r.v == g.v { "is also" } else { "is inside" };
                     // Report at whichever was written last: that is the edit to undo.
                     let msg = if matches!(g.o.at, At::Floor) {
+                        // A home secret: the operator's file may lift it,
+                        // but this line may be an agent's to read.
+                        let lifts = if g.o.source == super::floor::HOME_SECRET_SOURCE {
+                            "no flag"
+                        } else {
+                            "no policy"
+                        };
                         format!(
-                            "{} {how} {guard_name} ({}, {}), which no policy can lift; \
+                            "{} {how} {guard_name} ({}, {}), which {lifts} can lift; \
                              remove the {root_name}",
                             r.v.display(),
                             g.v.display(),
@@ -204,6 +212,9 @@ impl State {
             for e in list {
                 push(key, e.v.display().to_string(), &e.o);
             }
+        }
+        for e in &self.allow_secrets {
+            push("allow_secrets", e.v.clone(), &e.o);
         }
         for (key, e) in &self.not_guarded {
             push(&format!("not_{key}"), e.v.display().to_string(), &e.o);

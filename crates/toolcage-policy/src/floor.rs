@@ -8,6 +8,10 @@
 //!   yours", never "let tools read `/etc/shadow`". A root inside one of them
 //!   (`--read /etc/ssl/private`) is an error: copy what a tool needs
 //!   elsewhere instead.
+//! - Credential stores in the operator's homes (`home.rs`: `~/.ssh` keys,
+//!   `~/.aws`, browser profiles, ...) are denied under every root. The
+//!   operator's own `--policy` file lifts one by name (`[fs]
+//!   allow_secrets`); no flag does, so no agent can ask for one.
 //! - toolcage's own state (every project's audit log, rate limits and
 //!   slots) is denied, so no call can read or forge it.
 //! - The operator's `--policy FILE`, when it lies inside a write root of
@@ -17,6 +21,7 @@
 use super::canon;
 use super::entries::{Kind, expand_glob, resolve_path};
 use super::error::PolicyError;
+use super::home::HOME_SECRETS;
 use super::paths::within;
 use super::state::{Origin, Sourced, State};
 use std::path::{Path, PathBuf};
@@ -79,6 +84,8 @@ pub fn built_in_secret(path: &Path) -> Option<&'static str> {
 }
 
 pub const SECRET_SOURCE: &str = "built-in secret (always denied)";
+/// The origin label of a credential store in the operator's home.
+pub const HOME_SECRET_SOURCE: &str = "home secret (always denied)";
 /// The origin label of toolcage's state directory.
 pub const STATE_SOURCE: &str = "toolcage state (audit log, rate limits)";
 /// The origin label of an audit log moved by `[audit] path`.
@@ -108,6 +115,7 @@ impl State {
             }
             self.denied.extend(found);
         }
+        self.deny_home_secrets()?;
         let state = Origin::floor(STATE_SOURCE);
         resolve_path(
             state_base,
@@ -143,6 +151,41 @@ impl State {
         for f in found {
             if !self.denied.iter().any(|d| d.v == f.v) {
                 self.denied.push(f);
+            }
+        }
+        Ok(())
+    }
+
+    /// The credential stores of each home ([`HOME_SECRETS`]) that exist,
+    /// but those `[fs] allow_secrets` lifts. Only for a home that a root
+    /// reaches into (or holds): elsewhere the call cannot see them, and
+    /// the common grant pays no lookups.
+    fn deny_home_secrets(&mut self) -> Result<(), PolicyError> {
+        let o = Origin::floor(HOME_SECRET_SOURCE);
+        let homes = self.homes.clone();
+        for home in &homes {
+            let reached = self
+                .read
+                .iter()
+                .chain(&self.write)
+                .any(|r| within(&r.v, home) || within(home, &r.v));
+            if !reached {
+                continue;
+            }
+            for secret in HOME_SECRETS {
+                let name = secret.name();
+                if self.allow_secrets.iter().any(|a| a.v == name) {
+                    continue;
+                }
+                let mut found = Vec::new();
+                for p in secret.existing(home) {
+                    resolve_path(&p, Kind::Guard, true, &o, "", &mut found)?;
+                }
+                for f in found {
+                    if !self.denied.iter().any(|d| d.v == f.v) {
+                        self.denied.push(f);
+                    }
+                }
             }
         }
         Ok(())

@@ -200,6 +200,10 @@ pub struct Grant {
     pub rate_limit: Option<RateLimit>,
     /// At most this many calls of the tool at once (`None`: no cap).
     pub concurrent: Option<u32>,
+    /// The operator's homes (`Context::homes`): what a fix shown to an
+    /// agent never names, with the secrets in them.
+    #[serde(skip)]
+    pub homes: Vec<PathBuf>,
 }
 
 impl Grant {
@@ -226,6 +230,7 @@ impl Grant {
             allow_yes: true,
             rate_limit: None,
             concurrent: None,
+            homes: Vec::new(),
         }
     }
 

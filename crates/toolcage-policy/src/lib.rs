@@ -5,8 +5,8 @@
 //! toolchain variables (`presets.rs`) and asking discovery whether
 //! `tools/` holds A3S tool files (`{a3s_tools}`).
 //! Every grant also holds a safety floor (`floor.rs`): secrets in `/etc`
-//! and toolcage's own state denied, a `--policy` file in a write root
-//! protected.
+//! and in the operator's home (`home.rs`) and toolcage's own state denied,
+//! a `--policy` file in a write root protected.
 //!
 //! ```no_run
 //! use toolcage_policy::{self as policy, Context, Overrides, Sources};
@@ -28,6 +28,7 @@ mod file;
 mod finish;
 mod floor;
 mod grant;
+mod home;
 pub mod hostname;
 mod netrules;
 mod origin;
@@ -58,6 +59,7 @@ pub use grant::{
     ApprovalMode, Enforcement, Grant, Limits, NamespaceFree, NamespaceFreePolicy, Network,
     OutputCaps, RateLimit,
 };
+pub use home::{HOME_SECRETS, HomeSecret, home_secret, never_offered, project_refusal_at};
 pub use hostname::Host;
 pub use paths::{canonical_lenient, state_base, within};
 pub use profiles::profile_names;

@@ -94,6 +94,9 @@ pub struct Layer<'a> {
     pub seq: usize,
     /// A shipped profile: roots missing on this machine are skipped.
     pub shipped: bool,
+    /// The operator's `--policy` file outside the project: it may lift a
+    /// home secret (`[fs] allow_secrets`).
+    pub operator: bool,
 }
 
 impl Layer<'_> {

@@ -29,8 +29,12 @@ use std::sync::Arc;
 pub struct Context {
     /// The project root (absolute). `{project}`; base of relative policy paths.
     pub project: PathBuf,
-    /// `{home}`.
+    /// `{home}`: `$HOME`.
     pub home: PathBuf,
+    /// The home of the real user's passwd entry (`/root` as root): with
+    /// `home`, where the home secrets are denied and what may not be the
+    /// project ([`Context::homes`]).
+    pub login_home: Option<PathBuf>,
     /// `{tmp}`: the system temp directory (not the per-call private one).
     pub tmp: PathBuf,
     /// Base of relative CLI paths (`--read`, `--write`, `--policy`).
@@ -57,6 +61,7 @@ impl Context {
         Ok(Context {
             project: normalize(&cwd.join(project)),
             home,
+            login_home: super::home::login_home(),
             tmp: std::env::temp_dir(),
             cwd,
             xdg_state_home: std::env::var_os("XDG_STATE_HOME").map(PathBuf::from),
@@ -69,6 +74,20 @@ impl Context {
     /// denied in every grant, and where the gate keeps each project's state.
     pub fn state_base(&self) -> PathBuf {
         state_base(self.xdg_state_home.as_deref(), &self.home)
+    }
+
+    /// The operator's homes: `$HOME` and the passwd entry's, symlinks
+    /// resolved, once each.
+    pub fn homes(&self) -> Vec<PathBuf> {
+        let mut c: Vec<&Path> = vec![&self.home];
+        c.extend(self.login_home.as_deref());
+        super::home::homes_of(&c)
+    }
+
+    /// Why the project may not be the project (the root directory, a
+    /// home or what holds one), unless `allow_home_project` says so.
+    pub fn project_refusal(&self) -> Option<String> {
+        super::home::project_refusal(&canon::lenient(&self.project), &self.homes())
     }
 
     /// The operator as toolchain presets see them.
@@ -171,6 +190,20 @@ pub(super) struct FileLayer {
     pub(super) upstreams: BTreeMap<String, UpstreamBody>,
     /// `[global_rate_limit]`, `[audit]` and `[manage]`: top level only.
     pub(super) session: SessionParts,
+    /// `allow_home_project` (top level only).
+    pub(super) allow_home_project: Option<bool>,
+}
+
+impl FileLayer {
+    /// The operator's `--policy` file, lying outside `project`: neither
+    /// shipped nor a file the project holds (which its calls could write,
+    /// or which came with it). Only such a file may lift a home secret or
+    /// let home be the project.
+    pub(super) fn outside(&self, project: &Path) -> bool {
+        self.path
+            .as_ref()
+            .is_some_and(|p| !super::paths::within(&canon::lenient(p), project))
+    }
 }
 
 /// The parsed policy layers: load once, resolve for many tools.
@@ -223,6 +256,7 @@ pub(super) fn shipped(name: &str) -> Result<FileLayer, PolicyError> {
         tools,
         upstreams,
         session,
+        allow_home_project: None,
     })
 }
 
@@ -267,6 +301,7 @@ fn load_checked(sources: &Sources, ctx: &Context) -> Result<(PolicyStack, Resolv
         let file = Arc::new(FileText { label, text });
         let parsed = parse::parse(&file)?;
         let session = parsed.session_parts();
+        let allow_home_project = parsed.allow_home_project;
         let (body, tools, upstreams) = parsed.into_parts();
         layers.push(FileLayer {
             source: format!("policy {}", path.display()),
@@ -278,6 +313,7 @@ fn load_checked(sources: &Sources, ctx: &Context) -> Result<(PolicyStack, Resolv
             tools,
             upstreams,
             session,
+            allow_home_project,
         });
     }
     let stack = PolicyStack {
@@ -310,6 +346,34 @@ fn load_checked(sources: &Sources, ctx: &Context) -> Result<(PolicyStack, Resolv
 }
 
 impl PolicyStack {
+    /// Whether `allow_home_project = true` lets the project be what
+    /// [`Context::project_refusal`] refuses (never `/`). Said by a file
+    /// inside the project, it is an error: the project cannot vouch for
+    /// itself.
+    pub fn allows_home_project(&self, ctx: &Context) -> Result<bool, PolicyError> {
+        let project = canon::lenient(&ctx.project);
+        let mut allowed = false;
+        for l in &self.layers {
+            let Some(v) = l.allow_home_project else {
+                continue;
+            };
+            if !l.outside(&project) {
+                return Err(PolicyError::File {
+                    file: l.file.label.clone(),
+                    line: l.file.line_of(&["allow_home_project".to_string()], None),
+                    key: "allow_home_project".into(),
+                    message: format!(
+                        "only a --policy file outside {} may say this (one inside it \
+                         could be written by a call, or have come with the files)",
+                        project.display()
+                    ),
+                });
+            }
+            allowed = v;
+        }
+        Ok(allowed && project.parent().is_some())
+    }
+
     /// The tool names that have a `[tools.NAME]` section in any layer.
     pub fn tool_sections(&self) -> Vec<String> {
         let mut names: Vec<String> = self
@@ -378,14 +442,17 @@ impl PolicyStack {
         let write_bases = self.write_bases(&vars, cli, &ctx.cwd);
         vars.write_bases = &write_bases;
         let mut st = State::closed();
+        st.homes = ctx.homes();
         let mut seq = 1;
         for l in &self.layers {
+            let operator = l.outside(&project);
             let layer = Layer {
                 source: l.source.clone(),
                 file: &l.file,
                 prefix: l.prefix.clone(),
                 seq,
                 shipped: l.shipped,
+                operator,
             };
             st.apply(&layer, &l.body, &vars)?;
             seq += 1;
@@ -398,6 +465,7 @@ impl PolicyStack {
                     prefix: vec!["tools".into(), t.name.into()],
                     seq,
                     shipped: l.shipped,
+                    operator,
                 };
                 st.apply(&layer, body, &vars)?;
                 seq += 1;

@@ -146,7 +146,14 @@ pub fn dropped(grant: &Grant, host: &Host) -> Vec<DroppedDir> {
         let covering = covering.get_or_insert_with(|| presets::Covering::new(host));
         let fix = match covering.find(&dir) {
             Some(p) => p.flag(),
-            None => format!("--read {}", canon::canonical(&dir).unwrap_or(dir).display()),
+            None => {
+                let dir = canon::canonical(&dir).unwrap_or(dir);
+                match super::home::never_offered(&dir, &grant.homes, false) {
+                    // Text an agent may read: never `--read` of a home or `/`.
+                    Some(why) => format!("none offered ({why})"),
+                    None => format!("--read {}", dir.display()),
+                }
+            }
         };
         out.push(DroppedDir { dir: e.dir, fix });
     }

@@ -70,6 +70,10 @@ pub struct State {
     pub allow_yes: Option<Sourced<bool>>,
     /// `[limits] concurrent`.
     pub concurrent: Option<Sourced<u32>>,
+    /// The operator's homes, where the floor denies the home secrets.
+    pub homes: Vec<PathBuf>,
+    /// `[fs] allow_secrets`: home secrets (`~/.npmrc`) the floor leaves out.
+    pub allow_secrets: Vec<Sourced<String>>,
 }
 
 fn val<T>(v: T, o: &Origin) -> Sourced<T> {
@@ -179,6 +183,8 @@ impl State {
             rl_window: None,
             allow_yes: None,
             concurrent: None,
+            homes: Vec::new(),
+            allow_secrets: Vec::new(),
         }
     }
 
@@ -229,6 +235,10 @@ impl State {
         }
         if let Some(v) = fs.private_tmp {
             self.private_tmp = val(v, &l.origin("fs", "private_tmp", None));
+        }
+        for (i, name) in fs.allow_secrets.iter().flatten().enumerate() {
+            let o = l.origin("fs", "allow_secrets", Some(i));
+            self.allow_secret(l, name, o)?;
         }
 
         let net = &b.network;
@@ -397,6 +407,29 @@ impl State {
         if let Some(d) = b.rate_limit.window {
             let o = l.origin("rate_limit", "window", None);
             self.rl_window = Some(val(nonzero(d.0, &o, "")?, &o));
+        }
+        Ok(())
+    }
+
+    /// One entry of `[fs] allow_secrets`: a home secret named as listed,
+    /// from the operator's own policy file only.
+    fn allow_secret(&mut self, l: &Layer, name: &str, o: Origin) -> Result<(), PolicyError> {
+        if !l.operator {
+            return Err(o.error(
+                "only a --policy file outside the project may lift a home secret (a file inside \
+                 it could be written by a call, or have come with the files)",
+            ));
+        }
+        let Some(secret) = super::home::home_secret_named(name) else {
+            let names: Vec<String> = super::home::HOME_SECRETS.iter().map(|s| s.name()).collect();
+            return Err(o.error(format!(
+                "\"{name}\" is not a home secret (one of: {}; the /etc secrets are never lifted)",
+                names.join(", ")
+            )));
+        };
+        let v = secret.name();
+        if !self.allow_secrets.iter().any(|e| e.v == v) {
+            self.allow_secrets.push(Sourced { v, o });
         }
         Ok(())
     }

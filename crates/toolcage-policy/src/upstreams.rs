@@ -145,6 +145,7 @@ impl PolicyStack {
                 },
                 upstreams: BTreeMap::new(),
                 session: Default::default(),
+                allow_home_project: None,
             });
         }
         let mut writes = self.writes.clone();

@@ -345,11 +345,25 @@ pub(crate) fn explain_path(grant: &Grant, path: &Path) -> Option<(String, Option
         return Some((d.reason, d.fix));
     }
     (under(path, &grant.read).is_none() && under(path, &grant.write).is_none()).then(|| {
-        (
+        offer(
+            grant,
             "outside every read root: not in the sandbox".to_string(),
-            Some(format!("--read {}", path.display())),
+            "--read",
+            path,
         )
     })
+}
+
+/// The reason and the fix `FLAG path`, unless the fix would grant what a
+/// call's text must never suggest (`toolcage_policy::never_offered`: `/`,
+/// the operator's home, a secret, a write to a system directory): then
+/// only the reason, which says why no fix is offered. An agent reads
+/// these lines, and would relay the fix to the person as a request.
+fn offer(grant: &Grant, reason: String, flag: &str, path: &Path) -> (String, Option<String>) {
+    match toolcage_policy::never_offered(path, &grant.homes, flag == "--write") {
+        Some(why) => (format!("{reason}; {why}: no fix is offered"), None),
+        None => (reason, Some(format!("{flag} {}", path.display()))),
+    }
 }
 
 /// [`classify`] the path, or where it leads on the host when it (or a
@@ -393,6 +407,13 @@ fn classify(grant: &Grant, path: &Path, error: Error) -> Option<Denial> {
             None,
         ));
     }
+    if let Some(what) = toolcage_policy::home_secret(path, &grant.homes).filter(|_| !absent) {
+        return Some(denial(
+            "read",
+            format!("a secret in the operator's home ({what}): never granted by a flag"),
+            None,
+        ));
+    }
     if let Some(d) = under(path, &grant.denied).filter(|_| !absent) {
         return Some(denial(
             "read",
@@ -428,11 +449,13 @@ fn classify(grant: &Grant, path: &Path, error: Error) -> Option<Denial> {
             } else {
                 path.parent().unwrap_or(path)
             };
-            denial(
-                "write",
+            let (reason, fix) = offer(
+                grant,
                 "read-only: inside a read root, not a write root".into(),
-                Some(format!("--write {}", dir.display())),
-            )
+                "--write",
+                dir,
+            );
+            denial("write", reason, fix)
         });
     }
     // Outside every root: inside a constructed root it is not there at all,
@@ -442,21 +465,25 @@ fn classify(grant: &Grant, path: &Path, error: Error) -> Option<Denial> {
         let dir = path.parent()?;
         let outside = under(dir, &grant.read).is_none() && under(dir, &grant.write).is_none();
         return (error == Error::Missing && outside && dir.is_dir()).then(|| {
-            denial(
-                "create",
+            let (reason, fix) = offer(
+                grant,
                 format!(
                     "its directory {} is outside every root: not in the sandbox",
                     dir.display()
                 ),
-                Some(format!("--write {}", dir.display())),
-            )
+                "--write",
+                dir,
+            );
+            denial("create", reason, fix)
         });
     }
-    Some(denial(
-        "read",
+    let (reason, fix) = offer(
+        grant,
         "outside every read root: not in the sandbox".into(),
-        Some(format!("--read {}", path.display())),
-    ))
+        "--read",
+        path,
+    );
+    Some(denial("read", reason, fix))
 }
 
 #[cfg(test)]
@@ -469,7 +496,13 @@ mod tests {
         g.write = vec!["/work/p".into()];
         g.protected = vec!["/work/p/.git".into()];
         g.denied = vec!["/etc/shadow".into(), "/etc/app".into()];
+        g.homes = vec!["/root".into()];
         g
+    }
+
+    /// The fix was withheld, and the reason says so.
+    fn withheld(d: &Denial) -> bool {
+        d.fix.is_none() && d.reason.ends_with(": no fix is offered")
     }
 
     fn one(text: &str) -> Option<Denial> {
@@ -495,24 +528,75 @@ mod tests {
                 .is_some_and(|f| f.contains("toolcage policy") && f.contains("/etc/app")),
             "{d:?}"
         );
+        // A write to a system directory: refused, and no fix suggests it.
         let d = one("touch: cannot touch '/usr/x': Read-only file system").unwrap();
-        assert_eq!(d.fix.as_deref(), Some("--write /usr"));
+        assert!(
+            withheld(&d) && d.reason.contains("a system directory"),
+            "{d:?}"
+        );
         let d =
             one("PermissionError: [Errno 13] Permission denied: '/work/p/.git/config'").unwrap();
         assert!(d.reason.starts_with("protected"), "{}", d.reason);
         let d = one("sh: 1: cannot create /etc/x.conf: Permission denied").unwrap();
-        assert_eq!(d.fix.as_deref(), Some("--write /etc"));
+        assert!(withheld(&d), "{d:?}");
         // A script naming itself first: only the refused path counts.
         let d = one("/work/p/.agents/tools/t: 3: cannot create /etc/x: Read-only file system");
         assert_eq!(d.unwrap().target, "/etc/x");
         // Outside every root and present on the host: the missing path is
         // the sandbox's doing.
+        // The operator's home itself is never offered.
         let d = one("ls: cannot access '/root': No such file or directory").unwrap();
-        assert_eq!(d.fix.as_deref(), Some("--read /root"));
+        assert!(withheld(&d) && d.reason.contains("home"), "{d:?}");
         assert!(
             d.inferred && d.line().ends_with(", inferred)"),
             "{}",
             d.line()
+        );
+        // Control: a directory outside the system trees gets its fix.
+        let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut g = grant();
+        g.read.push(crate_dir.to_path_buf());
+        g.homes = vec![crate_dir.parent().unwrap().to_path_buf()];
+        let text = format!(
+            "touch: cannot touch '{}/x': Read-only file system",
+            crate_dir.display()
+        );
+        let d = from_output(&g, Path::new("/work/p"), &text);
+        assert_eq!(
+            d[0].fix.as_deref(),
+            Some(format!("--write {}", crate_dir.display()).as_str())
+        );
+    }
+
+    #[test]
+    fn a_home_secret_is_named_and_never_offered() {
+        // Outside /tmp, which is the call's own.
+        let home = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let h = home.path().canonicalize().unwrap();
+        std::fs::create_dir_all(h.join(".ssh")).unwrap();
+        std::fs::write(h.join(".ssh/id_rsa"), "k").unwrap();
+        std::fs::write(h.join(".ssh/known_hosts"), "k").unwrap();
+        let mut g = grant();
+        g.homes = vec![h.clone()];
+        let text = format!(
+            "cat: {}/.ssh/id_rsa: No such file or directory",
+            h.display()
+        );
+        let d = from_output(&g, Path::new("/work/p"), &text);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(
+            d[0].fix.is_none() && d[0].reason.contains("SSH private keys"),
+            "{d:?}"
+        );
+        // Control: known_hosts is no secret; reading it is a fix like any.
+        let text = format!(
+            "cat: {}/.ssh/known_hosts: No such file or directory",
+            h.display()
+        );
+        let d = from_output(&g, Path::new("/work/p"), &text);
+        assert_eq!(
+            d[0].fix.as_deref(),
+            Some(format!("--read {}/.ssh/known_hosts", h.display()).as_str())
         );
     }
 
@@ -546,10 +630,7 @@ mod tests {
     fn relative_paths_are_taken_from_the_working_directory() {
         // cwd is /work/p/sub.
         let d = one("touch: cannot touch '../../../usr/x': Read-only file system").unwrap();
-        assert_eq!(
-            (d.target.as_str(), d.fix.as_deref()),
-            ("/usr/x", Some("--write /usr"))
-        );
+        assert!(d.target == "/usr/x" && withheld(&d), "{d:?}");
         let d = one("sh: 1: cannot create ../.git/config: Read-only file system").unwrap();
         assert_eq!(d.target, "/work/p/.git/config");
         assert!(d.reason.starts_with("protected"), "{d:?}");
@@ -595,11 +676,22 @@ mod tests {
         ] {
             let d = one(line).unwrap_or_else(|| panic!("{line}"));
             assert_eq!(d.op, "create", "{d:?}");
-            assert!(
-                d.fix.as_deref().is_some_and(|f| f.starts_with("--write /")),
-                "{d:?}"
-            );
+            // /root is the operator's home, /var a system directory.
+            assert!(withheld(&d), "{d:?}");
         }
+        // Control: a host directory elsewhere gets its fix.
+        let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let line = format!(
+            "touch: cannot touch '{}/tc-no-such': No such file or directory",
+            crate_dir.display()
+        );
+        let mut g = grant();
+        g.homes = vec![crate_dir.parent().unwrap().to_path_buf()];
+        let d = from_output(&g, Path::new("/work/p"), &line);
+        assert_eq!(
+            d[0].fix.as_deref(),
+            Some(format!("--write {}", crate_dir.display()).as_str())
+        );
         // Control: a directory the host does not have either.
         assert!(one("touch: cannot touch '/tc-no-dir/x': No such file or directory").is_none());
     }

@@ -315,7 +315,14 @@ impl SandboxError {
 /// the fix defaults to reading the resolved file's directory.
 pub fn outside_message(program: &str, found: &Path, resolved: &Path, fix: Option<&str>) -> String {
     let fix = fix.map_or_else(
-        || format!("--read {}", resolved.parent().unwrap_or(resolved).display()),
+        || {
+            let dir = resolved.parent().unwrap_or(resolved);
+            // Never `--read /` or of a secret, in text an agent reads.
+            match toolcage_policy::never_offered(dir, &[], false) {
+                Some(why) => format!("none offered: {why}"),
+                None => format!("--read {}", dir.display()),
+            }
+        },
         str::to_string,
     );
     let what = if found == resolved {

@@ -2,7 +2,7 @@
 //! toolcage's own state, the operator's policy file, the protected list.
 
 use super::*;
-use crate::floor::{POLICY_FILE_SOURCE, SECRET_SOURCE, SECRETS, STATE_SOURCE};
+use crate::floor::{HOME_SECRET_SOURCE, POLICY_FILE_SOURCE, SECRET_SOURCE, SECRETS, STATE_SOURCE};
 
 fn sources_of(r: &Resolved, key: &str, value: &Path) -> Vec<String> {
     let value = value.display().to_string();
@@ -336,6 +336,179 @@ fn the_default_profile_documents_every_built_in_secret() {
         assert!(
             text.contains(raw),
             "policies/default.toml does not list {raw} ({why})"
+        );
+    }
+}
+
+/// A home with keys, credentials and ordinary files (`Env`'s home).
+fn home_with_secrets(e: &Env) {
+    for (f, text) in [
+        ("home/.ssh/id_ed25519", "KEY"),
+        ("home/.ssh/work_key", "KEY"),
+        ("home/.ssh/known_hosts", "host"),
+        ("home/.ssh/config", "Host x"),
+        ("home/.ssh/id_ed25519.pub", "pub"),
+        ("home/.aws/credentials", "AWS"),
+        ("home/.npmrc", "//registry/:_authToken=T"),
+        ("home/.cargo/credentials.toml", "token"),
+        ("home/notes.txt", "notes"),
+    ] {
+        std::fs::create_dir_all(e.p(f).parent().unwrap()).unwrap();
+        std::fs::write(e.p(f), text).unwrap();
+    }
+}
+
+fn read_home(e: &Env) -> Overrides {
+    Overrides {
+        read: vec![e.p("home")],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn home_secrets_are_denied_under_a_read_root_and_ordinary_files_are_not() {
+    let e = Env::new();
+    home_with_secrets(&e);
+    let r = e.resolve(None, None, &read_home(&e)).unwrap();
+    for secret in [
+        "home/.ssh/id_ed25519",
+        "home/.ssh/work_key",
+        "home/.aws",
+        "home/.npmrc",
+        "home/.cargo/credentials.toml",
+    ] {
+        assert!(r.grant.denied.contains(&e.p(secret)), "{secret}");
+        assert_eq!(
+            sources_of(&r, "denied", &e.p(secret)),
+            [HOME_SECRET_SOURCE],
+            "{secret}"
+        );
+    }
+    // Controls: the keys' neighbours and ordinary files stay readable.
+    for open in [
+        "home",
+        "home/.ssh",
+        "home/.ssh/known_hosts",
+        "home/.ssh/config",
+        "home/.ssh/id_ed25519.pub",
+        "home/notes.txt",
+    ] {
+        assert!(!r.grant.denied.contains(&e.p(open)), "{open}");
+    }
+    // Where no root reaches the home, nothing is looked up or listed.
+    let r = e.resolve(None, None, &Overrides::default()).unwrap();
+    assert!(!r.grant.denied.contains(&e.p("home/.aws")));
+    // A root inside a secret is an error; its message offers no lift.
+    let cli = Overrides {
+        read: vec![e.p("home/.aws")],
+        ..Default::default()
+    };
+    let msg = e.cli_err(&cli);
+    assert!(msg.contains("which no flag can lift"), "{msg}");
+}
+
+#[test]
+fn allow_secrets_lifts_exactly_the_entry_it_names() {
+    let e = Env::new();
+    home_with_secrets(&e);
+    let r = e
+        .resolve(
+            None,
+            Some("[fs]\nallow_secrets = [\"~/.npmrc\"]\n"),
+            &read_home(&e),
+        )
+        .unwrap();
+    assert!(!r.grant.denied.contains(&e.p("home/.npmrc")));
+    // Control: every other secret stays denied.
+    assert!(r.grant.denied.contains(&e.p("home/.aws")));
+    assert!(r.grant.denied.contains(&e.p("home/.ssh/id_ed25519")));
+    assert!(
+        r.provenance
+            .iter()
+            .any(|p| p.key == "allow_secrets" && p.value == "~/.npmrc")
+    );
+    // Per tool, too.
+    let r = e.tool(
+        Some("[tools.pub.fs]\nallow_secrets = [\"{home}/.ssh\"]\nadd_read = [\"{home}\"]\n"),
+        "pub",
+        &Requests::default(),
+    );
+    assert!(!r.grant.denied.contains(&e.p("home/.ssh/id_ed25519")));
+    assert!(r.grant.denied.contains(&e.p("home/.npmrc")));
+    // A name that is no entry, or an /etc secret, is an error.
+    assert!(
+        e.err("[fs]\nallow_secrets = [\"~/.ssh/id_ed25519\"]\n")
+            .contains("is not a home secret"),
+    );
+    assert!(
+        e.err("[fs]\nallow_secrets = [\"/etc/shadow\"]\n")
+            .contains("never lifted")
+    );
+}
+
+#[test]
+fn a_policy_file_inside_the_project_can_lift_nothing() {
+    let e = Env::new();
+    home_with_secrets(&e);
+    let inside = e.p("project/toolcage.toml");
+    std::fs::write(&inside, "[fs]\nallow_secrets = [\"~/.npmrc\"]\n").unwrap();
+    let err = try_policy_at(&e, &inside, None, &read_home(&e)).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("only a --policy file outside the project"),
+        "{err}"
+    );
+    // Control: the same file outside the project lifts it.
+    let outside = e.p("toolcage.toml");
+    std::fs::copy(&inside, &outside).unwrap();
+    let r = with_policy_at(&e, &outside, None, &read_home(&e));
+    assert!(!r.grant.denied.contains(&e.p("home/.npmrc")));
+}
+
+#[test]
+fn allow_home_project_comes_only_from_a_file_outside_that_home() {
+    let mut e = Env::new();
+    e.ctx.project = e.p("home");
+    assert!(e.ctx.project_refusal().is_some());
+    let sources = |p: &Path| Sources {
+        profile: None,
+        policy_file: Some(p.to_path_buf()),
+    };
+    let outside = e.p("op.toml");
+    std::fs::write(&outside, "allow_home_project = true\n").unwrap();
+    let stack = load(&sources(&outside), &e.ctx).unwrap();
+    assert!(stack.allows_home_project(&e.ctx).unwrap());
+    // Inside the home (the project): refused, with the line.
+    let inside = e.p("home/.config/toolcage.toml");
+    std::fs::create_dir_all(inside.parent().unwrap()).unwrap();
+    std::fs::copy(&outside, &inside).unwrap();
+    let stack = load(&sources(&inside), &e.ctx).unwrap();
+    let err = stack.allows_home_project(&e.ctx).unwrap_err().to_string();
+    assert!(
+        err.contains(":1: allow_home_project: only a --policy file outside"),
+        "{err}"
+    );
+    // Not said, or said false: not allowed. `/` never is.
+    std::fs::write(&outside, "allow_home_project = false\n").unwrap();
+    let stack = load(&sources(&outside), &e.ctx).unwrap();
+    assert!(!stack.allows_home_project(&e.ctx).unwrap());
+    // Control: a project beside the home is no home.
+    e.ctx.project = e.p("project");
+    assert!(e.ctx.project_refusal().is_none());
+    // Not in a tool section.
+    std::fs::write(&outside, "[tools.x]\nallow_home_project = true\n").unwrap();
+    assert!(load(&sources(&outside), &e.ctx).is_err());
+}
+
+#[test]
+fn the_default_profile_documents_every_home_secret() {
+    let text = crate::profiles::profile_text("default").unwrap();
+    for s in crate::HOME_SECRETS {
+        assert!(
+            text.contains(&s.name()),
+            "policies/default.toml does not list {} ({})",
+            s.name(),
+            s.what
         );
     }
 }

@@ -39,6 +39,7 @@ impl Env {
         let ctx = Context {
             project: root.join("project"),
             home: root.join("home"),
+            login_home: None,
             tmp: root.join("tmp"),
             cwd: root.join("cwd"),
             xdg_state_home: None,
