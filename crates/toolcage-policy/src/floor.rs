@@ -179,7 +179,7 @@ impl State {
                 }
                 let mut found = Vec::new();
                 for p in secret.existing(home) {
-                    resolve_path(&p, Kind::Guard, true, &o, "", &mut found)?;
+                    resolve_path(&p, Kind::Guard, true, &o, "", &[], &mut found)?;
                 }
                 for f in found {
                     if !self.denied.iter().any(|d| d.v == f.v) {
