@@ -422,10 +422,17 @@ fn show_held(gw: &CliGateway, name: &str, json: bool) -> u8 {
     }
     if shown.held.is_empty() {
         let what = match &t.only {
-            Some(tool) => format!("tool '{}' of upstream server '{}'", text::one_line(tool), t.server),
+            Some(tool) => format!(
+                "tool '{}' of upstream server '{}'",
+                text::one_line(tool),
+                t.server
+            ),
             None => format!("upstream server '{}'", t.server),
         };
-        outln!("{}: nothing of {what} is held; nothing to approve", text::one_line(name));
+        outln!(
+            "{}: nothing of {what} is held; nothing to approve",
+            text::one_line(name)
+        );
         return status::OK;
     }
     for h in &shown.held {
@@ -441,7 +448,9 @@ fn show_held(gw: &CliGateway, name: &str, json: bool) -> u8 {
         );
         outln!("  now    sha256 {}", h.sha256);
         if h.pinned.is_none() {
-            outln!("  (the pin, from an older toolcage, kept only the digest: the whole definition now follows)");
+            outln!(
+                "  (the pin, from an older toolcage, kept only the digest: the whole definition now follows)"
+            );
         }
         for line in h.diff.lines() {
             outln!("{}", text::one_line(line));
@@ -481,7 +490,10 @@ fn approve(gw: &CliGateway, name: &str, digest: Option<&str>) -> u8 {
         }
     };
     if held.is_empty() {
-        outln!("{}: nothing is held; nothing to approve", text::one_line(name));
+        outln!(
+            "{}: nothing is held; nothing to approve",
+            text::one_line(name)
+        );
         return status::OK;
     }
     let now = approval_digest(&held);

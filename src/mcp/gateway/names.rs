@@ -75,7 +75,7 @@ pub fn why(server: &str, tool: &str, name: &str) -> Option<String> {
         return Some(format!("'{plain}' is longer than {MAX_NAME} characters"));
     }
     Some(format!(
-        "'{plain}' was taken by another tool when this one was first pinned"
+        "'{plain}' is taken by another tool, or was when this one was first pinned"
     ))
 }
 

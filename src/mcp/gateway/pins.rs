@@ -117,7 +117,10 @@ impl PinFile {
                     },
                 };
                 let hex = pin.sha256.len() == 64
-                    && pin.sha256.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+                    && pin
+                        .sha256
+                        .bytes()
+                        .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
                 if !hex {
                     return Err(format!("{server}/{tool}: sha256 is not 64 hex digits"));
                 }
@@ -437,8 +440,12 @@ mod tests {
         let pins = Pins::new(dir.path());
         let none = BTreeSet::new();
         let (dot, under) = (tool("del.all", "x"), tool("del_all", "y"));
-        let a = pins.check("s", &[dot.clone(), under.clone()], &none).unwrap();
-        let b = pins.check("s", &[under.clone(), dot.clone()], &none).unwrap();
+        let a = pins
+            .check("s", &[dot.clone(), under.clone()], &none)
+            .unwrap();
+        let b = pins
+            .check("s", &[under.clone(), dot.clone()], &none)
+            .unwrap();
         assert_eq!(a[0].name, b[1].name);
         assert_eq!(a[1].name, b[0].name);
         assert_eq!(a[1].name, "s__del_all");
@@ -463,9 +470,14 @@ mod tests {
         }
         // An older file's bare digests still read, and gain a name.
         let d = digest(&tool("echo", "a"));
-        std::fs::write(pins.path(), format!("{{\"servers\":{{\"s\":{{\"echo\":\"{d}\"}}}}}}"))
+        std::fs::write(
+            pins.path(),
+            format!("{{\"servers\":{{\"s\":{{\"echo\":\"{d}\"}}}}}}"),
+        )
+        .unwrap();
+        let c = pins
+            .check("s", &[tool("echo", "a")], &BTreeSet::new())
             .unwrap();
-        let c = pins.check("s", &[tool("echo", "a")], &BTreeSet::new()).unwrap();
         assert_eq!(c[0].state, PinState::Pinned);
         assert_eq!(
             pins.pin("s", "echo").unwrap().unwrap().name.as_deref(),
