@@ -26,7 +26,7 @@ use std::sync::Arc;
 pub struct UpstreamsArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
-    /// Print a JSON array of {name, source, transport, runs, expose, state, reason, tools, pinned, held}.
+    /// Print a JSON array of {name, source, transport, runs, expose, state, reason, tools, pinned, held, renamed, displaced}.
     #[arg(long)]
     pub json: bool,
     #[command(subcommand)]
