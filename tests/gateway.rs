@@ -443,6 +443,15 @@ fn a_damaged_pins_file_refuses_upstream_calls_and_is_left_as_it_was() {
         drop(s);
         assert_eq!(std::fs::read(&path).unwrap(), damaged, "rewritten");
     }
+    // Deferred: call_mcp_tool answers with the same reason.
+    f.write_outside("policy.toml", "[upstreams.fx]\nexpose = \"deferred\"\n");
+    std::fs::write(&path, b"{").unwrap();
+    let mut s = f.serve();
+    let r = s.call("call_mcp_tool", json!({"tool_name": "counter"}));
+    assert!(is_error(&r) && text(&r).contains(&shown), "{r}");
+    drop(s);
+    assert_eq!(std::fs::read(&path).unwrap(), b"{", "rewritten");
+    f.write_outside("policy.toml", "");
     // Control: the valid file back, the pinned tool runs, the changed one is held.
     std::fs::write(&path, &valid).unwrap();
     let (code, out, err) = f.run(&["call", "fx__counter"]);

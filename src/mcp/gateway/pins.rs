@@ -457,6 +457,24 @@ mod tests {
     }
 
     #[test]
+    fn a_pinned_name_a_local_tool_took_is_not_given_to_anyone_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let pins = Pins::new(dir.path());
+        let echo = tool("echo", "a");
+        let c = pins.check("s", &[echo.clone()], &BTreeSet::new()).unwrap();
+        assert_eq!(c[0].name, "s__echo");
+        let local: BTreeSet<String> = ["s__echo".to_string()].into();
+        let c = pins.check("s", &[echo.clone()], &local).unwrap();
+        assert_eq!(
+            (c[0].name.as_str(), &c[0].state),
+            ("s__echo", &PinState::NameTaken)
+        );
+        // Control: the local tool gone, the tool is offered under its name again.
+        let c = pins.check("s", &[echo], &BTreeSet::new()).unwrap();
+        assert_eq!(c[0].state, PinState::Pinned);
+    }
+
+    #[test]
     fn a_damaged_file_refuses_and_is_left_as_it_was() {
         let dir = tempfile::tempdir().unwrap();
         let pins = Pins::new(dir.path());
