@@ -461,10 +461,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pins = Pins::new(dir.path());
         let echo = tool("echo", "a");
-        let c = pins.check("s", &[echo.clone()], &BTreeSet::new()).unwrap();
+        let c = pins
+            .check("s", std::slice::from_ref(&echo), &BTreeSet::new())
+            .unwrap();
         assert_eq!(c[0].name, "s__echo");
         let local: BTreeSet<String> = ["s__echo".to_string()].into();
-        let c = pins.check("s", &[echo.clone()], &local).unwrap();
+        let c = pins
+            .check("s", std::slice::from_ref(&echo), &local)
+            .unwrap();
         assert_eq!(
             (c[0].name.as_str(), &c[0].state),
             ("s__echo", &PinState::NameTaken)
