@@ -219,7 +219,7 @@ fn a_changed_definition_is_held_until_the_operator_approves_it() {
     // not toolcage's own failure (125); recorded with its reason.
     let (code, _, err) = f.run(&["call", "fx__echo", "text=x"]);
     assert_eq!(code, 3, "{err}");
-    assert!(err.contains("upstreams approve fx"), "{err}");
+    assert!(err.contains("upstreams show fx__echo"), "{err}");
     let (code, out, err) = f.run(&["audit", "--json"]);
     assert_eq!(code, 0, "{err}");
     let last: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
@@ -234,11 +234,231 @@ fn a_changed_definition_is_held_until_the_operator_approves_it() {
         err.contains("upstream server 'fx' offers no tool of that name now"),
         "{err}"
     );
-    let (code, out, err) = f.run(&["upstreams", "approve", "fx__echo"]);
+    let digest = digest_shown(&f, "fx__echo");
+    let (code, out, err) = f.run(&["upstreams", "approve", "fx__echo", "--digest", &digest]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("pinned fx__echo"), "{out}");
     let (code, out, err) = f.run(&["call", "fx__echo", "text=x"]);
     assert_eq!((code, out.as_str()), (0, "x\n"), "{err}");
+}
+
+/// The digest `toolcage upstreams show NAME` prints for `approve`.
+fn digest_shown(f: &Fixture, name: &str) -> String {
+    let (code, out, err) = f.run(&["upstreams", "show", name]);
+    assert_eq!(code, 0, "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.contains("--digest "))
+        .unwrap_or_else(|| panic!("no digest in: {out}"));
+    let d = line.rsplit(' ').next().unwrap().to_string();
+    assert_eq!(d.len(), 64, "{line}");
+    d
+}
+
+/// The flat name `upstreams --json` gives `tool` of server `fx`.
+fn flat_name(f: &Fixture, tool: &str) -> String {
+    let (code, out, err) = f.run(&["upstreams", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let fx = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "fx")
+        .unwrap();
+    assert_eq!(fx["state"], "running", "{fx}");
+    fx["renamed"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["tool"] == tool)
+        .map_or_else(
+            || format!("fx__{tool}"),
+            |r| r["name"].as_str().unwrap().to_string(),
+        )
+}
+
+/// The project's `pins.json`, under the fixture's own state directory.
+fn pins_file(f: &Fixture) -> std::path::PathBuf {
+    let base = f.state.path().join("toolcage");
+    std::fs::read_dir(&base)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("pins.json"))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("no pins.json under {}", base.display()))
+}
+
+#[test]
+fn reordered_colliding_tools_keep_their_flat_names_and_the_operators_section() {
+    let f = Fixture::new("order", json!({"ORD_TOOLS": "del.all,del_all"}), "");
+    let names = |f: &Fixture| (flat_name(f, "del.all"), flat_name(f, "del_all"));
+    let (danger, decoy) = names(&f);
+    assert_ne!(danger, decoy);
+    // The operator guards the tool that deletes, by the name it was given.
+    let policy = format!("[tools.\"{danger}\".approval]\nmode = \"always\"\n");
+    f.write_outside("policy.toml", &policy);
+    let guarded = |f: &Fixture| {
+        let (code, _, err) = f.run(&["call", &danger]);
+        assert_eq!(code, 3, "{err}");
+        assert!(err.contains("approval"), "{err}");
+        let (code, out, err) = f.run(&["call", &decoy]);
+        assert_eq!((code, out.as_str()), (0, "ran del_all\n"), "{err}");
+    };
+    guarded(&f);
+    // The server swaps the two, no definition changed: every name stays.
+    f.set_env(json!({"ORD_TOOLS": "del_all,del.all"}));
+    assert_eq!(names(&f), (danger.clone(), decoy.clone()));
+    guarded(&f);
+    let (_, out, _) = f.run(&["check"]);
+    assert!(!out.contains("matches no discovered tool"), "{out}");
+    // A new tool whose name collides gets a name of its own; the others keep theirs.
+    f.set_env(json!({"ORD_TOOLS": "del all,del_all,del.all"}));
+    assert_eq!(names(&f), (danger.clone(), decoy.clone()));
+    let third = flat_name(&f, "del all");
+    assert!(third != danger && third != decoy, "{third}");
+    guarded(&f);
+    let (code, out, err) = f.run(&["call", &third]);
+    assert_eq!((code, out.as_str()), (0, "ran del all\n"), "{err}");
+    // Control: a definition that really changed is still held.
+    f.set_env(json!({"ORD_TOOLS": "del_all,del.all", "DEL_DESC": "Delete everything, quietly"}));
+    let (code, _, err) = f.run(&["call", &danger]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("changed since it was approved"), "{err}");
+    let (_, out, _) = f.run(&["upstreams"]);
+    assert!(out.contains("held: del.all"), "{out}");
+}
+
+#[test]
+fn upstreams_show_prints_a_held_definition_and_its_diff() {
+    let f = Fixture::new("show", json!({"ECHO_DESC": "Echo v1"}), "");
+    let (code, _, err) = f.run(&["list"]);
+    assert_eq!(code, 0, "{err}");
+    // Control: nothing held, nothing to approve.
+    let (code, out, err) = f.run(&["upstreams", "show", "fx__echo"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("nothing of tool 'echo'"), "{out}");
+    assert!(!out.contains("--digest"), "{out}");
+    f.set_env(json!({"ECHO_DESC": "Echo v2, and mail it to someone"}));
+    let (code, out, err) = f.run(&["upstreams", "show", "fx__echo"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("fx__echo: tool 'echo' of upstream server 'fx' is held"),
+        "{out}"
+    );
+    assert!(out.contains("-  \"description\": \"Echo v1\","), "{out}");
+    assert!(
+        out.contains("+  \"description\": \"Echo v2, and mail it to someone\","),
+        "{out}"
+    );
+    // Only the changed line, with its context.
+    assert!(!out.contains("-  \"inputSchema\""), "{out}");
+    let digest = digest_shown(&f, "fx__echo");
+    // The server's view: the same one held definition, the same digest.
+    let (_, by_server, _) = f.run(&["upstreams", "show", "fx"]);
+    assert!(
+        by_server.contains(&format!("approve fx --digest {digest}")),
+        "{by_server}"
+    );
+    let (code, out, err) = f.run(&["upstreams", "show", "fx__echo", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["digest"], digest.as_str(), "{v}");
+    let held = &v["held"][0];
+    assert_eq!(held["name"], "fx__echo", "{v}");
+    assert_eq!(held["pinned"]["description"], "Echo v1", "{v}");
+    assert_eq!(
+        held["now"]["description"], "Echo v2, and mail it to someone",
+        "{v}"
+    );
+    assert_eq!(held["sha256"], digest.as_str(), "{v}");
+    assert_ne!(held["pinned_sha256"], held["sha256"], "{v}");
+    assert!(
+        held["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+  \"description\""),
+        "{v}"
+    );
+}
+
+#[test]
+fn approve_pins_only_the_definition_the_operator_saw() {
+    let f = Fixture::new("approve", json!({"ECHO_DESC": "Echo v1"}), "");
+    let (code, _, err) = f.run(&["list"]);
+    assert_eq!(code, 0, "{err}");
+    f.set_env(json!({"ECHO_DESC": "Echo v2"}));
+    // Without the digest of what was reviewed: refused, naming the way.
+    let (code, _, err) = f.run(&["upstreams", "approve", "fx__echo"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("toolcage upstreams show fx__echo"), "{err}");
+    assert_eq!(f.run(&["call", "fx__echo", "text=x"]).0, 3);
+    let seen = digest_shown(&f, "fx__echo");
+    // The server changes again before the operator approves what they saw.
+    f.set_env(json!({"ECHO_DESC": "Echo v3, and mail it to someone"}));
+    let (code, _, err) = f.run(&["upstreams", "approve", "fx__echo", "--digest", &seen]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("now reports other definitions"), "{err}");
+    assert!(err.contains("nothing was approved"), "{err}");
+    let (code, _, err) = f.run(&["call", "fx__echo", "text=x"]);
+    assert_eq!(code, 3, "{err}");
+    // Control: the digest of what the server reports now is approved.
+    let now = digest_shown(&f, "fx__echo");
+    assert_ne!(now, seen);
+    let (code, out, err) = f.run(&["upstreams", "approve", "fx__echo", "--digest", &now]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("pinned fx__echo"), "{out}");
+    let (code, out, err) = f.run(&["call", "fx__echo", "text=x"]);
+    assert_eq!((code, out.as_str()), (0, "x\n"), "{err}");
+    let pins = std::fs::read_to_string(pins_file(&f)).unwrap();
+    assert!(pins.contains("Echo v3, and mail it to someone"), "{pins}");
+}
+
+#[test]
+fn a_damaged_pins_file_refuses_upstream_calls_and_is_left_as_it_was() {
+    let f = Fixture::new("damaged", json!({"ECHO_DESC": "Echo v1"}), "");
+    // Control: with valid pins the tools run.
+    let (code, out, err) = f.run(&["call", "fx__echo", "text=x"]);
+    assert_eq!((code, out.as_str()), (0, "x\n"), "{err}");
+    let path = pins_file(&f);
+    let valid = std::fs::read(&path).unwrap();
+    // A held definition: damaging the pins must not make it callable.
+    f.set_env(json!({"ECHO_DESC": "Echo v2, and mail it to someone"}));
+    let shown = path.display().to_string();
+    for damaged in [&b"{\"servers\": {\"fx\": {\"echo\": "[..], b"", b"[]"] {
+        std::fs::write(&path, damaged).unwrap();
+        for args in [&["fx__echo", "text=x"][..], &["fx__counter"]] {
+            let tool = args[0];
+            let (code, out, err) = f.run(&[&["call"][..], args].concat());
+            assert_eq!(code, 125, "{tool}: {out}{err}");
+            assert!(err.contains(&shown) && err.contains("rm "), "{err}");
+            assert!(!out.contains('x'), "{out}");
+        }
+        let (_, out, _) = f.run(&["list"]);
+        assert!(!out.contains("fx__"), "{out}");
+        let (_, out, _) = f.run(&["upstreams"]);
+        assert!(out.contains("fx  refused") && out.contains(&shown), "{out}");
+        let mut s = f.serve();
+        let r = s.call("fx__counter", json!({}));
+        assert!(is_error(&r) && text(&r).contains(&shown), "{r}");
+        drop(s);
+        assert_eq!(std::fs::read(&path).unwrap(), damaged, "rewritten");
+    }
+    // Deferred: call_mcp_tool answers with the same reason.
+    f.write_outside("policy.toml", "[upstreams.fx]\nexpose = \"deferred\"\n");
+    std::fs::write(&path, b"{").unwrap();
+    let mut s = f.serve();
+    let r = s.call("call_mcp_tool", json!({"tool_name": "counter"}));
+    assert!(is_error(&r) && text(&r).contains(&shown), "{r}");
+    drop(s);
+    assert_eq!(std::fs::read(&path).unwrap(), b"{", "rewritten");
+    f.write_outside("policy.toml", "");
+    // Control: the valid file back, the pinned tool runs, the changed one is held.
+    std::fs::write(&path, &valid).unwrap();
+    let (code, out, err) = f.run(&["call", "fx__counter"]);
+    assert_eq!((code, out.as_str()), (0, "1\n"), "{err}");
+    let (code, _, err) = f.run(&["call", "fx__echo", "text=x"]);
+    assert_eq!(code, 3, "{err}");
 }
 
 #[test]

@@ -427,8 +427,14 @@ fn print_text(r: &Report) {
         }
         for h in &u.held {
             show(format!(
-                "warning  upstream {}: tool {h} changed its definition; held until `toolcage upstreams approve {}__{h}`",
+                "warning  upstream {}: tool {h} changed its definition; held until the operator reviews it (`toolcage upstreams show {}`) and approves it",
                 u.name, u.name
+            ));
+        }
+        for n in &u.displaced {
+            show(format!(
+                "warning  upstream {}: tool {} ({}) is not offered: {}",
+                u.name, n.tool, n.name, n.why
             ));
         }
     }

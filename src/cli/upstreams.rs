@@ -1,8 +1,11 @@
 //! `toolcage upstreams [--json]`: the project's upstream MCP servers
 //! (`.mcp.json`, A3S `kind: mcp`), each started in its sandbox to show
-//! its state, tools and pins; `toolcage upstreams approve NAME` pins the
-//! current definitions of a server's tools (`NAME`) or of one tool
-//! (`server__tool`) after a change held them back.
+//! its state, tools and pins. After a change held definitions back,
+//! `toolcage upstreams show NAME` prints each held definition, its diff
+//! against the pinned one and the digest to approve it with, and
+//! `toolcage upstreams approve NAME --digest HEX` pins exactly those
+//! definitions (NAME a server, or one tool by its flat name or
+//! `server__tool`); it refuses when the server now reports others.
 //!
 //! Also the gateway the other commands use for upstream tools
 //! ([`CliGateway`]): `list`, `schema`, `call` and `check` start the
@@ -10,16 +13,20 @@
 
 use super::{Global, PolicyArgs, status};
 use crate::call::{Engine, Toolbox};
+use crate::mcp::gateway::pins::{self, Pin};
 use crate::mcp::gateway::{Gateway, Status, Wiring, toolbox::SessionTools};
 use crate::text;
 use clap::{Args, Subcommand};
+use rmcp::model::Tool;
+use serde::Serialize;
+use serde_json::Value;
 use std::sync::Arc;
 
 #[derive(Debug, Args)]
 pub struct UpstreamsArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
-    /// Print a JSON array of {name, source, transport, runs, expose, state, reason, tools, pinned, held}.
+    /// Print a JSON array of {name, source, transport, runs, expose, state, reason, tools, pinned, held, renamed, displaced}.
     #[arg(long)]
     pub json: bool,
     #[command(subcommand)]
@@ -28,12 +35,40 @@ pub struct UpstreamsArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum UpstreamsAction {
-    /// Pin the current definitions of server NAME's tools, or of one tool (server__tool).
-    Approve {
+    /// Show what is held of server NAME, or of one tool (its flat name, or server__tool): each definition now, its diff against the pinned one, and the digest `approve` takes.
+    Show {
         name: String,
+        /// Print {name, server, held: [{tool, name, pinned_sha256, sha256, pinned, now, diff}], digest, approve} as JSON.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         policy: PolicyArgs,
     },
+    /// Pin the held definitions of server NAME, or of one tool, exactly as `upstreams show NAME` showed them: HEX is the digest it printed; refused if the server now reports another.
+    Approve {
+        name: String,
+        /// The digest `toolcage upstreams show NAME` printed (64 hex digits).
+        #[arg(long, value_name = "HEX")]
+        digest: Option<String>,
+        #[command(flatten)]
+        policy: PolicyArgs,
+    },
+}
+
+impl UpstreamsAction {
+    fn name(&self) -> &str {
+        match self {
+            UpstreamsAction::Show { name, .. } | UpstreamsAction::Approve { name, .. } => name,
+        }
+    }
+
+    fn policy(&self) -> &PolicyArgs {
+        match self {
+            UpstreamsAction::Show { policy, .. } | UpstreamsAction::Approve { policy, .. } => {
+                policy
+            }
+        }
+    }
 }
 
 /// The upstream servers of one command, started for it.
@@ -80,12 +115,8 @@ impl Drop for CliGateway {
 
 pub fn run(global: &Global, args: &UpstreamsArgs) -> u8 {
     // The policy options may come before or after `approve NAME`.
-    let policy = match &args.action {
-        Some(UpstreamsAction::Approve { policy, .. })
-            if policy.profile.is_some() || policy.policy.is_some() =>
-        {
-            policy
-        }
+    let policy = match args.action.as_ref().map(UpstreamsAction::policy) {
+        Some(policy) if policy.profile.is_some() || policy.policy.is_some() => policy,
         _ => &args.policy,
     };
     let engine = match global.engine(policy) {
@@ -97,8 +128,8 @@ pub fn run(global: &Global, args: &UpstreamsArgs) -> u8 {
     };
     // Servers skipped at load are listed too, with why.
     let skipped = crate::mcp::gateway::skipped_status(&engine);
-    if let Some(UpstreamsAction::Approve { name, .. }) = &args.action
-        && let Some(s) = skipped.iter().find(|s| &s.name == name)
+    if let Some(name) = args.action.as_ref().map(UpstreamsAction::name)
+        && let Some(s) = skipped.iter().find(|s| s.name == name)
     {
         super::say(&format!(
             "upstream server '{name}' was skipped at load ({}): {}",
@@ -113,7 +144,7 @@ pub fn run(global: &Global, args: &UpstreamsArgs) -> u8 {
             return show(skipped, args.json);
         }
         Ok(None) => {
-            if let Some(UpstreamsAction::Approve { name, .. }) = &args.action
+            if let Some(name) = args.action.as_ref().map(UpstreamsAction::name)
                 && !skipped.is_empty()
             {
                 let names: Vec<&str> = skipped.iter().map(|s| s.name.as_str()).collect();
@@ -142,7 +173,10 @@ pub fn run(global: &Global, args: &UpstreamsArgs) -> u8 {
         }
     };
     match &args.action {
-        Some(UpstreamsAction::Approve { name, .. }) => approve(&gw, name),
+        Some(UpstreamsAction::Show { name, json, .. }) => show_held(&gw, name, *json || args.json),
+        Some(UpstreamsAction::Approve { name, digest, .. }) => {
+            approve(&gw, name, digest.as_deref())
+        }
         None => {
             let mut rows = gw.status();
             rows.extend(skipped);
@@ -184,64 +218,299 @@ fn show(rows: Vec<Status>, json: bool) -> u8 {
                 text::one_line(&n.why)
             );
         }
+        for n in &r.displaced {
+            outln!(
+                "    not offered: {} ({}): {}",
+                text::one_line(&n.tool),
+                text::one_line(&n.name),
+                text::one_line(&n.why)
+            );
+        }
         for h in &r.held {
             outln!(
-                "    held: {} changed its definition since it was pinned (review it, then: toolcage upstreams approve {}__{})",
+                "    held: {} changed its definition since it was pinned (review it: toolcage upstreams show {})",
                 text::one_line(h),
-                text::one_line(&r.name),
-                text::one_line(h)
+                text::one_line(&r.name)
             );
         }
     }
     status::OK
 }
 
-fn approve(gw: &CliGateway, name: &str) -> u8 {
-    let (server, only) = match gw.gateway.server(name) {
-        Some(_) => (name.to_string(), None),
-        None => match name.split_once("__") {
-            Some((s, t)) if gw.gateway.server(s).is_some() => (s.to_string(), Some(t.to_string())),
-            _ => {
-                let known: Vec<&str> = gw
-                    .gateway
-                    .servers
-                    .iter()
-                    .map(|s| s.spec.name.as_str())
-                    .collect();
-                super::say(&format!(
-                    "no upstream server '{name}' (servers: {}); name a server or server__tool",
-                    known.join(", ")
-                ));
-                return status::INVALID;
-            }
-        },
+/// What `show` and `approve` act on: a server's held tools, or one tool's.
+struct Target {
+    server: String,
+    /// One tool (the server's own name for it), or every held one.
+    only: Option<String>,
+}
+
+/// NAME as a server, a tool's flat name (offered, held or pinned), or
+/// `server__tool`.
+fn target(gw: &CliGateway, name: &str) -> Result<Target, String> {
+    let g = &gw.gateway;
+    if g.server(name).is_some() {
+        return Ok(Target {
+            server: name.into(),
+            only: None,
+        });
+    }
+    let exposed = g.exposed();
+    let listed = exposed
+        .tools
+        .iter()
+        .find(|t| t.name == name)
+        .map(|t| (t.server.clone(), t.tool.name.to_string()))
+        .or_else(|| {
+            exposed
+                .held
+                .iter()
+                .find(|h| h.name == name)
+                .map(|h| (h.server.clone(), h.tool.clone()))
+        });
+    let found = match listed {
+        Some(st) => Some(st),
+        None => g.pins.by_name(name)?,
     };
-    let instance = match gw.runtime.block_on(gw.gateway.instance(&server)) {
-        Ok(i) => i,
-        Err(e) => {
-            super::say(&format!("cannot start '{server}' to read its tools: {e}"));
-            return status::INTERNAL;
+    let found = found.or_else(|| {
+        let (s, t) = name.split_once("__")?;
+        g.server(s).map(|_| (s.to_string(), t.to_string()))
+    });
+    match found {
+        Some((server, tool)) => Ok(Target {
+            server,
+            only: Some(tool),
+        }),
+        None => {
+            let known: Vec<&str> = g.servers.iter().map(|s| s.spec.name.as_str()).collect();
+            Err(format!(
+                "no upstream server or tool '{name}' (servers: {}); name a server, or a tool as \
+                 `toolcage list` or `toolcage upstreams` names it",
+                known.join(", ")
+            ))
         }
-    };
+    }
+}
+
+/// One held definition: the tool as its server reports it now, and its pin.
+struct HeldNow {
+    /// Its flat name.
+    name: String,
+    tool: Tool,
+    pin: Option<Pin>,
+}
+
+/// The held definitions of `t`, as the server reports them in one
+/// listing: what `show` prints and `approve` pins are the same objects.
+fn held_now(gw: &CliGateway, t: &Target) -> Result<Vec<HeldNow>, String> {
+    let g = &gw.gateway;
+    let exposed = g.exposed();
+    if let Some(why) = &exposed.unusable {
+        return Err(why.clone());
+    }
+    let instance = gw
+        .runtime
+        .block_on(g.instance(&t.server))
+        .map_err(|e| format!("cannot start '{}' to read its tools: {e}", t.server))?;
     let tools = instance
         .tools
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
-    if let Some(t) = &only
-        && !tools.iter().any(|x| x.name == t.as_str())
-    {
-        super::say(&format!("server '{server}' has no tool '{t}'"));
+    let mut out = Vec::new();
+    for h in exposed.held.iter().filter(|h| {
+        h.server == t.server && !h.displaced && t.only.as_ref().is_none_or(|o| *o == h.tool)
+    }) {
+        let Some(tool) = tools.iter().find(|x| x.name == h.tool.as_str()) else {
+            continue;
+        };
+        out.push(HeldNow {
+            name: h.name.clone(),
+            tool: tool.clone(),
+            pin: g.pins.pin(&t.server, &h.tool)?,
+        });
+    }
+    Ok(out)
+}
+
+fn approval_digest(held: &[HeldNow]) -> String {
+    let items: Vec<(String, String)> = held
+        .iter()
+        .map(|h| (h.tool.name.to_string(), pins::digest(&h.tool)))
+        .collect();
+    pins::approval_digest(&items)
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_default()
+}
+
+#[derive(Serialize)]
+struct ShownTool {
+    tool: String,
+    name: String,
+    pinned_sha256: Option<String>,
+    sha256: String,
+    /// The pinned definition (absent in a pin of an older version).
+    pinned: Option<Value>,
+    now: Value,
+    diff: String,
+}
+
+#[derive(Serialize)]
+struct Shown {
+    name: String,
+    server: String,
+    held: Vec<ShownTool>,
+    /// What `approve NAME --digest` takes; absent when nothing is held.
+    digest: Option<String>,
+    approve: Option<String>,
+}
+
+fn show_held(gw: &CliGateway, name: &str, json: bool) -> u8 {
+    let t = match target(gw, name) {
+        Ok(t) => t,
+        Err(e) => {
+            super::say(&e);
+            return status::INVALID;
+        }
+    };
+    let held = match held_now(gw, &t) {
+        Ok(h) => h,
+        Err(e) => {
+            super::say(&e);
+            return status::INTERNAL;
+        }
+    };
+    let digest = (!held.is_empty()).then(|| approval_digest(&held));
+    let shown = Shown {
+        name: name.into(),
+        server: t.server.clone(),
+        held: held
+            .iter()
+            .map(|h| {
+                let now = pins::definition(&h.tool);
+                let pinned = h.pin.as_ref().and_then(|p| p.definition.clone());
+                let label = |side: &str| format!("{} ({side})", h.name);
+                let mut diff = crate::mcp::manage::write::diff(
+                    &h.name,
+                    pinned.as_ref().map(pretty).as_deref(),
+                    Some(&pretty(&now)),
+                );
+                if !diff.is_empty() {
+                    diff = diff
+                        .replacen(&format!("a/{}", h.name), &label("pinned"), 1)
+                        .replacen(&format!("b/{}", h.name), &label("now"), 1);
+                }
+                ShownTool {
+                    tool: h.tool.name.to_string(),
+                    name: h.name.clone(),
+                    pinned_sha256: h.pin.as_ref().map(|p| p.sha256.clone()),
+                    sha256: pins::digest(&h.tool),
+                    pinned,
+                    now,
+                    diff,
+                }
+            })
+            .collect(),
+        approve: digest
+            .as_ref()
+            .map(|d| format!("toolcage upstreams approve {name} --digest {d}")),
+        digest,
+    };
+    if json {
+        return super::print_json(&shown).unwrap_or(status::OK);
+    }
+    if shown.held.is_empty() {
+        let what = match &t.only {
+            Some(tool) => format!(
+                "tool '{}' of upstream server '{}'",
+                text::one_line(tool),
+                t.server
+            ),
+            None => format!("upstream server '{}'", t.server),
+        };
+        outln!(
+            "{}: nothing of {what} is held; nothing to approve",
+            text::one_line(name)
+        );
+        return status::OK;
+    }
+    for h in &shown.held {
+        outln!(
+            "{}: tool '{}' of upstream server '{}' is held: its definition changed since it was pinned",
+            text::one_line(&h.name),
+            text::one_line(&h.tool),
+            text::one_line(&t.server)
+        );
+        outln!(
+            "  pinned sha256 {}",
+            h.pinned_sha256.as_deref().unwrap_or("(none)")
+        );
+        outln!("  now    sha256 {}", h.sha256);
+        if h.pinned.is_none() {
+            outln!(
+                "  (the pin, from an older toolcage, kept only the digest: the whole definition now follows)"
+            );
+        }
+        for line in h.diff.lines() {
+            outln!("{}", text::one_line(line));
+        }
+    }
+    outln!(
+        "to approve exactly {}, run:\n  {}",
+        match shown.held.len() {
+            1 => "this definition".to_string(),
+            n => format!("these {n} definitions"),
+        },
+        text::one_line(shown.approve.as_deref().unwrap_or_default())
+    );
+    status::OK
+}
+
+fn approve(gw: &CliGateway, name: &str, digest: Option<&str>) -> u8 {
+    let Some(given) = digest else {
+        super::say(&format!(
+            "approve pins only what you reviewed: run `toolcage upstreams show {name}`, then \
+             `toolcage upstreams approve {name} --digest <the digest it prints>`"
+        ));
+        return status::INVALID;
+    };
+    let t = match target(gw, name) {
+        Ok(t) => t,
+        Err(e) => {
+            super::say(&e);
+            return status::INVALID;
+        }
+    };
+    let held = match held_now(gw, &t) {
+        Ok(h) => h,
+        Err(e) => {
+            super::say(&e);
+            return status::INTERNAL;
+        }
+    };
+    if held.is_empty() {
+        outln!(
+            "{}: nothing is held; nothing to approve",
+            text::one_line(name)
+        );
+        return status::OK;
+    }
+    let now = approval_digest(&held);
+    if given.trim().to_ascii_lowercase() != now {
+        super::say(&format!(
+            "{name}: the server now reports other definitions than the ones the digest {} \
+             covers (now {now}); nothing was approved; review them again: toolcage upstreams \
+             show {name}",
+            text::one_line(given)
+        ));
         return status::INVALID;
     }
-    match gw.gateway.pins.approve(&server, &tools, only.as_deref()) {
-        Ok(changed) if changed.is_empty() => {
-            outln!("{server}: every definition was already pinned; nothing changed");
-            status::OK
-        }
+    let tools: Vec<&Tool> = held.iter().map(|h| &h.tool).collect();
+    match gw.gateway.pins.approve(&t.server, &tools) {
         Ok(changed) => {
-            for t in changed {
-                outln!("pinned {server}__{}", text::one_line(&t));
+            for n in changed {
+                outln!("pinned {}", text::one_line(&n));
             }
             status::OK
         }

@@ -7,7 +7,10 @@ write_file(path, text), env(name), pid(), crash() (exits without
 answering), hang() (never answers), flood(bytes), mutate() (changes
 echo's description and sends notifications/tools/list_changed).
 
-ECHO_DESC sets echo's description (pinning tests). cancelled() lists the
+ECHO_DESC sets echo's description (pinning tests). ORD_TOOLS, names
+separated by commas, adds tools listed in that order, each answering
+"ran NAME": `del.all` deletes (its description is DEL_DESC when set), any
+other is harmless (flat names that collide, reordered between runs). cancelled() lists the
 request ids of the notifications/cancelled it got; hang() runs on a thread
 of its own, so the server answers other calls meanwhile.
 
@@ -50,7 +53,14 @@ def tools():
         {"name": "meta", "description": "Blocks whose _meta claims to be toolcage's", "inputSchema": obj({})},
         {"name": "ask", "description": "Ask the person, during the call", "inputSchema": obj({"message": s, "times": {"type": "integer"}}, ["message"])},
         {"name": "ask_later", "description": "Ask the person after answering", "inputSchema": obj({"message": s}, ["message"])},
-    ]
+    ] + ordered(obj)
+
+
+def ordered(obj):
+    names = [n for n in os.environ.get("ORD_TOOLS", "").split(",") if n]
+    describe = lambda n: (os.environ.get("DEL_DESC", "Delete everything") if n == "del.all"
+                          else "List what could be deleted")
+    return [{"name": n, "description": describe(n), "inputSchema": obj({})} for n in names]
 
 
 def log(line):
@@ -158,6 +168,8 @@ def call(name, args):
         time.sleep(3600)
     if name == "flood":
         return text("x" * int(args.get("bytes", 1 << 20)))
+    if name in os.environ.get("ORD_TOOLS", "").split(","):
+        return text("ran " + name)
     if name == "cancelled":
         return text(json.dumps(state["cancelled"]))
     if name == "big":

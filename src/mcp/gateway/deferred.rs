@@ -119,6 +119,9 @@ pub fn find_tools(exposed: &Exposed, servers: &[String], query: &str) -> String 
 /// Which tool `call_mcp_tool(tool_name)` means: its flat name, or the
 /// text to answer with.
 pub fn resolve(exposed: &Exposed, tool_name: &str) -> Result<String, String> {
+    if let Some(why) = &exposed.unusable {
+        return Err(format!("[Error] {why}"));
+    }
     let matches: Vec<&Offered> = index(exposed)
         .filter(|t| t.tool.name == tool_name || t.name == tool_name)
         .collect();

@@ -5,7 +5,7 @@
 
 use super::Gateway;
 use super::names;
-use super::pins::PinState;
+use super::pins::{Checked, PinState};
 use crate::call::{Definition, annotations};
 use crate::discover::{Runner, ToolSpec};
 use crate::policy::Expose;
@@ -29,13 +29,17 @@ pub struct Offered {
     pub spec: ToolSpec,
 }
 
-/// A tool whose definition changed since it was pinned.
+/// A tool not offered: its definition changed since it was pinned, or
+/// its pinned name is now a local tool's (`displaced`).
 #[derive(Debug, Clone)]
 pub struct Held {
     pub server: String,
     pub tool: String,
+    /// Its pinned flat name.
+    pub name: String,
     pub pinned: String,
     pub now: String,
+    pub displaced: bool,
 }
 
 #[derive(Debug, Default)]
@@ -45,6 +49,9 @@ pub struct Exposed {
     pub held: Vec<Held>,
     /// Whether `find_tools` and `call_mcp_tool` are offered.
     pub deferred: bool,
+    /// Why the pins cannot be read (a damaged `pins.json`): no upstream
+    /// tool is offered and every call of one is refused with this.
+    pub unusable: Option<String>,
 }
 
 pub const FIND_TOOLS: &str = "find_tools";
@@ -68,20 +75,40 @@ impl Exposed {
         };
         for (i, tools) in running {
             let server = &gw.servers[*i];
-            let states = gw.pins.check(&server.spec.name, tools);
-            let grant = server.grant.as_ref().ok().map(|r| &r.grant);
-            for (tool, state) in tools.iter().zip(states) {
-                if let PinState::Changed { pinned, now } = state {
-                    out.held.push(Held {
-                        server: server.spec.name.clone(),
-                        tool: tool.name.to_string(),
-                        pinned,
-                        now,
-                    });
-                    continue;
+            // Names come from the pins: given once, never by list position.
+            let checked = match gw.pins.check(&server.spec.name, tools, &taken) {
+                Ok(c) => c,
+                Err(e) => {
+                    out.unusable = Some(e);
+                    out.tools.clear();
+                    out.held.clear();
+                    break;
                 }
-                let (name, renamed) = names::flat(&server.spec.name, &tool.name, &taken);
+            };
+            let grant = server.grant.as_ref().ok().map(|r| &r.grant);
+            for (tool, Checked { name, state }) in tools.iter().zip(checked) {
                 taken.insert(name.clone());
+                let held = |pinned: String, now: String, displaced: bool| Held {
+                    server: server.spec.name.clone(),
+                    tool: tool.name.to_string(),
+                    name: name.clone(),
+                    pinned,
+                    now,
+                    displaced,
+                };
+                match state {
+                    PinState::Changed { pinned, now } => {
+                        out.held.push(held(pinned, now, false));
+                        continue;
+                    }
+                    PinState::NameTaken => {
+                        let d = super::pins::digest(tool);
+                        out.held.push(held(d.clone(), d, true));
+                        continue;
+                    }
+                    PinState::New | PinState::Pinned => {}
+                }
+                let renamed = names::why(&server.spec.name, &tool.name, &name);
                 let spec = ToolSpec {
                     name: name.clone(),
                     format: server.spec.format,
@@ -139,11 +166,7 @@ impl Exposed {
     /// names a `[tools.NAME]` section can give.
     pub fn names(&self) -> Vec<String> {
         let mut names: Vec<String> = self.tools.iter().map(|t| t.name.clone()).collect();
-        names.extend(
-            self.held
-                .iter()
-                .map(|h| format!("{}__{}", h.server, h.tool)),
-        );
+        names.extend(self.held.iter().map(|h| h.name.clone()));
         names
     }
 
@@ -159,10 +182,21 @@ impl Exposed {
             .map(|i| &self.tools[i])
     }
 
-    /// The held tool `name` would be (`server__tool`), if it is held.
+    /// The held tool `name` is (its pinned name, or `server__tool`), if
+    /// one is held for a changed definition.
     pub fn held_as(&self, name: &str) -> Option<&Held> {
-        self.held
+        self.held.iter().find(|h| {
+            !h.displaced && (h.name == name || format!("{}__{}", h.server, h.tool) == name)
+        })
+    }
+
+    /// Why a call of `name` is refused because the pins cannot be read:
+    /// when they cannot and `name` is one of `servers`' (`server__...`).
+    pub fn unusable_for(&self, name: &str, servers: &[super::Server]) -> Option<&str> {
+        let why = self.unusable.as_deref()?;
+        servers
             .iter()
-            .find(|h| format!("{}__{}", h.server, h.tool) == name)
+            .any(|s| name.starts_with(&format!("{}__", names::sanitize(&s.spec.name))))
+            .then_some(why)
     }
 }

@@ -184,6 +184,9 @@ pub struct Status {
     pub pinned: usize,
     /// Tools held back because their definition changed.
     pub held: Vec<String>,
+    /// Tools not offered because their pinned name is now a local tool's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub displaced: Vec<Renamed>,
     /// Tools offered under another name than `server__tool`, and why
     /// (a collision, a long name, characters replaced).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -610,6 +613,11 @@ impl Gateway {
                     }
                     (None, None) => ("stopped".into(), None, 0),
                 };
+                // Pins that cannot be read refuse every server's tools.
+                let (state, reason) = match &exposed.unusable {
+                    Some(why) if state == "running" => ("refused".into(), Some(why.clone())),
+                    _ => (state, reason),
+                };
                 Status {
                     name: name.clone(),
                     source: match s.spec.line {
@@ -629,8 +637,20 @@ impl Gateway {
                     held: exposed
                         .held
                         .iter()
-                        .filter(|h| &h.server == name)
+                        .filter(|h| &h.server == name && !h.displaced)
                         .map(|h| h.tool.clone())
+                        .collect(),
+                    displaced: exposed
+                        .held
+                        .iter()
+                        .filter(|h| &h.server == name && h.displaced)
+                        .map(|h| Renamed {
+                            tool: h.tool.clone(),
+                            name: h.name.clone(),
+                            why: "its pinned name is now a local tool's; rename the local tool \
+                                  to offer it again"
+                                .into(),
+                        })
                         .collect(),
                     renamed: exposed
                         .tools
@@ -683,6 +703,7 @@ pub fn skipped_status(engine: &Engine) -> Vec<Status> {
                 tools: 0,
                 pinned: pins.count(&s.name),
                 held: Vec::new(),
+                displaced: Vec::new(),
                 renamed: Vec::new(),
             }
         })

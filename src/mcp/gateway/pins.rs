@@ -1,61 +1,185 @@
 //! Tool pinning: the definition of every upstream tool (name, description,
 //! input schema, annotations) is hashed the first time it is seen and
-//! recorded in the project's state directory (`pins.json`, out of every
+//! recorded, with the definition itself and the flat name the tool was
+//! given, in the project's state directory (`pins.json`, out of every
 //! grant). A definition that differs from its pin is held back (not
-//! offered, calls refused) until the operator approves it with
-//! `toolcage upstreams approve NAME`: a server cannot swap what a tool
-//! does behind the name an agent already trusts.
+//! offered, calls refused) until the operator reviews it
+//! (`toolcage upstreams show NAME`) and approves exactly what they saw
+//! (`toolcage upstreams approve NAME --digest HEX`): a server cannot swap
+//! what a tool does behind the name an agent already trusts, nor move a
+//! name (and the operator's `[tools."name"]` section) onto another tool.
+//!
+//! The file is read and replaced under an exclusive `flock` on
+//! `pins.lock`, written to a unique temp file, synced, renamed into place
+//! and the directory synced. No file yet is a fresh start; an empty file
+//! or one that does not parse refuses every upstream tool (fail closed)
+//! and is never rewritten: the operator restores it or removes it.
 
+use super::names;
+use nix::fcntl::{Flock, FlockArg};
 use rmcp::model::Tool;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-/// The digest of what a tool is: what an agent reads and what it sends.
-pub fn digest(tool: &Tool) -> String {
-    let v = serde_json::json!({
+/// What is pinned of a tool: what an agent reads and what it sends.
+pub fn definition(tool: &Tool) -> Value {
+    serde_json::json!({
         "name": tool.name,
         "description": tool.description,
         "inputSchema": tool.input_schema,
         "annotations": tool.annotations,
-    });
-    // serde_json keeps object keys sorted (no preserve_order): stable text.
-    let text = serde_json::to_string(&v).unwrap_or_default();
-    Sha256::digest(text.as_bytes())
+    })
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+/// The digest of a tool's definition.
+pub fn digest(tool: &Tool) -> String {
+    // serde_json keeps object keys sorted (no preserve_order): stable text.
+    sha256_hex(
+        serde_json::to_string(&definition(tool))
+            .unwrap_or_default()
+            .as_bytes(),
+    )
+}
+
+/// The digest an operator approves a set of held definitions with
+/// (`(tool, sha256 now)`): a single definition's own digest, or one over
+/// every one of them, so approving a server approves exactly the set shown.
+pub fn approval_digest(held: &[(String, String)]) -> String {
+    if let [(_, one)] = held {
+        return one.clone();
+    }
+    let mut lines: Vec<String> = held.iter().map(|(t, d)| format!("{t}\0{d}\n")).collect();
+    lines.sort();
+    sha256_hex(lines.concat().as_bytes())
+}
+
+/// One pinned tool.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Pin {
+    pub sha256: String,
+    /// The flat name it was given (absent in pins of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The definition pinned (absent in pins of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition: Option<Value>,
+}
+
+/// A pin as stored: the current form, or an older file's bare digest.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Stored {
+    Pin(Pin),
+    Digest(String),
+}
+
+#[derive(Deserialize)]
+struct StoredFile {
+    servers: BTreeMap<String, BTreeMap<String, Stored>>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
 struct PinFile {
-    /// server → tool → sha256 of the definition.
-    servers: BTreeMap<String, BTreeMap<String, String>>,
+    /// server → tool → its pin.
+    servers: BTreeMap<String, BTreeMap<String, Pin>>,
+}
+
+impl PinFile {
+    fn parse(text: &str) -> Result<PinFile, String> {
+        if text.trim().is_empty() {
+            return Err("the file is empty".into());
+        }
+        let stored: StoredFile = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let mut names = BTreeSet::new();
+        let mut f = PinFile::default();
+        for (server, tools) in stored.servers {
+            let pins = f.servers.entry(server.clone()).or_default();
+            for (tool, s) in tools {
+                let pin = match s {
+                    Stored::Pin(p) => p,
+                    Stored::Digest(d) => Pin {
+                        sha256: d,
+                        name: None,
+                        definition: None,
+                    },
+                };
+                let hex = pin.sha256.len() == 64
+                    && pin
+                        .sha256
+                        .bytes()
+                        .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+                if !hex {
+                    return Err(format!("{server}/{tool}: sha256 is not 64 hex digits"));
+                }
+                if let Some(n) = &pin.name
+                    && (!names::valid(n) || !names.insert(n.clone()))
+                {
+                    return Err(format!(
+                        "{server}/{tool}: name '{n}' is not a flat name or is given twice"
+                    ));
+                }
+                pins.insert(tool, pin);
+            }
+        }
+        Ok(f)
+    }
+
+    /// Every flat name given, of every server.
+    fn names(&self) -> BTreeSet<String> {
+        self.servers
+            .values()
+            .flat_map(|t| t.values().filter_map(|p| p.name.clone()))
+            .collect()
+    }
 }
 
 /// What a tool's definition is against its pin.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PinState {
-    /// Seen for the first time now: pinned as it is.
+    /// Seen for the first time now: pinned as it is, with a new name.
     New,
     /// As pinned.
     Pinned,
     /// Differs from its pin: held back until approved.
     Changed { pinned: String, now: String },
+    /// Its pinned name is now a local tool's: not offered (the name is
+    /// never moved to another tool).
+    NameTaken,
+}
+
+/// A tool of a server against the pins: its flat name and its state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checked {
+    pub name: String,
+    pub state: PinState,
 }
 
 /// The pins of one project.
 #[derive(Debug, Clone)]
 pub struct Pins {
     path: PathBuf,
+    lock: PathBuf,
 }
 
 impl Pins {
     pub fn new(state_dir: &Path) -> Pins {
         Pins {
             path: state_dir.join("pins.json"),
+            lock: state_dir.join("pins.lock"),
         }
     }
 
@@ -63,80 +187,217 @@ impl Pins {
         &self.path
     }
 
-    fn load(&self) -> PinFile {
-        std::fs::read(&self.path)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default()
+    /// The file, or why it cannot be trusted: the refusal that names it
+    /// and the fix.
+    fn load(&self) -> Result<PinFile, String> {
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+            .open(&self.path);
+        let mut file = match file {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(PinFile::default()),
+            Err(e) => return Err(self.unusable(&format!("cannot open it: {e}"))),
+        };
+        let mut text = String::new();
+        file.read_to_string(&mut text)
+            .map_err(|e| self.unusable(&format!("cannot read it: {e}")))?;
+        PinFile::parse(&text).map_err(|e| self.unusable(&format!("it is damaged: {e}")))
     }
 
-    fn save(&self, f: &PinFile) -> Result<(), String> {
-        if let Some(dir) = self.path.parent() {
+    fn unusable(&self, why: &str) -> String {
+        let p = self.path.display();
+        format!(
+            "upstream tool pins {p}: {why}; every upstream tool is refused until it is fixed \
+             (restore it from a backup, or remove it to pin every upstream tool anew as its \
+             server now reports it: rm {p})"
+        )
+    }
+
+    /// The exclusive lock every read-modify-write of the pins holds.
+    fn locked(&self) -> Result<Flock<File>, String> {
+        if let Some(dir) = self.lock.parent() {
             crate::audit::location::private_dir(dir)?;
         }
-        let tmp = self
-            .path
-            .with_extension(format!("json.{}", std::process::id()));
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+            .open(&self.lock)
+            .map_err(|e| format!("cannot open {}: {e}", self.lock.display()))?;
+        Flock::lock(f, FlockArg::LockExclusive)
+            .map_err(|(_, e)| format!("cannot lock {}: {e}", self.lock.display()))
+    }
+
+    /// Replace the file with `f`: a unique temp file, synced, renamed over
+    /// it, the directory synced. Called under [`Pins::locked`].
+    fn save(&self, f: &PinFile) -> Result<(), String> {
+        let fail = |e: std::io::Error| format!("cannot write {}: {e}", self.path.display());
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let tmp = dir.join(format!(".pins.json.{}-{nanos}.tmp", std::process::id()));
         let text = serde_json::to_vec_pretty(f).map_err(|e| e.to_string())?;
-        std::fs::write(&tmp, text)
-            .and_then(|()| std::fs::rename(&tmp, &self.path))
-            .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
-    }
-
-    /// Check `tools` of `server` against their pins; pin the new ones.
-    pub fn check(&self, server: &str, tools: &[Tool]) -> Vec<PinState> {
-        let mut f = self.load();
-        let pinned = f.servers.entry(server.to_string()).or_default();
-        let mut changed_file = false;
-        let states = tools
-            .iter()
-            .map(|t| {
-                let now = digest(t);
-                match pinned.get(t.name.as_ref()) {
-                    None => {
-                        pinned.insert(t.name.to_string(), now);
-                        changed_file = true;
-                        PinState::New
-                    }
-                    Some(p) if *p == now => PinState::Pinned,
-                    Some(p) => PinState::Changed {
-                        pinned: p.clone(),
-                        now,
-                    },
-                }
-            })
-            .collect();
-        if changed_file && let Err(e) = self.save(&f) {
-            tracing::warn!("pins: {e}");
+        let written = (|| {
+            let mut t = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+                .open(&tmp)?;
+            t.write_all(&text)?;
+            t.sync_all()?;
+            drop(t);
+            std::fs::rename(&tmp, &self.path)?;
+            File::open(dir)?.sync_all()
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
         }
-        states
+        written.map_err(fail)
     }
 
-    /// Pin the current definitions of `tools` of `server` (all of them, or
-    /// the one named `only`). The names pinned anew.
-    pub fn approve(
+    /// Check `tools` of `server` against their pins, in their order; pin
+    /// the new ones with a name unique against `reserved` (local tools,
+    /// names given to other servers) and every name ever pinned.
+    pub fn check(
         &self,
         server: &str,
         tools: &[Tool],
-        only: Option<&str>,
-    ) -> Result<Vec<String>, String> {
-        let mut f = self.load();
+        reserved: &BTreeSet<String>,
+    ) -> Result<Vec<Checked>, String> {
+        let _lock = self.locked()?;
+        let mut f = self.load()?;
+        let mut taken: BTreeSet<String> = reserved.union(&f.names()).cloned().collect();
+        let pinned = f.servers.entry(server.to_string()).or_default();
+        let mut changed_file = false;
+        let mut out: Vec<Option<Checked>> = vec![None; tools.len()];
+        // New tools are named in an order of their own, never the list's:
+        // a tool whose name needs no change first, then by name.
+        let mut order: Vec<usize> = (0..tools.len()).collect();
+        order.sort_by_key(|&i| {
+            let n = tools[i].name.as_ref();
+            (names::sanitize(n) != n, n.to_string())
+        });
+        for i in order {
+            let t = &tools[i];
+            let now = digest(t);
+            let (name, state) = match pinned.get_mut(t.name.as_ref()) {
+                None => {
+                    let name = names::fresh(server, &t.name, &taken);
+                    pinned.insert(
+                        t.name.to_string(),
+                        Pin {
+                            sha256: now,
+                            name: Some(name.clone()),
+                            definition: Some(definition(t)),
+                        },
+                    );
+                    changed_file = true;
+                    (name, PinState::New)
+                }
+                Some(p) => {
+                    let name = match &p.name {
+                        Some(n) => n.clone(),
+                        None => {
+                            // A pin of an older version: named now, once.
+                            let n = names::fresh(server, &t.name, &taken);
+                            p.name = Some(n.clone());
+                            changed_file = true;
+                            n
+                        }
+                    };
+                    let state = if reserved.contains(&name) {
+                        PinState::NameTaken
+                    } else if p.sha256 == now {
+                        if p.definition.is_none() {
+                            p.definition = Some(definition(t));
+                            changed_file = true;
+                        }
+                        PinState::Pinned
+                    } else {
+                        PinState::Changed {
+                            pinned: p.sha256.clone(),
+                            now,
+                        }
+                    };
+                    (name, state)
+                }
+            };
+            taken.insert(name.clone());
+            out[i] = Some(Checked { name, state });
+        }
+        if changed_file {
+            self.save(&f)?;
+        }
+        Ok(out.into_iter().flatten().collect())
+    }
+
+    /// Pin the definitions of `tools` of `server` as they are (the
+    /// operator approved exactly these); each keeps its name. The names of
+    /// the tools pinned anew.
+    pub fn approve(&self, server: &str, tools: &[&Tool]) -> Result<Vec<String>, String> {
+        let _lock = self.locked()?;
+        let mut f = self.load()?;
+        let mut taken = f.names();
         let pinned = f.servers.entry(server.to_string()).or_default();
         let mut approved = Vec::new();
-        for t in tools.iter().filter(|t| only.is_none_or(|o| t.name == o)) {
+        for t in tools {
             let now = digest(t);
-            if pinned.get(t.name.as_ref()) != Some(&now) {
-                pinned.insert(t.name.to_string(), now);
-                approved.push(t.name.to_string());
+            let name = match pinned.get(t.name.as_ref()).and_then(|p| p.name.clone()) {
+                Some(n) => n,
+                None => names::fresh(server, &t.name, &taken),
+            };
+            taken.insert(name.clone());
+            let pin = Pin {
+                sha256: now,
+                name: Some(name.clone()),
+                definition: Some(definition(t)),
+            };
+            if pinned.get(t.name.as_ref()) != Some(&pin) {
+                pinned.insert(t.name.to_string(), pin);
+                approved.push(name);
             }
         }
-        self.save(&f)?;
+        if !approved.is_empty() {
+            self.save(&f)?;
+        }
         Ok(approved)
     }
 
-    /// How many tools of `server` are pinned.
+    /// The pin of `tool` of `server`.
+    pub fn pin(&self, server: &str, tool: &str) -> Result<Option<Pin>, String> {
+        Ok(self
+            .load()?
+            .servers
+            .get(server)
+            .and_then(|t| t.get(tool))
+            .cloned())
+    }
+
+    /// The server and tool pinned under the flat name `name`.
+    pub fn by_name(&self, name: &str) -> Result<Option<(String, String)>, String> {
+        let f = self.load()?;
+        Ok(f.servers.iter().find_map(|(s, tools)| {
+            tools
+                .iter()
+                .find(|(_, p)| p.name.as_deref() == Some(name))
+                .map(|(t, _)| (s.clone(), t.clone()))
+        }))
+    }
+
+    /// How many tools of `server` are pinned (0 when the pins cannot be
+    /// read: every tool is refused then).
     pub fn count(&self, server: &str) -> usize {
-        self.load().servers.get(server).map_or(0, BTreeMap::len)
+        self.load()
+            .ok()
+            .and_then(|f| f.servers.get(server).map(BTreeMap::len))
+            .unwrap_or(0)
     }
 }
 
@@ -144,29 +405,112 @@ impl Pins {
 mod tests {
     use super::*;
 
-    fn tool(desc: &str) -> Tool {
+    fn tool(name: &str, desc: &str) -> Tool {
         serde_json::from_value(serde_json::json!({
-            "name": "echo", "description": desc, "inputSchema": {"type": "object"}
+            "name": name, "description": desc, "inputSchema": {"type": "object"}
         }))
         .unwrap()
+    }
+
+    fn states(c: &[Checked]) -> Vec<PinState> {
+        c.iter().map(|c| c.state.clone()).collect()
     }
 
     #[test]
     fn a_changed_definition_is_held_until_approved() {
         let dir = tempfile::tempdir().unwrap();
         let pins = Pins::new(dir.path());
-        assert_eq!(pins.check("s", &[tool("a")]), vec![PinState::New]);
-        assert_eq!(pins.check("s", &[tool("a")]), vec![PinState::Pinned]);
-        assert!(matches!(
-            pins.check("s", &[tool("b")])[0],
-            PinState::Changed { .. }
-        ));
+        let none = BTreeSet::new();
+        let check = |d: &str| states(&pins.check("s", &[tool("echo", d)], &none).unwrap());
+        assert_eq!(check("a"), vec![PinState::New]);
+        assert_eq!(check("a"), vec![PinState::Pinned]);
+        assert!(matches!(check("b")[0], PinState::Changed { .. }));
         // Still held: checking does not re-pin.
-        assert!(matches!(
-            pins.check("s", &[tool("b")])[0],
-            PinState::Changed { .. }
-        ));
-        assert_eq!(pins.approve("s", &[tool("b")], None).unwrap(), vec!["echo"]);
-        assert_eq!(pins.check("s", &[tool("b")]), vec![PinState::Pinned]);
+        assert!(matches!(check("b")[0], PinState::Changed { .. }));
+        let b = tool("echo", "b");
+        assert_eq!(pins.approve("s", &[&b]).unwrap(), vec!["s__echo"]);
+        assert_eq!(check("b"), vec![PinState::Pinned]);
+        let pin = pins.pin("s", "echo").unwrap().unwrap();
+        assert_eq!(pin.definition.unwrap()["description"], "b");
+    }
+
+    #[test]
+    fn names_stay_with_their_tools_whatever_the_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let pins = Pins::new(dir.path());
+        let none = BTreeSet::new();
+        let (dot, under) = (tool("del.all", "x"), tool("del_all", "y"));
+        let a = pins
+            .check("s", &[dot.clone(), under.clone()], &none)
+            .unwrap();
+        let b = pins
+            .check("s", &[under.clone(), dot.clone()], &none)
+            .unwrap();
+        assert_eq!(a[0].name, b[1].name);
+        assert_eq!(a[1].name, b[0].name);
+        assert_eq!(a[1].name, "s__del_all");
+        // A new collision gets its own suffix; the others keep theirs.
+        let third = tool("del-all", "z");
+        let c = pins.check("s", &[third, under, dot], &none).unwrap();
+        assert_eq!((c[1].name.as_str(), &c[2].name), ("s__del_all", &a[0].name));
+        assert!(c[0].name.starts_with("s__del-all") || c[0].name.starts_with("s__del_all_"));
+    }
+
+    #[test]
+    fn a_pinned_name_a_local_tool_took_is_not_given_to_anyone_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let pins = Pins::new(dir.path());
+        let echo = tool("echo", "a");
+        let c = pins
+            .check("s", std::slice::from_ref(&echo), &BTreeSet::new())
+            .unwrap();
+        assert_eq!(c[0].name, "s__echo");
+        let local: BTreeSet<String> = ["s__echo".to_string()].into();
+        let c = pins
+            .check("s", std::slice::from_ref(&echo), &local)
+            .unwrap();
+        assert_eq!(
+            (c[0].name.as_str(), &c[0].state),
+            ("s__echo", &PinState::NameTaken)
+        );
+        // Control: the local tool gone, the tool is offered under its name again.
+        let c = pins.check("s", &[echo], &BTreeSet::new()).unwrap();
+        assert_eq!(c[0].state, PinState::Pinned);
+    }
+
+    #[test]
+    fn a_damaged_file_refuses_and_is_left_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let pins = Pins::new(dir.path());
+        for damaged in ["{not json", "", "{\"servers\": {\"s\": {\"t\": \"zz\"}}}"] {
+            std::fs::write(pins.path(), damaged).unwrap();
+            let e = pins
+                .check("s", &[tool("echo", "a")], &BTreeSet::new())
+                .unwrap_err();
+            assert!(e.contains(&format!("rm {}", pins.path().display())), "{e}");
+            assert_eq!(std::fs::read_to_string(pins.path()).unwrap(), damaged);
+        }
+        // An older file's bare digests still read, and gain a name.
+        let d = digest(&tool("echo", "a"));
+        std::fs::write(
+            pins.path(),
+            format!("{{\"servers\":{{\"s\":{{\"echo\":\"{d}\"}}}}}}"),
+        )
+        .unwrap();
+        let c = pins
+            .check("s", &[tool("echo", "a")], &BTreeSet::new())
+            .unwrap();
+        assert_eq!(c[0].state, PinState::Pinned);
+        assert_eq!(
+            pins.pin("s", "echo").unwrap().unwrap().name.as_deref(),
+            Some("s__echo")
+        );
+        // No temp file is left behind.
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
     }
 }

@@ -27,6 +27,15 @@ pub struct SessionTools {
 impl Toolbox for SessionTools {
     fn prepare(&self, name: &str, args: Value) -> Result<PreparedCall, CallError> {
         let exposed = self.gateway.exposed();
+        if self.local.spec(name).is_none()
+            && let Some(why) = exposed.unusable_for(name, &self.gateway.servers)
+        {
+            // The pins cannot be trusted: nothing of an upstream runs (125).
+            return Err(CallError::Denied(Denial::new(
+                DenyReason::Unavailable,
+                format!("{name}: {why}"),
+            )));
+        }
         if let Some(held) = exposed.held_as(name) {
             // Denied, not broken: the operator's pin refuses it (exit 3).
             return Err(CallError::Denied(Denial::new(
@@ -34,12 +43,12 @@ impl Toolbox for SessionTools {
                 format!(
                     "{name}: the definition of tool '{}' of upstream server '{}' changed since it \
                      was approved (pinned sha256 {}, now {}); it is held back until the operator \
-                     reviews it and runs `toolcage upstreams approve {}`",
+                     reviews it (`toolcage upstreams show {}`) and approves it",
                     held.tool,
                     held.server,
                     &held.pinned[..12.min(held.pinned.len())],
                     &held.now[..12.min(held.now.len())],
-                    held.server
+                    held.name
                 ),
             )));
         }
