@@ -516,3 +516,70 @@ fn output_cannot_forge_toolcage_lines() {
     assert_eq!(own.len(), 1, "{text}");
     assert!(own[0].starts_with("[OUTPUT TRUNCATED: "), "{text}");
 }
+
+#[test]
+fn a_call_granted_the_hosts_tmp_cannot_read_another_calls_parameters() {
+    common::namespace_free_if_asked();
+    let p = project("cli-call-params-dir");
+    p.write(
+        "tools.toml",
+        r#"
+[[tools]]
+name = "peek"
+description = "Reads its own parameters, then everything beside them"
+executor = "shell"
+requires_approval = false
+command = "cat \"$OPENCRABS_PARAMS\"; echo; if grep -q holder \"$OPENCRABS_PARAMS\"; then touch holding; sleep 5; exit 0; fi; d=$(dirname \"$OPENCRABS_PARAMS\"); for f in \"$d\"/* \"$d\"/.*; do cat \"$f\" 2>/dev/null; done; echo"
+
+[[tools.params]]
+name = "secret"
+type = "string"
+required = true
+"#,
+    );
+    let policy = p.dir.with_extension("tmp-read.toml");
+    let tmp = std::env::temp_dir().canonicalize().unwrap();
+    std::fs::write(
+        &policy,
+        format!(
+            "[fs]\nprivate_tmp = false\nadd_read = [{:?}]\n",
+            tmp.display().to_string()
+        ),
+    )
+    .unwrap();
+    let pol = policy.to_str().unwrap();
+    // A call that holds its parameters file while the other looks.
+    let mut holder = std::process::Command::new(env!("CARGO_BIN_EXE_toolcage"))
+        .args([
+            "-C",
+            p.dir.to_str().unwrap(),
+            "call",
+            "--policy",
+            pol,
+            "peek",
+            "secret=holder-AAA",
+        ])
+        .current_dir(&p.dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !p.path("holding").exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let o = toolcage(&p, &["call", "--policy", pol, "peek", "secret=peeker-BBB"]);
+    let _ = holder.wait();
+    let _ = std::fs::remove_file(&policy);
+    assert!(p.path("holding").exists(), "the holder never started");
+    let out = stdout(&o);
+    // Control: the call reads its own parameters.
+    assert!(
+        out.contains("\"secret\":\"peeker-BBB\""),
+        "{out}\n{}",
+        stderr(&o)
+    );
+    // The host's temporary directory is granted, but not the other call's
+    // parameters in toolcage's runtime directory.
+    assert!(!out.contains("holder-AAA"), "{out}");
+}

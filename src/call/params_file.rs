@@ -1,11 +1,12 @@
 //! The OpenCrabs `$OPENCRABS_PARAMS` file: the call's arguments as JSON in a
-//! file only its owner can read, in a private per-user directory, removed
-//! when the guard drops (after the run, whatever happened).
+//! file only its owner can read, in toolcage's runtime directory (hidden
+//! from every call: only this call is granted its own file), removed when
+//! the guard drops (after the run, whatever happened).
 
-use std::fs::{DirBuilder, OpenOptions};
+use std::fs::OpenOptions;
 use std::hash::{BuildHasher, Hasher};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// A parameters file; removed on drop.
@@ -14,24 +15,12 @@ pub struct ParamsFile {
     path: PathBuf,
 }
 
-/// `<tmp>/.toolcage-params-<uid>`, created 0700; refused when it exists
-/// but is a symlink, is not ours or is open to others.
+/// The directory for parameters files: inside toolcage's runtime
+/// directory, which no call can see (a call granted the host's `/tmp`
+/// listed every running call's arguments when they lived in
+/// `<tmp>/.toolcage-params-<uid>`).
 pub fn private_dir() -> std::io::Result<PathBuf> {
-    let uid = nix::unistd::geteuid().as_raw();
-    let dir = std::env::temp_dir().join(format!(".toolcage-params-{uid}"));
-    match DirBuilder::new().mode(0o700).create(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e),
-    }
-    let m = dir.symlink_metadata()?;
-    if !m.is_dir() || m.uid() != uid || m.mode() & 0o077 != 0 {
-        return Err(std::io::Error::other(format!(
-            "{} is not a private directory owned by uid {uid} (remove it)",
-            dir.display()
-        )));
-    }
-    Ok(dir)
+    crate::sandbox::private_files_dir().map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 fn random_name() -> String {

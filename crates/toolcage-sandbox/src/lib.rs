@@ -42,6 +42,7 @@ pub use netns::ahead as network_namespace_ahead;
 pub use netns::keep_ready as keep_network_namespace_ready;
 pub use output::Captured;
 pub use report::{Degradation, EnforcementReport, LandlockReport, LandlockStatus};
+pub use runtime_dir::private_files_dir;
 pub use spawn::run;
 pub use supervise::CancelToken;
 

@@ -117,6 +117,29 @@ impl RuntimeDir {
     }
 }
 
+/// Where the call layer keeps a call's own files that must be readable to
+/// that call only (an OpenCrabs parameters file): `<runtime>/params`, 0700,
+/// inside the runtime directory that no call can see or reach, so a call
+/// whose grant shows the host's `/tmp` cannot list or read another's. The
+/// call's own file is granted to it by path (`Command::extra_read`).
+pub fn private_files_dir() -> Result<PathBuf, SandboxError> {
+    let base = &get()?.base;
+    let dir = base.join("params");
+    match DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(SandboxError::Prepare(format!("{}: {e}", dir.display()))),
+    }
+    if !trusted_dir(&dir) {
+        return Err(SandboxError::Prepare(format!(
+            "{} is not a private directory owned by uid {} (remove it)",
+            dir.display(),
+            euid()
+        )));
+    }
+    Ok(dir)
+}
+
 /// The runtime directory, created on first use.
 pub fn get() -> Result<&'static RuntimeDir, SandboxError> {
     static DIR: OnceLock<Result<RuntimeDir, String>> = OnceLock::new();

@@ -82,12 +82,17 @@ pub(super) fn collect(inp: &Inputs, plan: &mut RootPlan) -> Vec<Entry> {
     }
     for (i, (r, dir)) in read_roots.iter().enumerate() {
         // Landlock's rights are a union: beneath a write root, or beneath
-        // another read root, a read root adds nothing.
-        let covered = beneath(r, &writes)
-            || reads
-                .iter()
-                .enumerate()
-                .any(|(j, o)| j != i && within(r, o) && (r != o || j < i));
+        // another read root, a read root adds nothing; except a file of
+        // the call's own inside one of toolcage's hidden directories,
+        // which is bound again into the tmpfs that covers it (below).
+        let in_hidden =
+            inp.extra_read.contains(r) && inp.hidden.iter().any(|h| r != h && r.starts_with(h));
+        let covered = !in_hidden
+            && (beneath(r, &writes)
+                || reads
+                    .iter()
+                    .enumerate()
+                    .any(|(j, o)| j != i && within(r, o) && (r != o || j < i)));
         if !covered {
             root_entry(r, *dir, false, &mut entries);
         }
@@ -238,6 +243,22 @@ pub(super) fn collect(inp: &Inputs, plan: &mut RootPlan) -> Vec<Entry> {
     for p in g.denied.iter().chain(inp.hidden) {
         if !beneath(p, &all_roots) {
             continue; // never granted in the first place
+        }
+        // toolcage's own directory that holds a file granted to this call
+        // (its parameters file): an empty private tmpfs in its place, so
+        // the call's own file can be bound into it and nothing else of it
+        // shows.
+        let holds_extra = inp.extra_read.iter().any(|f| f != p && f.starts_with(p));
+        if holds_extra && inp.hidden.contains(p) && p.is_dir() {
+            entries.push(Entry {
+                path: p.clone(),
+                kind: Kind::Tmpfs {
+                    mode: 0o711,
+                    size: 0,
+                },
+                dir: true,
+            });
+            continue;
         }
         match p.metadata() {
             Ok(m) if m.is_dir() => entries.push(Entry {
