@@ -396,3 +396,202 @@ fn the_checker_sees_upward_imports() {
     let climbs = references("use super::super::cli::x;\nuse super::y;\n", 2);
     assert_eq!(climbs, [(1, vec!["cli".to_string(), "x".to_string()])]);
 }
+
+/// The design file that once lived outside the repository: nothing may
+/// cite it (spelled in two pieces so this file does not).
+const OUT_OF_TREE_DESIGN: &str = concat!("DESIGN", ".md");
+
+/// Every text file of the repository, with its path from the top:
+/// sources, tests, manifests, documents, policies, CI scripts. Build
+/// output and git's own files are left out.
+fn repository_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        let name = p.file_name().unwrap_or_default().to_string_lossy();
+        if p.is_dir() {
+            if !matches!(name.as_ref(), "target" | ".git" | "node_modules") {
+                repository_files(&p, out);
+            }
+        } else if p.is_file() {
+            out.push(p);
+        }
+    }
+}
+
+/// GitHub's anchors of a Markdown text's headings: lower case, letters,
+/// digits, `-` and `_` kept, spaces made `-`, the rest dropped; a repeated
+/// one gets `-1`, `-2`, ... Lines inside code fences are not headings.
+fn anchors(markdown: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut fenced = false;
+    for line in markdown.lines() {
+        let t = line.trim_start();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced || !t.starts_with('#') {
+            continue;
+        }
+        let text = t.trim_start_matches('#');
+        if !(text.is_empty() || text.starts_with(' ')) {
+            continue;
+        }
+        let slug: String = text
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect();
+        let seen = out
+            .iter()
+            .filter(|a| *a == &slug || a.strip_prefix(&format!("{slug}-")).is_some_and(|n| n.parse::<u32>().is_ok()))
+            .count();
+        out.push(match seen {
+            0 => slug,
+            n => format!("{slug}-{n}"),
+        });
+    }
+    out
+}
+
+/// The documents named in `text`, each with its line: `docs/NAME.md`
+/// and `docs/NAME.md#anchor` anywhere (a comment, a test, a document),
+/// and in a Markdown file (`markdown`) every relative link `](PATH)`,
+/// `](PATH#anchor)` or `](#anchor)`. Paths are as written.
+fn cited_documents(text: &str, markdown: bool) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | '#');
+    for (i, line) in text.lines().enumerate() {
+        let mut rest = line;
+        while let Some(at) = rest.find("docs/") {
+            let before = rest[..at].chars().next_back();
+            let after = &rest[at..];
+            rest = &rest[at + "docs/".len()..];
+            if before.is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/')) {
+                continue; // part of another path or a URL
+            }
+            let cited: String = after.chars().take_while(|&c| name_char(c)).collect();
+            let cited = cited.trim_end_matches(['.', '/']);
+            if cited.split('#').next().is_some_and(|p| p.ends_with(".md")) {
+                out.push((i + 1, cited.to_string()));
+            }
+        }
+        if markdown {
+            for link in line.split("](").skip(1) {
+                let Some(end) = link.find(')') else { continue };
+                let target = &link[..end];
+                if target.contains("://") || target.starts_with("mailto:") || target.contains(' ') {
+                    continue;
+                }
+                out.push((i + 1, format!("./{target}")));
+            }
+        }
+    }
+    out
+}
+
+/// What is wrong with one citation made in file `from`: the file it
+/// names does not exist, or the heading its anchor names does not.
+fn broken_citation(from: &Path, cited: &str) -> Option<String> {
+    let (path, anchor) = match cited.split_once('#') {
+        Some((p, a)) => (p, Some(a)),
+        None => (cited, None),
+    };
+    let target = match path.strip_prefix("./") {
+        Some("") => from.to_path_buf(),
+        Some(relative) => from.parent().unwrap_or(Path::new("")).join(relative),
+        None => top().join(path),
+    };
+    if !target.exists() {
+        return Some(format!("{cited}: no file {}", target.display()));
+    }
+    let anchor = anchor?;
+    if target.extension().is_none_or(|x| x != "md") {
+        return None;
+    }
+    let text = std::fs::read_to_string(&target).unwrap_or_default();
+    if anchors(&text).iter().any(|a| a == anchor) {
+        return None;
+    }
+    Some(format!("{cited}: no heading #{anchor} in {}", target.display()))
+}
+
+/// The repository is self-contained: no file cites the design file that
+/// is not in it, and every document cited (`docs/NAME.md#anchor` in a
+/// comment, a test or a document; a relative link in a Markdown file)
+/// exists with the heading named.
+#[test]
+fn cited_documents_exist() {
+    let mut files = Vec::new();
+    repository_files(&top(), &mut files);
+    let mut bad = Vec::new();
+    for file in &files {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue; // not text
+        };
+        let rel = file.strip_prefix(top()).unwrap_or(file).display().to_string();
+        for (i, line) in text.lines().enumerate() {
+            if line.contains(OUT_OF_TREE_DESIGN) {
+                bad.push(format!(
+                    "{rel}:{}: cites {OUT_OF_TREE_DESIGN}, which is not in the repository \
+                     (cite the docs/ page and section instead)",
+                    i + 1
+                ));
+            }
+        }
+        let markdown = file.extension().is_some_and(|x| x == "md");
+        for (line, cited) in cited_documents(&text, markdown) {
+            if let Some(why) = broken_citation(file, &cited) {
+                bad.push(format!("{rel}:{line}: {why}"));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "broken citations:\n{}", bad.join("\n"));
+    // The design pages exist.
+    for page in ["cli", "policy", "sandbox", "results", "formats", "mcp"] {
+        assert!(top().join(format!("docs/{page}.md")).is_file(), "docs/{page}.md");
+    }
+}
+
+/// The citation checker itself: a missing page, a missing heading and
+/// the out-of-tree design file are caught; the same citations of what
+/// exists pass.
+#[test]
+fn the_citation_checker_sees_broken_citations() {
+    let here = top().join("ARCHITECTURE.md");
+    // `DOCS/` in the source, so the test above does not read these.
+    let text = "// see DOCS/cli.md#exit-statuses and DOCS/nothing.md\n\
+                // DOCS/cli.md#no-such-heading, src/cli/docs.rs, https://example.org/DOCS/x.md\n\
+                [a](DOCS/policy.md#the-trust-rule) [b](#the-call-pipeline) [c](#nowhere)\n"
+        .replace("DOCS/", "docs/");
+    let cited = cited_documents(&text, true);
+    let found: Vec<String> = cited.iter().map(|(l, c)| format!("{l}:{c}")).collect();
+    assert_eq!(
+        found,
+        [
+            "1:docs/cli.md#exit-statuses",
+            "1:docs/nothing.md",
+            "2:docs/cli.md#no-such-heading",
+            "3:docs/policy.md#the-trust-rule",
+            "3:./docs/policy.md#the-trust-rule",
+            "3:./#the-call-pipeline",
+            "3:./#nowhere",
+        ]
+    );
+    let broken: Vec<&str> = cited
+        .iter()
+        .filter(|(_, c)| broken_citation(&here, c).is_some())
+        .map(|(_, c)| c.as_str())
+        .collect();
+    assert_eq!(broken, ["docs/nothing.md", "docs/cli.md#no-such-heading", "./#nowhere"]);
+    let a = anchors("# A b\n```\n# not a heading\n```\n## A b\n### `x --y` (z)\n#tag\n");
+    assert_eq!(a, ["a-b", "a-b-1", "x---y-z"]);
+    assert!(format!("see {OUT_OF_TREE_DESIGN}").contains(OUT_OF_TREE_DESIGN));
+}

@@ -1,6 +1,6 @@
 //! `toolcage list / schema / check / call / policy` as a user runs them, on a
-//! scratch project with hand-written tools in three formats (DESIGN.md
-//! section 1: command names, flags and exit statuses).
+//! scratch project with hand-written tools in three formats (docs/cli.md:
+//! command names, flags and exit statuses).
 //!
 //! These need real discovery (branch `discover`).
 

@@ -1,5 +1,5 @@
-//! `toolcage exec` as a user runs it: the exit statuses of DESIGN.md
-//! section 1, the policy layers, and the CI use case ("no network, write
+//! `toolcage exec` as a user runs it: the exit statuses of
+//! docs/cli.md#exit-statuses, the policy layers, and the CI use case ("no network, write
 //! only here"), each with its positive control.
 
 mod common;

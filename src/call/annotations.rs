@@ -1,4 +1,4 @@
-//! MCP tool annotations (DESIGN.md section 6) from the grant and from what
+//! MCP tool annotations (docs/mcp.md#annotations) from the grant and from what
 //! the tool declares, together.
 //!
 //! The rule: the grant bounds, a declaration can only be more precise

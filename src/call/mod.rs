@@ -1,5 +1,5 @@
-//! One call, end to end: the one pipeline every surface uses (DESIGN.md
-//! section 2; ARCHITECTURE.md draws it):
+//! One call, end to end: the one pipeline every surface uses
+//! (ARCHITECTURE.md, "The call pipeline", draws it):
 //!
 //! ```text
 //! look up → validate → resolve grant     Toolbox::prepare (Engine)

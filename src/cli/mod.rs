@@ -1,4 +1,4 @@
-//! The command-line surface (DESIGN.md section 1). Each subcommand lives in
+//! The command-line surface (docs/cli.md). Each subcommand lives in
 //! its own module; this file only declares the arguments and dispatches.
 
 use clap::{Args, Parser, Subcommand};

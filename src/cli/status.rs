@@ -1,4 +1,4 @@
-//! Exit statuses (DESIGN.md section 1): the one place that turns what went
+//! Exit statuses (docs/cli.md#exit-statuses): the one place that turns what went
 //! wrong into a number. The layers below expose a kind ([`CallErrorKind`],
 //! [`SandboxErrorKind`], [`DenyReason`]); only the CLI knows the numbers.
 

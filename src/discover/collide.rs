@@ -1,4 +1,4 @@
-//! Name collisions (DESIGN.md section 5): config-defined over dynamic over
+//! Name collisions (docs/formats.md#name-collisions): config-defined over dynamic over
 //! local, as Octomind documents.
 //!
 //! | tier | formats |

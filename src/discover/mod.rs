@@ -1,6 +1,6 @@
 //! Discovery: turn a project's tool directories into [`ToolSpec`]s, and
-//! explain every file examined with a [`Diagnostic`] (DESIGN.md sections 2
-//! and 5). One module per format. No policy decisions and no I/O beyond
+//! explain every file examined with a [`Diagnostic`] (docs/formats.md;
+//! ARCHITECTURE.md). One module per format. No policy decisions and no I/O beyond
 //! reading the tool dirs.
 //!
 //! Where each format lives, relative to the project:
@@ -173,7 +173,7 @@ impl std::fmt::Display for Diagnostic {
     }
 }
 
-/// A tool hidden by another of the same name (DESIGN.md section 5:
+/// A tool hidden by another of the same name (docs/formats.md#name-collisions:
 /// config-defined over dynamic over local).
 #[derive(Debug, Clone, Serialize)]
 pub struct Shadowed {

@@ -576,7 +576,7 @@ fn error_result(text: String, meta: Value) -> CallToolResult {
 }
 
 /// A result with `_meta`; every result carries `toolcage/enforcement` and
-/// `toolcage/denials` (DESIGN.md section 1): where `meta` has none, nothing
+/// `toolcage/denials` (docs/results.md#mcp-results): where `meta` has none, nothing
 /// ran in a sandbox (toolcage answered itself: `find_tools`, a management
 /// tool) and nothing was refused.
 pub(super) fn build(text: String, is_error: bool, mut meta: Value) -> CallToolResult {

@@ -1,4 +1,4 @@
-//! The MCP server surface (DESIGN.md section 6): tools over stdio and
+//! The MCP server surface (docs/mcp.md#the-server): tools over stdio and
 //! Streamable HTTP, hot reload, cancellation, progress and logging.
 //!
 //! Layout:

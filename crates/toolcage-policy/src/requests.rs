@@ -1,5 +1,5 @@
 //! A tool's own requests, under the trust rule "the operator grants, the
-//! project only requests" (DESIGN.md section 3). A request can always ask for
+//! project only requests" (docs/policy.md#the-trust-rule). A request can always ask for
 //! less; it gets more only where the operator's `[requests]` section allows.
 
 use super::file::NetMode;

@@ -2,7 +2,7 @@
 //!
 //! [`run`] takes a [`Grant`] and a [`Command`] and returns an [`Outcome`]:
 //! exit status, capped stdout/stderr with truncation counts, duration and
-//! the enforcement report. See DESIGN.md section 4 for the mechanics.
+//! the enforcement report. See docs/sandbox.md for the mechanics.
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(unsafe_op_in_unsafe_fn)]
 

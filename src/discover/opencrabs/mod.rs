@@ -2,8 +2,8 @@
 //! root and in `--tools-toml FILE` (seed: opencrabs-dynamic-tools.md).
 //!
 //! A TOML syntax error is one Error with its line and loses only the
-//! `[[tools]]` entry it is in (DESIGN.md: a parse error loses nothing
-//! else); a bad `[[tools]]` entry loses only that tool (the diagnostic names
+//! `[[tools]]` entry it is in (docs/formats.md#opencrabs: a parse error
+//! loses nothing else); a bad `[[tools]]` entry loses only that tool (the diagnostic names
 //! `tools[N].key`, N from 0, and the line of its `[[tools]]` header).
 //!
 //! Decisions where the seed is silent:
