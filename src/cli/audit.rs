@@ -122,7 +122,7 @@ pub fn run(global: &Global, args: &AuditArgs) -> u8 {
     let dir = location::state_dir(&engine.project_root(), &engine.ctx);
     let path = location::audit_path(&session.audit, &dir);
     if location::is_stdout(&path) {
-        super::say(
+        super::say(&
             "[audit] path = \"-\": the records went to the standard output of `toolcage serve \
              --http`; read them where its output is collected (a log pipeline), not here",
         );
