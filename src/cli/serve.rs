@@ -313,13 +313,13 @@ fn try_run(
                 // The token file is in place before the address is printed:
                 // a client that waits for the address finds the token.
                 let (auth, written) = announce_auth(auth, args, &state_dir, local)?;
-                if let Some(m) = metrics.as_ref().and_then(|m| m.local_addr().ok()) {
-                    eprintln!("toolcage: metrics at http://{m}/metrics");
-                }
                 eprintln!(
                     "toolcage: MCP over HTTP at http://{local}{}",
                     mcp::http::PATH
                 );
+                if let Some(m) = metrics.as_ref().and_then(|m| m.local_addr().ok()) {
+                    eprintln!("toolcage: metrics at http://{m}/metrics");
+                }
                 let options = mcp::http::HttpOptions {
                     allow_hosts: replica.allow_hosts.clone(),
                     ready: Some(ready),
