@@ -128,6 +128,10 @@ pub fn parse_allowed_host(s: &str) -> Result<String, String> {
     if authority.as_str().contains('@') || host.is_empty() {
         return Err(fail("not a host name"));
     }
+    let port = authority.as_str()[authority.host().len()..].strip_prefix(':');
+    if port.is_some_and(|p| p.parse::<u16>().is_err()) {
+        return Err(fail("the port is not a number from 0 to 65535"));
+    }
     let name_ok = host
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
@@ -702,5 +706,16 @@ mod tests {
             "0.0.0.0:1".parse().unwrap()
         );
         assert!(parse_addr("nonsense").is_err());
+    }
+
+    #[test]
+    fn allowed_hosts_are_names_with_an_optional_port() {
+        assert_eq!(parse_allowed_host("MCP.example.com").unwrap(), "mcp.example.com");
+        assert_eq!(parse_allowed_host("mcp:8080").unwrap(), "mcp:8080");
+        assert_eq!(parse_allowed_host("10.0.0.7").unwrap(), "10.0.0.7");
+        assert_eq!(parse_allowed_host("[fd00::1]:80").unwrap(), "[fd00::1]:80");
+        for bad in ["", "*.example.com", "http://x", "u@x", "x/y", "a b", "x:port"] {
+            assert!(parse_allowed_host(bad).is_err(), "{bad}");
+        }
     }
 }

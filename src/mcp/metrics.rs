@@ -248,14 +248,8 @@ mod tests {
     #[test]
     fn histogram_buckets_are_cumulative() {
         let m = Metrics::default();
-        let ok = || {
-            Ok(CallResult {
-                text: String::new(),
-                is_error: false,
-                outcome: crate::sandbox::Outcome::default(),
-                content: None,
-            })
-        };
+        // Admitted, then failed around the run: counted as allowed, timed.
+        let ok = || Err(CallError::Internal("x".into()));
         m.call("t", &ok(), Duration::from_millis(3));
         m.call("t", &ok(), Duration::from_secs(2));
         m.call("t", &ok(), Duration::from_secs(3600));
@@ -266,7 +260,9 @@ mod tests {
         assert!(text.contains("toolcage_call_duration_seconds_bucket{le=\"+Inf\"} 3\n"));
         assert!(text.contains("toolcage_call_duration_seconds_count 3\n"));
         assert!(
-            text.contains("toolcage_calls_total{tool=\"t\",decision=\"allowed\",outcome=\"ok\"} 3\n"),
+            text.contains(
+                "toolcage_calls_total{tool=\"t\",decision=\"allowed\",outcome=\"failed\"} 3\n"
+            ),
             "{text}"
         );
         assert!(text.contains("toolcage_store_errors_total 0\n"));
