@@ -103,7 +103,13 @@ fn command(p: &Project, extra: &[&str]) -> (Command, Vec<std::path::PathBuf>) {
     let mut c = Command::new(env!("CARGO_BIN_EXE_toolcage"));
     c.arg("-C")
         .arg(&p.dir)
-        .args(["serve", "--no-watch", "--http", "127.0.0.1:0", "--token-file"])
+        .args([
+            "serve",
+            "--no-watch",
+            "--http",
+            "127.0.0.1:0",
+            "--token-file",
+        ])
         .arg(&token)
         .args(extra)
         .current_dir(&p.dir)
@@ -122,7 +128,10 @@ fn serve(p: &Project, extra: &[&str]) -> Server {
 
 fn start(p: &Project, mut c: Command, mut files: Vec<std::path::PathBuf>, metrics: bool) -> Server {
     let log = p.dir.with_extension("serve.log");
-    let child = c.stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap();
+    let child = c
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
     files.push(log.clone());
     let mut server = Server {
         child,
@@ -220,14 +229,22 @@ fn a_proxy_host_is_refused_without_allow_host_and_accepted_with_it() {
     let proxy = ("Host", "mcp.example.com");
     // Without --allow-host: a proxy's Host is refused (DNS rebinding rule).
     let s = serve(&p, &[]);
-    let r = rt().block_on(http::post(s.addr, &[AUTH, ACCEPT, JSON, proxy], &init_body()));
+    let r = rt().block_on(http::post(
+        s.addr,
+        &[AUTH, ACCEPT, JSON, proxy],
+        &init_body(),
+    ));
     assert_eq!(r.status, 403, "{}", r.body);
     // Control: the loopback Host of the same server opens a session.
     rt().block_on(open_session(s.addr));
     drop(s);
 
     let s = serve(&p, &["--allow-host", "mcp.example.com"]);
-    let r = rt().block_on(http::post(s.addr, &[AUTH, ACCEPT, JSON, proxy], &init_body()));
+    let r = rt().block_on(http::post(
+        s.addr,
+        &[AUTH, ACCEPT, JSON, proxy],
+        &init_body(),
+    ));
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r.header("mcp-session-id").is_some());
     // Its origin too, on any port; another name and another origin stay refused.
@@ -239,10 +256,18 @@ fn a_proxy_host_is_refused_without_allow_host_and_accepted_with_it() {
     ));
     assert_eq!(r.status, 200, "{}", r.body);
     let other = ("Host", "evil.example.com");
-    let r = rt().block_on(http::post(s.addr, &[AUTH, ACCEPT, JSON, other], &init_body()));
+    let r = rt().block_on(http::post(
+        s.addr,
+        &[AUTH, ACCEPT, JSON, other],
+        &init_body(),
+    ));
     assert_eq!(r.status, 403, "{}", r.body);
     let evil = ("Origin", "https://evil.example.com");
-    let r = rt().block_on(http::post(s.addr, &[AUTH, ACCEPT, JSON, proxy, evil], &init_body()));
+    let r = rt().block_on(http::post(
+        s.addr,
+        &[AUTH, ACCEPT, JSON, proxy, evil],
+        &init_body(),
+    ));
     assert_eq!(r.status, 403, "{}", r.body);
     // --allow-host never waives the token.
     let r = rt().block_on(http::post(s.addr, &[ACCEPT, JSON, proxy], &init_body()));
@@ -369,11 +394,7 @@ fn readyz_is_503_with_the_reason_where_the_policy_cannot_be_enforced() {
     let r = get(s.addr, "/readyz", &[]);
     assert_eq!(r.status, 503, "{}", r.body);
     assert!(r.body.starts_with("not ready: "), "{}", r.body);
-    assert!(
-        r.body.contains("namespace_free = \"refuse\""),
-        "{}",
-        r.body
-    );
+    assert!(r.body.contains("namespace_free = \"refuse\""), "{}", r.body);
     assert_eq!(r.body.lines().count(), 1, "{}", r.body);
     // Alive all the same, and a call is refused for the same reason.
     assert_eq!(get(s.addr, "/healthz", &[]).status, 200);
@@ -428,7 +449,10 @@ fn metrics_count_calls_by_decision_and_bucket_unknown_tools() {
     let before = metrics(&s);
     assert!(!before.contains("toolcage_calls_total{"), "{before}");
     assert!(before.contains("toolcage_sessions 0\n"), "{before}");
-    assert!(before.contains("toolcage_store_errors_total 0\n"), "{before}");
+    assert!(
+        before.contains("toolcage_store_errors_total 0\n"),
+        "{before}"
+    );
 
     let sid = rt().block_on(open_session(s.addr));
     let call = |id, name: &str| {
@@ -478,8 +502,15 @@ fn audit_to_stdout_is_json_lines_under_http_and_refused_for_stdio() {
     let o = common::toolcage(&p, &["serve", "--no-watch", "--policy", &policy_arg]);
     assert_ne!(o.status.code(), Some(0), "{o:?}");
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("[audit] path = \"-\"") && err.contains("--http"), "{err}");
-    assert!(o.stdout.is_empty(), "{:?}", String::from_utf8_lossy(&o.stdout));
+    assert!(
+        err.contains("[audit] path = \"-\"") && err.contains("--http"),
+        "{err}"
+    );
+    assert!(
+        o.stdout.is_empty(),
+        "{:?}",
+        String::from_utf8_lossy(&o.stdout)
+    );
 
     // --http: the records are JSON lines on stdout.
     let out = p.dir.with_extension("stdout");
@@ -549,7 +580,11 @@ fn slow_call(p: &Project, s: &Server) -> std::thread::JoinHandle<Value> {
     let started = p.path("started");
     let t = Instant::now();
     while !started.exists() {
-        assert!(t.elapsed() < Duration::from_secs(30), "slow never started: {}", s.log());
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "slow never started: {}",
+            s.log()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     handle
@@ -615,4 +650,3 @@ fn without_drain_a_signal_cancels_the_running_call() {
         assert_ne!(text(&answer).trim(), "slept", "{answer}");
     }
 }
-

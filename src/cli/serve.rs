@@ -16,7 +16,7 @@ pub struct ServeArgs {
     pub policy: PolicyArgs,
     /// Serve Streamable HTTP at ADDR (PORT or :PORT binds 127.0.0.1; or IP:PORT)
     /// on the path /mcp, instead of stdio. Clients must send the bearer token
-    /// (see --token-file, --no-auth).
+    /// (see --token-file, --no-auth); GET /healthz and /readyz answer without it.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
     /// Calls running at the same time, across all clients; more wait.
@@ -302,14 +302,13 @@ fn try_run(
                     .await
                     .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
                 let local = listener.local_addr()?;
-                let metrics = match replica.metrics {
-                    Some(m) => Some(
-                        mcp::http::bind(m)
-                            .await
-                            .map_err(|e| anyhow::anyhow!("--metrics: cannot listen on {m}: {e}"))?,
-                    ),
-                    None => None,
-                };
+                let metrics =
+                    match replica.metrics {
+                        Some(m) => Some(mcp::http::bind(m).await.map_err(|e| {
+                            anyhow::anyhow!("--metrics: cannot listen on {m}: {e}")
+                        })?),
+                        None => None,
+                    };
                 // The token file is in place before the address is printed:
                 // a client that waits for the address finds the token.
                 let (auth, written) = announce_auth(auth, args, &state_dir, local)?;
@@ -345,7 +344,8 @@ fn try_run(
                     stopping.begin_stop_on_signal(sig, &super::signals::stopped_by(sig, "serve"));
                     stop.cancel();
                 });
-                let served = mcp::http::serve_with(server.clone(), listener, options, shutdown).await;
+                let served =
+                    mcp::http::serve_with(server.clone(), listener, options, shutdown).await;
                 if let Some((path, token)) = written {
                     auth::remove_token_file(&path, &token);
                 }

@@ -69,7 +69,10 @@ pub async fn call_tool(
     let started = Instant::now();
     let label = metrics_label(server, &pipeline, &name);
     let result = admit_and_run(server, &pipeline, &context, &name, args).await;
-    server.shared.metrics.call(&label, &result, started.elapsed());
+    server
+        .shared
+        .metrics
+        .call(&label, &result, started.elapsed());
     match result {
         Ok(result) => {
             log_outcome(server, &context.peer, &name, &result).await;

@@ -124,7 +124,10 @@ pub fn parse_allowed_host(s: &str) -> Result<String, String> {
     let authority = s
         .parse::<http::uri::Authority>()
         .map_err(|_| fail("not a host name"))?;
-    let host = authority.host().trim_start_matches('[').trim_end_matches(']');
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
     if authority.as_str().contains('@') || host.is_empty() {
         return Err(fail("not a host name"));
     }
@@ -136,7 +139,9 @@ pub fn parse_allowed_host(s: &str) -> Result<String, String> {
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
     if !name_ok && host.parse::<IpAddr>().is_err() {
-        return Err(fail("has characters a host name cannot have (wildcards are not accepted)"));
+        return Err(fail(
+            "has characters a host name cannot have (wildcards are not accepted)",
+        ));
     }
     Ok(authority.as_str().to_ascii_lowercase())
 }
@@ -516,7 +521,11 @@ fn draining() -> Response<BoxBody<Bytes, Infallible>> {
     out
 }
 
-fn json_error(status: StatusCode, code: i64, message: &str) -> Response<BoxBody<Bytes, Infallible>> {
+fn json_error(
+    status: StatusCode,
+    code: i64,
+    message: &str,
+) -> Response<BoxBody<Bytes, Infallible>> {
     let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
         "code": code,
         "message": message,
@@ -710,11 +719,22 @@ mod tests {
 
     #[test]
     fn allowed_hosts_are_names_with_an_optional_port() {
-        assert_eq!(parse_allowed_host("MCP.example.com").unwrap(), "mcp.example.com");
+        assert_eq!(
+            parse_allowed_host("MCP.example.com").unwrap(),
+            "mcp.example.com"
+        );
         assert_eq!(parse_allowed_host("mcp:8080").unwrap(), "mcp:8080");
         assert_eq!(parse_allowed_host("10.0.0.7").unwrap(), "10.0.0.7");
         assert_eq!(parse_allowed_host("[fd00::1]:80").unwrap(), "[fd00::1]:80");
-        for bad in ["", "*.example.com", "http://x", "u@x", "x/y", "a b", "x:port"] {
+        for bad in [
+            "",
+            "*.example.com",
+            "http://x",
+            "u@x",
+            "x/y",
+            "a b",
+            "x:port",
+        ] {
             assert!(parse_allowed_host(bad).is_err(), "{bad}");
         }
     }

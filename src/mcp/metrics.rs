@@ -117,7 +117,11 @@ impl Metrics {
             "tools/call requests by tool, gate decision and outcome.",
         );
         for ((tool, decision, outcome), n) in lock(&self.calls).iter() {
-            let labels = [("tool", tool.as_str()), ("decision", decision), ("outcome", outcome)];
+            let labels = [
+                ("tool", tool.as_str()),
+                ("decision", decision),
+                ("outcome", outcome),
+            ];
             sample(&mut o, "toolcage_calls_total", &labels, *n as f64);
         }
         family(
@@ -160,7 +164,12 @@ impl Metrics {
             "Calls the gate denied, by the layer that denied them.",
         );
         for (layer, n) in lock(&self.denials).iter() {
-            sample(&mut o, "toolcage_denials_total", &[("layer", layer)], *n as f64);
+            sample(
+                &mut o,
+                "toolcage_denials_total",
+                &[("layer", layer)],
+                *n as f64,
+            );
         }
         family(&mut o, "toolcage_sessions", "gauge", "MCP sessions open.");
         sample(&mut o, "toolcage_sessions", &[], g.sessions as f64);
@@ -170,7 +179,12 @@ impl Metrics {
             "gauge",
             "Calls waiting for approval or a run slot, or running.",
         );
-        sample(&mut o, "toolcage_pending_calls", &[], g.pending_calls as f64);
+        sample(
+            &mut o,
+            "toolcage_pending_calls",
+            &[],
+            g.pending_calls as f64,
+        );
         family(
             &mut o,
             "toolcage_upstream_servers",
