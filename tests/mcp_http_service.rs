@@ -512,6 +512,18 @@ fn audit_to_stdout_is_json_lines_under_http_and_refused_for_stdio() {
         String::from_utf8_lossy(&o.stdout)
     );
 
+    // `toolcage call`: stdout is the result; the log cannot open there, so
+    // the call fails closed, and nothing but the refusal is printed.
+    let o = common::toolcage(&p, &["call", "--policy", &policy_arg, "noop"]);
+    assert_eq!(o.status.code(), Some(125), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("only for `toolcage serve --http`"), "{err}");
+    assert!(
+        o.stdout.is_empty(),
+        "{:?}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+
     // --http: the records are JSON lines on stdout.
     let out = p.dir.with_extension("stdout");
     let (mut c, mut files) = command(&p, &["--policy", &policy_arg]);
@@ -561,9 +573,9 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 
 // ----------------------------------------------------------------- drain
 
-/// Start `slow` for 2 s in a session of `s` on another thread; return once
-/// it has started, with the thread that brings back its answer.
-fn slow_call(p: &Project, s: &Server) -> std::thread::JoinHandle<Value> {
+/// Start `slow` for `secs` in a session of `s` on another thread; return
+/// once it has started, with the thread that brings back its answer.
+fn slow_call(p: &Project, s: &Server, secs: &'static str) -> std::thread::JoinHandle<Value> {
     let addr = s.addr;
     let handle = std::thread::spawn(move || {
         let rt = rt();
@@ -573,7 +585,7 @@ fn slow_call(p: &Project, s: &Server) -> std::thread::JoinHandle<Value> {
             &sid,
             2,
             "tools/call",
-            json!({"name": "slow", "arguments": {"secs": "2"}}),
+            json!({"name": "slow", "arguments": {"secs": secs}}),
         ));
         answer(&r, 2)
     });
@@ -595,7 +607,7 @@ fn drain_lets_a_running_call_finish_and_refuses_new_sessions() {
     let p = project("svc-drain");
     let mut s = serve(&p, &["--drain", "30s"]);
     let open = rt().block_on(open_session(s.addr));
-    let running = slow_call(&p, &s);
+    let running = slow_call(&p, &s, "2");
     s.signal(nix::sys::signal::Signal::SIGTERM);
     // Draining: not ready, and a new session gets 503 with Retry-After.
     let t = Instant::now();
@@ -637,7 +649,7 @@ fn drain_lets_a_running_call_finish_and_refuses_new_sessions() {
 fn without_drain_a_signal_cancels_the_running_call() {
     let p = project("svc-no-drain");
     let mut s = serve(&p, &[]);
-    let running = slow_call(&p, &s);
+    let running = slow_call(&p, &s, "2");
     s.signal(nix::sys::signal::Signal::SIGTERM);
     let status = s.wait();
     assert_eq!(status.code(), Some(128 + 15), "{status:?}: {}", s.log());
@@ -647,6 +659,22 @@ fn without_drain_a_signal_cancels_the_running_call() {
     let a = std::thread::spawn(move || running.join());
     let outcome = a.join().unwrap();
     if let Ok(answer) = outcome {
+        assert_ne!(text(&answer).trim(), "slept", "{answer}");
+    }
+}
+
+#[test]
+fn a_drain_that_runs_out_cancels_the_calls_still_running() {
+    let p = project("svc-drain-out");
+    let mut s = serve(&p, &["--drain", "1s"]);
+    let running = slow_call(&p, &s, "30");
+    s.signal(nix::sys::signal::Signal::SIGTERM);
+    // Not all finished within the drain: cancelled and recorded as
+    // without --drain, exit 128+15.
+    let status = s.wait();
+    assert_eq!(status.code(), Some(128 + 15), "{status:?}: {}", s.log());
+    assert!(s.log().contains("the drain ran out"), "{}", s.log());
+    if let Ok(answer) = std::thread::spawn(move || running.join()).join().unwrap() {
         assert_ne!(text(&answer).trim(), "slept", "{answer}");
     }
 }
