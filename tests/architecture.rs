@@ -451,7 +451,11 @@ fn anchors(markdown: &str) -> Vec<String> {
             .collect();
         let seen = out
             .iter()
-            .filter(|a| *a == &slug || a.strip_prefix(&format!("{slug}-")).is_some_and(|n| n.parse::<u32>().is_ok()))
+            .filter(|a| {
+                *a == &slug
+                    || a.strip_prefix(&format!("{slug}-"))
+                        .is_some_and(|n| n.parse::<u32>().is_ok())
+            })
             .count();
         out.push(match seen {
             0 => slug,
@@ -474,7 +478,9 @@ fn cited_documents(text: &str, markdown: bool) -> Vec<(usize, String)> {
             let before = rest[..at].chars().next_back();
             let after = &rest[at..];
             rest = &rest[at + "docs/".len()..];
-            if before.is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/')) {
+            if before
+                .is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/'))
+            {
                 continue; // part of another path or a URL
             }
             let cited: String = after.chars().take_while(|&c| name_char(c)).collect();
@@ -520,7 +526,10 @@ fn broken_citation(from: &Path, cited: &str) -> Option<String> {
     if anchors(&text).iter().any(|a| a == anchor) {
         return None;
     }
-    Some(format!("{cited}: no heading #{anchor} in {}", target.display()))
+    Some(format!(
+        "{cited}: no heading #{anchor} in {}",
+        target.display()
+    ))
 }
 
 /// The repository is self-contained: no file cites the design file that
@@ -536,7 +545,11 @@ fn cited_documents_exist() {
         let Ok(text) = std::fs::read_to_string(file) else {
             continue; // not text
         };
-        let rel = file.strip_prefix(top()).unwrap_or(file).display().to_string();
+        let rel = file
+            .strip_prefix(top())
+            .unwrap_or(file)
+            .display()
+            .to_string();
         for (i, line) in text.lines().enumerate() {
             if line.contains(OUT_OF_TREE_DESIGN) {
                 bad.push(format!(
@@ -556,7 +569,10 @@ fn cited_documents_exist() {
     assert!(bad.is_empty(), "broken citations:\n{}", bad.join("\n"));
     // The design pages exist.
     for page in ["cli", "policy", "sandbox", "results", "formats", "mcp"] {
-        assert!(top().join(format!("docs/{page}.md")).is_file(), "docs/{page}.md");
+        assert!(
+            top().join(format!("docs/{page}.md")).is_file(),
+            "docs/{page}.md"
+        );
     }
 }
 
@@ -596,7 +612,11 @@ fn the_citation_checker_sees_broken_citations() {
         .collect();
     assert_eq!(
         broken,
-        ["DOCS/nothing.md", "DOCS/cli.md#no-such-heading", "./#nowhere"]
+        [
+            "DOCS/nothing.md",
+            "DOCS/cli.md#no-such-heading",
+            "./#nowhere"
+        ]
     );
     let a = anchors("# A b\n```\n# not a heading\n```\n## A b\n### `x --y` (z)\n#tag\n");
     assert_eq!(a, ["a-b", "a-b-1", "x---y-z"]);
