@@ -6,6 +6,7 @@
 //! targets (use CONNECT), user information, fragments, NUL bytes and
 //! folded headers are refused.
 
+use std::io::Read;
 use toolcage_policy::Host;
 use toolcage_policy::hostname::{parse_authority, shown};
 
@@ -43,6 +44,56 @@ fn bad(reason: impl Into<String>) -> BadRequest {
 /// Where the head ends (just past the blank line), if it has.
 pub fn end_of_head(buf: &[u8]) -> Option<usize> {
     buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
+}
+
+/// How reading a request head ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum HeadRead {
+    /// `buf[..end]` is the head: at most the cap, ending in the first blank
+    /// line. What follows in `buf` came with it (the start of a body).
+    Complete { buf: Vec<u8>, end: usize },
+    /// The cap's worth of bytes came without a blank line.
+    TooLarge,
+    /// The client closed, failed, or `more` said stop, before either.
+    Closed,
+}
+
+/// Read a request head from `r`, at most [`MAX_HEAD`] bytes of it.
+/// `more` is asked before each read (the connection's deadline).
+pub fn read_head(r: impl Read, more: impl FnMut() -> bool) -> HeadRead {
+    read_head_capped(r, more, MAX_HEAD)
+}
+
+/// [`read_head`] with any cap (the fuzz target uses small ones). Each read
+/// scans only the new bytes (and the three before them, where a blank line
+/// may start), so a client sending a byte at a time costs linear time.
+pub(crate) fn read_head_capped(
+    mut r: impl Read,
+    mut more: impl FnMut() -> bool,
+    cap: usize,
+) -> HeadRead {
+    let mut buf = Vec::with_capacity(cap.min(4096));
+    let mut chunk = [0u8; 4096];
+    let mut scanned: usize = 0;
+    loop {
+        let from = scanned.saturating_sub(3);
+        let limit = buf.len().min(cap);
+        if let Some(end) = end_of_head(&buf[from.min(limit)..limit]) {
+            let end = from + end;
+            return HeadRead::Complete { buf, end };
+        }
+        if buf.len() >= cap {
+            return HeadRead::TooLarge;
+        }
+        scanned = limit;
+        if !more() {
+            return HeadRead::Closed;
+        }
+        match r.read(&mut chunk) {
+            Ok(0) | Err(_) => return HeadRead::Closed,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
 }
 
 fn is_token(s: &str) -> bool {
