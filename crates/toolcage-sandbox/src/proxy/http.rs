@@ -357,6 +357,49 @@ mod tests {
         }
     }
 
+    /// A client that sends `data` a few bytes per read.
+    struct Drip<'a>(&'a [u8]);
+
+    impl Read for Drip<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.0.len().min(out.len()).min(3);
+            out[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn the_head_is_read_up_to_the_cap_and_no_further() {
+        // The blank line split across reads is found; reading stops there
+        // (what came with it is kept for the server).
+        let req = b"GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\n\r\nbody";
+        let HeadRead::Complete { buf, end } = read_head(Drip(req), || true) else {
+            panic!("not read")
+        };
+        assert_eq!(&buf[..end], &req[..req.len() - 4]);
+        assert!(req.starts_with(&buf));
+        let whole = read_head(&req[..], || true);
+        assert!(matches!(whole, HeadRead::Complete { buf, end } if buf[end..] == *b"body"));
+        // A head that ends just past MAX_HEAD is refused, not read
+        // (the cap was checked only before each read, so up to a read's
+        // worth more got through).
+        let mut long = b"GET http://a.test/ HTTP/1.1\r\nX: ".to_vec();
+        long.resize(MAX_HEAD + 10, b'x');
+        long.extend_from_slice(b"\r\n\r\n");
+        assert_eq!(read_head(long.as_slice(), || true), HeadRead::TooLarge);
+        // Control: the same head one read under the cap is read whole.
+        long.drain(40..60);
+        assert!(
+            matches!(read_head(long.as_slice(), || true), HeadRead::Complete { end, .. } if end == long.len())
+        );
+        assert_eq!(
+            read_head(&b"GET http://a.test/"[..], || true),
+            HeadRead::Closed
+        );
+        assert_eq!(read_head(req.as_slice(), || false), HeadRead::Closed);
+    }
+
     #[test]
     fn responses() {
         let r = String::from_utf8(response(403, Some("blocked-by-allowlist"), "no\n")).unwrap();
