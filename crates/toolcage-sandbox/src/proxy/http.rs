@@ -132,6 +132,12 @@ pub fn parse(head: &[u8]) -> Result<Request, BadRequest> {
     if !is_token(method) || !(version == "HTTP/1.1" || version == "HTTP/1.0") {
         return Err(bad(format!("malformed request line {}", shown(line))));
     }
+    // A bare LF or CR here would end the request line for a lenient
+    // server, and what follows would be headers nobody checked (a Host
+    // naming another site on the allowed server's address).
+    if target.bytes().any(|b| b.is_ascii_control()) {
+        return Err(bad("a control character in the request target"));
+    }
     let mut headers: Vec<(&str, &str)> = Vec::new();
     for l in lines {
         if l.starts_with([' ', '\t']) {
@@ -140,7 +146,7 @@ pub fn parse(head: &[u8]) -> Result<Request, BadRequest> {
         let (name, value) = l
             .split_once(':')
             .ok_or_else(|| bad(format!("malformed header {}", shown(l))))?;
-        if !is_token(name) || value.contains(['\r', '\n']) {
+        if !is_token(name) || value.chars().any(|c| c.is_ascii_control() && c != '\t') {
             return Err(bad(format!("malformed header {}", shown(l))));
         }
         headers.push((name, value.trim_matches([' ', '\t'])));
@@ -321,6 +327,15 @@ mod tests {
         };
         assert_eq!(port, 80);
         assert!(head.starts_with(b"GET /?x HTTP/1.1\r\n"));
+        // Control: a tab in a header value and bytes past ASCII in the
+        // target are forwarded as sent.
+        let r = p("GET http://a.test/caf\u{e9} HTTP/1.1\r\nHost: a.test\r\nX: a\tb\r\n\r\n");
+        let Ok(Request::Forward { head, .. }) = r else {
+            panic!("{r:?}")
+        };
+        assert!(
+            head.starts_with("GET /caf\u{e9} HTTP/1.1\r\nHost: a.test\r\nX: a\tb\r\n".as_bytes())
+        );
     }
 
     #[test]
@@ -352,6 +367,12 @@ mod tests {
             "GET http://a.test/ HTTP/1.1\r\nBad Header: x\r\nHost: a.test\r\n\r\n",
             "GET http://a\0.test/ HTTP/1.1\r\nHost: a\0.test\r\n\r\n",
             "GET http://[::1/ HTTP/1.1\r\n\r\n",
+            // A bare LF (or CR) in the target would split the forwarded
+            // request line at a lenient server: Host: evil.test unchecked.
+            "GET http://allowed.test/\nHost:evil.test\nX: HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+            "GET http://allowed.test/\rHost:evil.test HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+            "GET http://allowed.test/\x0b HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+            "GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nX: a\rb\r\n\r\n",
         ] {
             assert_eq!(p(bad).map_err(|e| e.status), Err(400), "{bad:?}");
         }
