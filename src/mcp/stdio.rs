@@ -346,7 +346,8 @@ mod tests {
     #[test]
     fn committed_fuzz_corpus_holds() {
         let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
-        let targets: [(&str, fn(&[u8])); 2] = [
+        type Entry = (&'static str, fn(&[u8]));
+        let targets: [Entry; 2] = [
             ("jsonrpc_framer", fuzz_framer),
             ("jsonrpc_input", fuzz_input),
         ];

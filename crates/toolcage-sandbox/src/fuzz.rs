@@ -345,7 +345,8 @@ mod tests {
     #[test]
     fn committed_fuzz_corpus_holds() {
         let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
-        let targets: [(&str, fn(&[u8])); 4] = [
+        type Entry = (&'static str, fn(&[u8]));
+        let targets: [Entry; 4] = [
             ("proxy_request", super::proxy_request),
             ("dns_query", super::dns_query),
             ("inferred_denials", super::inferred_denials),
