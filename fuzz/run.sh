@@ -9,8 +9,9 @@
 #
 # Stable Rust is enough: RUSTC_BOOTSTRAP=1 lets cargo-fuzz pass the -Z
 # flags it needs (stable's rust-std ships the AddressSanitizer runtime).
-# FUZZ_SANITIZER=none builds without AddressSanitizer; FUZZ_JOBS sets how
-# many targets run at once (default: the number of CPUs).
+# FUZZ_SANITIZER=none builds without AddressSanitizer, FUZZ_DEV=1 without
+# optimisation (both build faster, run slower); FUZZ_JOBS sets how many
+# targets run at once (default: the number of CPUs).
 set -euo pipefail
 secs=${1:-20}
 cd "$(dirname "$0")"
@@ -23,9 +24,11 @@ fi
 
 sanitizer=${FUZZ_SANITIZER:-address}
 triple=$(rustc -vV | sed -n 's/^host: //p')
+profile=release dev=()
+if [ "${FUZZ_DEV:-0}" = 1 ]; then profile=debug dev=(--dev); fi
 start=$SECONDS
-cargo fuzz build --sanitizer "$sanitizer"
-echo "built in $((SECONDS - start)) s (sanitizer: $sanitizer)"
+cargo fuzz build --sanitizer "$sanitizer" "${dev[@]}"
+echo "built in $((SECONDS - start)) s (sanitizer: $sanitizer, $profile)"
 
 targets=$(cargo fuzz list)
 for t in $targets; do
@@ -33,14 +36,14 @@ for t in $targets; do
 done
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-export secs scratch triple
+export secs scratch triple profile
 
 # One target: its new inputs go to the scratch directory (the first one
 # libFuzzer names is where it writes), its log to the scratch too.
 run_one() {
   local t=$1
   mkdir -p "$scratch/$t" "artifacts/$t"
-  if "target/$triple/release/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+  if "target/$triple/$profile/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="artifacts/$t/" \
     "$scratch/$t" "corpus/$t" >"$scratch/$t.log" 2>&1; then
     echo ok >"$scratch/$t.status"
