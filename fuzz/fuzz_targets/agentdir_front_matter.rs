@@ -1,5 +1,6 @@
-//! cargo fuzz run agentdir_front_matter  (nightly; not run in CI: the same entry point is
-//! exercised by the nasty-input corpus in `cargo test`).
+//! Run by `bash fuzz/run.sh` (CI, over `fuzz/corpus/agentdir_front_matter/`); by hand:
+//! `cargo fuzz run agentdir_front_matter`. `cargo test` runs the same entry point over
+//! its nasty-input cases.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

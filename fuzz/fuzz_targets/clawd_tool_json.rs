@@ -1,5 +1,6 @@
-//! cargo fuzz run clawd_tool_json  (nightly; not run in CI: the same entry point is
-//! exercised by the nasty-input corpus in `cargo test`).
+//! Run by `bash fuzz/run.sh` (CI, over `fuzz/corpus/clawd_tool_json/`); by hand:
+//! `cargo fuzz run clawd_tool_json`. `cargo test` runs the same entry point over
+//! its nasty-input cases.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

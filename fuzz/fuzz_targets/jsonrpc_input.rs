@@ -1,5 +1,6 @@
-//! cargo fuzz run jsonrpc_input  (nightly; not run in CI: the same entry
-//! point is exercised by `nasty_client_input_never_panics` in `cargo test`).
+//! Run by `bash fuzz/run.sh` (CI, over `fuzz/corpus/jsonrpc_input/`); by hand:
+//! `cargo fuzz run jsonrpc_input`. `cargo test` runs the same entry point over
+//! its nasty-input cases.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

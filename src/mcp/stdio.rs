@@ -243,6 +243,55 @@ pub fn fuzz_input(data: &[u8]) {
     }
 }
 
+/// Fuzz entry (`fuzz/fuzz_targets/jsonrpc_framer.rs`): bytes from a
+/// client, framed by [`read_line_capped`] under several caps and buffer
+/// sizes. The lines must be exactly the input split at `\n` (a last line
+/// without one included), each over the cap reported as too long instead
+/// of returned, and no line returned longer than the cap.
+pub fn fuzz_framer(data: &[u8]) {
+    let small = 1 + usize::from(data.first().copied().unwrap_or(0) % 64);
+    for max in [small, 4096] {
+        let mut expected: Vec<Option<&[u8]>> = data
+            .split(|&b| b == b'\n')
+            .map(|l| (l.len() <= max).then_some(l))
+            .collect();
+        if data.is_empty() || data.ends_with(b"\n") {
+            expected.pop(); // nothing after the last newline
+        }
+        for capacity in [1, 7, 4096] {
+            let mut r = BufReader::with_capacity(capacity, data);
+            let mut buf = Vec::new();
+            let mut got: Vec<Option<Vec<u8>>> = Vec::new();
+            loop {
+                let line = {
+                    let read = std::pin::pin!(read_line_capped(&mut r, &mut buf, max));
+                    // A byte slice never makes a read wait: one poll finishes it.
+                    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+                    match read.poll(&mut cx) {
+                        std::task::Poll::Ready(line) => line,
+                        std::task::Poll::Pending => panic!("reading a byte slice was pending"),
+                    }
+                };
+                match line.expect("reading a byte slice fails") {
+                    Line::Eof => break,
+                    Line::TooLong => got.push(None),
+                    Line::Complete => {
+                        assert!(
+                            buf.len() <= max,
+                            "a line of {} over the cap {max}",
+                            buf.len()
+                        );
+                        got.push(Some(buf.clone()));
+                    }
+                }
+            }
+            let expected: Vec<Option<Vec<u8>>> =
+                expected.iter().map(|l| l.map(<[u8]>::to_vec)).collect();
+            assert_eq!(got, expected, "cap {max}, buffer {capacity}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,6 +339,36 @@ mod tests {
                 .unwrap()
                 .contains("one line of JSON")
         );
+    }
+
+    /// The committed corpus of the two fuzz targets over this module
+    /// (`fuzz/corpus/`), replayed on stable.
+    #[test]
+    fn committed_fuzz_corpus_holds() {
+        let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
+        type Entry = (&'static str, fn(&[u8]));
+        let targets: [Entry; 2] = [
+            ("jsonrpc_framer", fuzz_framer),
+            ("jsonrpc_input", fuzz_input),
+        ];
+        for (name, run) in targets {
+            let dir = corpus.join(name);
+            let entries =
+                std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            let mut n = 0;
+            for entry in entries {
+                let path = entry.unwrap().path();
+                let data = std::fs::read(&path).unwrap();
+                let run = std::panic::AssertUnwindSafe(|| run(&data));
+                assert!(
+                    std::panic::catch_unwind(run).is_ok(),
+                    "{name}: {} fails",
+                    path.display()
+                );
+                n += 1;
+            }
+            assert!(n > 0, "{name}: no corpus");
+        }
     }
 
     #[test]

@@ -88,7 +88,7 @@ fn read_until(fd: OwnedFd, stop: &AtomicBool) -> Vec<(u16, String)> {
 }
 
 /// The (type, text) of each netlink message in `buf`.
-fn parse_messages(mut buf: &[u8]) -> Vec<(u16, String)> {
+pub(crate) fn parse_messages(mut buf: &[u8]) -> Vec<(u16, String)> {
     let mut out = Vec::new();
     while buf.len() >= 16 {
         let len = u32::from_ne_bytes(buf[0..4].try_into().unwrap_or_default()) as usize;
@@ -184,7 +184,11 @@ impl Tap {
     }
 }
 
-fn denials(grant: &Grant, records: &[(u16, String)], pids: &BTreeSet<i32>) -> Vec<Denial> {
+pub(crate) fn denials(
+    grant: &Grant,
+    records: &[(u16, String)],
+    pids: &BTreeSet<i32>,
+) -> Vec<Denial> {
     let ours: BTreeMap<String, ()> = records
         .iter()
         .filter(|(k, t)| *k == AUDIT_LANDLOCK_DOMAIN && t.contains("status=allocated"))

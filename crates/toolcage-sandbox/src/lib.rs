@@ -10,6 +10,8 @@ mod bpf;
 mod child;
 mod denial;
 mod env;
+#[doc(hidden)]
+pub mod fuzz;
 mod inferred;
 mod init_guard;
 mod landlock;

@@ -4,7 +4,7 @@
 //! Then bytes are relayed both ways until either side is done or the
 //! connection idles out.
 
-use super::http::{self, BadRequest, Request};
+use super::http::{self, BadRequest, HeadRead, Request};
 use super::upstream::{self, OpenError};
 use super::{Role, Shared, dns};
 use std::io::{ErrorKind, Read, Write};
@@ -33,28 +33,21 @@ fn refuse(client: &mut TcpStream, status: u16, kind: Option<&str>, body: &str) {
 }
 
 fn http_proxy(shared: &Shared, mut client: TcpStream) {
-    let mut buf = Vec::with_capacity(4096);
-    let mut chunk = [0u8; 4096];
     // One deadline for the whole head, not per read: a byte now and then
     // does not keep a connection slot forever.
     let deadline = Instant::now() + HEAD_TIMEOUT;
-    let end = loop {
-        if let Some(end) = http::end_of_head(&buf) {
-            break end;
-        }
+    let more = || {
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || client.set_read_timeout(Some(left)).is_err() {
-            return;
-        }
-        if buf.len() > http::MAX_HEAD {
+        !left.is_zero() && client.set_read_timeout(Some(left)).is_ok()
+    };
+    let (buf, end) = match http::read_head(&client, more) {
+        HeadRead::Complete { buf, end } => (buf, end),
+        HeadRead::TooLarge => {
             let why = format!("request head over {} bytes", http::MAX_HEAD);
             refuse(&mut client, 431, None, &format!("toolcage: {why}\n"));
             return;
         }
-        match client.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
+        HeadRead::Closed => return,
     };
     let (request, op) = match http::parse(&buf[..end]) {
         Ok(r @ Request::Connect { .. }) => (r, "connect"),

@@ -6,6 +6,7 @@
 //! targets (use CONNECT), user information, fragments, NUL bytes and
 //! folded headers are refused.
 
+use std::io::Read;
 use toolcage_policy::Host;
 use toolcage_policy::hostname::{parse_authority, shown};
 
@@ -45,6 +46,56 @@ pub fn end_of_head(buf: &[u8]) -> Option<usize> {
     buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
 }
 
+/// How reading a request head ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum HeadRead {
+    /// `buf[..end]` is the head: at most the cap, ending in the first blank
+    /// line. What follows in `buf` came with it (the start of a body).
+    Complete { buf: Vec<u8>, end: usize },
+    /// The cap's worth of bytes came without a blank line.
+    TooLarge,
+    /// The client closed, failed, or `more` said stop, before either.
+    Closed,
+}
+
+/// Read a request head from `r`, at most [`MAX_HEAD`] bytes of it.
+/// `more` is asked before each read (the connection's deadline).
+pub fn read_head(r: impl Read, more: impl FnMut() -> bool) -> HeadRead {
+    read_head_capped(r, more, MAX_HEAD)
+}
+
+/// [`read_head`] with any cap (the fuzz target uses small ones). Each read
+/// scans only the new bytes (and the three before them, where a blank line
+/// may start), so a client sending a byte at a time costs linear time.
+pub(crate) fn read_head_capped(
+    mut r: impl Read,
+    mut more: impl FnMut() -> bool,
+    cap: usize,
+) -> HeadRead {
+    let mut buf = Vec::with_capacity(cap.min(4096));
+    let mut chunk = [0u8; 4096];
+    let mut scanned: usize = 0;
+    loop {
+        let from = scanned.saturating_sub(3);
+        let limit = buf.len().min(cap);
+        if let Some(end) = end_of_head(&buf[from.min(limit)..limit]) {
+            let end = from + end;
+            return HeadRead::Complete { buf, end };
+        }
+        if buf.len() >= cap {
+            return HeadRead::TooLarge;
+        }
+        scanned = limit;
+        if !more() {
+            return HeadRead::Closed;
+        }
+        match r.read(&mut chunk) {
+            Ok(0) | Err(_) => return HeadRead::Closed,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
 fn is_token(s: &str) -> bool {
     !s.is_empty()
         && s.bytes()
@@ -81,6 +132,12 @@ pub fn parse(head: &[u8]) -> Result<Request, BadRequest> {
     if !is_token(method) || !(version == "HTTP/1.1" || version == "HTTP/1.0") {
         return Err(bad(format!("malformed request line {}", shown(line))));
     }
+    // A bare LF or CR here would end the request line for a lenient
+    // server, and what follows would be headers nobody checked (a Host
+    // naming another site on the allowed server's address).
+    if target.bytes().any(|b| b.is_ascii_control()) {
+        return Err(bad("a control character in the request target"));
+    }
     let mut headers: Vec<(&str, &str)> = Vec::new();
     for l in lines {
         if l.starts_with([' ', '\t']) {
@@ -89,7 +146,7 @@ pub fn parse(head: &[u8]) -> Result<Request, BadRequest> {
         let (name, value) = l
             .split_once(':')
             .ok_or_else(|| bad(format!("malformed header {}", shown(l))))?;
-        if !is_token(name) || value.contains(['\r', '\n']) {
+        if !is_token(name) || value.chars().any(|c| c.is_ascii_control() && c != '\t') {
             return Err(bad(format!("malformed header {}", shown(l))));
         }
         headers.push((name, value.trim_matches([' ', '\t'])));
@@ -270,6 +327,15 @@ mod tests {
         };
         assert_eq!(port, 80);
         assert!(head.starts_with(b"GET /?x HTTP/1.1\r\n"));
+        // Control: a tab in a header value and bytes past ASCII in the
+        // target are forwarded as sent.
+        let r = p("GET http://a.test/caf\u{e9} HTTP/1.1\r\nHost: a.test\r\nX: a\tb\r\n\r\n");
+        let Ok(Request::Forward { head, .. }) = r else {
+            panic!("{r:?}")
+        };
+        assert!(
+            head.starts_with("GET /caf\u{e9} HTTP/1.1\r\nHost: a.test\r\nX: a\tb\r\n".as_bytes())
+        );
     }
 
     #[test]
@@ -301,9 +367,58 @@ mod tests {
             "GET http://a.test/ HTTP/1.1\r\nBad Header: x\r\nHost: a.test\r\n\r\n",
             "GET http://a\0.test/ HTTP/1.1\r\nHost: a\0.test\r\n\r\n",
             "GET http://[::1/ HTTP/1.1\r\n\r\n",
+            // A bare LF (or CR) in the target would split the forwarded
+            // request line at a lenient server: Host: evil.test unchecked.
+            "GET http://allowed.test/\nHost:evil.test\nX: HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+            "GET http://allowed.test/\rHost:evil.test HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+            "GET http://allowed.test/\x0b HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+            "GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nX: a\rb\r\n\r\n",
         ] {
             assert_eq!(p(bad).map_err(|e| e.status), Err(400), "{bad:?}");
         }
+    }
+
+    /// A client that sends `data` a few bytes per read.
+    struct Drip<'a>(&'a [u8]);
+
+    impl Read for Drip<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.0.len().min(out.len()).min(3);
+            out[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn the_head_is_read_up_to_the_cap_and_no_further() {
+        // The blank line split across reads is found; reading stops there
+        // (what came with it is kept for the server).
+        let req = b"GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\n\r\nbody";
+        let HeadRead::Complete { buf, end } = read_head(Drip(req), || true) else {
+            panic!("not read")
+        };
+        assert_eq!(&buf[..end], &req[..req.len() - 4]);
+        assert!(req.starts_with(&buf));
+        let whole = read_head(&req[..], || true);
+        assert!(matches!(whole, HeadRead::Complete { buf, end } if buf[end..] == *b"body"));
+        // A head that ends just past MAX_HEAD is refused, not read
+        // (the cap was checked only before each read, so up to a read's
+        // worth more got through).
+        let mut long = b"GET http://a.test/ HTTP/1.1\r\nX: ".to_vec();
+        long.resize(MAX_HEAD + 10, b'x');
+        long.extend_from_slice(b"\r\n\r\n");
+        assert_eq!(read_head(long.as_slice(), || true), HeadRead::TooLarge);
+        // Control: the same head one read under the cap is read whole.
+        long.drain(40..60);
+        assert!(
+            matches!(read_head(long.as_slice(), || true), HeadRead::Complete { end, .. } if end == long.len())
+        );
+        assert_eq!(
+            read_head(&b"GET http://a.test/"[..], || true),
+            HeadRead::Closed
+        );
+        assert_eq!(read_head(req.as_slice(), || false), HeadRead::Closed);
     }
 
     #[test]
