@@ -244,12 +244,7 @@ pub fn plan(
         // The fallback remount is not recursive: without mount_setattr
         // every device gets its own.
         dev_nosuid_at_end: fresh_dev && has_mount_setattr(),
-        bases: grant
-            .write
-            .iter()
-            .chain(std::iter::once(&grant.project))
-            .cloned()
-            .collect(),
+        bases: grant.link_bases(),
     };
     let base_c = cstr(base)?;
     b.mount(
