@@ -657,6 +657,53 @@ fn private_tmp_and_dev_shm_share_one_memory_bound() {
     assert_denied(&o, &["DENIED:ENOSPC"], "/tmp alone past limits.tmp");
 }
 
+#[test]
+fn private_tmp_and_dev_shm_share_one_bound_on_files_too() {
+    // Empty files cost the host kernel memory (about 1 KiB each) that the
+    // size bound does not count: many small files in /dev/shm, then in
+    // /tmp, stop at one file per 16 KiB of limits.tmp (6144 for 96 MiB),
+    // with ENOSPC. Control: 3000 files in each (a build's worth) fit.
+    let p = Project::new("fs-tmp-files");
+    let mut g = default_grant(&p.dir);
+    g.limits.tmp = 96 << 20;
+    let code = [
+        "made = 0",
+        "def fill(d, n):",
+        "    global made",
+        "    for i in range(n):",
+        "        open(d + '/f' + str(i), 'w').close()",
+        "        made += 1",
+        "",
+    ]
+    .join("\n");
+    let o = py(
+        &g,
+        &format!("{code}t(lambda: fill('/dev/shm', 3000))\nt(lambda: fill('/tmp', 3000))"),
+    );
+    if namespace_free_run() {
+        // No private tmpfs namespace-free (see the test above).
+        assert_eq!(o.enforcement.tmp_bytes, None, "{}", describe(&o));
+        return;
+    }
+    assert_eq!(o.stdout.text.trim(), "OK\nOK", "control: {}", describe(&o));
+    let o = py(
+        &g,
+        &format!(
+            "{code}t(lambda: fill('/dev/shm', 3000))\nt(lambda: fill('/tmp', 100000))\nprint('MADE', made)"
+        ),
+    );
+    let out = o.stdout.text.trim();
+    let made: u64 = out
+        .rsplit_once("MADE ")
+        .and_then(|(_, n)| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{}", describe(&o)));
+    assert!(
+        out.starts_with("OK\nDENIED:ENOSPC") && (6000..6144).contains(&made),
+        "{made} files: {}",
+        describe(&o)
+    );
+}
+
 /// `toolcage -C <project> ARGS` as a user runs it, namespace-free when the
 /// suite is (a container-like filter on the binary itself).
 fn toolcage_bin(p: &Project, args: &[&str]) -> std::process::Output {
