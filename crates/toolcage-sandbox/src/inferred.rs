@@ -124,8 +124,9 @@ fn number_after(lower: &str, prefix: &str) -> Option<u64> {
 
 /// A refusal the seccomp filter adds namespace-free (see `seccomp.rs`:
 /// another process named by pid; with the network off, `bind` and
-/// `listen`), or one it makes in every mode and no message names by its
-/// system call (`TIOCSETD`), when `line` reports it as the thing that
+/// `listen`), or in network mode "tcp" (`bind`, `listen`), or one it makes
+/// in every mode that no message names by its system call (`TIOCSETD`),
+/// when `line` reports it as the thing that
 /// failed with EPERM. A process named by pid is refused even when it is
 /// the call's own (the filter cannot tell its pids from the host's); pid 0
 /// (the process itself: `prlimit CMD`, `taskset MASK CMD`) is not.
@@ -149,6 +150,23 @@ fn refused_by_pid_or_mode(grant: &Grant, namespace_free: bool, line: &str) -> Op
             "the terminal's line discipline (TIOCSETD)",
             "changing a terminal's line discipline (TIOCSETD) is refused in every call by the \
              sandbox's seccomp filter: the terminal would stay changed after the call",
+        )
+    } else if ((namespace_free && grant.network == Network::Off)
+        || matches!(grant.network, Network::Tcp { .. }))
+        && (names(&lower, "bind", &[":", "(", " failed", " eperm"])
+            || names(&lower, "listen", &[":", "(", " failed", " eperm"]))
+    {
+        (
+            if names(&lower, "bind", &[":", "(", " failed", " eperm"]) {
+                "bind"
+            } else {
+                "listen"
+            },
+            "a listening socket",
+            "the seccomp filter refuses bind and listen namespace-free with the network off, and \
+             in network mode \"tcp\" without bind ports (with them, any bind but an IPv4 or \
+             IPv6 address): without a network namespace of its own an abstract socket name \
+             would be the host's",
         )
     } else if !namespace_free {
         return None;
@@ -192,20 +210,6 @@ fn refused_by_pid_or_mode(grant: &Grant, namespace_free: bool, line: &str) -> Op
             "ionice -p/-u: namespace-free, the seccomp filter refuses setting the I/O priority \
              of a process named by pid or of a user (the call's own included: it cannot tell \
              them from the host's); `ionice -c CLASS CMD` still sets a command's own",
-        )
-    } else if grant.network == Network::Off
-        && (names(&lower, "bind", &[":", "(", " failed", " eperm"])
-            || names(&lower, "listen", &[":", "(", " failed", " eperm"]))
-    {
-        (
-            if names(&lower, "bind", &[":", "(", " failed", " eperm"]) {
-                "bind"
-            } else {
-                "listen"
-            },
-            "a listening socket",
-            "namespace-free with the network off, the seccomp filter refuses bind and listen: \
-             without a network namespace an abstract socket name would be the host's",
         )
     } else {
         return None;
@@ -962,11 +966,17 @@ mod tests {
         ] {
             assert!(in_mode(true, line).is_empty(), "control: {line}");
         }
-        // bind and listen are refused only with the network off.
+        // bind and listen are refused only with the network off, or in
+        // tcp mode (in both modes there: it has no namespace of its own).
         let mut on = grant();
         on.network = Network::On;
         let line = "listen unix @squat: bind: operation not permitted";
         assert!(from_output(&on, true, Path::new("/work/p"), line).is_empty());
+        on.network = Network::Tcp {
+            connect: vec![443],
+            bind: vec![],
+        };
+        assert_eq!(from_output(&on, false, Path::new("/work/p"), line).len(), 1);
         // A bind refused by the filesystem (EACCES) is not the filter's.
         assert!(in_mode(true, "ssh-agent: bind: Permission denied").is_empty());
     }
