@@ -53,13 +53,14 @@ impl Saved {
         for (n, before, was_exclusive) in self.saved.iter().rev() {
             // Output first, so that nothing written after waits for a ^Q.
             on_std(*n, start_output);
-            if !was_exclusive && on_std(*n, |fd| tty::exclusive(fd).is_ok_and(|on| on)) {
-                if let Err(e) = on_std(*n, tty::clear_exclusive) {
-                    super::say(&format!(
-                        "cannot take the terminal on descriptor {n} out of exclusive mode ({e}): \
+            if !was_exclusive
+                && on_std(*n, |fd| tty::exclusive(fd).is_ok_and(|on| on))
+                && let Err(e) = on_std(*n, tty::clear_exclusive)
+            {
+                super::say(&format!(
+                    "cannot take the terminal on descriptor {n} out of exclusive mode ({e}): \
                          opening it again fails with EBUSY until it is closed"
-                    ));
-                }
+                ));
             }
             let put_back = on_std(*n, |fd| match termios::tcgetattr(fd) {
                 Ok(now) if now != *before => termios::tcsetattr(fd, SetArg::TCSANOW, before),
