@@ -657,6 +657,53 @@ fn private_tmp_and_dev_shm_share_one_memory_bound() {
     assert_denied(&o, &["DENIED:ENOSPC"], "/tmp alone past limits.tmp");
 }
 
+#[test]
+fn private_tmp_and_dev_shm_share_one_bound_on_files_too() {
+    // Empty files cost the host kernel memory (about 1 KiB each) that the
+    // size bound does not count: many small files in /dev/shm, then in
+    // /tmp, stop at one file per 16 KiB of limits.tmp (6144 for 96 MiB),
+    // with ENOSPC. Control: 3000 files in each (a build's worth) fit.
+    let p = Project::new("fs-tmp-files");
+    let mut g = default_grant(&p.dir);
+    g.limits.tmp = 96 << 20;
+    let code = [
+        "made = 0",
+        "def fill(d, n):",
+        "    global made",
+        "    for i in range(n):",
+        "        open(d + '/f' + str(i), 'w').close()",
+        "        made += 1",
+        "",
+    ]
+    .join("\n");
+    let o = py(
+        &g,
+        &format!("{code}t(lambda: fill('/dev/shm', 3000))\nt(lambda: fill('/tmp', 3000))"),
+    );
+    if namespace_free_run() {
+        // No private tmpfs namespace-free (see the test above).
+        assert_eq!(o.enforcement.tmp_bytes, None, "{}", describe(&o));
+        return;
+    }
+    assert_eq!(o.stdout.text.trim(), "OK\nOK", "control: {}", describe(&o));
+    let o = py(
+        &g,
+        &format!(
+            "{code}t(lambda: fill('/dev/shm', 3000))\nt(lambda: fill('/tmp', 100000))\nprint('MADE', made)"
+        ),
+    );
+    let out = o.stdout.text.trim();
+    let made: u64 = out
+        .rsplit_once("MADE ")
+        .and_then(|(_, n)| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{}", describe(&o)));
+    assert!(
+        out.starts_with("OK\nDENIED:ENOSPC") && (6000..6144).contains(&made),
+        "{made} files: {}",
+        describe(&o)
+    );
+}
+
 /// `toolcage -C <project> ARGS` as a user runs it, namespace-free when the
 /// suite is (a container-like filter on the binary itself).
 fn toolcage_bin(p: &Project, args: &[&str]) -> std::process::Output {
@@ -811,4 +858,55 @@ fn a_root_replaced_with_a_symlink_after_resolution_is_not_followed() {
         "{e}"
     );
     assert!(!out.path("out.txt").exists(), "the call wrote outside");
+}
+
+#[test]
+fn a_root_swapped_for_a_link_in_another_tools_write_root_is_not_followed() {
+    // Tool b reads `shared/docs`; `shared` is tool a's write root, not
+    // b's, and outside the project. Between b's resolution and its run (an
+    // approval can take minutes in `serve`), a call of a replaces `docs`
+    // with a link to a secret directory. b's call is refused, naming the
+    // link, and reads nothing through it.
+    let p = Project::new("fs-swapped-other");
+    let shared = outside_dir("fs-swapped-other-shared");
+    let secret = outside_dir("fs-swapped-other-secret");
+    secret.write("key", "SECRET");
+    let docs = shared.path("docs");
+    std::fs::create_dir(&docs).unwrap();
+    std::fs::write(docs.join("readme"), "DOCS").unwrap();
+    let mut grant = default_grant(&p.dir);
+    grant.read.push(docs.clone());
+    grant.session_writes = vec![p.dir.clone(), shared.dir.clone()];
+    let code = format!("t(lambda: open({}).read())", q(&docs.join("readme")));
+    // Control: the real directory is read.
+    let o = py(&grant, &code);
+    assert_ok(&o, "read the docs");
+    assert_eq!(o.stdout.text.trim(), "OK:DOCS", "{}", describe(&o));
+    std::fs::remove_dir_all(&docs).unwrap();
+    std::os::unix::fs::symlink(&secret.dir, &docs).unwrap();
+    std::fs::write(secret.path("readme"), "SECRET").unwrap();
+    // (A grant never holds the link itself: resolution canonicalises, and
+    // refuses a link in any write root of the session, as
+    // `every_grant_carries_the_sessions_write_roots_for_its_use_time_check`
+    // shows with its control.)
+    let cmd = toolcage::sandbox::Command {
+        argv: vec![PY.into(), "-c".into(), format!("{PRELUDE}\n{code}").into()],
+        ..Default::default()
+    };
+    namespace_free_if_asked();
+    let e = match toolcage::sandbox::run(&grant, &cmd, None) {
+        Ok(o) => panic!("the call ran: {}", describe(&o)),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains(&format!(
+            "{} is a symlink (-> {}) inside the write root {}",
+            docs.display(),
+            secret.dir.display(),
+            shared.dir.display()
+        )),
+        "{e}"
+    );
+    // Nothing was read through it (the refusal came before the run).
+    assert!(!e.contains("SECRET"), "{e}");
 }

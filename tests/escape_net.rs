@@ -411,3 +411,39 @@ fn abstract_names_cannot_be_squatted_with_the_network_off() {
     let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
     UnixListener::bind_addr(&addr).expect("the host binds the name after the calls");
 }
+
+#[test]
+fn abstract_names_cannot_be_squatted_in_tcp_mode() {
+    // Network "tcp" allows AF_UNIX only as connected pairs, but an end of
+    // a pair can still bind an abstract name, and tcp mode shares the
+    // host's network namespace: the name is the host's. bind is refused
+    // without bind ports, and with them allowed only for an address the
+    // size of an IPv4 or IPv6 one. Controls: the TCP bind on the granted
+    // port works; with the network off and a namespace of its own the
+    // pair's name is the call's.
+    let (_p, _, deny) = grants("net-squat-tcp");
+    let port = {
+        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let name = format!("toolcage-squat-tcp-{}", std::process::id());
+    let pair = format!("a, b = socket.socketpair()\nt(lambda: a.bind('\\0{name}'))");
+    let tcp = format!(
+        "s = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         t(lambda: s.bind(('127.0.0.1', {port})))"
+    );
+    let server = tcp_grant(&deny, vec![], vec![port]);
+    let client = tcp_grant(&deny, vec![port], vec![]);
+    assert_ok(&py(&server, &tcp), "tcp bind on the granted port");
+    for g in [&server, &client] {
+        assert_denied(&py(g, &pair), &["DENIED:EPERM"], "pair bind, tcp mode");
+    }
+    // Control: the same bind with the network off and a namespace of its
+    // own is the call's (namespace-free every bind is refused there).
+    if !namespace_free_run() {
+        assert_ok(&py(&deny, &pair), "pair bind in the call's own namespace");
+    }
+    // The name stays the host's to take.
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    UnixListener::bind_addr(&addr).expect("the host binds the name after the calls");
+}

@@ -928,3 +928,73 @@ fn the_terminal_is_put_back_after_exec() {
         "{shown}"
     );
 }
+
+#[test]
+fn stopped_output_and_exclusive_mode_are_put_back_after_exec() {
+    // A tool on the operator's terminal stops its output (tcflow TCOOFF:
+    // nothing shows until ^Q, for good with -ixon) and puts it in
+    // exclusive mode (TIOCEXCL: every later open but root's fails with
+    // EBUSY, sudo's prompt too). After `toolcage exec` returns, output
+    // runs and the mode is cleared: when the command exits and when it
+    // times out. Controls: the same ioctls outside toolcage stay in force
+    // until undone (the probes see them), and exclusive mode is seen
+    // inside the call.
+    let p = Project::new("proc-terminal-flow");
+    p.write(
+        "term.py",
+        "import fcntl, os, struct, sys, termios\n\
+         what = sys.argv[1]\n\
+         if what == 'stop': termios.tcflow(1, termios.TCOOFF)\n\
+         elif what == 'start': termios.tcflow(1, termios.TCOON)\n\
+         elif what == 'excl': fcntl.ioctl(1, termios.TIOCEXCL)\n\
+         elif what == 'nxcl': fcntl.ioctl(1, termios.TIOCNXCL)\n\
+         elif what == 'exclusive':\n\
+         \x20   on = fcntl.ioctl(1, 0x80045440, struct.pack('i', 0))\n\
+         \x20   sys.exit(struct.unpack('i', on)[0])\n\
+         elif what == 'stopped':\n\
+         \x20   # A write to a stopped terminal would block: O_NONBLOCK says EAGAIN.\n\
+         \x20   flags = fcntl.fcntl(1, fcntl.F_GETFL)\n\
+         \x20   fcntl.fcntl(1, fcntl.F_SETFL, flags | os.O_NONBLOCK)\n\
+         \x20   try:\n\
+         \x20       os.write(1, b'\\n')\n\
+         \x20       code = 0\n\
+         \x20   except BlockingIOError:\n\
+         \x20       code = 1\n\
+         \x20   fcntl.fcntl(1, fcntl.F_SETFL, flags)\n\
+         \x20   sys.exit(code)\n",
+    );
+    // After each: probe, then undo whatever is left so the driver still
+    // reads the rest, then print what the probes saw.
+    let probe = format!(
+        "{PY} term.py stopped; s=$?; {PY} term.py start; \
+         {PY} term.py exclusive; x=$?; {PY} term.py nxcl"
+    );
+    let script = format!(
+        "{PY} term.py stop; {probe}; echo CONTROL: stopped=$s exclusive=$x\n\
+         {PY} term.py excl; {probe}; echo CONTROL: stopped=$s exclusive=$x\n\
+         \"$TC\" -q -C . exec -- sh -c '{PY} term.py excl; {PY} term.py exclusive; echo INSIDE: exclusive=$?; {PY} term.py stop'\n\
+         e=$?; {probe}; echo EXIT:$e AFTER: stopped=$s exclusive=$x\n\
+         \"$TC\" -q -C . exec --timeout 1s -- sh -c '{PY} term.py excl; {PY} term.py stop; sleep 30'\n\
+         e=$?; {probe}; echo EXIT:$e AFTER: stopped=$s exclusive=$x"
+    );
+    let shown = on_a_terminal(&p, &script);
+    let lines: Vec<&str> = shown
+        .lines()
+        .filter(|l| {
+            ["CONTROL:", "INSIDE:", "EXIT:"]
+                .iter()
+                .any(|m| l.starts_with(m))
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "CONTROL: stopped=1 exclusive=0",
+            "CONTROL: stopped=0 exclusive=1",
+            "INSIDE: exclusive=1",
+            "EXIT:0 AFTER: stopped=0 exclusive=0",
+            "EXIT:124 AFTER: stopped=0 exclusive=0",
+        ],
+        "{shown}"
+    );
+}

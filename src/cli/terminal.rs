@@ -3,15 +3,22 @@
 //! and put back after it, as a shell does after a foreground job. A tool
 //! may change them while it runs (`stty -echo`, an editor's raw mode); it
 //! may not leave the terminal silent or without echo once toolcage returns.
+//! Beyond termios: output stopped (`tcflow(TCOOFF)`, until ^Q, or for good
+//! with `-ixon`) is started again, and exclusive mode (`TIOCEXCL`: every
+//! later open fails with EBUSY, `sudo`'s prompt too) is cleared if the
+//! command set it. The window size is left as it is: the operator may
+//! have resized the window during the call, and nothing tells that from a
+//! size the command set (a shell does not put it back either).
 
-use nix::sys::termios::{self, SetArg, Termios};
+use crate::sandbox::tty;
+use nix::sys::termios::{self, FlowArg, SetArg, Termios};
 use std::os::fd::{AsFd, BorrowedFd};
 
 /// The saved settings, put back when dropped (also on a panic).
 pub struct Saved {
-    /// (stdin 0, stdout 1 or stderr 2, its settings) for each that is a
-    /// terminal.
-    saved: Vec<(u8, Termios)>,
+    /// (stdin 0, stdout 1 or stderr 2, its settings, whether it was in
+    /// exclusive mode) for each that is a terminal.
+    saved: Vec<(u8, Termios, bool)>,
 }
 
 /// Runs `f` on standard descriptor `n`.
@@ -27,7 +34,14 @@ impl Saved {
     /// The settings of every standard descriptor that is a terminal now.
     pub fn take() -> Saved {
         let saved = (0..3u8)
-            .filter_map(|n| on_std(n, |fd| termios::tcgetattr(fd).ok()).map(|t| (n, t)))
+            .filter_map(|n| {
+                on_std(n, |fd| {
+                    let t = termios::tcgetattr(fd).ok()?;
+                    // Unknown (a kernel before 3.8, which cannot say after
+                    // either): taken as not set.
+                    Some((n, t, tty::exclusive(fd).unwrap_or(false)))
+                })
+            })
             .collect();
         Saved { saved }
     }
@@ -36,7 +50,18 @@ impl Saved {
     /// a changed terminal is set: setting one unchanged from a background
     /// job would stop toolcage with SIGTTOU for nothing.
     fn restore(&self) {
-        for (n, before) in self.saved.iter().rev() {
+        for (n, before, was_exclusive) in self.saved.iter().rev() {
+            // Output first, so that nothing written after waits for a ^Q.
+            on_std(*n, start_output);
+            if !was_exclusive
+                && on_std(*n, |fd| tty::exclusive(fd).is_ok_and(|on| on))
+                && let Err(e) = on_std(*n, tty::clear_exclusive)
+            {
+                super::say(&format!(
+                    "cannot take the terminal on descriptor {n} out of exclusive mode ({e}): \
+                         opening it again fails with EBUSY until it is closed"
+                ));
+            }
             let put_back = on_std(*n, |fd| match termios::tcgetattr(fd) {
                 Ok(now) if now != *before => termios::tcsetattr(fd, SetArg::TCSANOW, before),
                 // Unchanged, or gone (hung up): nothing to put back.
@@ -48,6 +73,17 @@ impl Saved {
                 ));
             }
         }
+    }
+}
+
+/// Restart output the command may have stopped (`tcflow(TCOOFF)`): nothing
+/// tells whether it did, and restarting running output changes nothing.
+/// Only when toolcage is in the terminal's foreground: from a background
+/// job it would be stopped with SIGTTOU (and its output is not the
+/// operator's to restart then).
+fn start_output(fd: BorrowedFd<'_>) {
+    if nix::unistd::tcgetpgrp(fd).is_ok_and(|fg| fg == nix::unistd::getpgrp()) {
+        let _ = termios::tcflow(fd, FlowArg::TCOON);
     }
 }
 

@@ -108,6 +108,7 @@ impl State {
             rate_limit,
             concurrent: self.concurrent.as_ref().map(|c| c.v),
             homes: self.homes.clone(),
+            session_writes: Vec::new(),
         };
         let prov = self.provenance(&grant);
         Ok((grant, prov))

@@ -204,6 +204,14 @@ pub struct Grant {
     /// agent never names, with the secrets in them.
     #[serde(skip)]
     pub homes: Vec<PathBuf>,
+    /// Where any call of the session can create symlinks besides this
+    /// grant's own write roots and project: every write root of every
+    /// grant, canonical (what resolution refused links in). A root is
+    /// opened at use time without following a link inside one: a call of
+    /// another tool may plant one between resolution and use (while this
+    /// call waits for approval). See [`Grant::link_bases`].
+    #[serde(skip)]
+    pub session_writes: Vec<PathBuf>,
 }
 
 impl Grant {
@@ -231,7 +239,25 @@ impl Grant {
             rate_limit: None,
             concurrent: None,
             homes: Vec::new(),
+            session_writes: Vec::new(),
         }
+    }
+
+    /// Where a root must not go through a symlink when it is opened: the
+    /// grant's write roots, its project and the session's write roots.
+    pub fn link_bases(&self) -> Vec<PathBuf> {
+        let mut bases: Vec<PathBuf> = self
+            .write
+            .iter()
+            .chain(std::iter::once(&self.project))
+            .cloned()
+            .collect();
+        for b in &self.session_writes {
+            if !bases.contains(b) {
+                bases.push(b.clone());
+            }
+        }
+        bases
     }
 
     /// Whether the operator's variable `name` is passed through (a name or

@@ -488,7 +488,8 @@ impl PolicyStack {
             st.deny_audit_log(&log)?;
         }
         st.check_env_dirs(&ctx.env)?;
-        let (grant, mut provenance) = st.finish(project.clone())?;
+        let (mut grant, mut provenance) = st.finish(project.clone())?;
+        grant.session_writes = write_bases;
         provenance.insert(
             0,
             Provenance {

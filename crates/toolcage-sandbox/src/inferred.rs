@@ -87,20 +87,139 @@ fn refused_syscall(line: &str) -> Option<Denial> {
     if !SYSCALL_REFUSED.iter().any(|m| lower.contains(m)) {
         return None;
     }
-    let (name, syscall, what) = REFUSED_SYSCALLS.iter().find(|(name, _, _)| {
-        [":", "(", " failed"].iter().any(|after| {
-            lower.match_indices(&format!("{name}{after}")).any(|(i, _)| {
-                // A word of its own: not the end of a path or a longer name.
-                i == 0 || !matches!(lower.as_bytes()[i - 1], b'/' | b'_' | b'-' | b'.' | b'a'..=b'z' | b'0'..=b'9')
-            })
-        })
-    })?;
+    let (name, syscall, what) = REFUSED_SYSCALLS
+        .iter()
+        .find(|(name, _, _)| names(&lower, name, &[":", "(", " failed"]))?;
     Some(Denial {
         layer: "seccomp",
         op: syscall,
         target: (*what).to_string(),
         rule: None,
         reason: format!("{name}: refused in every call by the sandbox's seccomp filter"),
+        fix: None,
+        count: 1,
+        inferred: true,
+    })
+}
+
+/// EPERM as a message spells it: what the seccomp filter returns.
+const EPERM: &str = "operation not permitted";
+
+/// Whether `name` appears in `lower` as the thing that failed: a word of its
+/// own followed by one of `after`, not the end of a path or a longer name.
+fn names(lower: &str, name: &str, after: &[&str]) -> bool {
+    after.iter().any(|after| {
+        lower.match_indices(&format!("{name}{after}")).any(|(i, _)| {
+            i == 0 || !matches!(lower.as_bytes()[i - 1], b'/' | b'_' | b'-' | b'.' | b'a'..=b'z' | b'0'..=b'9')
+        })
+    })
+}
+
+/// The number right after `prefix` in `lower`, if `prefix` is there.
+fn number_after(lower: &str, prefix: &str) -> Option<u64> {
+    let rest = &lower[lower.find(prefix)? + prefix.len()..];
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    rest[..digits].parse().ok()
+}
+
+/// A refusal the seccomp filter adds namespace-free (see `seccomp.rs`:
+/// another process named by pid; with the network off, `bind` and
+/// `listen`), or in network mode "tcp" (`bind`, `listen`), or one it makes
+/// in every mode that no message names by its system call (`TIOCSETD`),
+/// when `line` reports it as the thing that
+/// failed with EPERM. A process named by pid is refused even when it is
+/// the call's own (the filter cannot tell its pids from the host's); pid 0
+/// (the process itself: `prlimit CMD`, `taskset MASK CMD`) is not.
+fn refused_by_pid_or_mode(grant: &Grant, namespace_free: bool, line: &str) -> Option<Denial> {
+    let lower = line.to_ascii_lowercase();
+    if !lower.contains(EPERM) {
+        return None;
+    }
+    let pid_named = |n: Option<u64>| n.is_some_and(|n| n != 0);
+    let (op, target, what): (&'static str, &str, &str) = if names(
+        &lower,
+        "set line discipline",
+        &[":"],
+    ) || names(
+        &lower,
+        "tiocsetd",
+        &[":", ")", " failed"],
+    ) {
+        (
+            "ioctl",
+            "the terminal's line discipline (TIOCSETD)",
+            "changing a terminal's line discipline (TIOCSETD) is refused in every call by the \
+             sandbox's seccomp filter: the terminal would stay changed after the call",
+        )
+    } else if ((namespace_free && grant.network == Network::Off)
+        || matches!(grant.network, Network::Tcp { .. }))
+        && (names(&lower, "bind", &[":", "(", " failed", " eperm"])
+            || names(&lower, "listen", &[":", "(", " failed", " eperm"]))
+    {
+        (
+            if names(&lower, "bind", &[":", "(", " failed", " eperm"]) {
+                "bind"
+            } else {
+                "listen"
+            },
+            "a listening socket",
+            "the seccomp filter refuses bind and listen namespace-free with the network off, and \
+             in network mode \"tcp\" without bind ports (with them, any bind but an IPv4 or \
+             IPv6 address): without a network namespace of its own an abstract socket name \
+             would be the host's",
+        )
+    } else if !namespace_free {
+        return None;
+    } else if names(&lower, "prlimit", &[":"])
+        && lower.contains("failed to set the ")
+        && lower.contains(" resource limit")
+    {
+        (
+            "prlimit64",
+            "another process's resource limits",
+            "prlimit --pid: namespace-free, the seccomp filter refuses setting the limits of a \
+             process named by pid (any pid, the call's own included: it cannot tell them from \
+             the host's); a command run by prlimit itself (`prlimit --nofile=N CMD`) may lower \
+             its own",
+        )
+    } else if names(&lower, "renice", &[":"])
+        && (pid_named(number_after(&lower, "failed to set priority for "))
+            || lower.contains("(user id)"))
+    {
+        (
+            "setpriority",
+            "another process's priority",
+            "renice -p/-g/-u: namespace-free, the seccomp filter refuses changing the priority \
+             of a process, group or user named by id (the call's own included: it cannot tell \
+             them from the host's); `nice CMD` still lowers a command's own",
+        )
+    } else if names(&lower, "taskset", &[":"])
+        && pid_named(number_after(&lower, "failed to set pid "))
+    {
+        (
+            "sched_setaffinity",
+            "another process's CPU affinity",
+            "taskset -p: namespace-free, the seccomp filter refuses setting the CPU affinity of \
+             a process named by pid (the call's own included: it cannot tell them from the \
+             host's); `taskset MASK CMD` still sets a command's own",
+        )
+    } else if names(&lower, "ionice", &[":"]) && lower.contains("ioprio_set failed") {
+        (
+            "ioprio_set",
+            "another process's I/O priority",
+            "ionice -p/-u: namespace-free, the seccomp filter refuses setting the I/O priority \
+             of a process named by pid or of a user (the call's own included: it cannot tell \
+             them from the host's); `ionice -c CLASS CMD` still sets a command's own",
+        )
+    } else {
+        return None;
+    };
+    Some(Denial {
+        layer: "seccomp",
+        op,
+        target: target.to_string(),
+        rule: None,
+        reason: what.to_string(),
         fix: None,
         count: 1,
         inferred: true,
@@ -190,11 +309,13 @@ pub fn host_tmp(grant: &Grant, own: Option<&Path>, text: &str) -> Option<Denial>
 }
 
 /// The denials `text` (a tool's stderr, then stdout) suggests under
-/// `grant`, for a call that ran in `cwd`.
-pub fn from_output(grant: &Grant, cwd: &Path, text: &str) -> Vec<Denial> {
+/// `grant`, for a call that ran in `cwd`, namespace-free or not.
+pub fn from_output(grant: &Grant, namespace_free: bool, cwd: &Path, text: &str) -> Vec<Denial> {
     let mut log = DenialLog::default();
     for line in text.lines() {
-        if let Some(d) = refused_syscall(line) {
+        if let Some(d) =
+            refused_syscall(line).or_else(|| refused_by_pid_or_mode(grant, namespace_free, line))
+        {
             log.record(d);
             continue;
         }
@@ -506,7 +627,7 @@ mod tests {
     }
 
     fn one(text: &str) -> Option<Denial> {
-        let mut v = from_output(&grant(), Path::new("/work/p/sub"), text);
+        let mut v = from_output(&grant(), false, Path::new("/work/p/sub"), text);
         assert!(v.len() <= 1, "{v:?}");
         v.pop()
     }
@@ -561,7 +682,7 @@ mod tests {
             "touch: cannot touch '{}/x': Read-only file system",
             crate_dir.display()
         );
-        let d = from_output(&g, Path::new("/work/p"), &text);
+        let d = from_output(&g, false, Path::new("/work/p"), &text);
         assert_eq!(
             d[0].fix.as_deref(),
             Some(format!("--write {}", crate_dir.display()).as_str())
@@ -582,7 +703,7 @@ mod tests {
             "cat: {}/.ssh/id_rsa: No such file or directory",
             h.display()
         );
-        let d = from_output(&g, Path::new("/work/p"), &text);
+        let d = from_output(&g, false, Path::new("/work/p"), &text);
         assert_eq!(d.len(), 1, "{d:?}");
         assert!(
             d[0].fix.is_none() && d[0].reason.contains("SSH private keys"),
@@ -593,7 +714,7 @@ mod tests {
             "cat: {}/.ssh/known_hosts: No such file or directory",
             h.display()
         );
-        let d = from_output(&g, Path::new("/work/p"), &text);
+        let d = from_output(&g, false, Path::new("/work/p"), &text);
         assert_eq!(
             d[0].fix.as_deref(),
             Some(format!("--read {}/.ssh/known_hosts", h.display()).as_str())
@@ -651,21 +772,21 @@ mod tests {
         let mut g = grant();
         g.write = vec![p.clone()];
         g.protected = vec![p.join("tools.toml")];
-        let d = from_output(&g, &p, "cat: link: Permission denied");
+        let d = from_output(&g, false, &p, "cat: link: Permission denied");
         assert_eq!(d.len(), 1, "{d:?}");
         assert_eq!(d[0].target, "/etc/shadow");
         let text = format!(
             "sh: 1: cannot create {}/tools.toml: Read-only file system",
             p.display()
         );
-        let d = from_output(&g, &p, &text);
+        let d = from_output(&g, false, &p, &text);
         assert!(
             d.len() == 1 && d[0].reason.starts_with("protected"),
             "{d:?}"
         );
         // Control: a plain file in the project is not explained.
         std::fs::write(p.join("plain"), "").unwrap();
-        assert!(from_output(&g, &p, "cat: plain: Permission denied").is_empty());
+        assert!(from_output(&g, false, &p, "cat: plain: Permission denied").is_empty());
     }
 
     #[test]
@@ -687,7 +808,7 @@ mod tests {
         );
         let mut g = grant();
         g.homes = vec![crate_dir.parent().unwrap().to_path_buf()];
-        let d = from_output(&g, Path::new("/work/p"), &line);
+        let d = from_output(&g, false, Path::new("/work/p"), &line);
         assert_eq!(
             d[0].fix.as_deref(),
             Some(format!("--write {}", crate_dir.display()).as_str())
@@ -720,6 +841,7 @@ mod tests {
         };
         let d = from_output(
             &g,
+            false,
             Path::new("/work/p"),
             "curl: (6) Could not resolve host: x.test",
         );
@@ -730,6 +852,7 @@ mod tests {
         assert!(
             from_output(
                 &g,
+                false,
                 Path::new("/work/p"),
                 "curl: (6) Could not resolve host: x.test"
             )
@@ -746,7 +869,7 @@ mod tests {
         let mut on = grant();
         on.network = Network::On;
         assert!(
-            from_output(&on, Path::new("/work/p"), text).is_empty(),
+            from_output(&on, false, Path::new("/work/p"), text).is_empty(),
             "control: network on"
         );
     }
@@ -779,10 +902,112 @@ mod tests {
         assert!(one("remount: done").is_none());
     }
 
+    /// What `text` gives namespace-free (`nsfree`) under the test grant.
+    fn in_mode(nsfree: bool, text: &str) -> Vec<Denial> {
+        from_output(&grant(), nsfree, Path::new("/work/p"), text)
+    }
+
+    #[test]
+    fn namespace_free_refusals_of_another_process_and_bind_are_named() {
+        // The lines util-linux, Go, socat and ssh-agent print (checked
+        // through the binary namespace-free for the first four).
+        for (line, op) in [
+            (
+                "prlimit: failed to set the NOFILE resource limit: Operation not permitted",
+                "prlimit64",
+            ),
+            (
+                "renice: failed to set priority for 6053 (process ID): Operation not permitted",
+                "setpriority",
+            ),
+            (
+                "renice: failed to set priority for 1000 (user ID): Operation not permitted",
+                "setpriority",
+            ),
+            (
+                "taskset: failed to set pid 6053's affinity: Operation not permitted",
+                "sched_setaffinity",
+            ),
+            (
+                "ionice: ioprio_set failed: Operation not permitted",
+                "ioprio_set",
+            ),
+            ("listen unix @squat: bind: operation not permitted", "bind"),
+            (
+                "2026/01/01 socat[12] E bind(5, {AF=1 \"\\0x\"}, 5): Operation not permitted",
+                "bind",
+            ),
+            (
+                "Error: listen EPERM: operation not permitted /w/s.sock",
+                "listen",
+            ),
+        ] {
+            let v = in_mode(true, line);
+            assert_eq!(v.len(), 1, "{line}: {v:?}");
+            let d = &v[0];
+            assert_eq!((d.layer, d.op, d.inferred), ("seccomp", op, true), "{line}");
+            assert!(d.fix.is_none(), "{d:?}");
+            // Control: with namespaces none of these is the filter's (the
+            // host's pids are not visible, bind is the call's own).
+            assert!(in_mode(false, line).is_empty(), "namespaced: {line}");
+        }
+        // Controls: the same programs on the tool's own process (pid 0),
+        // reading rather than setting, another error, or a path that
+        // merely holds the name.
+        for line in [
+            "taskset: failed to set pid 0's affinity: Invalid argument",
+            "taskset: failed to set pid 0's affinity: Operation not permitted",
+            "renice: failed to set priority for 0 (process ID): Operation not permitted",
+            "renice: failed to set priority for 6053 (process ID): Permission denied",
+            "prlimit: failed to get the NOFILE resource limit: Operation not permitted",
+            "ionice: ioprio_get failed: Operation not permitted",
+            "taskset: failed to set pid 6053's affinity: Invalid argument",
+            "pid 6053's current affinity mask: 3",
+        ] {
+            assert!(in_mode(true, line).is_empty(), "control: {line}");
+        }
+        // bind and listen are refused only with the network off, or in
+        // tcp mode (in both modes there: it has no namespace of its own).
+        let mut on = grant();
+        on.network = Network::On;
+        let line = "listen unix @squat: bind: operation not permitted";
+        assert!(from_output(&on, true, Path::new("/work/p"), line).is_empty());
+        on.network = Network::Tcp {
+            connect: vec![443],
+            bind: vec![],
+        };
+        assert_eq!(from_output(&on, false, Path::new("/work/p"), line).len(), 1);
+        // A bind refused by the filesystem (EACCES) is not the filter's.
+        assert!(in_mode(true, "ssh-agent: bind: Permission denied").is_empty());
+    }
+
+    #[test]
+    fn a_refused_line_discipline_is_named_in_both_modes() {
+        for nsfree in [false, true] {
+            let v = in_mode(
+                nsfree,
+                "ldattach: can't set line discipline: Operation not permitted",
+            );
+            assert_eq!(v.len(), 1, "{v:?}");
+            assert_eq!((v[0].layer, v[0].op), ("seccomp", "ioctl"));
+            assert!(v[0].target.contains("TIOCSETD"), "{v:?}");
+        }
+        // Controls: reading it, or a tty that is not a serial line.
+        assert!(
+            in_mode(
+                false,
+                "ldattach: can't get line discipline: Operation not permitted"
+            )
+            .is_empty()
+        );
+        assert!(in_mode(false, "ldattach: /dev/null is not a serial line").is_empty());
+    }
+
     #[test]
     fn repeats_are_counted_and_paths_normalised() {
         let v = from_output(
             &grant(),
+            false,
             Path::new("/work/p"),
             "cat: /etc/../etc/shadow: Permission denied\ncat: /etc/shadow: Permission denied\n",
         );

@@ -271,13 +271,9 @@ pub fn prepare(
         }
     };
     let file_rights = AccessFs::from_file(abi);
-    // Where a call can make symlinks: the grant's write roots and project.
-    let bases: Vec<PathBuf> = grant
-        .write
-        .iter()
-        .chain(std::iter::once(&grant.project))
-        .cloned()
-        .collect();
+    // Where a call can make symlinks: the grant's write roots and project,
+    // and every write root of the session (another tool's call).
+    let bases: Vec<PathBuf> = grant.link_bases();
     let rule = |spec: &RuleSpec| -> Option<Result<PathBeneath<OwnedFd>, LandlockError>> {
         match open_for_rule(spec, &bases) {
             Ok(Some((fd, dir))) => {

@@ -35,6 +35,7 @@ pub mod seccomp;
 mod spawn;
 mod steps;
 mod supervise;
+pub mod tty;
 
 pub use denial::Denial;
 pub use env::build_env;

@@ -1,8 +1,10 @@
 //! Opening a grant's root one name at a time from `/`, at the moment it
-//! is used. A symlink that lies inside one of the grant's write roots (or
-//! its project) is refused, never followed: a call may have planted it
-//! after the grant was resolved (resolution refuses such links too, but
-//! another call can plant one in between). Links elsewhere (`/bin ->
+//! is used. A symlink that lies inside one of the grant's write roots, its
+//! project, or a write root of any grant of the session is refused, never
+//! followed: a call may have planted it after the grant was resolved
+//! (resolution refuses such links too, but another call, of this tool or
+//! another, can plant one in between: while this one waits for approval).
+//! Links elsewhere (`/bin ->
 //! usr/bin`, an operator's `~/work -> /data/work`) are followed as the
 //! kernel would. Each step is relative to a descriptor already held, so
 //! nothing can be swapped between the check and the descriptor; Landlock

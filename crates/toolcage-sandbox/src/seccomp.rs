@@ -116,6 +116,11 @@ fn deny_types_except(allowed: &[u64]) -> Vec<SeccompRule> {
         .collect()
 }
 
+/// `sizeof(struct sockaddr_in)` and `sizeof(struct sockaddr_in6)`: the
+/// lengths a TCP bind passes.
+const INET_ADDR_LEN: u64 = std::mem::size_of::<libc::sockaddr_in>() as u64;
+const INET6_ADDR_LEN: u64 = std::mem::size_of::<libc::sockaddr_in6>() as u64;
+
 /// Build the deny-list rules for a network mode. Public for tests.
 pub fn rules(network: &Network) -> BTreeMap<i64, Vec<SeccompRule>> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
@@ -227,6 +232,22 @@ pub fn rules(network: &Network) -> BTreeMap<i64, Vec<SeccompRule>> {
             if bind.is_empty() {
                 rules.insert(libc::SYS_listen, vec![]);
             }
+            // The call shares the host's network namespace, so an abstract
+            // name bound by an end of a socketpair is the host's (a squat
+            // on `@/tmp/.X11-unix/X0`). The filter cannot read the address:
+            // with no bind port, no bind at all (a TCP client needs none);
+            // with bind ports, only an address the size of a sockaddr_in or
+            // sockaddr_in6 (an abstract name of exactly 13 or 25 bytes is
+            // the one left; Landlock checks the port).
+            let bind_rules = if bind.is_empty() {
+                vec![]
+            } else {
+                vec![rule(vec![
+                    cond(2, Len::Dword, Op::Ne, INET_ADDR_LEN),
+                    cond(2, Len::Dword, Op::Ne, INET6_ADDR_LEN),
+                ])]
+            };
+            rules.insert(libc::SYS_bind, bind_rules);
         }
         Network::Domains(_) => {
             // TCP and UDP over IPv4/IPv6, in the call's own network
@@ -475,6 +496,41 @@ mod tests {
         // With a namespace the name is the call's own: only the main
         // program applies, and it leaves bind alone.
         assert!(!rules(&Network::Off).contains_key(&libc::SYS_bind));
+    }
+
+    #[test]
+    fn tcp_mode_binds_only_inet_addresses_to_bind_ports() {
+        use crate::bpf::{audit_arch, errno, run};
+        let eperm = errno(libc::EPERM);
+        let verdict = |net: &Network, len: u64| {
+            let prog = compile(net).unwrap();
+            run(
+                &prog,
+                libc::SYS_bind as u32,
+                audit_arch(),
+                &[3, 0x7fff_0000, len, 0, 0, 0],
+            )
+        };
+        let client = Network::Tcp {
+            connect: vec![443],
+            bind: vec![],
+        };
+        let server = Network::Tcp {
+            connect: vec![],
+            bind: vec![8080],
+        };
+        // An abstract name (`\0` and 18 bytes: 21) never; no bind at all
+        // without bind ports.
+        for len in [16, 21, 28] {
+            assert_eq!(verdict(&client, len), eperm, "{len}");
+        }
+        assert_eq!(verdict(&server, 21), eperm);
+        assert_eq!(verdict(&server, 110), eperm);
+        // Controls: a TCP bind of IPv4 or IPv6 with bind ports; any bind
+        // with the network on.
+        assert_eq!(verdict(&server, 16), libc::SECCOMP_RET_ALLOW);
+        assert_eq!(verdict(&server, 28), libc::SECCOMP_RET_ALLOW);
+        assert_eq!(verdict(&Network::On, 21), libc::SECCOMP_RET_ALLOW);
     }
 
     #[test]

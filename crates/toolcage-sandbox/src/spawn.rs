@@ -596,7 +596,7 @@ fn run_in(
         _ => Vec::new(),
     };
     denials.extend(
-        super::inferred::from_output(grant, &cwd, &text)
+        super::inferred::from_output(grant, namespace_free, &cwd, &text)
             .into_iter()
             .filter(|d| !exact.iter().any(|e| e.target == d.target)),
     );

@@ -258,3 +258,34 @@ fn a_root_through_a_link_inside_any_write_root_of_the_session_is_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn every_grant_carries_the_sessions_write_roots_for_its_use_time_check() {
+    // Tool a writes `shared`; tool b reads `shared/docs`. A call of a can
+    // replace `docs` with a link after b's grant is resolved (while b's
+    // call waits for approval): b's grant names `shared` among the places
+    // its roots are opened without following a link, though it is none of
+    // b's write roots.
+    let e = Env::new();
+    std::fs::create_dir_all(e.p("shared/docs")).unwrap();
+    let text = format!(
+        "[tools.a.fs]\nadd_write = [\"{0}/shared\"]\n[tools.b.fs]\nadd_read = [\"{0}/shared/docs\"]\n",
+        e.root.display()
+    );
+    let none = Requests::default();
+    let b = e.tool(Some(&text), "b", &none);
+    assert!(
+        !b.grant.write.contains(&e.p("shared")),
+        "{:?}",
+        b.grant.write
+    );
+    assert!(b.grant.link_bases().contains(&e.p("shared")));
+    assert!(b.grant.link_bases().contains(&e.p("project")));
+    // Control: with no tool writing it, `shared` is nobody's base.
+    let alone = format!(
+        "[tools.b.fs]\nadd_read = [\"{}/shared/docs\"]\n",
+        e.root.display()
+    );
+    let b = e.tool(Some(&alone), "b", &none);
+    assert!(!b.grant.link_bases().contains(&e.p("shared")));
+}

@@ -10,7 +10,7 @@ pub(super) struct Builder {
     /// Device nodes in the fresh `/dev` get nosuid from one recursive
     /// `mount_setattr` on `/dev` at the end, not one call each.
     pub dev_nosuid_at_end: bool,
-    /// The grant's write roots and project: a root bound from the host is
+    /// [`Grant::link_bases`](toolcage_policy::Grant::link_bases): a root bound from the host is
     /// opened by [`open_root`] beneath them, and the bind checked against
     /// what it opened.
     pub bases: Vec<PathBuf>,

@@ -244,12 +244,7 @@ pub fn plan(
         // The fallback remount is not recursive: without mount_setattr
         // every device gets its own.
         dev_nosuid_at_end: fresh_dev && has_mount_setattr(),
-        bases: grant
-            .write
-            .iter()
-            .chain(std::iter::once(&grant.project))
-            .cloned()
-            .collect(),
+        bases: grant.link_bases(),
     };
     let base_c = cstr(base)?;
     b.mount(
@@ -447,9 +442,24 @@ pub fn plan(
     Ok(plan)
 }
 
-/// The call's scratch tmpfs, `size` bytes, with its `/tmp` and `/dev/shm`
-/// directories: one instance, so the two together hold at most `size`
-/// bytes of the host's memory (a tmpfs each would hold twice that).
+/// Bytes of the tmp bound per file the scratch tmpfs may hold. The kernel
+/// keeps about 1 KiB per file (inode and name) that the size does not
+/// count: without a count, empty files alone pinned a kernel-default
+/// half of RAM's pages in inodes (300,000 of them were 300 MiB of slab).
+/// One file per 16 KiB keeps that under 1/16 of the bound.
+const TMP_BYTES_PER_FILE: u64 = 16 << 10;
+
+/// Files (and directories, symlinks) the scratch tmpfs of `size` bytes
+/// may hold: one per [`TMP_BYTES_PER_FILE`], and at least 4096 (4 MiB of
+/// inodes) for the smallest bounds.
+pub(crate) fn tmp_files(size: u64) -> u64 {
+    (size / TMP_BYTES_PER_FILE).max(4096)
+}
+
+/// The call's scratch tmpfs, `size` bytes and [`tmp_files`] files, with its
+/// `/tmp` and `/dev/shm` directories: one instance, so the two together
+/// hold at most `size` bytes of the host's memory (a tmpfs each would hold
+/// twice that), and no more than 1/16 of it again in the kernel's inodes.
 fn scratch(b: &mut Builder, size: u64) -> Result<(), SandboxError> {
     b.push(
         Step::Mkdir {
@@ -463,8 +473,14 @@ fn scratch(b: &mut Builder, size: u64) -> Result<(), SandboxError> {
         Path::new(SCRATCH),
         Some("tmpfs"),
         libc::MS_NOSUID | libc::MS_NODEV,
-        Some(format!("mode=0700,size={size}")),
-        format!("mounting the private /tmp and /dev/shm (one tmpfs of {size} bytes)"),
+        Some(format!(
+            "mode=0700,size={size},nr_inodes={}",
+            tmp_files(size)
+        )),
+        format!(
+            "mounting the private /tmp and /dev/shm (one tmpfs of {size} bytes, {} files)",
+            tmp_files(size)
+        ),
     )?;
     for sub in [SCRATCH_TMP, SCRATCH_SHM] {
         let path = cstr(Path::new(SCRATCH).join(sub))?;
