@@ -235,7 +235,7 @@ fn normalised(p: &str) -> bool {
 }
 
 /// Denial inference over a tool's output (`inferred.rs`): under each
-/// network mode, bounded, every denial marked inferred, a file denial
+/// network mode, namespaced and namespace-free, bounded, every denial marked inferred, a file denial
 /// names a normal absolute path and never one the grant lets the call
 /// write, and a network denial comes only from the mode it explains.
 pub fn inferred_denials(data: &[u8]) {
@@ -244,10 +244,13 @@ pub fn inferred_denials(data: &[u8]) {
         connect: vec![443],
         bind: vec![],
     };
-    for network in [Network::Off, tcp, Network::On] {
+    let modes = [Network::Off, tcp, Network::On];
+    for (network, namespace_free) in modes.iter().flat_map(|n| [(n, false), (n, true)]) {
+        let network = network.clone();
         let g = grant(network.clone());
         let _ = crate::inferred::cpu_limit(&g, None, &text);
-        let found = crate::inferred::from_output(&g, Path::new("/work/p/sub"), &text);
+        let found =
+            crate::inferred::from_output(&g, namespace_free, Path::new("/work/p/sub"), &text);
         assert!(found.len() <= MAX_KINDS);
         for d in &found {
             assert!(d.inferred && d.count >= 1, "{d:?}");
