@@ -22,24 +22,21 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+// The formats: one folder each, holding everything that format needs.
 pub mod agentdir;
 pub mod clawd;
-pub mod collide;
-pub mod crabhttp;
-mod crabparams;
-mod frontmatter;
-mod fsread;
-#[doc(hidden)]
-pub mod fuzz;
 pub mod mcp_json;
 pub mod octomind;
 pub mod opencrabs;
+
+// Shared by several formats (or by discovery as a whole).
+pub mod collide;
+mod fsread;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod schema;
-pub mod shellctx;
-pub mod template;
 #[cfg(test)]
 mod tests;
-pub mod tooldirs;
 pub mod upstream;
 
 pub use upstream::{SkippedUpstream, Transport, UpstreamSpec};
@@ -374,6 +371,33 @@ pub fn watch_paths(project: &Path, options: &Options) -> Vec<PathBuf> {
         paths.push(t.clone());
     }
     paths
+}
+
+/// The project `start` lies in, found as git and cargo find their roots:
+/// the nearest of `start` and its ancestors that holds a tool directory
+/// (`.agents/tools`, `.clawd/tools`, `tools.toml`, `.mcp.json`, an A3S
+/// `tools/`) or a `.git`; `start` itself when none does. The search stops
+/// below `stop` (the user's home) and `/`: a dotfiles repository in home
+/// must not make all of home the project, and so a write root.
+pub fn project_root(start: &Path, stop: Option<&Path>) -> PathBuf {
+    let marks = |dir: &Path| {
+        [
+            octomind::DIR,
+            clawd::DIR,
+            opencrabs::FILE,
+            mcp_json::FILE,
+            ".git",
+        ]
+        .iter()
+        .any(|m| dir.join(m).symlink_metadata().is_ok())
+            || agentdir::holds_a3s_tools(dir)
+    };
+    start
+        .ancestors()
+        .take_while(|dir| Some(*dir) != stop && dir.parent().is_some())
+        .find(|dir| marks(dir))
+        .unwrap_or(start)
+        .to_path_buf()
 }
 
 /// Discover every tool of `project` (an absolute, existing directory).

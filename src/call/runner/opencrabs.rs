@@ -31,9 +31,10 @@ impl ToolRunner for Shell<'_> {
     }
 
     fn encode(&self, args: &Map<String, Value>, _grant: &Grant) -> Result<Encoded, EncodeError> {
-        let rendered = crate::discover::template::render(self.command, args).map_err(|e| {
-            EncodeError::Invalid(format!("cannot render the command template: {e}"))
-        })?;
+        let rendered =
+            crate::discover::opencrabs::template::render(self.command, args).map_err(|e| {
+                EncodeError::Invalid(format!("cannot render the command template: {e}"))
+            })?;
         let file = ParamsFile::create(&stdin_json(args))
             .map_err(|e| EncodeError::Internal(format!("cannot write the parameters file: {e}")))?;
         let mut env = BTreeMap::new();

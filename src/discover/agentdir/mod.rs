@@ -17,20 +17,23 @@
 //! - Script tools take `{"inputs": {...}}`; mcp tools an open object.
 //! - Unknown keys are Warnings.
 
+mod frontmatter;
 mod kinds;
+mod tooldir;
 
-use super::frontmatter::{MAX_FLOW_DEPTH, MAX_FRONT_MATTER, first_paragraph, flow_depth};
-pub use super::frontmatter::{expand_env, split_front_matter};
 use super::fsread::{self, io_message};
 use super::{
     Diagnostic, Found, Runner, SkippedUpstream, ToolSpec, Transport, UpstreamSpec, valid_tool_name,
 };
 use crate::policy::Requests;
 use crate::spec::Format;
+pub use frontmatter::split_front_matter;
+use frontmatter::{MAX_FLOW_DEPTH, MAX_FRONT_MATTER, first_paragraph, flow_depth};
 use kinds::{parse_mcp, parse_script};
 use serde_yaml_ng::{Mapping, Value as Yaml};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+pub use tooldir::{a3s_tool_files, holds_a3s_tools};
 
 const READ_CAP: usize = 1024 * 1024;
 
