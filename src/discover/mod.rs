@@ -78,7 +78,7 @@ pub enum Runner {
     },
     /// OpenCrabs shell executor: `sh -c <command> sh <values...>`, each
     /// `{{param}}` rendered as a positional parameter reference (see
-    /// [`template`]); `$OPENCRABS_PARAMS` names a 0600 JSON file.
+    /// [`opencrabs::template`]); `$OPENCRABS_PARAMS` names a 0600 JSON file.
     OpencrabsShell {
         command: String,
         params: Vec<CrabParam>,
