@@ -1,15 +1,17 @@
 //! Discovery: turn a project's tool directories into [`ToolSpec`]s, and
 //! explain every file examined with a [`Diagnostic`] (DESIGN.md sections 2
-//! and 5). One module per format. No policy decisions and no I/O beyond
-//! reading the tool dirs.
+//! and 5). One folder per format, holding everything that format needs;
+//! the files beside them are shared by several formats. No policy
+//! decisions and no I/O beyond reading the tool dirs.
 //!
-//! Where each format lives, relative to the project:
-//! - Octomind: `.agents/tools/<name>` (executable, header comments)
-//! - clawd: `.clawd/tools/<id>/tool.json`, exposed as `ct_<id>`
-//! - OpenCrabs: `tools.toml` (and `--tools-toml FILE`)
-//! - A3S AgentDir: `tools/<name>.md` (YAML front matter)
-//! - Octo `.mcp.json` and A3S `kind: mcp`: upstream MCP servers
-//!   ([`UpstreamSpec`]), whose tools the gateway lists once they run
+//! Where each format lives, relative to the project, and its folder here:
+//! - Octomind: `.agents/tools/<name>` (executable, header comments): [`octomind`]
+//! - clawd: `.clawd/tools/<id>/tool.json`, exposed as `ct_<id>`: [`clawd`]
+//! - OpenCrabs: `tools.toml` (and `--tools-toml FILE`): [`opencrabs`]
+//! - A3S AgentDir: `tools/<name>.md` (YAML front matter): [`agentdir`]
+//! - Octo `.mcp.json` ([`mcp_json`]) and A3S `kind: mcp`: upstream MCP
+//!   servers ([`UpstreamSpec`], [`upstream`]), whose tools the gateway
+//!   lists once they run
 //!
 //! [`discover`] never panics: unreadable, vanished, half-written, non-UTF-8
 //! files and symlink loops become [`Diagnostic`]s. Results are sorted, so

@@ -12,10 +12,17 @@
 //! - Limits: `timeoutMs` 1..=600000, `maxToolCalls` 1..=10000,
 //!   `maxOutputBytes` 1..=64 MiB, integers; `timeoutMs` is also requested
 //!   as the tool's timeout.
-//! - `${VAR}` is expanded in `env` values only, from the process
-//!   environment at discovery time; `$` not followed by `{` is literal.
+//! - `${VAR}` in `env` values and `url` is checked for syntax and kept as
+//!   written; the gateway expands it when it starts the server, reading
+//!   only what the operator allows (see `discover::upstream`). `$` not
+//!   followed by `{` is literal.
 //! - Script tools take `{"inputs": {...}}`; mcp tools an open object.
 //! - Unknown keys are Warnings.
+//!
+//! Here: this file (a file's front matter to a tool or a server),
+//! `kinds.rs` (the keys of each kind), `frontmatter.rs` (splitting and
+//! bounding the YAML), `tooldir.rs` (whether `tools/` holds A3S tools,
+//! which the default policy protects).
 
 mod frontmatter;
 mod kinds;

@@ -25,6 +25,11 @@
 //! - `{{param}}` must name a declared param; in a shell `command` it must
 //!   not sit inside shell quotes (see [`template`]).
 //! - Unknown keys are Warnings.
+//!
+//! Here: this file (`[[tools]]` entries), `params.rs` (`[[tools.params]]`,
+//! defaults, coercions), `template.rs` and `shellctx.rs` (the `{{param}}`
+//! engine, and the shell context each placeholder sits in), `http.rs` (an
+//! http tool's fixed host and header names).
 
 pub mod http;
 mod params;
