@@ -156,7 +156,7 @@ fn main() {
     // profile for the project (warm: a fresh process also pays for first
     // touching this code).
     let policy = measure(|| {
-        let ctx = policy::Context::detect(&project, toolcage::discover::tooldirs::holds_a3s_tools)
+        let ctx = policy::Context::detect(&project, toolcage::discover::agentdir::holds_a3s_tools)
             .unwrap();
         let sources = policy::Sources {
             profile: None,

@@ -622,3 +622,161 @@ fn the_citation_checker_sees_broken_citations() {
     assert_eq!(a, ["a-b", "a-b-1", "x---y-z"]);
     assert!(format!("see {OUT_OF_TREE_DESIGN}").contains(OUT_OF_TREE_DESIGN));
 }
+
+/// The identifiers of `text` outside comments and string literals.
+fn code_words(text: &str) -> std::collections::BTreeSet<String> {
+    let mut words = std::collections::BTreeSet::new();
+    for line in strip_comments(text).lines() {
+        // Drop "..." spans: a message that mentions a format is not a use.
+        let code: String = line.split('"').step_by(2).collect::<Vec<_>>().join(" ");
+        words.extend(
+            code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|w| !w.is_empty())
+                .map(str::to_string),
+        );
+    }
+    words
+}
+
+/// The formats of `src/discover/` (its folders but `tests`) and its
+/// shared files (`*.rs` but `mod.rs`, and `fuzz.rs`: the fuzz targets'
+/// entry points, one per format's parser).
+fn discover_layout() -> (Vec<String>, Vec<String>) {
+    let dir = top().join("src/discover");
+    let mut formats = Vec::new();
+    let mut shared = Vec::new();
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if e.path().is_dir() && name != "tests" {
+            formats.push(name);
+        } else if let Some(stem) = name.strip_suffix(".rs")
+            && !["mod", "fuzz"].contains(&stem)
+        {
+            shared.push(stem.to_string());
+        }
+    }
+    formats.sort();
+    shared.sort();
+    (formats, shared)
+}
+
+/// `(owner, identifier)` for every identifier in the code of `files`
+/// (paths relative to `src/discover/`): the owner is the format whose
+/// folder holds the file, `mod` for `mod.rs`, or the shared file's stem.
+fn users_in_discover(files: &[(String, String)], formats: &[String]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (rel, text) in files {
+        let owner = match rel.split_once('/') {
+            Some((f, _)) if formats.iter().any(|x| x == f) => f.to_string(),
+            Some(_) => continue, // tests/
+            None if rel == "mod.rs" => "mod".to_string(),
+            None => rel.trim_end_matches(".rs").to_string(),
+        };
+        for w in code_words(text) {
+            out.push((owner.clone(), w));
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// One folder per format under `src/discover/` (ARCHITECTURE.md, "Where
+/// each format lives"): a format's folder names no other format, and a
+/// file at `discover/` level is shared (discovery itself or at least two
+/// formats use it), so a helper of one format lives in its folder.
+#[test]
+fn each_format_lives_in_its_own_folder() {
+    let (formats, shared) = discover_layout();
+    assert!(
+        formats.len() >= 5 && shared.contains(&"fsread".to_string()),
+        "the layout scan is broken: {formats:?} {shared:?}"
+    );
+    let root = top().join("src/discover");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let files: Vec<(String, String)> = files
+        .iter()
+        .map(|f| {
+            let rel = f
+                .strip_prefix(&root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            (rel, std::fs::read_to_string(f).unwrap())
+        })
+        .collect();
+    let wrong = layout_faults(&users_in_discover(&files, &formats), &formats, &shared);
+    assert!(
+        wrong.is_empty(),
+        "src/discover/ is one folder per format (see ARCHITECTURE.md):\n{}",
+        wrong.join("\n")
+    );
+}
+
+fn layout_faults(uses: &[(String, String)], formats: &[String], shared: &[String]) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for (owner, word) in uses {
+        if formats.contains(owner) && formats.contains(word) && owner != word {
+            wrong.push(format!("src/discover/{owner}/ uses the format {word}"));
+        }
+    }
+    for s in shared {
+        let by: Vec<&str> = uses
+            .iter()
+            .filter(|(o, w)| w == s && o != s)
+            .map(|(o, _)| o.as_str())
+            .collect();
+        if !by.contains(&"mod")
+            && by
+                .iter()
+                .filter(|o| formats.iter().any(|f| f == *o))
+                .count()
+                < 2
+        {
+            wrong.push(format!(
+                "src/discover/{s}.rs is at discover/ level but only {by:?} use it: move it into that format's folder"
+            ));
+        }
+    }
+    wrong
+}
+
+/// The layout checker itself: a format naming another, and a helper of
+/// one format left at `discover/` level, are caught; comments and
+/// messages are not uses.
+#[test]
+fn the_layout_checker_sees_a_scattered_format() {
+    let formats = ["agentdir".to_string(), "opencrabs".to_string()];
+    let shared = ["crabparams".to_string(), "fsread".to_string()];
+    let files = [
+        (
+            "agentdir/mod.rs".to_string(),
+            "use super::super::opencrabs::template;\nuse super::fsread;\n".to_string(),
+        ),
+        (
+            "opencrabs/mod.rs".to_string(),
+            "use super::{crabparams, fsread};\n// like agentdir\nfn f() { m(\"agentdir\") }\n"
+                .to_string(),
+        ),
+    ];
+    let uses = users_in_discover(&files, &formats);
+    assert_eq!(
+        layout_faults(&uses, &formats, &shared),
+        [
+            "src/discover/agentdir/ uses the format opencrabs",
+            "src/discover/crabparams.rs is at discover/ level but only [\"opencrabs\"] use it: move it into that format's folder",
+        ]
+    );
+    // Control: the same files without the cross use, with the helper
+    // used by both formats, pass.
+    let files = [
+        (
+            files[0].0.clone(),
+            "use super::{crabparams, fsread};\n".to_string(),
+        ),
+        files[1].clone(),
+    ];
+    let uses = users_in_discover(&files, &formats);
+    assert!(layout_faults(&uses, &formats, &shared).is_empty());
+}

@@ -20,8 +20,6 @@ pub struct Encoded {
 /// parameters file that cannot be written).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EncodeError {
-    /// The tool cannot run at all in this version.
-    Unsupported(String),
     /// The arguments do not fit the tool's command template.
     Invalid(String),
     /// toolcage could not prepare the call (I/O).

@@ -47,7 +47,7 @@ impl Engine {
         options: Options,
         mut catalog: Catalog,
     ) -> Result<Engine, PolicyError> {
-        let ctx = Context::detect(project, crate::discover::tooldirs::holds_a3s_tools)
+        let ctx = Context::detect(project, crate::discover::agentdir::holds_a3s_tools)
             .map_err(|e| PolicyError::Input(format!("cannot resolve the project: {e}")))?;
         if !ctx.project.is_dir() {
             return Err(PolicyError::Input(format!(

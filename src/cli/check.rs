@@ -121,7 +121,7 @@ fn tools_dir(root: &Path, protected: bool) -> Option<ToolsDir> {
     if !root.join("tools").is_dir() {
         return None;
     }
-    let files: Vec<String> = crate::discover::tooldirs::a3s_tool_files(root)
+    let files: Vec<String> = crate::discover::agentdir::a3s_tool_files(root)
         .iter()
         .map(|f| relative(root, f))
         .collect();

@@ -69,7 +69,7 @@ fn internal(message: impl ToString) -> ExecError {
 fn try_run(project: &Path, here: Option<&Path>, args: &ExecArgs) -> Result<u8, ExecError> {
     // Made on another CPU while the policy is resolved (sandbox/netns.rs).
     sandbox::network_namespace_ahead();
-    let ctx = Context::detect(project, crate::discover::tooldirs::holds_a3s_tools)
+    let ctx = Context::detect(project, crate::discover::agentdir::holds_a3s_tools)
         .map_err(|e| internal(format!("cannot resolve the project: {e}")))?;
     if !ctx.project.is_dir() {
         return Err(internal(format!(

@@ -131,7 +131,7 @@ fn project_and_here(explicit: Option<&Path>) -> (PathBuf, Option<PathBuf>) {
         return (PathBuf::from("."), None);
     };
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    let root = crate::discover::tooldirs::project_root(&here, home.as_deref());
+    let root = crate::discover::project_root(&here, home.as_deref());
     let below = (root != here).then_some(here);
     (root, below)
 }
@@ -153,7 +153,7 @@ fn home_project(project: &Path, explicit: bool, policy: &PolicyArgs) -> Result<(
     if crate::policy::project_refusal_at(&cwd.join(project)).is_none() {
         return Ok(());
     }
-    let Ok(ctx) = Context::detect(project, crate::discover::tooldirs::holds_a3s_tools) else {
+    let Ok(ctx) = Context::detect(project, crate::discover::agentdir::holds_a3s_tools) else {
         return Ok(());
     };
     let Some(what) = ctx.project_refusal() else {

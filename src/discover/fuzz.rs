@@ -39,7 +39,7 @@ pub fn agentdir_front_matter(data: &[u8]) {
 pub fn template(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let (t, value) = text.split_once('\n').unwrap_or((&text, ""));
-    let Ok(parsed) = super::template::parse(t) else {
+    let Ok(parsed) = super::opencrabs::template::parse(t) else {
         return;
     };
     let mut args = Map::new();

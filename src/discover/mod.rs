@@ -1,15 +1,17 @@
 //! Discovery: turn a project's tool directories into [`ToolSpec`]s, and
 //! explain every file examined with a [`Diagnostic`] (docs/formats.md;
-//! ARCHITECTURE.md). One module per format. No policy decisions and no I/O beyond
-//! reading the tool dirs.
+//! ARCHITECTURE.md). One folder per format, holding everything that
+//! format needs; the files beside them are shared by several formats. No
+//! policy decisions and no I/O beyond reading the tool dirs.
 //!
-//! Where each format lives, relative to the project:
-//! - Octomind: `.agents/tools/<name>` (executable, header comments)
-//! - clawd: `.clawd/tools/<id>/tool.json`, exposed as `ct_<id>`
-//! - OpenCrabs: `tools.toml` (and `--tools-toml FILE`)
-//! - A3S AgentDir: `tools/<name>.md` (YAML front matter)
-//! - Octo `.mcp.json` and A3S `kind: mcp`: upstream MCP servers
-//!   ([`UpstreamSpec`]), whose tools the gateway lists once they run
+//! Where each format lives, relative to the project, and its folder here:
+//! - Octomind: `.agents/tools/<name>` (executable, header comments): [`octomind`]
+//! - clawd: `.clawd/tools/<id>/tool.json`, exposed as `ct_<id>`: [`clawd`]
+//! - OpenCrabs: `tools.toml` (and `--tools-toml FILE`): [`opencrabs`]
+//! - A3S AgentDir: `tools/<name>.md` (YAML front matter): [`agentdir`]
+//! - Octo `.mcp.json` ([`mcp_json`]) and A3S `kind: mcp`: upstream MCP
+//!   servers ([`UpstreamSpec`], [`upstream`]), whose tools the gateway
+//!   lists once they run
 //!
 //! [`discover`] never panics: unreadable, vanished, half-written, non-UTF-8
 //! files and symlink loops become [`Diagnostic`]s. Results are sorted, so
@@ -22,24 +24,21 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+// The formats: one folder each, holding everything that format needs.
 pub mod agentdir;
 pub mod clawd;
-pub mod collide;
-pub mod crabhttp;
-mod crabparams;
-mod frontmatter;
-mod fsread;
-#[doc(hidden)]
-pub mod fuzz;
 pub mod mcp_json;
 pub mod octomind;
 pub mod opencrabs;
+
+// Shared by several formats (or by discovery as a whole).
+pub mod collide;
+mod fsread;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod schema;
-pub mod shellctx;
-pub mod template;
 #[cfg(test)]
 mod tests;
-pub mod tooldirs;
 pub mod upstream;
 
 pub use upstream::{SkippedUpstream, Transport, UpstreamSpec};
@@ -81,7 +80,7 @@ pub enum Runner {
     },
     /// OpenCrabs shell executor: `sh -c <command> sh <values...>`, each
     /// `{{param}}` rendered as a positional parameter reference (see
-    /// [`template`]); `$OPENCRABS_PARAMS` names a 0600 JSON file.
+    /// [`opencrabs::template`]); `$OPENCRABS_PARAMS` names a 0600 JSON file.
     OpencrabsShell {
         command: String,
         params: Vec<CrabParam>,
@@ -374,6 +373,33 @@ pub fn watch_paths(project: &Path, options: &Options) -> Vec<PathBuf> {
         paths.push(t.clone());
     }
     paths
+}
+
+/// The project `start` lies in, found as git and cargo find their roots:
+/// the nearest of `start` and its ancestors that holds a tool directory
+/// (`.agents/tools`, `.clawd/tools`, `tools.toml`, `.mcp.json`, an A3S
+/// `tools/`) or a `.git`; `start` itself when none does. The search stops
+/// below `stop` (the user's home) and `/`: a dotfiles repository in home
+/// must not make all of home the project, and so a write root.
+pub fn project_root(start: &Path, stop: Option<&Path>) -> PathBuf {
+    let marks = |dir: &Path| {
+        [
+            octomind::DIR,
+            clawd::DIR,
+            opencrabs::FILE,
+            mcp_json::FILE,
+            ".git",
+        ]
+        .iter()
+        .any(|m| dir.join(m).symlink_metadata().is_ok())
+            || agentdir::holds_a3s_tools(dir)
+    };
+    start
+        .ancestors()
+        .take_while(|dir| Some(*dir) != stop && dir.parent().is_some())
+        .find(|dir| marks(dir))
+        .unwrap_or(start)
+        .to_path_buf()
 }
 
 /// Discover every tool of `project` (an absolute, existing directory).

@@ -109,7 +109,40 @@ pub struct ExpandError {
 
 /// Check the `${...}` syntax of `s` without reading any variable.
 pub(crate) fn check_template(s: &str) -> Result<(), String> {
-    super::frontmatter::expand_env(s, |_| Some(String::new())).map(|_| ())
+    expand_env(s, |_| Some(String::new())).map(|_| ())
+}
+
+/// Expand `${VAR}` and `${VAR:-default}` with `lookup`; the error names
+/// an unset variable that has no default.
+pub fn expand_env(s: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(p) = rest.find("${") {
+        out.push_str(&rest[..p]);
+        let after = &rest[p + 2..];
+        let Some(end) = after.find('}') else {
+            return Err("unterminated ${".into());
+        };
+        // `${VAR:-default}`: the default when VAR is unset or empty.
+        let (var, default) = match after[..end].split_once(":-") {
+            Some((v, d)) => (v, Some(d)),
+            None => (&after[..end], None),
+        };
+        if !super::valid_env_name(var) {
+            return Err(format!("invalid variable name '{var}' in ${{...}}"));
+        }
+        match (
+            lookup(var).filter(|v| default.is_none() || !v.is_empty()),
+            default,
+        ) {
+            (Some(v), _) => out.push_str(&v),
+            (None, Some(d)) => out.push_str(d),
+            (None, None) => return Err(format!("environment variable {var} is not set")),
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// `s` with `${VAR}` and `${VAR:-default}` expanded: VAR is read (through
@@ -123,7 +156,7 @@ pub fn expand_allowed(
     read: &mut Vec<(String, String)>,
 ) -> Result<String, Unexpanded> {
     let seen = std::cell::RefCell::new(std::mem::take(read));
-    let out = super::frontmatter::expand_env(s, |var| {
+    let out = expand_env(s, |var| {
         if !allowed.iter().any(|a| a == var) {
             return None;
         }

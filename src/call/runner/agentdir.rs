@@ -2,8 +2,7 @@
 //! child ([`crate::call::script`]). Upstream MCP tools (`.mcp.json`, A3S
 //! `kind: mcp`) run through the gateway, not here.
 
-use super::ToolRunner;
-use crate::call::encode::{EncodeError, Encoded};
+use super::{Run, ToolRunner};
 use crate::call::pipeline::Toolbox;
 use crate::call::{CallError, CallResult, script};
 use crate::discover::ToolSpec;
@@ -25,19 +24,13 @@ impl ToolRunner for JsScript<'_> {
         super::distinct(&[&self.tool.source, self.path])
     }
 
-    fn encode(&self, _: &Map<String, Value>, _: &Grant) -> Result<Encoded, EncodeError> {
-        Err(EncodeError::Unsupported(
-            "a script tool runs in toolcage's script runner, not as a command".into(),
-        ))
-    }
-
     /// Without an engine: the script runs, its `ctx.tool` calls fail.
     fn execute(
         &self,
         _: &str,
         args: &Map<String, Value>,
         grant: &Grant,
-        run: super::Run<'_>,
+        run: Run<'_>,
     ) -> Result<CallResult, CallError> {
         script::execute(self.tool, args, grant, run, None)
     }
@@ -47,7 +40,7 @@ impl ToolRunner for JsScript<'_> {
         _: &str,
         args: &Map<String, Value>,
         grant: &Grant,
-        run: super::Run<'_>,
+        run: Run<'_>,
         toolbox: &dyn Toolbox,
     ) -> Result<CallResult, CallError> {
         script::execute(self.tool, args, grant, run, Some(toolbox))
@@ -84,7 +77,15 @@ impl ToolRunner for Upstream<'_> {
         vec![self.tool.source.clone()]
     }
 
-    fn encode(&self, _: &Map<String, Value>, _: &Grant) -> Result<Encoded, EncodeError> {
-        Err(EncodeError::Unsupported(self.refused()))
+    /// Refused: [`ToolRunner::refusal`] stops the call before it gets
+    /// here; this answers a caller that did not ask.
+    fn execute(
+        &self,
+        _: &str,
+        _: &Map<String, Value>,
+        _: &Grant,
+        _: Run<'_>,
+    ) -> Result<CallResult, CallError> {
+        Err(CallError::Unsupported(self.refused()))
     }
 }

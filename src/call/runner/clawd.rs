@@ -1,8 +1,9 @@
 //! clawd: `<interpreter> <entrypoint>` (or the entry point itself when no
 //! interpreter), the arguments as JSON on stdin.
 
-use super::ToolRunner;
+use super::{Encode, Run, ToolRunner};
 use crate::call::encode::{EncodeError, Encoded, stdin_json};
+use crate::call::{CallError, CallResult};
 use crate::discover::ToolSpec;
 use crate::policy::Grant;
 use crate::sandbox::Command;
@@ -27,6 +28,18 @@ impl ToolRunner for Entrypoint<'_> {
         super::distinct(&[&self.tool.source, self.entrypoint])
     }
 
+    fn execute(
+        &self,
+        tool: &str,
+        args: &Map<String, Value>,
+        grant: &Grant,
+        run: Run<'_>,
+    ) -> Result<CallResult, CallError> {
+        super::run_command(self, tool, args, grant, run)
+    }
+}
+
+impl Encode for Entrypoint<'_> {
     fn encode(&self, args: &Map<String, Value>, _grant: &Grant) -> Result<Encoded, EncodeError> {
         let mut argv = Vec::new();
         if let Some(i) = self.interpreter {

@@ -4,6 +4,10 @@
 //! script engine) is a new implementation here plus the discover module of
 //! its format; the pipeline, the CLI and the MCP server do not change.
 //!
+//! Every kind implements [`ToolRunner`]; the kinds whose call is one
+//! command in the sandbox also implement [`Encode`] (the command they
+//! build), and their `execute` is `run_command`.
+//!
 //! - [`octomind`]: the script, arguments on stdin and as environment.
 //! - [`clawd`]: `<interpreter> <entrypoint>`, arguments on stdin.
 //! - [`opencrabs`]: `sh -c` with positional parameters; the http executor
@@ -39,10 +43,12 @@ pub struct Run<'a> {
 }
 
 /// How calls of one kind of tool run. Object-safe: [`runner_for`] hands
-/// out `Box<dyn ToolRunner>` borrowing the tool's spec.
+/// out `Box<dyn ToolRunner>` borrowing the tool's spec. Every kind answers
+/// every method (a default is the right answer for the kinds that keep it).
 pub trait ToolRunner {
-    /// Why no call of this tool can run (a kind not supported yet): checked
-    /// before the arguments, refused with this text.
+    /// Why no call of this tool can run here (an upstream server's tool
+    /// outside the gateway): checked before the arguments, refused with
+    /// this text.
     fn refusal(&self) -> Option<String> {
         None
     }
@@ -56,38 +62,16 @@ pub trait ToolRunner {
     /// that defines the tool and what it executes.
     fn files(&self) -> Vec<PathBuf>;
 
-    /// The sandboxed command for validated `args` under `grant`.
-    fn encode(&self, args: &Map<String, Value>, grant: &Grant) -> Result<Encoded, EncodeError>;
-
-    /// Encode, run under `grant`, format the result. Blocking. A kind that
-    /// does not run a command in the sandbox replaces this.
+    /// Run one call with validated `args` under `grant` and format its
+    /// result. Blocking. A kind that runs one command in the sandbox
+    /// builds it ([`Encode`]) and hands it to `run_command`.
     fn execute(
         &self,
         tool: &str,
         args: &Map<String, Value>,
         grant: &Grant,
         run: Run<'_>,
-    ) -> Result<CallResult, CallError> {
-        let mut encoded = self.encode(args, grant).map_err(|e| match e {
-            EncodeError::Unsupported(m) => CallError::Unsupported(m),
-            EncodeError::Invalid(message) => CallError::InvalidArguments {
-                tool: tool.to_string(),
-                message,
-            },
-            EncodeError::Internal(m) => CallError::Sandbox(SandboxError::Prepare(m)),
-        })?;
-        // `encoded` (and its parameters file) lives until the run is over.
-        encoded.command.explain = run.explain;
-        let outcome = crate::sandbox::run(grant, &encoded.command, run.cancel)?;
-        drop(encoded);
-        let (text, is_error) = result::format(&outcome, grant);
-        Ok(CallResult {
-            text,
-            is_error,
-            outcome,
-            content: None,
-        })
-    }
+    ) -> Result<CallResult, CallError>;
 
     /// [`ToolRunner::execute`] where `toolbox` runs the calls this call
     /// makes itself (a script's `ctx.tool`). Most kinds make none.
@@ -103,9 +87,46 @@ pub trait ToolRunner {
     }
 }
 
+/// The kinds whose call is one command in the sandbox (Octomind, clawd,
+/// the OpenCrabs shell executor): the command they build.
+pub trait Encode {
+    /// The sandboxed command for validated `args` under `grant`.
+    fn encode(&self, args: &Map<String, Value>, grant: &Grant) -> Result<Encoded, EncodeError>;
+}
+
+/// [`ToolRunner::execute`] of an [`Encode`] kind: encode, run under
+/// `grant`, format the result.
+fn run_command(
+    kind: &impl Encode,
+    tool: &str,
+    args: &Map<String, Value>,
+    grant: &Grant,
+    run: Run<'_>,
+) -> Result<CallResult, CallError> {
+    let mut encoded = kind.encode(args, grant).map_err(|e| match e {
+        EncodeError::Invalid(message) => CallError::InvalidArguments {
+            tool: tool.to_string(),
+            message,
+        },
+        EncodeError::Internal(m) => CallError::Sandbox(SandboxError::Prepare(m)),
+    })?;
+    // `encoded` (and its parameters file) lives until the run is over.
+    encoded.command.explain = run.explain;
+    let outcome = crate::sandbox::run(grant, &encoded.command, run.cancel)?;
+    drop(encoded);
+    let (text, is_error) = result::format(&outcome, grant);
+    Ok(CallResult {
+        text,
+        is_error,
+        outcome,
+        content: None,
+    })
+}
+
 /// The runner for `tool`'s kind.
 pub fn runner_for(tool: &ToolSpec) -> Box<dyn ToolRunner + '_> {
     match &tool.runner {
+        // One command in the sandbox (`Encode`).
         Runner::Octomind { program } => Box::new(octomind::Executable { tool, program }),
         Runner::Clawd {
             interpreter,
@@ -116,6 +137,8 @@ pub fn runner_for(tool: &ToolSpec) -> Box<dyn ToolRunner + '_> {
             entrypoint,
         }),
         Runner::OpencrabsShell { command, .. } => Box::new(opencrabs::Shell { command }),
+        // No command: toolcage makes the request, runs the script runner,
+        // or refuses (an upstream tool outside the gateway).
         Runner::OpencrabsHttp { method, url, .. } => {
             Box::new(opencrabs::Http { tool, method, url })
         }

@@ -2,8 +2,9 @@
 //! as `OCTOMIND_PARAM_<UPPER>`, plus `OCTOMIND_TOOL_NAME` and
 //! `OCTOMIND_WORKDIR`.
 
-use super::ToolRunner;
+use super::{Encode, Run, ToolRunner};
 use crate::call::encode::{EncodeError, Encoded, octomind_env, stdin_json};
+use crate::call::{CallError, CallResult};
 use crate::discover::ToolSpec;
 use crate::policy::Grant;
 use crate::sandbox::Command;
@@ -24,6 +25,18 @@ impl ToolRunner for Executable<'_> {
         super::distinct(&[&self.tool.source, self.program])
     }
 
+    fn execute(
+        &self,
+        tool: &str,
+        args: &Map<String, Value>,
+        grant: &Grant,
+        run: Run<'_>,
+    ) -> Result<CallResult, CallError> {
+        super::run_command(self, tool, args, grant, run)
+    }
+}
+
+impl Encode for Executable<'_> {
     fn encode(&self, args: &Map<String, Value>, grant: &Grant) -> Result<Encoded, EncodeError> {
         Ok(Encoded {
             command: Command {

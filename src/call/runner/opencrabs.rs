@@ -4,7 +4,7 @@
 //! the call. The http executor runs no process: toolcage makes the request
 //! itself ([`super::http`]).
 
-use super::ToolRunner;
+use super::{Encode, Run, ToolRunner};
 use crate::call::encode::{EncodeError, Encoded, stdin_json};
 use crate::call::params_file::ParamsFile;
 use crate::call::{CallError, CallResult};
@@ -30,10 +30,23 @@ impl ToolRunner for Shell<'_> {
         Vec::new()
     }
 
+    fn execute(
+        &self,
+        tool: &str,
+        args: &Map<String, Value>,
+        grant: &Grant,
+        run: Run<'_>,
+    ) -> Result<CallResult, CallError> {
+        super::run_command(self, tool, args, grant, run)
+    }
+}
+
+impl Encode for Shell<'_> {
     fn encode(&self, args: &Map<String, Value>, _grant: &Grant) -> Result<Encoded, EncodeError> {
-        let rendered = crate::discover::template::render(self.command, args).map_err(|e| {
-            EncodeError::Invalid(format!("cannot render the command template: {e}"))
-        })?;
+        let rendered =
+            crate::discover::opencrabs::template::render(self.command, args).map_err(|e| {
+                EncodeError::Invalid(format!("cannot render the command template: {e}"))
+            })?;
         let file = ParamsFile::create(&stdin_json(args))
             .map_err(|e| EncodeError::Internal(format!("cannot write the parameters file: {e}")))?;
         let mut env = BTreeMap::new();
@@ -76,14 +89,6 @@ impl ToolRunner for Http<'_> {
         Vec::new()
     }
 
-    fn encode(&self, _: &Map<String, Value>, _: &Grant) -> Result<Encoded, EncodeError> {
-        Err(EncodeError::Unsupported(format!(
-            "tool {} ({}) is an http tool: toolcage makes its request itself, it has no command",
-            self.tool.name,
-            self.tool.source.display()
-        )))
-    }
-
     /// No process: toolcage makes the request, through the same decision
     /// as a sandboxed call's proxy (see [`super::http`]).
     fn execute(
@@ -91,7 +96,7 @@ impl ToolRunner for Http<'_> {
         _tool: &str,
         args: &Map<String, Value>,
         grant: &Grant,
-        run: super::Run<'_>,
+        run: Run<'_>,
     ) -> Result<CallResult, CallError> {
         super::http::run(self.tool, args, grant, run.cancel)
     }

@@ -12,25 +12,35 @@
 //! - Limits: `timeoutMs` 1..=600000, `maxToolCalls` 1..=10000,
 //!   `maxOutputBytes` 1..=64 MiB, integers; `timeoutMs` is also requested
 //!   as the tool's timeout.
-//! - `${VAR}` is expanded in `env` values only, from the process
-//!   environment at discovery time; `$` not followed by `{` is literal.
+//! - `${VAR}` in `env` values and `url` is checked for syntax and kept as
+//!   written; the gateway expands it when it starts the server, reading
+//!   only what the operator allows (see `discover::upstream`). `$` not
+//!   followed by `{` is literal.
 //! - Script tools take `{"inputs": {...}}`; mcp tools an open object.
 //! - Unknown keys are Warnings.
+//!
+//! Here: this file (a file's front matter to a tool or a server),
+//! `kinds.rs` (the keys of each kind), `frontmatter.rs` (splitting and
+//! bounding the YAML), `tooldir.rs` (whether `tools/` holds A3S tools,
+//! which the default policy protects).
 
+mod frontmatter;
 mod kinds;
+mod tooldir;
 
-use super::frontmatter::{MAX_FLOW_DEPTH, MAX_FRONT_MATTER, first_paragraph, flow_depth};
-pub use super::frontmatter::{expand_env, split_front_matter};
 use super::fsread::{self, io_message};
 use super::{
     Diagnostic, Found, Runner, SkippedUpstream, ToolSpec, Transport, UpstreamSpec, valid_tool_name,
 };
 use crate::policy::Requests;
 use crate::spec::Format;
+pub use frontmatter::split_front_matter;
+use frontmatter::{MAX_FLOW_DEPTH, MAX_FRONT_MATTER, first_paragraph, flow_depth};
 use kinds::{parse_mcp, parse_script};
 use serde_yaml_ng::{Mapping, Value as Yaml};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+pub use tooldir::{a3s_tool_files, holds_a3s_tools};
 
 const READ_CAP: usize = 1024 * 1024;
 

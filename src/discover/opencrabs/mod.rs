@@ -23,21 +23,28 @@
 //!   in the seed: `"50"`, `"null"`) converted by the type, or a native TOML
 //!   value of the right type.
 //! - `{{param}}` must name a declared param; in a shell `command` it must
-//!   not sit inside shell quotes (see [`super::template`]).
+//!   not sit inside shell quotes (see [`template`]).
 //! - Unknown keys are Warnings.
+//!
+//! Here: this file (`[[tools]]` entries), `params.rs` (`[[tools.params]]`,
+//! defaults, coercions), `template.rs` and `shellctx.rs` (the `{{param}}`
+//! engine, and the shell context each placeholder sits in), `http.rs` (an
+//! http tool's fixed host and header names).
 
+pub mod http;
 mod params;
+pub mod shellctx;
+pub mod template;
 
-pub use super::crabparams::{convert_default, parse_coerce};
 use super::fsread::{self, io_message};
 use super::schema::{self, Param};
-use super::template;
 use super::{CrabParam, Diagnostic, Found, Runner, ToolSpec, valid_tool_name};
 use crate::policy::RateLimit;
 use crate::policy::Requests;
 use crate::spec::Format;
 use crate::text::line_at;
 use params::parse_params;
+pub use params::{convert_default, parse_coerce};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::{Table, Value as Toml};
@@ -354,7 +361,7 @@ fn parse_tool(item: &Toml, cx: &mut Cx) -> Option<ToolSpec> {
             if url.starts_with("http://") || url.starts_with("https://") {
                 // The fixed host is what the tool asks to reach; the policy
                 // decides whether it gets it.
-                match super::crabhttp::host_pattern(&url) {
+                match http::host_pattern(&url) {
                     Ok(host) => requests.domains = Some(vec![host]),
                     Err(e) => cx.err("url", e, "write a fixed host in the url"),
                 }
@@ -364,7 +371,7 @@ fn parse_tool(item: &Toml, cx: &mut Cx) -> Option<ToolSpec> {
                 None => {}
                 Some(Toml::Table(h)) => {
                     for (k, v) in h {
-                        if !super::crabhttp::valid_header_name(k) {
+                        if !http::valid_header_name(k) {
                             cx.err(
                                 &format!("headers.{k}"),
                                 "not a header name (letters, digits and -, no {{param}})",

@@ -1,9 +1,8 @@
 //! A3S AgentDir `tools/<name>.md` (seed: a3s-agentdir-tools.md).
 
 use super::{Proj, assert_one_line_with_fix, names, rendered};
-use crate::discover::agentdir::{
-    Doc, Kind, expand_env, parse_md, scan_key_lines, split_front_matter,
-};
+use crate::discover::agentdir::{Doc, Kind, parse_md, scan_key_lines, split_front_matter};
+use crate::discover::upstream::expand_env;
 use crate::discover::{Diagnostic, Severity, Transport};
 use serde_json::json;
 use std::path::Path;

@@ -12,7 +12,7 @@ mod symlinks;
 mod template;
 mod template_prop;
 
-use super::{Catalog, Diagnostic, Options, Severity, discover};
+use super::{Catalog, Diagnostic, Options, Severity, discover, project_root};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -137,4 +137,33 @@ fn toolcage_quarantine_directories_are_never_read() {
         .chain(c.diagnostics.iter().map(|d| &d.file))
         .any(|f| f.to_string_lossy().contains(q));
     assert!(!mentioned, "{:?} {:?}", c.examined, c.diagnostics);
+}
+
+#[test]
+fn the_project_is_the_nearest_ancestor_with_tools_or_git() {
+    let t = tempfile::tempdir().unwrap();
+    let top = t.path().canonicalize().unwrap();
+    let deep = top.join("repo/src/module");
+    std::fs::create_dir_all(&deep).unwrap();
+    // Nothing marks a project: the directory itself.
+    assert_eq!(project_root(&deep, None), deep);
+    std::fs::create_dir(top.join("repo/.git")).unwrap();
+    assert_eq!(project_root(&deep, None), top.join("repo"));
+    // A tool directory nearer than .git wins (a tools project inside a repo).
+    std::fs::write(top.join("repo/src/tools.toml"), "").unwrap();
+    assert_eq!(project_root(&deep, None), top.join("repo/src"));
+    // An ordinary tools/ (no A3S files) marks nothing.
+    std::fs::create_dir_all(deep.join("tools")).unwrap();
+    std::fs::write(deep.join("tools/build.sh"), "").unwrap();
+    assert_eq!(project_root(&deep, None), top.join("repo/src"));
+    // Home with a .git (dotfiles) is never the project found from below.
+    let home = top.join("home");
+    std::fs::create_dir_all(home.join(".git")).unwrap();
+    std::fs::create_dir_all(home.join("notes")).unwrap();
+    assert_eq!(
+        project_root(&home.join("notes"), Some(&home)),
+        home.join("notes")
+    );
+    // Control: from home itself, or without the stop, it is found.
+    assert_eq!(project_root(&home.join("notes"), None), home);
 }

@@ -142,10 +142,10 @@ fn deep_yaml_is_refused_before_the_slow_parser() {
 #[test]
 fn deep_section_nesting_is_an_error_not_a_stack_overflow() {
     let t = "{{#a}}".repeat(33) + &"{{/a}}".repeat(33);
-    let e = crate::discover::template::parse(&t).unwrap_err();
+    let e = crate::discover::opencrabs::template::parse(&t).unwrap_err();
     assert_eq!(e.message, "sections nested deeper than 32");
     let t = "{{#a}}".repeat(32) + &"{{/a}}".repeat(32);
-    assert!(crate::discover::template::parse(&t).is_ok());
+    assert!(crate::discover::opencrabs::template::parse(&t).is_ok());
 }
 
 #[test]

@@ -1,8 +1,8 @@
 //! OpenCrabs templates: `{{param}}`, `{{#param}}…{{/param}}`, and values
 //! passed to `sh -c` as positional parameters whatever the quote context.
 
-use crate::discover::shellctx::{Ctx, contexts};
-use crate::discover::template::{
+use crate::discover::opencrabs::shellctx::{Ctx, contexts};
+use crate::discover::opencrabs::template::{
     ShellCommand, check, check_declared, parse, render, shell_quote, valid_param_name,
 };
 use serde_json::{Map, Value, json};

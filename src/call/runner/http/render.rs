@@ -4,7 +4,7 @@
 //! with values that may hold no line break or other control character,
 //! and for POST, PUT and PATCH the arguments as a JSON body.
 
-use crate::discover::template;
+use crate::discover::opencrabs::template;
 use crate::policy::Host;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Map, Value};

@@ -1,5 +1,5 @@
-//! A3S front matter helpers: splitting `---` blocks, bounding the YAML
-//! before the parser sees it, and `${VAR}` expansion.
+//! A3S front matter helpers: splitting `---` blocks and bounding the YAML
+//! before the parser sees it.
 
 /// Split `---\n<yaml>\n---\n<body>`: (yaml, line of the yaml's first line,
 /// body). `None` when the text does not start with front matter.
@@ -79,37 +79,4 @@ pub(crate) fn first_paragraph(body: &str) -> String {
         .map(str::trim)
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// Expand `${VAR}` and `${VAR:-default}` with `lookup`; the error names
-/// an unset variable that has no default.
-pub fn expand_env(s: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(p) = rest.find("${") {
-        out.push_str(&rest[..p]);
-        let after = &rest[p + 2..];
-        let Some(end) = after.find('}') else {
-            return Err("unterminated ${".into());
-        };
-        // `${VAR:-default}`: the default when VAR is unset or empty.
-        let (var, default) = match after[..end].split_once(":-") {
-            Some((v, d)) => (v, Some(d)),
-            None => (&after[..end], None),
-        };
-        if !super::valid_env_name(var) {
-            return Err(format!("invalid variable name '{var}' in ${{...}}"));
-        }
-        match (
-            lookup(var).filter(|v| default.is_none() || !v.is_empty()),
-            default,
-        ) {
-            (Some(v), _) => out.push_str(&v),
-            (None, Some(d)) => out.push_str(d),
-            (None, None) => return Err(format!("environment variable {var} is not set")),
-        }
-        rest = &after[end + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
 }

@@ -308,7 +308,7 @@ impl Server<'_> {
     /// `cwd` with `${VAR:-default}` as its default: it is checked here,
     /// inside the project, so it reads no host variable.
     fn cwd_text(&self, cwd: &str) -> Result<String, Diagnostic> {
-        super::frontmatter::expand_env(cwd, |_| None).map_err(|e| {
+        super::upstream::expand_env(cwd, |_| None).map_err(|e| {
             self.error(
                 format!("cwd: {e} (cwd never reads the operator's environment)"),
                 "write the directory, relative to the project",

@@ -4,7 +4,7 @@
 //! `policies/default.toml`).
 
 use super::frontmatter::split_front_matter;
-use super::fsread;
+use crate::discover::fsread;
 use std::path::{Path, PathBuf};
 
 /// The files of `<project>/tools` that discovery reads as A3S tools, valid
@@ -41,65 +41,9 @@ pub fn a3s_tool_files(project: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The project `start` lies in, found as git and cargo find their roots:
-/// the nearest of `start` and its ancestors that holds a tool directory
-/// (`.agents/tools`, `.clawd/tools`, `tools.toml`, `.mcp.json`, an A3S
-/// `tools/`) or a `.git`; `start` itself when none does. The search stops
-/// below `stop` (the user's home) and `/`: a dotfiles repository in home
-/// must not make all of home the project, and so a write root.
-pub fn project_root(start: &Path, stop: Option<&Path>) -> PathBuf {
-    let marks = |dir: &Path| {
-        [
-            ".agents/tools",
-            ".clawd/tools",
-            "tools.toml",
-            ".mcp.json",
-            ".git",
-        ]
-        .iter()
-        .any(|m| dir.join(m).symlink_metadata().is_ok())
-            || holds_a3s_tools(dir)
-    };
-    start
-        .ancestors()
-        .take_while(|dir| Some(*dir) != stop && dir.parent().is_some())
-        .find(|dir| marks(dir))
-        .unwrap_or(start)
-        .to_path_buf()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_project_is_the_nearest_ancestor_with_tools_or_git() {
-        let t = tempfile::tempdir().unwrap();
-        let top = t.path().canonicalize().unwrap();
-        let deep = top.join("repo/src/module");
-        std::fs::create_dir_all(&deep).unwrap();
-        // Nothing marks a project: the directory itself.
-        assert_eq!(project_root(&deep, None), deep);
-        std::fs::create_dir(top.join("repo/.git")).unwrap();
-        assert_eq!(project_root(&deep, None), top.join("repo"));
-        // A tool directory nearer than .git wins (a tools project inside a repo).
-        std::fs::write(top.join("repo/src/tools.toml"), "").unwrap();
-        assert_eq!(project_root(&deep, None), top.join("repo/src"));
-        // An ordinary tools/ (no A3S files) marks nothing.
-        std::fs::create_dir_all(deep.join("tools")).unwrap();
-        std::fs::write(deep.join("tools/build.sh"), "").unwrap();
-        assert_eq!(project_root(&deep, None), top.join("repo/src"));
-        // Home with a .git (dotfiles) is never the project found from below.
-        let home = top.join("home");
-        std::fs::create_dir_all(home.join(".git")).unwrap();
-        std::fs::create_dir_all(home.join("notes")).unwrap();
-        assert_eq!(
-            project_root(&home.join("notes"), Some(&home)),
-            home.join("notes")
-        );
-        // Control: from home itself, or without the stop, it is found.
-        assert_eq!(project_root(&home.join("notes"), None), home);
-    }
 
     #[test]
     fn only_md_files_with_front_matter_make_tools_an_a3s_directory() {
