@@ -1,0 +1,138 @@
+//! Running one call, as a list of phases ([`run_in`]), each a function of
+//! its own file here; the child's side of it is `child.rs`.
+//!
+//! 1. [`decide`] the mode: namespace-free only where the grant's policy
+//!    accepts what that mode lacks;
+//! 2. [`prepare::prepare`] the call (program, arguments, environment,
+//!    working directory) and its confinement (Landlock, seccomp, rlimits,
+//!    the plan of the root); everything that allocates happens before
+//!    `clone(2)`;
+//! 3. [`start::broker`]: what serves the call from toolcage's own process
+//!    (the domain proxy and DNS stub, the Landlock audit tap), set up
+//!    before the init exists and serving once it does;
+//! 4. [`start::clone_init`]: the pipes, the child's plan, `clone(2)`, then
+//!    wait until the tool has exec'd (or setup failed);
+//! 5. [`after::supervise`]: stdin, output, timeout and cancellation until
+//!    the tool's status;
+//! 6. [`after::after_call`]: denials, protected paths restored or
+//!    quarantined, the outcome.
+//!
+//! The seam for sandboxes made ahead of their call: what depends only on
+//! the grant and the mode is [`prepare::Confinement`] (and, in the child,
+//! the init's steps up to the root and the network); what depends on the
+//! call is [`prepare::Invocation`], the stdio pipes and the tool's half of
+//! the child. Two things still cross it: the call's own readable paths
+//! (`Command::extra_read`, the parameters file) are in the Landlock
+//! ruleset and the root's plan, and namespace-free mode's private tmp is
+//! made per call.
+
+mod after;
+mod prepare;
+mod start;
+
+use super::landlock as ll;
+use super::mode::{self, HostFeatures, IsolationMode, ModeDecision};
+use super::namespace_free::{NAMESPACES_FAILED, namespaces_failed, namespaces_unavailable_reason};
+use super::supervise::CancelToken;
+use super::{Command, Outcome, SandboxError};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+use toolcage_policy::Grant;
+
+/// Run `cmd` under `grant`. Blocks until the call is over; use
+/// `tokio::task::spawn_blocking` from async code. Where the kernel or a
+/// container runtime refuses namespaces, the call runs namespace-free if
+/// the grant's policy accepts what that mode lacks (see [`mode`]).
+pub fn run(
+    grant: &Grant,
+    cmd: &Command,
+    cancel: Option<&CancelToken>,
+) -> Result<Outcome, SandboxError> {
+    if namespaces_failed().is_none() {
+        match run_in(grant, cmd, cancel, IsolationMode::Namespaces) {
+            Err(Unavailable(errno)) => NAMESPACES_FAILED.store(errno, Ordering::Relaxed),
+            Ok(outcome) => return Ok(outcome),
+            Err(Failed(e)) => return Err(e),
+        }
+    }
+    match run_in(grant, cmd, cancel, IsolationMode::NamespaceFree) {
+        Ok(outcome) => Ok(outcome),
+        Err(Failed(e)) => Err(e),
+        Err(Unavailable(errno)) => Err(SandboxError::Setup {
+            stage: "clone",
+            source: std::io::Error::from_raw_os_error(errno),
+        }),
+    }
+}
+
+/// Why `run_in` did not run the call.
+enum RunError {
+    /// The namespaces could not be created (errno): try without them.
+    Unavailable(i32),
+    Failed(SandboxError),
+}
+use RunError::{Failed, Unavailable};
+
+impl From<SandboxError> for RunError {
+    fn from(e: SandboxError) -> Self {
+        Failed(e)
+    }
+}
+
+/// One call in `isolation`, phase by phase (see the module).
+fn run_in(
+    grant: &Grant,
+    cmd: &Command,
+    cancel: Option<&CancelToken>,
+    isolation: IsolationMode,
+) -> Result<Outcome, RunError> {
+    let start = Instant::now();
+    let decision = decide(grant, isolation)?;
+    let prepared = prepare::prepare(grant, cmd, isolation, decision)?;
+    let broker = start::broker(cmd, prepared.sandbox.domains)?;
+    let mut started = start::clone_init(cmd, prepared, broker)?;
+    let finished = after::supervise(grant, cmd, cancel, &mut started);
+    Ok(after::after_call(grant, started, finished, start))
+}
+
+/// Phase 1: whether `isolation` may run the call. With namespaces nothing
+/// is lacking (`None`); namespace-free, what the mode lacks for this grant,
+/// or a refusal when the grant's policy does not accept it.
+fn decide(grant: &Grant, isolation: IsolationMode) -> Result<Option<ModeDecision>, SandboxError> {
+    if isolation != IsolationMode::NamespaceFree {
+        return Ok(None);
+    }
+    let why = namespaces_unavailable_reason(namespaces_failed().unwrap_or(libc::EPERM));
+    let d = mode::decide(
+        grant,
+        HostFeatures {
+            namespaces: false,
+            landlock_abi: ll::kernel_abi(),
+        },
+        &why,
+    );
+    match d.refusal {
+        Some(refusal) => Err(SandboxError::Refused(refusal)),
+        None => Ok(Some(d)),
+    }
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| SandboxError::Prepare(format!("pipe: {e}")))
+}
+
+/// Read until `buf` is full or EOF; the number of bytes read.
+fn read_full(fd: &OwnedFd, buf: &mut [u8]) -> usize {
+    let mut n = 0;
+    while n < buf.len() {
+        match nix::unistd::read(fd, &mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => break,
+        }
+    }
+    n
+}
