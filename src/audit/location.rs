@@ -44,6 +44,11 @@ pub fn audit_path(policy: &AuditPolicy, state_dir: &Path) -> PathBuf {
         .unwrap_or_else(|| state_dir.join("audit.jsonl"))
 }
 
+/// `[audit] path = "-"`: the records go to standard output.
+pub fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == AuditPolicy::STDOUT
+}
+
 /// Refuse `path` (what) when a call under `grant` could write it: inside a
 /// write root. `/dev/null` is not a root that contains anything.
 pub fn check_outside_write_roots(what: &str, path: &Path, grant: &Grant) -> Result<(), String> {
@@ -72,6 +77,7 @@ pub fn check_outside_write_roots(what: &str, path: &Path, grant: &Grant) -> Resu
 pub fn misplaced(audit: &Path, state: &Path, grant: &Grant) -> Vec<String> {
     [("audit log", audit), ("state directory", state)]
         .into_iter()
+        .filter(|(_, path)| !is_stdout(path))
         .filter_map(|(what, path)| check_outside_write_roots(what, path, grant).err())
         .collect()
 }

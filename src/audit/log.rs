@@ -5,6 +5,12 @@
 //! newline (a writer crashed mid-line, or a short write), the next record
 //! starts with one, so a torn line never swallows the record after it.
 //! Earlier lines are never rewritten.
+//!
+//! `[audit] path = "-"`: the lines go to standard output instead (a
+//! cluster's log pipeline collects them), one `write` each under this
+//! process's lock; only `serve --http` allows it ([`allow_stdout`]), as
+//! every other command's stdout carries something else (stdio MCP, a
+//! call's result).
 
 use super::record::AuditRecord;
 use nix::fcntl::{Flock, FlockArg};
@@ -13,6 +19,15 @@ use std::io::Write;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set by `serve --http`, whose stdout carries nothing else.
+static STDOUT_ALLOWED: AtomicBool = AtomicBool::new(false);
+
+/// Let `[audit] path = "-"` write the records to this process's stdout.
+pub fn allow_stdout() {
+    STDOUT_ALLOWED.store(true, Ordering::SeqCst);
+}
 
 /// An open audit log.
 #[derive(Debug)]
@@ -21,11 +36,17 @@ pub struct AuditLog {
     file: Mutex<Option<File>>,
     /// `fdatasync` after each record.
     pub sync: bool,
+    /// Standard output (`[audit] path = "-"`): no file lock, no torn-line
+    /// check (a pipe has no last byte to read).
+    stdout: bool,
 }
 
 impl AuditLog {
     /// Open (create, 0600, parent directories 0700) for appending.
     pub fn open(path: &Path) -> Result<AuditLog, String> {
+        if super::location::is_stdout(path) {
+            return open_stdout();
+        }
         if let Some(dir) = path.parent() {
             super::location::private_dir(dir)?;
         }
@@ -42,6 +63,7 @@ impl AuditLog {
             path: path.to_path_buf(),
             file: Mutex::new(Some(file)),
             sync: false,
+            stdout: false,
         })
     }
 
@@ -61,6 +83,14 @@ impl AuditLog {
     pub fn append_bytes(&self, line: &[u8]) -> Result<(), String> {
         let shown = self.path.display();
         let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        if self.stdout {
+            let file = guard
+                .as_mut()
+                .ok_or_else(|| "the audit log (stdout) is unavailable".to_string())?;
+            return file
+                .write_all(line)
+                .map_err(|e| format!("cannot write an audit record to stdout: {e}"));
+        }
         let file = guard
             .take()
             .ok_or_else(|| format!("audit log {shown} is unavailable"))?;
@@ -79,6 +109,29 @@ impl AuditLog {
         }
         result
     }
+}
+
+/// A duplicate of fd 1 (close-on-exec, so no tool inherits it).
+fn open_stdout() -> Result<AuditLog, String> {
+    use std::os::fd::AsFd;
+    if !STDOUT_ALLOWED.load(Ordering::SeqCst) {
+        return Err(
+            "[audit] path = \"-\" (records as JSON lines on stdout) is only for `toolcage serve \
+             --http`: here stdout carries the command's own output (fix: give [audit] path a \
+             file, or leave it out for the state directory's audit.jsonl)"
+                .into(),
+        );
+    }
+    let fd = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| format!("cannot use stdout for the audit log: {e}"))?;
+    Ok(AuditLog {
+        path: PathBuf::from(crate::policy::AuditPolicy::STDOUT),
+        file: Mutex::new(Some(File::from(fd))),
+        sync: false,
+        stdout: true,
+    })
 }
 
 fn write_line(file: &mut File, line: &[u8], sync: bool) -> std::io::Result<()> {

@@ -121,6 +121,13 @@ pub fn run(global: &Global, args: &AuditArgs) -> u8 {
     };
     let dir = location::state_dir(&engine.project_root(), &engine.ctx);
     let path = location::audit_path(&session.audit, &dir);
+    if location::is_stdout(&path) {
+        super::say(
+            &"[audit] path = \"-\": the records went to the standard output of `toolcage serve \
+             --http`; read them where its output is collected (a log pipeline), not here",
+        );
+        return status::INVALID;
+    }
     let parsed = match crate::audit::read::read(&path) {
         Ok(Some(p)) => p,
         Ok(None) => {

@@ -86,39 +86,78 @@ fn check_profile(global: &Global, name: &'static str, host: &HostSupport) -> Pro
         ..Default::default()
     };
     let result = super::policy::defaults(global, &args)
-        .map(|resolved| {
-            let grant = &resolved.grant;
-            let decision = mode::decide_here(grant, host);
-            let constructed = decision.mode == IsolationMode::Namespaces;
-            let landlock = probe::landlock_report(grant, constructed);
-            let mut lacking = decision.lacking;
-            // Landlock's own gaps, unless the decision already names them.
-            if landlock.status == LandlockStatus::NotEnforced {
-                lacking.push(Lack {
-                    id: "landlock",
-                    part: "landlock: not available (no filesystem or TCP restriction)".into(),
-                    compensated_by: None,
-                });
-            }
-            for d in &landlock.missing {
-                if !lacking.iter().any(|l| l.part == d.feature) {
-                    lacking.push(Lack {
-                        id: "landlock",
-                        part: d.feature.clone(),
-                        compensated_by: d.compensated.then(|| d.note.clone()),
-                    });
-                }
-            }
-            Checked {
-                mode: decision.mode,
-                accepts: grant.namespace_free.accepts.clone(),
-                lacking,
-                refusal: decision.refusal,
-                landlock,
-            }
-        })
+        .map(|resolved| check_grant(&resolved.grant, host))
         .map_err(|e| e.to_string());
     ProfileCheck { name, result }
+}
+
+/// What `grant` gets on `host`: its mode, what that mode lacks (Landlock's
+/// own gaps too), the mode's refusal, the Landlock report.
+fn check_grant(grant: &crate::policy::Grant, host: &HostSupport) -> Checked {
+    let decision = mode::decide_here(grant, host);
+    let constructed = decision.mode == IsolationMode::Namespaces;
+    let landlock = probe::landlock_report(grant, constructed);
+    let mut lacking = decision.lacking;
+    // Landlock's own gaps, unless the decision already names them.
+    if landlock.status == LandlockStatus::NotEnforced {
+        lacking.push(Lack {
+            id: "landlock",
+            part: "landlock: not available (no filesystem or TCP restriction)".into(),
+            compensated_by: None,
+        });
+    }
+    for d in &landlock.missing {
+        if !lacking.iter().any(|l| l.part == d.feature) {
+            lacking.push(Lack {
+                id: "landlock",
+                part: d.feature.clone(),
+                compensated_by: d.compensated.then(|| d.note.clone()),
+            });
+        }
+    }
+    Checked {
+        mode: decision.mode,
+        accepts: grant.namespace_free.accepts.clone(),
+        lacking,
+        refusal: decision.refusal,
+        landlock,
+    }
+}
+
+/// Whether a call under `grant` can run on this host, decided as `doctor`
+/// decides it for a profile, and as the sandbox will at the call: the
+/// mode's refusal (namespace-free mode the policy does not accept), then
+/// the enforcement level against Landlock (`standard` needs Landlock and
+/// its TCP rules when asked; `strict` refuses any uncompensated gap).
+/// `serve --http` answers `/readyz` with it.
+pub fn enforceable(grant: &crate::policy::Grant) -> Result<(), String> {
+    use crate::policy::Enforcement;
+    let c = check_grant(grant, probe::host());
+    if let Some(why) = c.refusal {
+        return Err(why);
+    }
+    let open: Vec<&str> = (c.landlock.missing.iter())
+        .filter(|d| !d.compensated)
+        .map(|d| d.feature.as_str())
+        .collect();
+    let landlock_off = c.landlock.status == LandlockStatus::NotEnforced;
+    match grant.enforcement {
+        Enforcement::Degraded => Ok(()),
+        _ if landlock_off => Err(
+            "Landlock is not available on this kernel, and the policy's enforcement needs it \
+             (toolcage doctor; --allow-degraded runs without it)"
+                .into(),
+        ),
+        Enforcement::Standard => match open.iter().find(|f| f.contains("TCP port rules")) {
+            Some(f) => Err(format!("{f} (toolcage doctor)")),
+            None => Ok(()),
+        },
+        Enforcement::Strict if !open.is_empty() => Err(format!(
+            "strict enforcement refuses degraded features: {} (toolcage doctor)",
+            open.join("; ")
+        )),
+        Enforcement::Strict => Ok(()),
+    }
 }
 
 pub fn run(global: &Global, args: &DoctorArgs) -> u8 {

@@ -16,7 +16,7 @@ pub struct ServeArgs {
     pub policy: PolicyArgs,
     /// Serve Streamable HTTP at ADDR (PORT or :PORT binds 127.0.0.1; or IP:PORT)
     /// on the path /mcp, instead of stdio. Clients must send the bearer token
-    /// (see --token-file, --no-auth).
+    /// (see --token-file, --no-auth); GET /healthz and /readyz answer without it.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
     /// Calls running at the same time, across all clients; more wait.
@@ -67,6 +67,46 @@ pub struct ServeArgs {
     /// port can call every tool. Only on a loopback address.
     #[arg(long, requires = "http")]
     pub no_auth: bool,
+    /// Behind a proxy or load balancer: also accept NAME (or NAME:PORT) in
+    /// the Host and Origin headers, besides the loopback names. Repeatable.
+    /// The bearer token is still required.
+    #[arg(long = "allow-host", value_name = "NAME", requires = "http")]
+    pub allow_host: Vec<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (PORT or :PORT binds
+    /// 127.0.0.1), on their own listener and without a token: bind it where
+    /// only the scraper reaches.
+    #[arg(long, value_name = "ADDR", requires = "http")]
+    pub metrics: Option<String>,
+    /// On SIGTERM, SIGINT or SIGHUP: refuse new sessions and calls (/readyz
+    /// answers 503), let running calls finish for up to DUR (e.g. 30s), then
+    /// cancel the rest. Exit 0 when all finished in time. Without it,
+    /// running calls are cancelled at once.
+    #[arg(long, value_name = "DUR", requires = "http")]
+    pub drain: Option<String>,
+}
+
+/// The flags of a served replica, checked before anything starts.
+struct Replica {
+    allow_hosts: Vec<String>,
+    metrics: Option<SocketAddr>,
+    drain: Option<Duration>,
+}
+
+fn check_replica(args: &ServeArgs) -> Result<Replica, String> {
+    let allow_hosts = (args.allow_host.iter())
+        .map(|h| mcp::http::parse_allowed_host(h))
+        .collect::<Result<Vec<_>, _>>()?;
+    let metrics = (args.metrics.as_deref())
+        .map(|a| mcp::http::parse_addr(a).map_err(|e| e.replace("--http", "--metrics")))
+        .transpose()?;
+    let drain = (args.drain.as_deref())
+        .map(|d| parse_duration(d).map_err(|e| format!("--drain: {e}")))
+        .transpose()?;
+    Ok(Replica {
+        allow_hosts,
+        metrics,
+        drain,
+    })
 }
 
 /// How HTTP clients are admitted, before anything is started: `--no-auth`
@@ -150,9 +190,16 @@ pub fn run(global: &Global, args: &ServeArgs) -> u8 {
             return status::INVALID;
         }
     };
-    match try_run(global, args, addr, auth, max_message_bytes) {
-        Ok(Some(sig)) => super::signals::exit_status(sig),
-        Ok(None) => status::OK,
+    let replica = match check_replica(args) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("toolcage serve: {e}");
+            return status::INVALID;
+        }
+    };
+    match try_run(global, args, addr, auth, replica, max_message_bytes) {
+        Ok(Stopped::Signal(sig)) => super::signals::exit_status(sig),
+        Ok(Stopped::Drained | Stopped::Ended) => status::OK,
         Err(e) => {
             eprintln!("toolcage serve: {e:#}");
             status::INTERNAL
@@ -160,15 +207,24 @@ pub fn run(global: &Global, args: &ServeArgs) -> u8 {
     }
 }
 
-/// `Ok(Some(N))`: stopped by signal N, after the calls in flight were
-/// cancelled and recorded.
+/// How serving ended.
+enum Stopped {
+    /// The client went away (stdio) or serving ended by itself.
+    Ended,
+    /// A signal, after a `--drain` in which every running call finished.
+    Drained,
+    /// Signal N, after the calls in flight were cancelled and recorded.
+    Signal(i32),
+}
+
 fn try_run(
     global: &Global,
     args: &ServeArgs,
     addr: Option<SocketAddr>,
     auth: Option<Auth>,
+    replica: Replica,
     max_message_bytes: usize,
-) -> anyhow::Result<Option<i32>> {
+) -> anyhow::Result<Stopped> {
     // Every network-off call takes a network namespace made while the
     // previous call ran (sandbox/netns.rs).
     crate::sandbox::keep_network_namespace_ready();
@@ -191,6 +247,7 @@ fn try_run(
     };
 
     let engine = global.engine(&args.policy)?;
+    check_audit_target(&engine, addr.is_some())?;
     mcp::host::log_diagnostics(&engine.catalog.diagnostics);
     tracing::info!("{} tool(s) discovered", engine.catalog.tools.len());
     // Approval, rate limits and the audit log; the rate limits are the
@@ -200,6 +257,7 @@ fn try_run(
     tracing::info!("audit log: {}", gate.audit_path().display());
     let state_dir = gate.state_dir().to_path_buf();
     let manage = gate.session_policy().manage;
+    let ready = readiness(&engine);
     let gate = Arc::new(gate);
     let server = McpServer::new(Arc::new(EngineHost::new(engine)), config).with_gate(gate.clone());
     if manage.custom_script || manage.tool_manage {
@@ -225,6 +283,7 @@ fn try_run(
         // exit 128+N.
         let mut signals = super::signals::Signals::listen()?;
         let got = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
+        let drained = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let served = match addr {
             None => {
                 let serving = mcp::stdio::serve_stdio(server.clone());
@@ -243,6 +302,13 @@ fn try_run(
                     .await
                     .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
                 let local = listener.local_addr()?;
+                let metrics =
+                    match replica.metrics {
+                        Some(m) => Some(mcp::http::bind(m).await.map_err(|e| {
+                            anyhow::anyhow!("--metrics: cannot listen on {m}: {e}")
+                        })?),
+                        None => None,
+                    };
                 // The token file is in place before the address is printed:
                 // a client that waits for the address finds the token.
                 let (auth, written) = announce_auth(auth, args, &state_dir, local)?;
@@ -250,16 +316,36 @@ fn try_run(
                     "toolcage: MCP over HTTP at http://{local}{}",
                     mcp::http::PATH
                 );
+                if let Some(m) = metrics.as_ref().and_then(|m| m.local_addr().ok()) {
+                    eprintln!("toolcage: metrics at http://{m}/metrics");
+                }
+                let options = mcp::http::HttpOptions {
+                    allow_hosts: replica.allow_hosts.clone(),
+                    ready: Some(ready),
+                    metrics,
+                    ..mcp::http::HttpOptions::new(auth)
+                };
                 let shutdown = tokio_util::sync::CancellationToken::new();
                 let stop = shutdown.clone();
                 let (seen, stopping) = (got.clone(), server.clone());
+                let (in_flight, drain, all_done) =
+                    (options.in_flight.clone(), replica.drain, drained.clone());
                 tokio::spawn(async move {
                     let sig = signals.recv().await;
                     seen.store(sig, std::sync::atomic::Ordering::SeqCst);
+                    if let Some(limit) = drain {
+                        // A second signal ends the drain at once.
+                        let done = tokio::select! {
+                            d = drain_calls(&stopping, &in_flight, sig, limit) => d,
+                            _ = signals.recv() => false,
+                        };
+                        all_done.store(done, std::sync::atomic::Ordering::SeqCst);
+                    }
                     stopping.begin_stop_on_signal(sig, &super::signals::stopped_by(sig, "serve"));
                     stop.cancel();
                 });
-                let served = mcp::http::serve_http(server.clone(), listener, auth, shutdown).await;
+                let served =
+                    mcp::http::serve_with(server.clone(), listener, options, shutdown).await;
                 if let Some((path, token)) = written {
                     auth::remove_token_file(&path, &token);
                 }
@@ -268,7 +354,7 @@ fn try_run(
         };
         let sig = got.load(std::sync::atomic::Ordering::SeqCst);
         if sig == 0 {
-            return served.map(|()| None);
+            return served.map(|()| Stopped::Ended);
         }
         let reason = super::signals::stopped_by(sig, "serve");
         if !server.stop_calls(&reason, Duration::from_secs(10)).await {
@@ -276,12 +362,75 @@ fn try_run(
                 "{reason}: some calls did not finish in 10s; their started records stay"
             );
         }
-        served.map(|()| Some(sig))
+        if drained.load(std::sync::atomic::Ordering::SeqCst) {
+            return served.map(|()| Stopped::Drained);
+        }
+        served.map(|()| Stopped::Signal(sig))
     });
     // Running calls were cancelled with their requests; don't wait on a
     // blocking stdin reader or a straggler.
     rt.shutdown_timeout(Duration::from_secs(2));
     result
+}
+
+/// `--drain`: refuse new sessions and calls, then wait up to `limit` for
+/// the running calls to write their records and their results to reach
+/// the clients. True when all did.
+async fn drain_calls(
+    server: &McpServer,
+    in_flight: &mcp::http::InFlight,
+    sig: i32,
+    limit: Duration,
+) -> bool {
+    let started = std::time::Instant::now();
+    server.begin_drain();
+    let running = server.shared.calls.len();
+    tracing::warn!(
+        "{}: draining: new sessions and calls are refused; {running} call(s) running get up \
+         to {limit:?} to finish",
+        super::signals::name(sig)
+    );
+    let done = server.calls_finished(limit).await
+        && in_flight
+            .settled(limit.saturating_sub(started.elapsed()))
+            .await;
+    if done {
+        tracing::info!("drained: every running call finished");
+    } else {
+        tracing::warn!("the drain ran out ({limit:?}): cancelling the calls still running");
+    }
+    done
+}
+
+/// `[audit] path = "-"` writes the records to stdout: only `serve --http`,
+/// whose stdout carries nothing else; stdio serve speaks MCP there.
+fn check_audit_target(engine: &crate::call::Engine, http: bool) -> anyhow::Result<()> {
+    let session = engine.stack.session(&engine.ctx)?;
+    if !session.audit.to_stdout() {
+        return Ok(());
+    }
+    if !http {
+        anyhow::bail!(
+            "[audit] path = \"-\" is refused for serve over stdio: stdout carries the MCP \
+             messages, and audit lines there would corrupt them (fix: serve with --http ADDR, \
+             or give [audit] path a file)"
+        );
+    }
+    crate::audit::log::allow_stdout();
+    Ok(())
+}
+
+/// `/readyz`: whether a call under the served policy's default grant can
+/// be enforced here, as `toolcage doctor` decides it (the policy is
+/// resolved again at each check, so a changed policy file counts).
+fn readiness(engine: &crate::call::Engine) -> mcp::http::ReadyCheck {
+    let engine = engine.clone();
+    Arc::new(move || {
+        let resolved = (engine.stack)
+            .resolve(&engine.ctx, &engine.overrides, None)
+            .map_err(|e| format!("the policy does not resolve: {e}"))?;
+        super::doctor::enforceable(&resolved.grant)
+    })
 }
 
 /// Raise the soft limit on open files to the hard one, so the server's own

@@ -66,7 +66,50 @@ pub async fn call_tool(
     let pipeline = server.pipeline();
     // Counted until its audit record is written: a stopping server waits.
     let _in_flight = server.shared.calls.token();
+    let started = Instant::now();
+    let label = metrics_label(server, &pipeline, &name);
+    let result = admit_and_run(server, &pipeline, &context, &name, args).await;
+    server
+        .shared
+        .metrics
+        .call(&label, &result, started.elapsed());
+    match result {
+        Ok(result) => {
+            log_outcome(server, &context.peer, &name, &result).await;
+            Ok(success(&name, &result))
+        }
+        Err(e) => respond(server, &name, e),
+    }
+}
 
+/// The `tool` label of a call in the metrics: a tool this session offers,
+/// else `(unknown)`, so made-up names do not make new series.
+fn metrics_label(server: &McpServer, pipeline: &crate::call::Pipeline, name: &str) -> String {
+    let managed = server.shared.manage.get().is_some_and(|m| m.offers(name));
+    if managed || pipeline.tools.spec(name).is_some() {
+        name.to_string()
+    } else {
+        super::metrics::UNKNOWN_TOOL.to_string()
+    }
+}
+
+/// The call queue's caps (and a drain), then the pipeline.
+async fn admit_and_run(
+    server: &McpServer,
+    pipeline: &crate::call::Pipeline,
+    context: &RequestContext<RoleServer>,
+    name: &str,
+    args: Value,
+) -> Result<CallResult, CallError> {
+    // A draining server finishes what runs and starts nothing new: the
+    // client's next session lands on another replica.
+    if server.shared.draining.is_cancelled() {
+        let stopped = CallError::NotRun(stopping(format!(
+            "{name}: not run: this server is draining (it is shutting down and only finishes \
+             the calls already running); start a new session, which goes to another replica"
+        )));
+        return Err(pipeline.refuse(name, &args, &server.session.id, stopped));
+    }
     // Too many calls pending (this session's, or the server's): refused at
     // once, audited, and the arguments dropped with the request.
     let place = match server.shared.queue.enqueue(server.session.key) {
@@ -77,8 +120,7 @@ pub async fn call_tool(
                 text: busy.to_string(),
                 stopped_by: None,
             });
-            let e = pipeline.refuse(&name, &args, &server.session.id, stopped);
-            return respond(server, &name, e);
+            return Err(pipeline.refuse(name, &args, &server.session.id, stopped));
         }
     };
     let call = Arc::new(ServerCall {
@@ -90,13 +132,7 @@ pub async fn call_tool(
         context: context.clone(),
         place: Mutex::new(Some(place)),
     });
-    match pipeline.call(&name, args, call).await {
-        Ok(result) => {
-            log_outcome(server, &context.peer, &name, &result).await;
-            Ok(success(&name, &result))
-        }
-        Err(e) => respond(server, &name, e),
-    }
+    pipeline.call(name, args, call).await
 }
 
 /// Octo's `find_tools` is answered here (it runs nothing); its

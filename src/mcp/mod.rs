@@ -14,6 +14,7 @@
 //! - [`stdio`], [`http`]: the two transports; [`auth`]: who may use HTTP;
 //!   [`connections`]: the HTTP connection limit.
 //! - [`reload`]: watch the tool dirs, debounce, rediscover, notify.
+//! - [`metrics`]: the counters `--metrics` serves, in Prometheus text.
 //! - [`manage`]: `custom_script` and `tool_manage`, when `[manage]` enables them.
 
 pub mod auth;
@@ -24,6 +25,7 @@ pub mod gateway;
 pub mod host;
 pub mod http;
 pub mod manage;
+pub mod metrics;
 pub mod queue;
 pub mod reload;
 pub mod server;

@@ -48,6 +48,11 @@ pub struct Shared {
     pub calls: TaskTracker,
     /// The management tools (`[manage]`), set once before serving.
     pub manage: OnceLock<Arc<super::manage::Manager>>,
+    /// Cancelled when a drain begins (`serve --drain`, on a signal): new
+    /// sessions and calls are refused while running calls finish.
+    pub draining: CancellationToken,
+    /// Counters for `--metrics`.
+    pub metrics: Arc<super::metrics::Metrics>,
 }
 
 struct Client {
@@ -113,6 +118,8 @@ impl McpServer {
                 stop_signal: OnceLock::new(),
                 calls: TaskTracker::new(),
                 manage: OnceLock::new(),
+                draining: CancellationToken::new(),
+                metrics: Arc::default(),
             }),
             session: Arc::new(Session::default()),
         }
@@ -133,6 +140,8 @@ impl McpServer {
             stop_signal: OnceLock::new(),
             calls: TaskTracker::new(),
             manage: OnceLock::new(),
+            draining: CancellationToken::new(),
+            metrics: self.shared.metrics.clone(),
         };
         McpServer {
             shared: Arc::new(shared),
@@ -230,6 +239,42 @@ impl McpServer {
         let _ = self.shared.stop_reason.set(reason.to_string());
         self.shared.stopping.cancel();
         self.shared.calls.close();
+    }
+
+    /// Begin a drain: new sessions and calls are refused (readyz says
+    /// 503) while the calls in flight go on. Returns at once.
+    pub fn begin_drain(&self) {
+        self.shared.draining.cancel();
+        self.shared.calls.close();
+    }
+
+    /// Wait until every call in flight has written its record, up to
+    /// `limit`. True when they all did.
+    pub async fn calls_finished(&self, limit: std::time::Duration) -> bool {
+        self.shared.calls.close();
+        tokio::time::timeout(limit, self.shared.calls.wait())
+            .await
+            .is_ok()
+    }
+
+    /// The upstream server instances of the open sessions, by state.
+    pub async fn upstream_states(&self) -> std::collections::BTreeMap<String, u64> {
+        let gateways: Vec<Arc<Gateway>> = {
+            let mut clients = lock(&self.shared.clients);
+            clients.retain(|c| !c.peer.is_transport_closed());
+            clients
+                .iter()
+                .filter_map(|c| c.session.upgrade())
+                .filter_map(|s| s.gateway.get().cloned().flatten())
+                .collect()
+        };
+        let mut out = std::collections::BTreeMap::new();
+        for gw in gateways {
+            for s in gw.status().await {
+                *out.entry(s.state).or_default() += 1;
+            }
+        }
+        out
     }
 
     /// Connected, initialized clients (closed ones are pruned).

@@ -48,9 +48,21 @@ pub async fn request(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Reply {
+    request_to(addr, method, "/mcp", headers, body).await
+}
+
+/// [`request`] to another path (`/healthz`, `/metrics`).
+#[allow(dead_code)]
+pub async fn request_to(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Reply {
     let fut = async {
         let mut s = TcpStream::connect(addr).await.unwrap();
-        let mut head = format!("{method} /mcp HTTP/1.1\r\nConnection: close\r\n");
+        let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
         if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
             head.push_str(&format!("Host: 127.0.0.1:{}\r\n", addr.port()));
         }

@@ -76,7 +76,8 @@
 //!
 //! [audit]                      # top level only
 //! path = "{home}/audit.jsonl"  # default: $XDG_STATE_HOME/toolcage/<project-hash>/audit.jsonl;
-//!                              # refused inside a write root of the grant
+//!                              # refused inside a write root of the grant;
+//!                              # "-": JSON lines on stdout (serve --http only)
 //! redact = false               # true: log the arguments' digest, not the arguments
 //! fail_closed = true           # a failed audit write fails the call
 //!

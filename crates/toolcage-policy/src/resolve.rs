@@ -481,7 +481,10 @@ impl PolicyStack {
         }
         let policy_file = self.layers.iter().find_map(|l| l.path.as_deref());
         st.add_floor(&ctx.state_base(), policy_file)?;
-        if let Some(log) = self.session(ctx)?.audit.path {
+        // Standard output is not a file a grant could name.
+        let audit = self.session(ctx)?.audit;
+        let to_stdout = audit.to_stdout();
+        if let Some(log) = audit.path.filter(|_| !to_stdout) {
             st.deny_audit_log(&log)?;
         }
         st.check_env_dirs(&ctx.env)?;

@@ -22,6 +22,19 @@ pub struct AuditPolicy {
     pub fail_closed: bool,
 }
 
+impl AuditPolicy {
+    /// `[audit] path = "-"`: records go to standard output as JSON lines
+    /// (for a cluster's log pipeline; only `serve --http` accepts it).
+    pub const STDOUT: &'static str = "-";
+
+    /// The records go to standard output.
+    pub fn to_stdout(&self) -> bool {
+        self.path
+            .as_deref()
+            .is_some_and(|p| p.as_os_str() == Self::STDOUT)
+    }
+}
+
 impl Default for AuditPolicy {
     fn default() -> Self {
         AuditPolicy {
@@ -114,7 +127,11 @@ impl PolicyStack {
             }
             if let Some(p) = &audit.path {
                 let o = origin("audit", "path");
-                out.audit.path = Some(expand(p, &vars, &project).map_err(|m| o.error(m))?);
+                out.audit.path = Some(if p == AuditPolicy::STDOUT {
+                    PathBuf::from(AuditPolicy::STDOUT)
+                } else {
+                    expand(p, &vars, &project).map_err(|m| o.error(m))?
+                });
             }
             if let Some(r) = audit.redact {
                 out.audit.redact = r;

@@ -260,6 +260,7 @@ fn bound(result: &mut Value, cap: usize) -> Bounded {
         if let Some(r) = block.get_mut("resource") {
             strip_our_meta(r);
         }
+        escape_imitations(block);
         *block = b.block(std::mem::take(block));
         let text = block.get("text").and_then(Value::as_str).or_else(|| {
             block
@@ -403,6 +404,20 @@ impl Budget {
 fn strip_our_meta(v: &mut Value) {
     if let Some(meta) = v.get_mut("_meta").and_then(Value::as_object_mut) {
         meta.retain(|k, _| !k.starts_with("toolcage/"));
+    }
+}
+
+/// A text block's lines that imitate toolcage's own (`[toolcage: ...`)
+/// get a `\` before them, as a local tool's output does
+/// ([`crate::call::result::shown`]): only toolcage speaks for toolcage.
+fn escape_imitations(block: &mut Value) {
+    if block.get("type").and_then(Value::as_str) != Some("text") {
+        return;
+    }
+    if let Some(Value::String(t)) = block.get_mut("text")
+        && let std::borrow::Cow::Owned(escaped) = crate::call::result::shown(t)
+    {
+        *t = escaped;
     }
 }
 
