@@ -290,7 +290,7 @@ unsafe fn drop_capabilities(plan: &ChildPlan) {
     // NOROOT|NOROOT_LOCKED|NO_SETUID_FIXUP|NO_SETUID_FIXUP_LOCKED|KEEP_CAPS_LOCKED
     // plus NO_CAP_AMBIENT_RAISE and its lock (0x40 | 0x80).
     const SECBITS: libc::c_ulong = 0x2f | 0xc0;
-    // SAFETY: prctl/capset take plain integers or pointers to our stack;
+    // SAFETY: prctl and geteuid take plain integers;
     // `fail` keeps the child's contract.
     unsafe {
         // An ordinary user without a user namespace holds no capability:
@@ -316,33 +316,46 @@ unsafe fn drop_capabilities(plan: &ChildPlan) {
                 fail(plan, Stage::Capabilities);
             }
         }
-        #[repr(C)]
-        struct Header {
-            version: u32,
-            pid: i32,
-        }
-        #[repr(C)]
-        struct Data {
-            effective: u32,
-            permitted: u32,
-            inheritable: u32,
-        }
-        let header = Header {
-            version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
-            pid: 0,
-        };
-        let data = [
-            Data {
-                effective: 0,
-                permitted: 0,
-                inheritable: 0,
-            },
-            Data {
-                effective: 0,
-                permitted: 0,
-                inheritable: 0,
-            },
-        ];
+    }
+    // SAFETY: our caller keeps `empty_capability_sets`' contract.
+    unsafe { empty_capability_sets(plan) };
+}
+
+/// Empty the effective, permitted and inheritable sets (`capset(2)`).
+///
+/// # Safety
+/// The child's contract: in the tool, from [`drop_capabilities`].
+unsafe fn empty_capability_sets(plan: &ChildPlan) {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let header = Header {
+        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+        pid: 0,
+    };
+    let data = [
+        Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        },
+        Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        },
+    ];
+    // SAFETY: capset with pointers to our stack; `fail` keeps the child's
+    // contract.
+    unsafe {
         if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
             fail(plan, Stage::Capabilities);
         }

@@ -49,10 +49,7 @@ pub(in crate::spawn) fn after_call(
     let Aftercare {
         report,
         host_tmp,
-        snapshot,
-        missing_protected,
-        protected_links,
-        watched,
+        root,
         ..
     } = started.aftercare;
     drop(host_tmp);
@@ -61,16 +58,16 @@ pub(in crate::spawn) fn after_call(
     let mut unchecked = Vec::new();
     // The trees first: what the call left inside them is removed, so a
     // missing protected path inside one is gone before the quarantine.
-    if let Some(snapshot) = snapshot {
+    if let Some(snapshot) = root.snapshot {
         let r = snapshot.restore();
         restored = r.restored;
         after.removed = r.removed;
         after.failed = r.unrestorable;
         unchecked = snapshot.incomplete;
     }
-    quarantine::after_call(missing_protected, protected_links, &mut after);
+    quarantine::after_call(root.missing_protected, root.protected_links, &mut after);
     after.created.extend(quarantine::reachable(
-        rootfs::replaced(&watched),
+        rootfs::replaced(&root.watched),
         &grant.write,
     ));
     Outcome {

@@ -30,12 +30,13 @@ mod after;
 mod prepare;
 mod start;
 
+use start::RunError::{self, Failed, Unavailable};
+
 use super::landlock as ll;
 use super::mode::{self, HostFeatures, IsolationMode, ModeDecision};
 use super::namespace_free::{NAMESPACES_FAILED, namespaces_failed, namespaces_unavailable_reason};
 use super::supervise::CancelToken;
 use super::{Command, Outcome, SandboxError};
-use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 use toolcage_policy::Grant;
@@ -63,20 +64,6 @@ pub fn run(
             stage: "clone",
             source: std::io::Error::from_raw_os_error(errno),
         }),
-    }
-}
-
-/// Why `run_in` did not run the call.
-enum RunError {
-    /// The namespaces could not be created (errno): try without them.
-    Unavailable(i32),
-    Failed(SandboxError),
-}
-use RunError::{Failed, Unavailable};
-
-impl From<SandboxError> for RunError {
-    fn from(e: SandboxError) -> Self {
-        Failed(e)
     }
 }
 
@@ -116,23 +103,4 @@ fn decide(grant: &Grant, isolation: IsolationMode) -> Result<Option<ModeDecision
         Some(refusal) => Err(SandboxError::Refused(refusal)),
         None => Ok(Some(d)),
     }
-}
-
-fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
-    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-        .map_err(|e| SandboxError::Prepare(format!("pipe: {e}")))
-}
-
-/// Read until `buf` is full or EOF; the number of bytes read.
-fn read_full(fd: &OwnedFd, buf: &mut [u8]) -> usize {
-    let mut n = 0;
-    while n < buf.len() {
-        match nix::unistd::read(fd, &mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => break,
-        }
-    }
-    n
 }

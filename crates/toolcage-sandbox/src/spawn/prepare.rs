@@ -17,6 +17,7 @@ use super::super::{Command, SandboxError, build_env, netns, program, proxy, rest
 use super::super::{runtime_dir, seccomp};
 use std::collections::BTreeMap;
 use std::ffi::{CString, OsStr, OsString};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use toolcage_policy::{DomainPolicy, Grant, Network, canon};
@@ -25,6 +26,8 @@ use toolcage_policy::{DomainPolicy, Grant, Network, canon};
 pub(in crate::spawn) struct Prepared<'g> {
     pub call: Invocation,
     pub sandbox: Confinement<'g>,
+    /// The pipes between toolcage and the call.
+    pub wires: Wires,
     pub aftercare: Aftercare,
     /// From here to the clone the same few dozen paths (PATH entries, the
     /// grant's roots, denied paths) are canonicalized again and again, and
@@ -70,15 +73,70 @@ pub(in crate::spawn) struct Aftercare {
     /// The program as the command named it.
     pub name: OsString,
     pub cwd: PathBuf,
-    /// What each of the root's steps does, for error messages.
-    pub what: Vec<String>,
     /// Namespace-free: the directory that is the call's `/tmp`.
     pub host_tmp: Option<HostTmp>,
+    pub root: RootRecord,
+}
+
+/// What toolcage keeps of the root's plan: the names of its steps (for
+/// errors) and the protected paths as they were before the call.
+pub(in crate::spawn) struct RootRecord {
+    pub what: Vec<String>,
     /// Namespace-free: the protected and denied paths, saved.
     pub snapshot: Option<restore::Snapshot>,
     pub missing_protected: Vec<PathBuf>,
     pub protected_links: Vec<(PathBuf, PathBuf)>,
     pub watched: Vec<Watched>,
+}
+
+/// The pipes between toolcage and the call: (read end, write end) each.
+pub(in crate::spawn) struct Wires {
+    /// Captured stdio: the child's ends (stdin's read, stdout's and
+    /// stderr's write), then ours.
+    pub pipes: Option<([OwnedFd; 3], [OwnedFd; 3])>,
+    /// `exec --explain`: the tool's stderr, copied to ours as it comes.
+    pub tee: Option<(OwnedFd, OwnedFd)>,
+    /// The setup report: stage and errno on failure, EOF at exec
+    /// (namespace-free, the tool's process group first).
+    pub report: (OwnedFd, OwnedFd),
+    /// The tool's wait status, from the init.
+    pub status: (OwnedFd, OwnedFd),
+}
+
+impl Wires {
+    fn new(cmd: &Command) -> Result<Wires, SandboxError> {
+        let pipes = if cmd.inherit_stdio || cmd.stdio_fds.is_some() {
+            None
+        } else {
+            let (stdin_r, stdin_w) = pipe()?;
+            let (stdout_r, stdout_w) = pipe()?;
+            let (stderr_r, stderr_w) = pipe()?;
+            Some(([stdin_r, stdout_w, stderr_w], [stdin_w, stdout_r, stderr_r]))
+        };
+        let tee = match cmd.inherit_stdio && cmd.tee_stderr {
+            true => Some(pipe()?),
+            false => None,
+        };
+        Ok(Wires {
+            pipes,
+            tee,
+            report: pipe()?,
+            status: pipe()?,
+        })
+    }
+
+    /// The child's stdin, stdout and stderr.
+    pub fn stdio(&self, cmd: &Command) -> [RawFd; 3] {
+        match (&self.pipes, &self.tee) {
+            (Some((child_ends, _)), _) => [
+                child_ends[0].as_raw_fd(),
+                child_ends[1].as_raw_fd(),
+                child_ends[2].as_raw_fd(),
+            ],
+            (None, Some((_, w))) => [0, 1, w.as_raw_fd()],
+            (None, None) => cmd.stdio_fds.unwrap_or([0, 1, 2]),
+        }
+    }
 }
 
 /// Phase 2 (see the module). `decision` is phase 1's, for namespace-free.
@@ -108,15 +166,51 @@ pub(in crate::spawn) fn prepare<'g>(
     };
     let paths_memory = canon::remember();
     let (env, cwd, program) = resolve_call(grant, cmd, argv0, host_tmp.as_ref())?;
+    let (sandbox, report, root) =
+        confine(grant, cmd, isolation, decision, runtime, host_tmp.as_ref())?;
+    let call = Invocation {
+        argv: cmd
+            .argv
+            .iter()
+            .map(|a| cstring(a))
+            .collect::<Result<_, _>>()?,
+        env: env_strings(&env)?,
+        program: cstring(program.as_os_str())?,
+        cwd: cstring(cwd.as_os_str())?,
+    };
+    Ok(Prepared {
+        call,
+        sandbox: Confinement {
+            early_netns,
+            ..sandbox
+        },
+        wires: Wires::new(cmd)?,
+        aftercare: Aftercare {
+            report,
+            name: argv0.clone(),
+            cwd,
+            host_tmp,
+            root,
+        },
+        paths_memory,
+    })
+}
+
+/// The confinement the grant and the mode decide (see [`Confinement`]),
+/// what it will be reported as (refused when that is less than the grant's
+/// `enforcement` accepts), and what toolcage keeps of the root's plan.
+fn confine<'g>(
+    grant: &'g Grant,
+    cmd: &Command,
+    isolation: IsolationMode,
+    decision: Option<ModeDecision>,
+    runtime: &runtime_dir::RuntimeDir,
+    host_tmp: Option<&HostTmp>,
+) -> Result<(Confinement<'g>, EnforcementReport, RootRecord), SandboxError> {
+    let namespace_free = isolation == IsolationMode::NamespaceFree;
     let mut extra_read = cmd.extra_read.clone();
     extra_read.extend(network_files(grant));
-    let landlock = landlock(
-        grant,
-        &extra_read,
-        runtime,
-        namespace_free,
-        host_tmp.as_ref(),
-    )?;
+    let landlock = landlock(grant, &extra_read, runtime, namespace_free, host_tmp)?;
     let (rlimits, rlimit_notes) = rlimits(grant);
     let domains = match &grant.network {
         Network::Domains(d) if !namespace_free => Some(d),
@@ -141,50 +235,25 @@ pub(in crate::spawn) fn prepare<'g>(
     )?;
     let snapshot = snapshot(grant, namespace_free)?;
     let fresh_rules = fresh_rules(&root, &landlock);
-    let call = Invocation {
-        argv: cmd
-            .argv
-            .iter()
-            .map(|a| cstring(a))
-            .collect::<Result<_, _>>()?,
-        env: env_strings(&env)?,
-        program: cstring(program.as_os_str())?,
-        cwd: cstring(cwd.as_os_str())?,
+    let sandbox = Confinement {
+        namespace_free,
+        landlock,
+        fresh_rules,
+        seccomp,
+        rlimits,
+        steps: root.steps,
+        domains,
+        new_netns,
+        early_netns: None,
     };
-    let RootPlan {
-        steps,
-        what,
-        missing_protected,
-        protected_links,
-        watched,
-        ..
-    } = root;
-    Ok(Prepared {
-        call,
-        sandbox: Confinement {
-            namespace_free,
-            landlock,
-            fresh_rules,
-            seccomp,
-            rlimits,
-            steps,
-            domains,
-            new_netns,
-            early_netns,
-        },
-        aftercare: Aftercare {
-            report,
-            name: argv0.clone(),
-            cwd,
-            what,
-            host_tmp,
-            snapshot,
-            missing_protected,
-            protected_links,
-            watched,
-        },
-        paths_memory,
-    })
+    let record = RootRecord {
+        what: root.what,
+        snapshot,
+        missing_protected: root.missing_protected,
+        protected_links: root.protected_links,
+        watched: root.watched,
+    };
+    Ok((sandbox, report, record))
 }
 
 /// The call's environment, working directory and program (resolved on the
@@ -397,4 +466,9 @@ fn env_strings(env: &BTreeMap<String, String>) -> Result<Vec<CString>, SandboxEr
     env.iter()
         .map(|(k, v)| cstring(&OsString::from(format!("{k}={v}"))))
         .collect()
+}
+
+pub(in crate::spawn) fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| SandboxError::Prepare(format!("pipe: {e}")))
 }

@@ -6,14 +6,27 @@ use super::super::child::{ChildPlan, PlanStorage, ProcWrite, Stage, init_main, l
 use super::super::init_guard::InitGuard;
 use super::super::landlock as ll;
 use super::super::{Command, SandboxError, landlock_log, netns, output, probe, proxy};
-use super::prepare::{Aftercare, Confinement, Invocation, Prepared};
-use super::{Failed, RunError, Unavailable, pipe, read_full};
+use super::prepare::{Aftercare, Confinement, Invocation, Prepared, Wires, pipe};
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use toolcage_policy::DomainPolicy;
+use toolcage_policy::{DomainPolicy, canon};
 
 const STACK_SIZE: usize = 256 * 1024;
+
+/// Why `run_in` did not run the call.
+pub(in crate::spawn) enum RunError {
+    /// The namespaces could not be created (errno): try without them.
+    Unavailable(i32),
+    Failed(SandboxError),
+}
+use RunError::{Failed, Unavailable};
+
+impl From<SandboxError> for RunError {
+    fn from(e: SandboxError) -> Self {
+        Failed(e)
+    }
+}
 
 /// Phase 3's product: what serves the call from toolcage's process, set up
 /// before the init exists (its descriptors go into the child's plan).
@@ -67,56 +80,6 @@ pub(in crate::spawn) struct Started {
     pub _after_the_init: (ChildPlan, Vec<u8>),
 }
 
-/// The pipes between toolcage and the call: (read end, write end) each.
-struct Wires {
-    /// Captured stdio: the child's ends (stdin's read, stdout's and
-    /// stderr's write), then ours.
-    pipes: Option<([OwnedFd; 3], [OwnedFd; 3])>,
-    /// `exec --explain`: the tool's stderr, copied to ours as it comes.
-    tee: Option<(OwnedFd, OwnedFd)>,
-    /// The setup report: stage and errno on failure, EOF at exec
-    /// (namespace-free, the tool's process group first).
-    report: (OwnedFd, OwnedFd),
-    /// The tool's wait status, from the init.
-    status: (OwnedFd, OwnedFd),
-}
-
-impl Wires {
-    fn new(cmd: &Command) -> Result<Wires, SandboxError> {
-        let pipes = if cmd.inherit_stdio || cmd.stdio_fds.is_some() {
-            None
-        } else {
-            let (stdin_r, stdin_w) = pipe()?;
-            let (stdout_r, stdout_w) = pipe()?;
-            let (stderr_r, stderr_w) = pipe()?;
-            Some(([stdin_r, stdout_w, stderr_w], [stdin_w, stdout_r, stderr_r]))
-        };
-        let tee = match cmd.inherit_stdio && cmd.tee_stderr {
-            true => Some(pipe()?),
-            false => None,
-        };
-        Ok(Wires {
-            pipes,
-            tee,
-            report: pipe()?,
-            status: pipe()?,
-        })
-    }
-
-    /// The child's stdin, stdout and stderr.
-    fn stdio(&self, cmd: &Command) -> [RawFd; 3] {
-        match (&self.pipes, &self.tee) {
-            (Some((child_ends, _)), _) => [
-                child_ends[0].as_raw_fd(),
-                child_ends[1].as_raw_fd(),
-                child_ends[2].as_raw_fd(),
-            ],
-            (None, Some((_, w))) => [0, 1, w.as_raw_fd()],
-            (None, None) => cmd.stdio_fds.unwrap_or([0, 1, 2]),
-        }
-    }
-}
-
 /// Phase 4: clone the init with the plan made of phases 2 and 3, start the
 /// broker's serving, and return once the tool has exec'd. A setup failure
 /// in the child comes back as the step that failed; namespaces the kernel
@@ -128,48 +91,28 @@ pub(in crate::spawn) fn clone_init(
 ) -> Result<Started, RunError> {
     let Prepared {
         call,
-        mut sandbox,
+        sandbox,
+        wires,
         aftercare,
         paths_memory,
     } = prepared;
     let namespace_free = sandbox.namespace_free;
-    let wires = Wires::new(cmd)?;
-    let netns = sandbox.early_netns.take().and_then(netns::Early::finish);
-    // No namespace made ahead: the init makes it (CLONE_NEWNET), brings up lo.
-    let own_netns = sandbox.new_netns && netns.is_none();
-    // Two stacks in one allocation: the init's (lower half) and the tool's.
-    let mut stacks = vec![0u8; 2 * STACK_SIZE];
-    let tool_stack_top = stacks.as_mut_ptr_range().end.cast();
-    let netns_fd = netns.as_ref().map_or(-1, |f| f.as_raw_fd());
-    let plan = child_plan(
-        cmd,
-        call,
-        sandbox,
-        &wires,
-        &broker,
-        netns_fd,
-        tool_stack_top,
-    );
-    let flags = namespace_flags(namespace_free, own_netns);
-    drop(paths_memory);
-    let mut init = spawn_init(&plan, &mut stacks[..STACK_SIZE], flags)
-        .map_err(|e| clone_error(e, namespace_free))?;
+    let (mut init, after_the_init) =
+        clone_child(cmd, call, sandbox, &wires, &broker, paths_memory)?;
     // The init has its own copy of all of this.
     let Wires {
         pipes,
         tee,
         report,
         status,
-        ..
     } = wires;
     let (exec_gate_r, exec_gate_w) = broker.exec_gate.unzip();
-    drop((report.1, status.1, netns, exec_gate_r));
+    drop((report.1, status.1, exec_gate_r));
     let call_pids = exec_gate_w.map(|w| landlock_log::name_the_tool(init.pid, &report.0, w));
     let teed = tee.map(|(r, w)| {
         drop(w);
         output::tee_to_stderr(r, 64 * 1024)
     });
-    let _after_the_init = (plan, stacks);
     // Domain mode: serve the call's network as long as it runs (stopped
     // when dropped, on every way out).
     let proxy = broker.proxy.map(proxy::Setup::start).transpose()?.flatten();
@@ -187,8 +130,35 @@ pub(in crate::spawn) fn clone_init(
         call_pids,
         teed,
         aftercare,
-        _after_the_init,
+        _after_the_init: after_the_init,
     })
+}
+
+/// Join the network namespace made ahead, build the child's plan and clone
+/// the init. The plan and the stacks are returned to be kept until the init
+/// is gone.
+fn clone_child(
+    cmd: &Command,
+    call: Invocation,
+    mut sandbox: Confinement<'_>,
+    wires: &Wires,
+    broker: &Broker,
+    paths_memory: canon::Memory,
+) -> Result<(InitGuard, (ChildPlan, Vec<u8>)), RunError> {
+    let namespace_free = sandbox.namespace_free;
+    let netns = sandbox.early_netns.take().and_then(netns::Early::finish);
+    // None made ahead: the init makes it (CLONE_NEWNET) and brings up lo.
+    let own_netns = sandbox.new_netns && netns.is_none();
+    // Two stacks in one allocation: the init's (lower half) and the tool's.
+    let mut stacks = vec![0u8; 2 * STACK_SIZE];
+    let tool_stack_top = stacks.as_mut_ptr_range().end.cast();
+    let netns_fd = netns.as_ref().map_or(-1, |f| f.as_raw_fd());
+    let plan = child_plan(cmd, call, sandbox, wires, broker, netns_fd, tool_stack_top);
+    let flags = namespace_flags(namespace_free, own_netns);
+    drop(paths_memory);
+    let init = spawn_init(&plan, &mut stacks[..STACK_SIZE], flags)
+        .map_err(|e| clone_error(e, namespace_free))?;
+    Ok((init, (plan, stacks)))
 }
 
 /// Everything the init and the tool need, in memory they will have a copy
@@ -206,23 +176,7 @@ fn child_plan(
     let stdio = wires.stdio(cmd);
     let landlock_fd = sandbox.landlock.fd.as_ref().map_or(-1, |f| f.as_raw_fd());
     let exec_gate_fd = broker.exec_gate.as_ref().map_or(-1, |(r, _)| r.as_raw_fd());
-    let mut keep_fds: Vec<RawFd> = stdio.to_vec();
-    keep_fds.extend([
-        wires.report.1.as_raw_fd(),
-        wires.status.1.as_raw_fd(),
-        landlock_fd,
-        netns_fd,
-        exec_gate_fd,
-    ]);
-    keep_fds.extend(broker.proxy.as_ref().and_then(proxy::Setup::child_fd));
-    keep_fds.retain(|fd| *fd >= 0);
-    keep_fds.sort_unstable();
-    keep_fds.dedup();
-    let null_terminated = |strings: &[std::ffi::CString]| {
-        let mut ptrs: Vec<*const libc::c_char> = strings.iter().map(|c| c.as_ptr()).collect();
-        ptrs.push(std::ptr::null());
-        ptrs
-    };
+    let keep_fds = keep_fds(stdio, wires, broker, [landlock_fd, netns_fd, exec_gate_fd]);
     ChildPlan {
         program: call.program,
         argv: null_terminated(&call.argv),
@@ -266,6 +220,27 @@ fn child_plan(
             _landlock: sandbox.landlock.fd,
         },
     }
+}
+
+/// Pointers to `strings`, then a null pointer (`execve`'s argv and envp).
+fn null_terminated(strings: &[std::ffi::CString]) -> Vec<*const libc::c_char> {
+    let mut ptrs: Vec<*const libc::c_char> = strings.iter().map(|c| c.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    ptrs
+}
+
+/// The descriptors the init keeps (sorted): the child's stdio, its ends
+/// of the report and status pipes, the proxy's channel, and `more` (-1:
+/// none). It closes every other one first.
+fn keep_fds(stdio: [RawFd; 3], wires: &Wires, broker: &Broker, more: [RawFd; 3]) -> Vec<RawFd> {
+    let mut keep_fds: Vec<RawFd> = stdio.to_vec();
+    keep_fds.extend([wires.report.1.as_raw_fd(), wires.status.1.as_raw_fd()]);
+    keep_fds.extend(more);
+    keep_fds.extend(broker.proxy.as_ref().and_then(proxy::Setup::child_fd));
+    keep_fds.retain(|fd| *fd >= 0);
+    keep_fds.sort_unstable();
+    keep_fds.dedup();
+    keep_fds
 }
 
 /// Not root: the init's user namespace maps us to ourselves (and
@@ -423,7 +398,7 @@ fn await_exec(
         stage,
         errno,
         step,
-        &aftercare.what,
+        &aftercare.root.what,
         &aftercare.name,
     ))
 }
@@ -460,4 +435,18 @@ fn setup_error(
             source,
         },
     }
+}
+
+/// Read until `buf` is full or EOF; the number of bytes read.
+fn read_full(fd: &OwnedFd, buf: &mut [u8]) -> usize {
+    let mut n = 0;
+    while n < buf.len() {
+        match nix::unistd::read(fd, &mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => break,
+        }
+    }
+    n
 }
