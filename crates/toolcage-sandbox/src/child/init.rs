@@ -75,6 +75,8 @@ pub extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: the listeners are made in our network namespace, sent on
     // the channel the plan names, and closed.
     unsafe { open_listeners(plan) };
+    // The seam: above, the sandbox (what the grant decides); below, the
+    // call (see `spawn/mod.rs`).
     // SAFETY: the subreaper flag is ours.
     unsafe { become_subreaper(plan) };
     // SAFETY: the tool runs on its own stack from the plan, in our memory,

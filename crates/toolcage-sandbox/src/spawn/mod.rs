@@ -1,30 +1,38 @@
 //! Running one call, as a list of phases ([`run_in`]), each a function of
-//! its own file here; the child's side of it is `child.rs`.
+//! its own file here; the child's side of it is `child/`.
 //!
 //! 1. [`decide`] the mode: namespace-free only where the grant's policy
 //!    accepts what that mode lacks;
 //! 2. [`prepare::prepare`] the call (program, arguments, environment,
-//!    working directory) and its confinement (Landlock, seccomp, rlimits,
-//!    the plan of the root); everything that allocates happens before
-//!    `clone(2)`;
+//!    working directory), its confinement (Landlock, seccomp, rlimits, the
+//!    plan of the root) and the pipes; everything that allocates happens
+//!    before `clone(2)`;
 //! 3. [`start::broker`]: what serves the call from toolcage's own process
 //!    (the domain proxy and DNS stub, the Landlock audit tap), set up
 //!    before the init exists and serving once it does;
-//! 4. [`start::clone_init`]: the pipes, the child's plan, `clone(2)`, then
-//!    wait until the tool has exec'd (or setup failed);
+//! 4. [`start::clone_init`]: the child's plan, `clone(2)`, the broker
+//!    serving, then the wait until the tool has exec'd (or setup failed);
 //! 5. [`after::supervise`]: stdin, output, timeout and cancellation until
 //!    the tool's status;
 //! 6. [`after::after_call`]: denials, protected paths restored or
 //!    quarantined, the outcome.
 //!
-//! The seam for sandboxes made ahead of their call: what depends only on
-//! the grant and the mode is [`prepare::Confinement`] (and, in the child,
-//! the init's steps up to the root and the network); what depends on the
-//! call is [`prepare::Invocation`], the stdio pipes and the tool's half of
-//! the child. Two things still cross it: the call's own readable paths
+//! # The seam for sandboxes made ahead of their call
+//!
+//! What depends only on the grant and the mode is
+//! [`prepare::Confinement`] (`prepare::confine`: Landlock, seccomp,
+//! rlimits, the root's steps, the network namespace, the report) and, in
+//! the child, the init's steps up to `open_listeners` (`child/init.rs`:
+//! namespaces, id maps, the root, loopback, the proxy's listeners). What
+//! depends on the call is [`prepare::Invocation`] (argv, environment,
+//! working directory, program), the pipes, the broker's audit tap, and
+//! from `become_subreaper` on the init's steps and all of the tool's. A
+//! pool would stop the init at that line and hand it the call's half.
+//! What still crosses the seam: the call's own readable paths
 //! (`Command::extra_read`, the parameters file) are in the Landlock
-//! ruleset and the root's plan, and namespace-free mode's private tmp is
-//! made per call.
+//! ruleset and the root's plan; the init keeps the call's stdio from its
+//! first step (`keep_fds`); namespace-free mode's private tmp and its
+//! snapshot of protected paths are made per call.
 
 mod after;
 mod prepare;

@@ -1,9 +1,10 @@
 //! Phase 2: everything the call needs that allocates, made before
-//! `clone(2)`. Three parts: [`Invocation`], what the call brings (program,
-//! arguments, environment, working directory); [`Confinement`], what the
-//! grant and the mode decide (Landlock, seccomp, rlimits, the root's plan,
-//! the network namespace); [`Aftercare`], what toolcage keeps to explain a
-//! failed setup and to check after the call.
+//! `clone(2)`: [`Invocation`], what the call brings (program, arguments,
+//! environment, working directory); [`Confinement`], what the grant and
+//! the mode decide (Landlock, seccomp, rlimits, the root's plan, the
+//! network namespace); [`Wires`], the pipes between toolcage and the call;
+//! [`Aftercare`], what toolcage keeps to explain a failed setup and to
+//! check after the call.
 
 use super::super::child::FreshRule;
 use super::super::landlock::{self as ll, Layout};
