@@ -103,6 +103,8 @@ pub extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
 /// death would not end the tool's group: we catch the signal instead and
 /// kill the group first ([`parent_gone`]).
 ///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
+///
 /// # Safety
 /// The child's contract (see the module): in the init, just cloned.
 unsafe fn die_with_parent(plan: &ChildPlan) {
@@ -128,6 +130,8 @@ unsafe fn die_with_parent(plan: &ChildPlan) {
 /// so once our own copy is closed ([`close_all_but`]), POLLERR on the
 /// write end means nobody is left to read it: exit.
 ///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
+///
 /// # Safety
 /// The child's contract: in the init, after `close_all_but`.
 unsafe fn exit_if_parent_gone(plan: &ChildPlan) {
@@ -148,6 +152,8 @@ unsafe fn exit_if_parent_gone(plan: &ChildPlan) {
 /// SIGSTOP. The raw syscall: libc's wrapper refuses the two signals it
 /// reserves for itself (32 and 33), which an ignored disposition inherited
 /// by toolcage would otherwise pass on to the tool.
+///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
 ///
 /// # Safety
 /// The child's contract: in the init, with every signal blocked (as the
@@ -180,6 +186,8 @@ unsafe fn default_signals(sigrtmax: libc::c_int) {
 /// Init step: write the user namespace's maps (not root: ourselves to
 /// ourselves, `setgroups` denied); nothing to write as root.
 ///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
+///
 /// # Safety
 /// The child's contract: in the init, before [`undumpable`] (a
 /// non-dumpable process's `/proc/self` files belong to root).
@@ -200,6 +208,8 @@ unsafe fn map_ids(plan: &ChildPlan) {
 /// Init step: from here on nobody can ptrace us or read our memory
 /// through /proc (which matters without Landlock).
 ///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
+///
 /// # Safety
 /// The child's contract: in the init, after [`map_ids`].
 unsafe fn undumpable() {
@@ -208,6 +218,8 @@ unsafe fn undumpable() {
 }
 
 /// Init step: join the network namespace made ahead (`netns.rs`), if any.
+///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
 ///
 /// # Safety
 /// The child's contract: in the init.
@@ -223,6 +235,8 @@ unsafe fn join_network(plan: &ChildPlan) {
 
 /// Init step: build the constructed root, step by step; a failure names
 /// its step (none namespace-free).
+///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
 ///
 /// # Safety
 /// The child's contract: in the init, in its own mount namespace.
@@ -240,6 +254,8 @@ unsafe fn build_root(plan: &ChildPlan) {
 
 /// Init step: bring up `lo` when the call's network namespace is our own
 /// (`CLONE_NEWNET`, none made ahead).
+///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
 ///
 /// # Safety
 /// The child's contract: in the init, in that namespace.
@@ -259,6 +275,8 @@ unsafe fn bring_up_loopback(plan: &ChildPlan) {
 /// hold every right in the network namespace, sent to toolcage and closed
 /// here (and the channel with them) before the tool exists.
 ///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
+///
 /// # Safety
 /// The child's contract: in the init, in the call's network namespace.
 unsafe fn open_listeners(plan: &ChildPlan) {
@@ -276,6 +294,8 @@ unsafe fn open_listeners(plan: &ChildPlan) {
 /// Init step, namespace-free: orphans of the call become our children, so
 /// we can reap them.
 ///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
+///
 /// # Safety
 /// The child's contract: in the init.
 unsafe fn become_subreaper(plan: &ChildPlan) {
@@ -287,6 +307,8 @@ unsafe fn become_subreaper(plan: &ChildPlan) {
 
 /// Init step: clone the tool into our memory (`CLONE_VM | CLONE_VFORK`):
 /// we are suspended until it execs or exits. Its pid.
+///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
 ///
 /// # Safety
 /// The child's contract: in the init, with `plan.tool_stack_top` the top
@@ -313,6 +335,8 @@ unsafe fn start_tool(plan: &ChildPlan) -> libc::pid_t {
 /// keeps every descendant in: the parent is told it, to kill it too if it
 /// has to kill us.
 ///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
+///
 /// # Safety
 /// The child's contract: in the init, after [`start_tool`].
 unsafe fn forward_to(plan: &ChildPlan, tool: libc::pid_t) {
@@ -329,6 +353,8 @@ unsafe fn forward_to(plan: &ChildPlan, tool: libc::pid_t) {
 /// Init step: forward SIGTERM, SIGINT and SIGHUP; namespace-free, catch
 /// [`PARENT_GONE`]. Signals are still blocked (as when the parent cloned
 /// us): one that arrived meanwhile runs its handler once unblocked.
+///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
 ///
 /// # Safety
 /// The child's contract: in the init, after [`forward_to`].
@@ -354,6 +380,8 @@ unsafe fn catch_signals(plan: &ChildPlan) {
 /// Init step: an empty signal mask (the tool has exec'd or failed, and the
 /// handlers are in place).
 ///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
+///
 /// # Safety
 /// The child's contract: in the init, after [`catch_signals`].
 unsafe fn unblock_all_signals() {
@@ -368,6 +396,8 @@ unsafe fn unblock_all_signals() {
 /// Init step, with namespaces: reap every child until the tool exits, then
 /// report its status and exit, which makes the kernel kill whatever is
 /// left in the namespace.
+///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
 ///
 /// # Safety
 /// The child's contract: in the init, `tool` its child.
@@ -395,6 +425,8 @@ unsafe fn wait_for_tool(plan: &ChildPlan, tool: libc::pid_t) -> ! {
 /// the group's ID, then reap every descendant until none is left, and only
 /// then report the tool's status. Nothing the call started is alive when
 /// the parent hears.
+///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
 ///
 /// # Safety
 /// The child's contract: in the init, a subreaper, `tool` its child.

@@ -198,6 +198,8 @@ pub(super) fn loopback_request() -> libc::ifreq {
 /// Report `stage`, the current errno and the failing step to the parent,
 /// then exit.
 ///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
+///
 /// # Safety
 /// The child's contract (see the module): called in the init or the tool,
 /// never in toolcage's own process, which it would end.
@@ -216,6 +218,8 @@ unsafe fn fail_at(plan: &ChildPlan, stage: Stage, step: u32) -> ! {
 
 /// [`fail_at`] a stage that has no steps.
 ///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
+///
 /// # Safety
 /// As for [`fail_at`].
 unsafe fn fail(plan: &ChildPlan, stage: Stage) -> ! {
@@ -224,6 +228,8 @@ unsafe fn fail(plan: &ChildPlan, stage: Stage) -> ! {
 }
 
 /// Close every descriptor except the sorted `keep` list.
+///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
 ///
 /// # Safety
 /// The child's contract: the descriptors closed are the child's copies; in

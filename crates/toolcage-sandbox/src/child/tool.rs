@@ -43,6 +43,8 @@ pub(super) extern "C" fn tool_main(arg: *mut libc::c_void) -> libc::c_int {
 
 /// Tool step: lead a new session (and process group).
 ///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
+///
 /// # Safety
 /// The child's contract (see the module): in the tool.
 unsafe fn new_session(plan: &ChildPlan) {
@@ -55,6 +57,8 @@ unsafe fn new_session(plan: &ChildPlan) {
 }
 
 /// Tool step: die with the init.
+///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
 ///
 /// # Safety
 /// The child's contract: in the tool.
@@ -73,6 +77,8 @@ unsafe fn die_with_init() {
 
 /// Tool step: the grant's resource limits.
 ///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
+///
 /// # Safety
 /// The child's contract: in the tool.
 unsafe fn set_rlimits(plan: &ChildPlan) {
@@ -89,6 +95,8 @@ unsafe fn set_rlimits(plan: &ChildPlan) {
 
 /// Tool step: change to the call's working directory.
 ///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
+///
 /// # Safety
 /// The child's contract: in the tool.
 unsafe fn enter_cwd(plan: &ChildPlan) {
@@ -103,6 +111,8 @@ unsafe fn enter_cwd(plan: &ChildPlan) {
 
 /// Tool step: no exec may grant privileges again.
 ///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
+///
 /// # Safety
 /// The child's contract: in the tool.
 unsafe fn no_new_privs(plan: &ChildPlan) {
@@ -116,6 +126,8 @@ unsafe fn no_new_privs(plan: &ChildPlan) {
 
 /// Tool step: add the rules for the filesystems mounted inside the call,
 /// then restrict ourselves with the ruleset (when Landlock is available).
+///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
 ///
 /// # Safety
 /// The child's contract: in the tool, after [`no_new_privs`].
@@ -144,6 +156,8 @@ unsafe fn restrict_landlock(plan: &ChildPlan) {
 /// Tool step: nothing toolcage inherited may leak into the tool: every
 /// descriptor from 3 up is closed on exec.
 ///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
+///
 /// # Safety
 /// The child's contract: in the tool.
 unsafe fn close_inherited(plan: &ChildPlan) {
@@ -164,6 +178,8 @@ unsafe fn close_inherited(plan: &ChildPlan) {
 
 /// Tool step: the call's stdin, stdout and stderr on 0, 1 and 2, kept
 /// across exec.
+///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
 ///
 /// # Safety
 /// The child's contract: in the tool, after [`close_inherited`].
@@ -187,6 +203,8 @@ unsafe fn set_stdio(plan: &ChildPlan) {
 /// Tool step: wait, under `--explain` with the audit log, until toolcage
 /// has named our process (it closes the gate's write end).
 ///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
+///
 /// # Safety
 /// The child's contract: in the tool.
 unsafe fn wait_exec_gate(plan: &ChildPlan) {
@@ -202,6 +220,8 @@ unsafe fn wait_exec_gate(plan: &ChildPlan) {
 
 /// Tool step: the seccomp filters, last before exec (they may refuse what
 /// the steps before need).
+///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
 ///
 /// # Safety
 /// The child's contract: in the tool, after [`no_new_privs`].
@@ -225,6 +245,8 @@ unsafe fn install_seccomp(plan: &ChildPlan) {
 
 /// Tool step: exec the program; only returns (by reporting) on failure.
 ///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
+///
 /// # Safety
 /// The child's contract: in the tool, last.
 unsafe fn exec(plan: &ChildPlan) -> ! {
@@ -242,6 +264,8 @@ unsafe fn exec(plan: &ChildPlan) -> ! {
 
 /// Grant `rule.access` beneath a filesystem mounted inside the call (a
 /// fresh tmpfs or procfs), whose root inode no parent-side rule can name.
+///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
 ///
 /// # Safety
 /// The child's contract (see the module): in the tool, before it restricts
@@ -284,6 +308,8 @@ unsafe fn add_fresh_rule(plan: &ChildPlan, rule: &FreshRule) {
 /// Tool step: lock root out of its privileges and empty every capability
 /// set.
 ///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
+///
 /// # Safety
 /// The child's contract: in the tool.
 unsafe fn drop_capabilities(plan: &ChildPlan) {
@@ -322,6 +348,8 @@ unsafe fn drop_capabilities(plan: &ChildPlan) {
 }
 
 /// Empty the effective, permitted and inheritable sets (`capset(2)`).
+///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
 ///
 /// # Safety
 /// The child's contract: in the tool, from [`drop_capabilities`].
@@ -365,6 +393,8 @@ unsafe fn empty_capability_sets(plan: &ChildPlan) {
 /// Tool step: an empty signal mask (the init cloned it with every signal
 /// blocked). Dispositions are the init's, all default (it reset them before
 /// cloning us and sets its own only after we exec): only the mask is left.
+///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
 ///
 /// # Safety
 /// The child's contract: in the tool.
