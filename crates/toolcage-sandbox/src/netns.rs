@@ -75,7 +75,7 @@ pub fn start() -> Option<Early> {
     std::thread::Builder::new()
         .name("toolcage-netns".into())
         .stack_size(64 * 1024)
-        .spawn(|| make(&super::spawn::loopback_request()))
+        .spawn(|| make(&super::child::loopback_request()))
         .ok()
         .map(Early)
 }

@@ -2,8 +2,8 @@
 //! under their caps, enforce the timeout and cancellation, reap the child.
 
 use super::Exit;
+use super::init_guard::InitGuard;
 use super::output::{CappedBuffer, Captured};
-use super::spawn::InitGuard;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -66,7 +66,7 @@ pub struct Running<'a> {
     /// child inherited toolcage's own descriptors.
     pub stdio: Option<[OwnedFd; 3]>,
     /// Read end of the pipe where the init writes the tool's wait status.
-    pub status: OwnedFd,
+    pub status: &'a OwnedFd,
 }
 
 pub struct Finished {
@@ -259,7 +259,7 @@ pub fn supervise(
         }
         if exit.is_none()
             && (ready(3) || (kill_at.is_none() && killed.is_some()))
-            && let Some(status) = wait_status(init, libc::WNOHANG, &child.status)
+            && let Some(status) = wait_status(init, libc::WNOHANG, child.status)
         {
             exit = Some(killed.unwrap_or(status));
             stdin = None;
@@ -271,7 +271,7 @@ pub fn supervise(
     }
     if exit.is_none() {
         kill_tree(init, libc::SIGKILL);
-        exit = wait_status(init, 0, &child.status);
+        exit = wait_status(init, 0, child.status);
     }
     Finished {
         exit: exit.or(killed).unwrap_or(Exit::Signal(libc::SIGKILL)),
