@@ -182,6 +182,8 @@ fn the_tmp_bound_is_shown_with_its_origin_and_a_bad_one_is_refused() {
         assert!(!o.status.success(), "{value} accepted");
         assert!(err.contains("limits.tmp") && err.contains(says), "{err}");
     }
+}
+
 #[test]
 fn a_root_through_a_symlink_shows_both_paths_and_a_planted_one_is_refused() {
     let p = Project::new("policy-links");

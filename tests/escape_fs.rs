@@ -655,6 +655,8 @@ fn private_tmp_and_dev_shm_share_one_memory_bound() {
     assert_denied(&o, &["DENIED:ENOSPC"], "/dev/shm then /tmp past limits.tmp");
     let o = py(&g, &format!("{FILL}\nt(lambda: fill('/tmp/a', 128))"));
     assert_denied(&o, &["DENIED:ENOSPC"], "/tmp alone past limits.tmp");
+}
+
 /// `toolcage -C <project> ARGS` as a user runs it, namespace-free when the
 /// suite is (a container-like filter on the binary itself).
 fn toolcage_bin(p: &Project, args: &[&str]) -> std::process::Output {
