@@ -326,7 +326,8 @@ impl Instance {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
                 kill.cancel();
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                // What it wrote before it went: read to the end, not slept for.
+                stderr.settled(Duration::from_secs(1)).await;
                 return Err(failed(
                     format!("'{}' did not complete the MCP handshake: {e}", spec.name),
                     &stderr,
