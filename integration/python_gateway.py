@@ -105,8 +105,11 @@ async def elicitation_stdio(binary, project, policy):
             names = {t.name for t in (await session.list_tools()).tools}
             check("elicitation-tool-offered", "everything__trigger-elicitation-request" in names, f"{sorted(names)}")
             res = await session.call_tool("everything__trigger-elicitation-request", {})
+            # The label says what asks (the upstream change made it
+            # "[upstream server 'NAME'] ", was "[NAME] "), as tests/gateway.rs checks.
             check("elicitation-forwarded", not res.is_error and "Ada" in text_of(res)
-                  and asked and asked[0].startswith("[everything] "), f"{asked} {res}")
+                  and asked and asked[0].startswith("[upstream server 'everything'] "),
+                  f"{asked} {res}")
     async with stdio_client(params) as (r, w):
         async with ClientSession(r, w) as session:
             await session.initialize()

@@ -258,8 +258,12 @@ else
       fi
       got="$(cd "$probe_dir" && env -u TMPDIR PATH="$syspath" "${pre[@]}" "$bin" exec --profile ci "${fl[@]}" -- python3 -c "$connect_py" "$port" 2>&1)"
       what="toolcage exec --profile ci ${fl[*]}${fl[*]:+ }-- connect 127.0.0.1:$port"
-      if [[ "$got" == REFUSED:* ]]; then
-        result PASS network "$mode" "$what: ${got#REFUSED:}"
+      # The probe's answer is its own line; toolcage's notes on stderr
+      # (namespace-free: "ran degraded: ...") come with it and would break
+      # the one-line result.
+      answer="$(grep -m1 -e '^REFUSED:' -e '^CONNECTED$' <<<"$got")"
+      if [[ "$answer" == REFUSED:* ]]; then
+        result PASS network "$mode" "$what: ${answer#REFUSED:}"
       elif [ "$mode" = nsfree ] && [ "$nsfree_state" = expected-fail ] && [[ "$got" == *"$nsfree_known"* ]]; then
         result EXPECTED-FAIL network "$mode" "$nsfree_known"
       else

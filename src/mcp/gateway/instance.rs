@@ -14,6 +14,7 @@ use rmcp::{RoleClient, ServiceExt};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -32,11 +33,15 @@ pub const MAX_LIST_BYTES: usize = 4 * 1024 * 1024;
 
 /// The last bytes a server wrote to stderr.
 #[derive(Debug, Default)]
-pub struct Tail(Mutex<Vec<u8>>);
+pub struct Tail {
+    bytes: Mutex<Vec<u8>>,
+    /// A reader has not yet seen the end of the server's stderr.
+    reading: AtomicBool,
+}
 
 impl Tail {
     fn push(&self, chunk: &[u8]) {
-        let mut b = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut b = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
         b.extend_from_slice(chunk);
         if b.len() > STDERR_TAIL {
             let cut = b.len() - STDERR_TAIL;
@@ -46,11 +51,21 @@ impl Tail {
 
     /// The tail as text, its last `lines` lines.
     pub fn text(&self, lines: usize) -> String {
-        let b = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let b = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
         let s = String::from_utf8_lossy(&b);
         let all: Vec<&str> = s.lines().collect();
         let from = all.len().saturating_sub(lines);
         crate::text::multi_line(&all[from..].join("\n"))
+    }
+
+    /// Wait, at most `limit`, for the reader to reach the end of stderr: a
+    /// server that wrote why and exited can be seen gone (its stdout
+    /// closed) before its last words are read from the pipe.
+    async fn settled(&self, limit: Duration) {
+        let until = Instant::now() + limit;
+        while self.reading.load(Ordering::Acquire) && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 }
 
@@ -259,6 +274,7 @@ impl Instance {
         {
             let stderr = stderr.clone();
             let mut file = std::fs::File::from(stderr_r);
+            stderr.reading.store(true, Ordering::Release);
             let _ = std::thread::Builder::new()
                 .name(format!("upstream-{}-stderr", spec.name))
                 .spawn(move || {
@@ -269,6 +285,7 @@ impl Instance {
                         }
                         stderr.push(&buf[..n]);
                     }
+                    stderr.reading.store(false, Ordering::Release);
                 });
         }
         let failed = |why: String, stderr: &Tail| {
@@ -309,7 +326,8 @@ impl Instance {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
                 kill.cancel();
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                // What it wrote before it went: read to the end, not slept for.
+                stderr.settled(Duration::from_secs(1)).await;
                 return Err(failed(
                     format!("'{}' did not complete the MCP handshake: {e}", spec.name),
                     &stderr,
@@ -395,10 +413,13 @@ impl Instance {
         params.arguments = Some(args);
         let request = ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
         let peer = self.service.peer().clone();
-        let handle = peer
+        let handle = match peer
             .send_cancellable_request(request, PeerRequestOptions::no_options())
             .await
-            .map_err(|e| CallFailure::Gone(self.gone_text(&e.to_string())))?;
+        {
+            Ok(h) => h,
+            Err(e) => return Err(CallFailure::Gone(self.gone_text(&e.to_string()).await)),
+        };
         let id = handle.id.clone();
         let token = handle.progress_token.clone();
         let routes = self.progress.clone();
@@ -433,7 +454,7 @@ impl Instance {
                 serde_json::to_string(&other).unwrap_or_default()
             ))),
             Ok(Err(ServiceError::McpError(e))) => Err(CallFailure::Error(e.message.to_string())),
-            Ok(Err(e)) => Err(CallFailure::Gone(self.gone_text(&e.to_string()))),
+            Ok(Err(e)) => Err(CallFailure::Gone(self.gone_text(&e.to_string()).await)),
             Err(failure) => {
                 let reason = match &failure {
                     CallFailure::Timeout(_) => "timeout",
@@ -447,7 +468,8 @@ impl Instance {
         }
     }
 
-    fn gone_text(&self, error: &str) -> String {
+    async fn gone_text(&self, error: &str) -> String {
+        self.stderr.settled(Duration::from_secs(1)).await;
         let why = self.exited().unwrap_or_else(|| error.to_string());
         let tail = self.stderr.text(20);
         let text = match tail.trim().is_empty() {
