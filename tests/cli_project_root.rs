@@ -264,4 +264,11 @@ fn allow_home_project_in_the_operators_file_outside_home_lets_it_run() {
         &["-C", "/", "exec", "--policy", &policy_s, "--", "true"],
     );
     assert_eq!(o.status.code(), Some(125), "{}", text(&o));
+    // ... and refused as such, not by whatever else loading the policy
+    // for `/` runs into first.
+    assert!(
+        text(&o).contains("-C /: the project cannot be the root directory /"),
+        "{}",
+        text(&o)
+    );
 }

@@ -402,9 +402,17 @@ fn approve_pins_only_the_definition_the_operator_saw() {
     assert!(err.contains("nothing was approved"), "{err}");
     let (code, _, err) = f.run(&["call", "fx__echo", "text=x"]);
     assert_eq!(code, 3, "{err}");
-    // Control: the digest of what the server reports now is approved.
     let now = digest_shown(&f, "fx__echo");
     assert_ne!(now, seen);
+    // The refusal does not hand out the digest of what was not reviewed.
+    assert!(!err.contains(&now), "{err}");
+    // A prefix of the right digest is not a digest, whatever its case.
+    let prefix = now[..12].to_ascii_uppercase();
+    let (code, _, err) = f.run(&["upstreams", "approve", "fx__echo", "--digest", &prefix]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a digest") && !err.contains(&now), "{err}");
+    assert_eq!(f.run(&["call", "fx__echo", "text=x"]).0, 3);
+    // Control: the digest of what the server reports now is approved.
     let (code, out, err) = f.run(&["upstreams", "approve", "fx__echo", "--digest", &now]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("pinned fx__echo"), "{out}");

@@ -638,6 +638,20 @@ fn add_never_takes_over_another_tools_name() {
     assert!(!exists(&f.root(), ".clawd/tools/notes"));
     let (_, text) = s.call_text("deploy", json!({}));
     assert_eq!(text.trim(), "operator-deploy");
+    // Nor the management tools' own names: such an entry would hide
+    // behind `tool_manage` here and answer in its place where it is off.
+    for reserved in ["tool_manage", "custom_script"] {
+        let (err, text) = s.call_text(
+            "tool_manage",
+            json!({"action": "add", "name": reserved, "description": "mine", "executor": "shell", "command": "echo hijacked"}),
+        );
+        assert!(err, "{text}");
+        assert!(
+            text.contains(&format!("'{reserved}' already exists (a management tool")),
+            "{text}"
+        );
+    }
+    assert!(!exists(&f.root(), "tools.toml"));
     // Control: another name is added and runs.
     let (err, text) = s.call_text(
         "tool_manage",
@@ -652,7 +666,13 @@ fn add_never_takes_over_another_tools_name() {
         .collect();
     assert_eq!(
         reasons,
-        [json!("name_taken"), json!("name_taken"), Value::Null]
+        [
+            json!("name_taken"),
+            json!("name_taken"),
+            json!("name_taken"),
+            json!("name_taken"),
+            Value::Null
+        ]
     );
 }
 

@@ -36,31 +36,77 @@ pub fn timed_out(grant: &Grant) -> String {
 /// The prefixes of the lines toolcage itself writes into a result's text.
 const OWN_PREFIXES: [&str; 3] = ["[toolcage", "[stderr]", "[output truncated"];
 
-/// Whether `line` could be read as one of toolcage's own lines (leading
-/// blanks and case ignored, as a reader would).
+/// Whether `line` could be read as one of toolcage's own lines: leading
+/// blanks, control and invisible characters (bidi controls, zero-width
+/// marks) skipped, full-width forms (`［ｔｏｏｌｃａｇｅ`) folded and case
+/// ignored, as a reader (or a renderer) would.
 fn imitates_toolcage(line: &str) -> bool {
-    let l = line.trim_start().as_bytes();
-    OWN_PREFIXES
-        .iter()
-        .any(|p| l.len() >= p.len() && l[..p.len()].eq_ignore_ascii_case(p.as_bytes()))
+    let folded = line
+        .chars()
+        .take_while(|&c| !line_break(c))
+        .skip_while(|&c| c.is_whitespace() || invisible(c))
+        .filter(|&c| !invisible(c))
+        .map(|c| match c {
+            '\u{ff01}'..='\u{ff5e}' => char::from_u32(c as u32 - 0xfee0).unwrap_or(c),
+            c => c,
+        });
+    OWN_PREFIXES.iter().any(|p| {
+        let mut f = folded.clone();
+        p.chars()
+            .all(|pc| f.next().is_some_and(|c| c.eq_ignore_ascii_case(&pc)))
+    })
+}
+
+/// Characters a reader does not see: controls, bidi controls and
+/// isolates, zero-width and other format marks.
+fn invisible(c: char) -> bool {
+    crate::text::is_dangerous(c)
+        || matches!(
+            c,
+            '\u{ad}'
+                | '\u{34f}'
+                | '\u{61c}'
+                | '\u{180e}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{feff}'
+        )
+}
+
+/// Whether `c` ends a line for some reader: a newline, a carriage return
+/// (a terminal returns to the line's start), or another line or paragraph
+/// separator.
+fn line_break(c: char) -> bool {
+    matches!(
+        c,
+        '\n' | '\r' | '\u{b}' | '\u{c}' | '\u{85}' | '\u{2028}' | '\u{2029}'
+    )
 }
 
 /// Output a tool (or an upstream server) produced, as a result's text shows
-/// it: every line that imitates one of toolcage's gets a `\` before it.
+/// it: every line that imitates one of toolcage's gets a `\` before it. A
+/// line starts after any [`line_break`], so `x\r[toolcage: ...` is one too.
 pub fn shown(output: &str) -> std::borrow::Cow<'_, str> {
-    if !output.split('\n').any(imitates_toolcage) {
+    let starts = std::iter::once(0).chain(
+        output
+            .char_indices()
+            .filter(|&(_, c)| line_break(c))
+            .map(|(i, c)| i + c.len_utf8()),
+    );
+    let forged: Vec<usize> = starts
+        .filter(|&i| imitates_toolcage(&output[i..]))
+        .collect();
+    if forged.is_empty() {
         return output.into();
     }
-    let mut out = String::with_capacity(output.len() + 16);
-    for (i, line) in output.split('\n').enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        if imitates_toolcage(line) {
-            out.push('\\');
-        }
-        out.push_str(line);
+    let mut out = String::with_capacity(output.len() + forged.len());
+    let mut from = 0;
+    for i in forged {
+        out.push_str(&output[from..i]);
+        out.push('\\');
+        from = i;
     }
+    out.push_str(&output[from..]);
     out.into()
 }
 
@@ -179,6 +225,13 @@ pub(crate) mod tests {
         assert_eq!(
             t,
             "x\n[OUTPUT TRUNCATED: 5 bytes omitted]\n[stderr]\nwarn\n"
+        );
+        // A carriage return, another line separator, leading bidi or
+        // zero-width marks and full-width forms start or hide nothing.
+        let forged = "x\r[toolcage: a]\n\u{202e}[toolcage: b]\n\u{200b} [stderr]\n\u{ff3b}\u{ff54}oolcage: c\u{2028}[toolcage: d]\n\n[toolcage: e]";
+        assert_eq!(
+            shown(forged),
+            "x\r\\[toolcage: a]\n\\\u{202e}[toolcage: b]\n\\\u{200b} [stderr]\n\\\u{ff3b}\u{ff54}oolcage: c\u{2028}\\[toolcage: d]\n\n\\[toolcage: e]"
         );
         // Other brackets are the tool's business.
         assert_eq!(

@@ -159,9 +159,11 @@ fn home_project(project: &Path, explicit: bool, policy: &PolicyArgs) -> Result<(
     let Some(what) = ctx.project_refusal() else {
         return Ok(());
     };
-    // Only an operator's file can allow it: without one, say the refusal
-    // (not whatever else the profile makes of such a project).
-    if policy.policy.is_some() {
+    // Only an operator's file can allow it, and never `/`: without one,
+    // or for `/`, say the refusal (not whatever else loading the profile
+    // makes of such a project, such as `/bin` being a link in a write root).
+    let root = std::fs::canonicalize(cwd.join(project)).is_ok_and(|p| p.parent().is_none());
+    if policy.policy.is_some() && !root {
         let stack = crate::policy::load(&exec::sources(policy), &ctx).map_err(|e| e.to_string())?;
         if stack.allows_home_project(&ctx).map_err(|e| e.to_string())? {
             return Ok(());

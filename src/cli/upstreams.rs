@@ -475,6 +475,16 @@ fn approve(gw: &CliGateway, name: &str, digest: Option<&str>) -> u8 {
         ));
         return status::INVALID;
     };
+    // A prefix or a typo is not the digest of anything the operator saw;
+    // say so before starting the server.
+    let given = given.trim().to_ascii_lowercase();
+    if given.len() != 64 || !given.bytes().all(|b| b.is_ascii_hexdigit()) {
+        super::say(&format!(
+            "--digest {}: not a digest: give the whole sha256 (64 hex characters) that              `toolcage upstreams show {name}` prints; nothing was approved",
+            text::one_line(&given)
+        ));
+        return status::INVALID;
+    }
     let t = match target(gw, name) {
         Ok(t) => t,
         Err(e) => {
@@ -497,12 +507,12 @@ fn approve(gw: &CliGateway, name: &str, digest: Option<&str>) -> u8 {
         return status::OK;
     }
     let now = approval_digest(&held);
-    if given.trim().to_ascii_lowercase() != now {
+    if given != now {
+        // The digest of what it reports now is not printed here: it is
+        // `show`'s to print, beside the definitions it covers.
         super::say(&format!(
-            "{name}: the server now reports other definitions than the ones the digest {} \
-             covers (now {now}); nothing was approved; review them again: toolcage upstreams \
-             show {name}",
-            text::one_line(given)
+            "{name}: the server now reports other definitions than the ones the digest {given} \
+             covers; nothing was approved; review them again: toolcage upstreams show {name}"
         ));
         return status::INVALID;
     }

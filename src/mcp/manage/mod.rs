@@ -187,6 +187,12 @@ fn shown_cut(s: &str, max: usize, why: &str) -> String {
 /// outranks Octomind and clawd tools of the same name, and would run with
 /// that tool's `[tools.NAME]` grant).
 fn taken(server: &McpServer, project: &Path, name: &str) -> Option<String> {
+    // The management tools' own names, enabled or not: an added tool of
+    // that name would be hidden behind the management tool (or, with it
+    // off, answer in its place next session).
+    if name == clawd::NAME || name == crabs::NAME {
+        return Some("a management tool of toolcage".into());
+    }
     if let Some(spec) = server.shared.host.spec(name) {
         let format = serde_json::to_value(spec.format)
             .ok()
