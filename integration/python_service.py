@@ -15,6 +15,7 @@ Usage: python_service.py SCENARIO URL [ARGS...]
   calls URL SESSIONS EACH OUT   sessions one after another, EACH `where`
                             calls each; writes {replica: successes} to OUT
   only URL REPLICA N        N new sessions all land on REPLICA
+  refused URL               a local call fails closed (isError, did not run)
   store_down URL            a limited call fails closed; an unlimited local
                             call runs
   recovers URL TRIES        a limited call succeeds again within TRIES tries
@@ -162,14 +163,26 @@ async def calls(url, sessions, each, out):
 
 
 async def only(url, replica, n):
-    reps = []
+    reps, texts = [], []
     with anyio.fail_after(120):
         for _ in range(n):
             async with http_transport(url) as (r, w):
                 async with ClientSession(r, w) as s:
                     await s.initialize()
-                    reps.append(await where(s))
-    check(f"only-{replica}", reps == [replica] * n, f"{reps}")
+                    res = await s.call_tool("where", {})
+                    reps.append(None if res.is_error else replica_of(res))
+                    texts.append(text_of(res)[:400])
+    check(f"only-{replica}", reps == [replica] * n, f"{reps}: {texts}")
+
+
+async def refused(url):
+    with anyio.fail_after(60):
+        async with http_transport(url) as (r, w):
+            async with ClientSession(r, w) as s:
+                await s.initialize()
+                res = await s.call_tool("where", {})
+                print(f"the call: {text_of(res)[:300]}")
+                check("call-refused", res.is_error and "replica=" not in text_of(res), f"{res}")
 
 
 async def store_down(url):
@@ -231,6 +244,7 @@ def main():
         "listed": lambda: listed(url, dict(a.split("=", 1) for a in args)),
         "calls": lambda: calls(url, int(args[0]), int(args[1]), args[2]),
         "only": lambda: only(url, args[0], int(args[1])),
+        "refused": lambda: refused(url),
         "store_down": lambda: store_down(url),
         "recovers": lambda: recovers(url, int(args[0])),
         "bench": lambda: bench(url, int(args[0]), int(args[1])),
