@@ -33,6 +33,7 @@ pub mod persist;
 mod prepared;
 pub mod ratelimit;
 mod records;
+pub mod store;
 pub mod terminal;
 mod verdict;
 
@@ -51,7 +52,7 @@ use crate::policy::{Context, Overrides, PolicyError, PolicyStack, RateLimit, Ses
 use crate::text::format_duration;
 use approval::{Memory, Need};
 use journal::{Journal, Unwritten};
-use persist::{FileRates, FileSlots, RateCheck, RateRefusal, Slot, SlotStore};
+use persist::{FileSlots, RateCheck, RateRefusal, Slot, SlotStore};
 use ratelimit::{Clock, Concurrency, RateLimiter, WallClock, wait_text};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -93,6 +94,9 @@ pub struct Setup<'a> {
     pub ctx: &'a Context,
     pub stack: &'a PolicyStack,
     pub overrides: &'a Overrides,
+    /// Where rate limits are counted across processes and replicas: the
+    /// state directory's files, or `--store`'s Redis (`gate::store`).
+    pub store: &'a Arc<dyn store::Store>,
 }
 
 /// Approval memory, rate limits, concurrency slots and the audit log of one
@@ -102,7 +106,9 @@ pub struct Gate {
     journal: Journal,
     clock: Arc<dyn Clock>,
     memory: Memory,
-    rates: Box<dyn RateCheck>,
+    rates: Arc<dyn RateCheck>,
+    /// The shared store, when the rates are counted there (readiness).
+    store: Option<Arc<dyn store::Store>>,
     slots: Box<dyn SlotStore>,
 }
 
@@ -117,18 +123,22 @@ impl std::fmt::Debug for Gate {
 
 impl Gate {
     /// For a long-lived server (`toolcage serve`): the rate limits are the
-    /// project's file-backed state, shared with every `toolcage call` and
-    /// every other server and kept across restarts; concurrency slots are
-    /// counted in memory. The audit log is opened now.
+    /// project's shared store ([`Setup::store`]: the state directory's
+    /// file, shared with every `toolcage call` and every other server of
+    /// the machine, or Redis, shared by every replica), kept across
+    /// restarts; concurrency slots are counted in memory. The audit log is
+    /// opened now.
     pub fn for_server(setup: &Setup<'_>) -> Result<Gate, GateError> {
         let dir = location::state_dir(setup.project_root, setup.ctx);
-        Gate::build(
+        let mut gate = Gate::build(
             setup,
-            dir.clone(),
+            dir,
             Arc::new(WallClock),
-            Box::new(FileRates::new(&dir)),
+            setup.store.clone(),
             Box::new(Concurrency::default()),
-        )
+        )?;
+        gate.store = Some(setup.store.clone());
+        Ok(gate)
     }
 
     /// Rate limits and slots in the project's state directory, shared by
@@ -148,13 +158,15 @@ impl Gate {
             resolved.map(|r| r.grant).map_err(|e| e.to_string())
         });
         let journal = Journal::open_later(session.audit.clone(), audit_path, dir.clone(), defaults);
-        Ok(Gate::with_parts(
+        let mut gate = Gate::with_parts(
             session,
             journal,
             Arc::new(WallClock),
-            Box::new(FileRates::new(&dir)),
+            setup.store.clone(),
             Box::new(FileSlots::new(&dir)),
-        ))
+        );
+        gate.store = Some(setup.store.clone());
+        Ok(gate)
     }
 
     /// In memory, with a clock the caller moves and an explicit state
@@ -168,7 +180,7 @@ impl Gate {
             setup,
             state_dir,
             clock,
-            Box::new(RateLimiter::default()),
+            Arc::new(RateLimiter::default()),
             Box::new(Concurrency::default()),
         )
     }
@@ -177,7 +189,7 @@ impl Gate {
         setup: &Setup<'_>,
         state_dir: PathBuf,
         clock: Arc<dyn Clock>,
-        rates: Box<dyn RateCheck>,
+        rates: Arc<dyn RateCheck>,
         slots: Box<dyn SlotStore>,
     ) -> Result<Gate, GateError> {
         let session = setup.stack.session(setup.ctx)?;
@@ -197,7 +209,7 @@ impl Gate {
         session: SessionPolicy,
         journal: Journal,
         clock: Arc<dyn Clock>,
-        rates: Box<dyn RateCheck>,
+        rates: Arc<dyn RateCheck>,
         slots: Box<dyn SlotStore>,
     ) -> Gate {
         Gate {
@@ -206,8 +218,15 @@ impl Gate {
             clock,
             memory: Memory::default(),
             rates,
+            store: None,
             slots,
         }
+    }
+
+    /// Whether the shared store answers (`/readyz`): always for the state
+    /// directory and for a gate without one.
+    pub fn store_ready(&self) -> Result<(), String> {
+        self.store.as_ref().map_or(Ok(()), |s| s.ping())
     }
 
     pub fn audit_path(&self) -> &Path {
@@ -321,6 +340,8 @@ impl Gate {
                 return Err(d);
             }
             Err(RateRefusal::Unavailable(e)) => {
+                // The limits cannot be counted: the call is refused, not
+                // let through uncounted.
                 return Err(Denial::new(DenyReason::Unavailable, e.0));
             }
         }

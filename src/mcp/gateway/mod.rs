@@ -277,10 +277,9 @@ impl Gateway {
                 }
             })
             .collect();
-        let state_dir = crate::audit::location::state_dir(&engine.project_root(), &engine.ctx);
         Gateway {
             servers,
-            pins: Pins::new(&state_dir),
+            pins: Pins::in_store(engine.store.clone()),
             slots: tokio::sync::Mutex::new(BTreeMap::new()),
             local_names: engine
                 .catalog
@@ -679,8 +678,7 @@ pub fn skipped_status(engine: &Engine) -> Vec<Status> {
     if skipped.is_empty() {
         return Vec::new();
     }
-    let state_dir = crate::audit::location::state_dir(&engine.project_root(), &engine.ctx);
-    let pins = Pins::new(&state_dir);
+    let pins = Pins::in_store(engine.store.clone());
     skipped
         .iter()
         .map(|s| {
