@@ -99,22 +99,27 @@ async def unstuck(url):
 
 
 async def limit(url, tool, n, want):
-    admitted, denied, by_replica = 0, 0, {}
+    admitted, denied, order = 0, 0, []
     with anyio.fail_after(180):
         for _ in range(n):
             async with http_transport(url) as (r, w):
                 async with ClientSession(r, w) as s:
                     await s.initialize()
+                    rep = await where(s)
                     res = await s.call_tool(tool, {})
                     if not res.is_error:
                         admitted += 1
-                        rep = replica_of(res)
-                        by_replica[rep] = by_replica.get(rep, 0) + 1
+                        order.append(f"{rep}:ok")
                     elif "rate limit" in text_of(res):
                         denied += 1
+                        order.append(f"{rep}:denied")
                     else:
+                        order.append(f"{rep}:error")
                         check(f"limit-{tool}-denial-reason", False, text_of(res)[:300])
-    print(f"{tool}: {admitted} admitted {by_replica}, {denied} denied by the rate limit")
+                    if len(order) == n:
+                        print(f"(the last: {text_of(res)[:200]})")
+    print(f"{tool}: {admitted} admitted, {denied} denied by the rate limit, in order: {' '.join(order)}")
+    check(f"limit-{tool}-both-replicas", len({o.split(':')[0] for o in order}) == 2, f"{order}")
     check(f"limit-{tool}-admits-{want}-of-{n}", admitted == want and denied == n - want,
           f"admitted {admitted}, denied {denied}")
 

@@ -64,6 +64,8 @@ stop() {
   kill -"$sig" "${pids[$name]}" 2>/dev/null
   wait "${pids[$name]}" 2>/dev/null
   unset "pids[$name]"
+  # A replica started again at once must not be taken for the old one.
+  if [[ "$name" == r[12] && -n "${pids[haproxy]:-}" ]]; then wait_server "$name" DOWN; fi
 }
 
 # --- the project, as a ConfigMap would give it to every replica ----------
@@ -186,9 +188,15 @@ wait_server() {
 start_haproxy() {
   haproxy -f "$work/haproxy.cfg" -db >"$work/haproxy.log" 2>&1 &
   pids[haproxy]=$!
-  for _ in $(seq 1 100); do [ -S "$work/haproxy.sock" ] && break; sleep 0.05; done
-  wait_server r1 UP && wait_server r2 UP
+  for _ in $(seq 1 100); do [ -S "$work/haproxy.sock" ] && return 0; sleep 0.05; done
+  echo "haproxy did not start"; cat "$work/haproxy.log"; return 1
 }
+# start_both: both replicas, once HAProxy's health checks see them.
+start_both() {
+  start_replica r1 && start_replica r2 && wait_server r1 UP && wait_server r2 UP
+}
+# SERVICE_PHASES (default: all) runs some of the phases, e.g. "store".
+phase() { [[ " ${SERVICE_PHASES:-local store kill pod bench} " == *" $1 "* ]]; }
 
 # Final audit records (not `started`) of TOOL in the file FILE.
 audit_count() {
@@ -217,8 +225,10 @@ approve_on() {
     --policy "$work/cli.toml" "${extra[@]}"
 }
 
+start_haproxy || exit 1
+if phase local; then
 echo "-- replicas without a shared store, HAProxy in front"
-start_replica r1 && start_replica r2 && start_haproxy || exit 1
+start_both || exit 1
 
 echo "-- Host: only the proxy's name (--allow-host) and loopback are accepted"
 code() {
@@ -248,7 +258,11 @@ approve_on r1 || fail "approve on r1"
 scenario listed "$sticky" "r1=Keep a note for this session (v2)" r2=held
 
 stop r1; stop r2
-if ! "$bin" serve --help | grep -q -- '--store'; then
+fi
+
+if ! phase store; then
+  :
+elif ! "$bin" serve --help | grep -q -- '--store'; then
   echo "SKIP the --store scenarios: this toolcage has no \`serve --store\` (\`serve --help\` does not list it)"
 else
   echo "-- Redis, replicas with --store"
@@ -263,7 +277,7 @@ else
   }
   start_redis || exit 1
   store="redis://127.0.0.1:$redis_port/0"
-  start_replica r1 && start_replica r2 && wait_server r1 UP && wait_server r2 UP || exit 1
+  start_both || exit 1
 
   echo "-- rate limit 4/min with --store: exactly 4 of 10 across both replicas"
   scenario limit "$sticky" tick 10 4
@@ -277,15 +291,22 @@ else
 
   echo "-- Redis stopped: limited calls fail closed; back: they run"
   stop redis
-  scenario store_down "$sticky"
+  # The replica itself: limited calls refused, others run.
+  scenario store_down "http://127.0.0.1:${port[r1]}/mcp"
+  # /readyz says the store is gone, so the balancer sends no new session.
+  body="$(curl -s -w ' %{http_code}' "http://127.0.0.1:${port[r1]}/readyz" | tr -d '\n')"
+  [[ "$body" == *503 ]] && pass "store-down-not-ready ($body)" || fail "store-down-not-ready: $body"
+  wait_server r1 DOWN && wait_server r2 DOWN && pass "store-down-balancer-sees-both-down" \
+    || fail "store-down-balancer-sees-both-down"
   start_redis || exit 1
   scenario recovers "$sticky" 20
   stop r1; stop r2
   store=""
 fi
 
+if phase kill; then
 echo "-- a replica killed: new sessions go to the survivor, whose audit is whole"
-start_replica r1 && start_replica r2 && wait_server r1 UP && wait_server r2 UP || exit 1
+start_both || exit 1
 scenario calls "$sticky" 4 3 "$work/before.json"
 stop r1 KILL
 wait_server r1 DOWN || fail "HAProxy did not mark r1 down"
@@ -297,7 +318,9 @@ stop r2   # SIGTERM with --drain: ends with every record written
 got="$(audit_count "${audit[r2]}" where)"
 [ "$got" = "$want" ] && pass "survivor-audit-whole ($got records of $want answered calls)" \
   || fail "survivor-audit-whole: r2's audit has $got \`where\` records, it answered $want"
+fi
 
+if phase pod; then
 echo "-- a pod's restrictions: user toolcage-test, namespaces refused by seccomp"
 gcc -O2 -Wall -o "$work/nons" "$here/nons.c" || fail "build nons"
 if [ "$(id -u)" = 0 ]; then
@@ -331,13 +354,21 @@ if [ "$(id -u)" = 0 ]; then
 else
   echo "SKIP the pod run: needs root to run as toolcage-test"
 fi
+fi
 
+if phase bench; then
 echo "-- bench: 8 concurrent sessions over HAProxy, two replicas vs one"
-start_replica r1 && wait_server r1 UP || exit 1
-two="$(timeout 600 "$py" "$here/python_service.py" bench "$sticky" 8 10 | tee /dev/stderr | sed -n 's/.*= \([0-9.]*\) calls\/s/\1/p')"
+start_both || exit 1
+rate() { sed -n 's/^BENCH .*= \([0-9.]*\) calls\/s$/\1/p' <<<"$1"; }
+out="$(timeout 600 "$py" "$here/python_service.py" bench "$sticky" 8 10)" || rc=1
+echo "$out"
+two="$(rate "$out")"
 stop r2
-one_rate="$(timeout 600 "$py" "$here/python_service.py" bench "$one" 8 10 | tee /dev/stderr | sed -n 's/.*= \([0-9.]*\) calls\/s/\1/p')"
+out="$(timeout 600 "$py" "$here/python_service.py" bench "$one" 8 10)" || rc=1
+echo "$out"
+one_rate="$(rate "$out")"
 if [ -n "$two" ] && [ -n "$one_rate" ]; then
   echo "BENCH two replicas $two calls/s, one replica $one_rate calls/s: ratio $("$py" -c "print(f'{$two/$one_rate:.2f}')") on $(nproc) cores"
+fi
 fi
 exit $rc
