@@ -179,7 +179,7 @@ PY
 # wait_server NAME UP|DOWN: until HAProxy's health check says so (bounded).
 wait_server() {
   for _ in $(seq 1 100); do
-    haproxy_cmd "show stat" | grep -q "^sticky,$1,.*,$2" && return 0
+    [ "$(haproxy_cmd "show stat" | awk -F, -v s="$1" '$1 == "sticky" && $2 == s { print $18 }')" = "$2" ] && return 0
     sleep 0.1
   done
   echo "HAProxy never saw $1 $2"
@@ -299,6 +299,7 @@ else
   wait_server r1 DOWN && wait_server r2 DOWN && pass "store-down-balancer-sees-both-down" \
     || fail "store-down-balancer-sees-both-down"
   start_redis || exit 1
+  wait_server r1 UP && wait_server r2 UP || fail "the replicas are not ready again after Redis came back"
   scenario recovers "$sticky" 20
   stop r1; stop r2
   store=""
