@@ -7,8 +7,10 @@ Usage: python_service.py SCENARIO URL [ARGS...]
                             replica and sees only its own upstream notes;
                             both replicas hold some
   unstuck URL               control: without stickiness a session breaks
-  limit URL TOOL N WANT     N sessions, one call of TOOL each: exactly WANT
-                            admitted, the rest denied by the rate limit
+  limit URL TOOL N WANT alone|shared
+                            N sessions, one call of TOOL each: exactly WANT
+                            admitted, the rest denied by the rate limit;
+                            each replica counts alone, or they share counts
   listed URL STATE...       new sessions until each replica named answered;
                             STATE is REPLICA=held or REPLICA=DESCRIPTION
                             (notes__remember offered with that description)
@@ -98,7 +100,7 @@ async def unstuck(url):
     check("unstuck-session-breaks-with-404", broken, "every request reached the session's replica")
 
 
-async def limit(url, tool, n, want):
+async def limit(url, tool, n, want, counting):
     admitted, denied, order = 0, 0, []
     with anyio.fail_after(180):
         for _ in range(n):
@@ -120,6 +122,13 @@ async def limit(url, tool, n, want):
                         print(f"(the last: {text_of(res)[:200]})")
     print(f"{tool}: {admitted} admitted, {denied} denied by the rate limit, in order: {' '.join(order)}")
     check(f"limit-{tool}-both-replicas", len({o.split(':')[0] for o in order}) == 2, f"{order}")
+    ok = {rep: sum(o == f"{rep}:ok" for o in order) for rep in {o.split(":")[0] for o in order}}
+    limited = {o.split(":")[0] for o in order if o.endswith(":denied")}
+    if counting == "shared":
+        # A replica refused calls before it had admitted 4 itself: it counted the other's.
+        check(f"limit-{tool}-counted-together", any(ok[rep] < 4 for rep in limited), f"{ok}")
+    else:
+        check(f"limit-{tool}-counted-alone", all(ok[rep] == 4 for rep in limited) and limited, f"{ok}")
     check(f"limit-{tool}-admits-{want}-of-{n}", admitted == want and denied == n - want,
           f"admitted {admitted}, denied {denied}")
 
@@ -254,7 +263,7 @@ def main():
     scenarios = {
         "sticky": lambda: sticky(url, int(args[0])),
         "unstuck": lambda: unstuck(url),
-        "limit": lambda: limit(url, args[0], int(args[1]), int(args[2])),
+        "limit": lambda: limit(url, args[0], int(args[1]), int(args[2]), args[3]),
         "listed": lambda: listed(url, dict(a.split("=", 1) for a in args)),
         "calls": lambda: calls(url, int(args[0]), int(args[1]), args[2]),
         "only": lambda: only(url, args[0], int(args[1])),

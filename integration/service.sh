@@ -24,7 +24,10 @@
 # started here is stopped on any exit.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-py="$here/.deps/venv/bin/python"
+# INTEGRATION_PYTHON: a venv's python with `mcp` for another user than the
+# one who ran install.sh (its venv may sit where that user cannot read).
+py="${INTEGRATION_PYTHON:-$here/.deps/venv/bin/python}"
+venv="$(dirname "$(dirname "$py")")"
 bin="$1"
 work="$2"
 mkdir -p "$work"
@@ -87,7 +90,7 @@ window = "1m"
 [upstreams.notes]
 with = ["python"]
 [upstreams.notes.fs]
-add_read = ["$here/.deps/venv", "$here/service"]
+add_read = ["$venv", "$here/service"]
 TOML
 { printf '[audit]\npath = "-"\n'; cat "$work/cli.toml"; } >"$work/serve.toml"
 token_file="$work/token"
@@ -248,7 +251,7 @@ echo "-- control: the same replicas behind round robin without the stick table"
 scenario unstuck "$plain"
 
 echo "-- rate limit 4/min without --store: each replica counts alone"
-scenario limit "$sticky" tick 10 8
+scenario limit "$sticky" tick 10 8 alone
 
 echo "-- approval without --store: honoured only on the replica that approved"
 scenario listed "$sticky" "r1=Keep a note for this session (v1)" "r2=Keep a note for this session (v1)"
@@ -280,7 +283,7 @@ else
   start_both || exit 1
 
   echo "-- rate limit 4/min with --store: exactly 4 of 10 across both replicas"
-  scenario limit "$sticky" tick 10 4
+  scenario limit "$sticky" tick 10 4 shared
 
   echo "-- approval with --store: approved on r1, honoured on r2"
   scenario listed "$sticky" "r1=Keep a note for this session (v1)" "r2=Keep a note for this session (v1)"
