@@ -176,7 +176,12 @@ fn a_store_password_comes_from_the_variable_named_never_the_url() {
     let p = Project::new("auth");
     let a = p.replica("a");
     let url = redis.url();
-    let with_env = ["--store", url.as_str(), "--store-password-env", "TC_STORE_PW"];
+    let with_env = [
+        "--store",
+        url.as_str(),
+        "--store-password-env",
+        "TC_STORE_PW",
+    ];
     let o = p.call(&a, "limited", &with_env, &[("TC_STORE_PW", "s3cret-pw")]);
     assert_eq!(code(&o), 0, "{}", err(&o));
     // From a file (its trailing newline is not part of it).
@@ -214,7 +219,9 @@ fn serve(f: &gateway_support::Fixture, state: &Path, store: &[&str]) -> gateway_
 /// `toolcage ARGS --policy …` of the fixture with `state` as its state base.
 fn run(f: &gateway_support::Fixture, state: &Path, args: &[&str]) -> (i32, String, String) {
     let mut c = f.toolcage(args);
-    c.arg("--policy").arg(f.policy()).env("XDG_STATE_HOME", state);
+    c.arg("--policy")
+        .arg(f.policy())
+        .env("XDG_STATE_HOME", state);
     let o = c.output().unwrap();
     (
         code(&o),
@@ -225,7 +232,7 @@ fn run(f: &gateway_support::Fixture, state: &Path, args: &[&str]) -> (i32, Strin
 
 #[test]
 fn an_approval_in_the_store_is_honoured_by_a_replica_with_another_state_dir() {
-    let Some(redis) = store_support::start("shared pins") else {
+    let Some(mut redis) = store_support::start("shared pins") else {
         return;
     };
     let f = gateway_support::Fixture::new("store-pins", json!({"ECHO_DESC": "Echo v1"}), "");
@@ -250,7 +257,10 @@ fn an_approval_in_the_store_is_honoured_by_a_replica_with_another_state_dir() {
     assert!(!tools.contains(&"fx__echo".to_string()), "{tools:?}");
     assert!(tools.contains(&"fx__counter".to_string()), "{tools:?}");
     let (is_error, text) = s.call_text("fx__echo", json!({"text": "x"}));
-    assert!(is_error && text.contains("changed since it was approved"), "{text}");
+    assert!(
+        is_error && text.contains("changed since it was approved"),
+        "{text}"
+    );
     s.finish();
     // Control: a replica without the store pins what it sees first.
     let mut s = serve(&f, &c, &[]);
@@ -278,6 +288,21 @@ fn an_approval_in_the_store_is_honoured_by_a_replica_with_another_state_dir() {
     s.finish();
     // Nothing of it went to b's state directory: the pins are in the store.
     assert!(!holds(&b, "pins.json"), "{}", b.display());
+    // The store away: the pins cannot be read, so no upstream tool runs
+    // (125, recorded as gate_unavailable) ...
+    redis.stop();
+    let call = ["call", "fx__echo", "text=x", "--store", url.as_str()];
+    let (code, _, e) = run(&f, &b, &call);
+    assert_eq!(code, 125, "{e}");
+    assert!(e.contains(&format!("store {url} did not answer")), "{e}");
+    // ... while a local tool's call needs no store (control).
+    f.write("tools.toml", "[[tools]]\nname = \"hello\"\ndescription = \"hi\"\nexecutor = \"shell\"\nrequires_approval = false\ncommand = \"echo hello\"\n");
+    let (code, out, e) = run(&f, &b, &["call", "hello", "--store", &url]);
+    assert_eq!((code, out.as_str()), (0, "hello\n"), "{e}");
+    // Back (empty: pinned anew as the server reports it now).
+    redis.restart();
+    let (code, out, e) = run(&f, &b, &call);
+    assert_eq!((code, out.as_str()), (0, "x\n"), "{e}");
 }
 
 /// Whether a file named `name` is anywhere beneath `dir`.
@@ -319,7 +344,9 @@ fn redis_windows_are_the_file_stores_windows() {
     let mut seed: u64 = 7;
     let mut refused = 0;
     for i in 0..200 {
-        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         now += Duration::from_millis((seed >> 33) % 4000);
         let only_tool = &limits[..1 + (i % 2)];
         let r = store.check(only_tool, now);
@@ -329,4 +356,39 @@ fn redis_windows_are_the_file_stores_windows() {
     }
     // Both ways were exercised.
     assert!(refused > 20 && refused < 180, "{refused}");
+}
+
+#[test]
+fn a_store_in_the_operators_policy_file_is_used_and_one_in_the_project_refused() {
+    let Some(redis) = store_support::start("store in policy") else {
+        return;
+    };
+    let p = Project::new("policy-key");
+    let text = format!("{POLICY}\n[store]\nurl = \"{}\"\n", redis.url());
+    std::fs::write(p.outside.path().join("policy.toml"), &text).unwrap();
+    let (a, b) = (p.replica("a"), p.replica("b"));
+    assert_eq!(ten_calls(&p, &a, &b, &[]), 4);
+    // The same file inside the project: a call could point the limits at
+    // a store of its own. Refused before anything runs.
+    let inside = p.dir.path().join("policy.toml");
+    std::fs::write(&inside, &text).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_toolcage"))
+        .arg("-C")
+        .arg(p.dir.path())
+        .args(["call", "free", "--policy"])
+        .arg(&inside)
+        .env("XDG_STATE_HOME", &a)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 125, "{}", err(&o));
+    assert!(err(&o).contains("store.url"), "{}", err(&o));
+    assert!(
+        err(&o).contains("only a --policy file outside"),
+        "{}",
+        err(&o)
+    );
+    // Control: the same file outside the project is taken.
+    let o = p.call(&a, "free", &[], &[]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
 }
