@@ -299,8 +299,18 @@ fn an_approval_in_the_store_is_honoured_by_a_replica_with_another_state_dir() {
     f.write("tools.toml", "[[tools]]\nname = \"hello\"\ndescription = \"hi\"\nexecutor = \"shell\"\nrequires_approval = false\ncommand = \"echo hello\"\n");
     let (code, out, e) = run(&f, &b, &["call", "hello", "--store", &url]);
     assert_eq!((code, out.as_str()), (0, "hello\n"), "{e}");
-    // Back (empty: pinned anew as the server reports it now).
+    // A session that starts while the store is away offers no upstream
+    // tool and refuses their calls ...
+    let mut s = serve(&f, &b, &store);
+    let (is_error, text) = s.call_text("fx__echo", json!({"text": "x"}));
+    assert!(is_error && text.contains("did not answer"), "{text}");
+    // ... and, the store back (empty: pinned anew as the server reports it
+    // now), the same session serves them: no restart, no new session.
     redis.restart();
+    let (is_error, text) = s.call_text("fx__echo", json!({"text": "x"}));
+    assert!(!is_error, "{text}");
+    assert_eq!(text.trim(), "x");
+    s.finish();
     let (code, out, e) = run(&f, &b, &call);
     assert_eq!((code, out.as_str()), (0, "x\n"), "{e}");
 }
