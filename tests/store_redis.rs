@@ -402,3 +402,133 @@ fn a_store_in_the_operators_policy_file_is_used_and_one_in_the_project_refused()
     let o = p.call(&a, "free", &[], &[]);
     assert_eq!(code(&o), 0, "{}", err(&o));
 }
+
+/// `openssl ARGS` in `dir`.
+fn openssl(dir: &Path, args: &[&str]) {
+    let o = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl");
+    assert!(o.status.success(), "openssl {args:?}: {}", err(&o));
+}
+
+#[test]
+fn rediss_checks_the_servers_certificate() {
+    if store_support::binary().is_none() {
+        eprintln!("rediss: SKIPPED: redis-server is not installed");
+        return;
+    }
+    if Command::new("openssl").arg("version").output().is_err() {
+        eprintln!("rediss: SKIPPED: openssl is not installed (it makes the test's certificates)");
+        return;
+    }
+    // A CA of the test's own, and a certificate it signed for localhost.
+    let certs = tempfile::tempdir().unwrap();
+    let d = certs.path();
+    openssl(
+        d,
+        &[
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
+        ]
+        .iter()
+        .chain(&[
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=toolcage-test-ca",
+        ])
+        .copied()
+        .collect::<Vec<_>>(),
+    );
+    openssl(
+        d,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "leaf.key",
+            "-out",
+            "leaf.csr",
+            "-subj",
+            "/CN=localhost",
+        ],
+    );
+    std::fs::write(d.join("ext.cnf"), "subjectAltName=DNS:localhost\n").unwrap();
+    openssl(
+        d,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "leaf.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ],
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new(store_support::binary().unwrap())
+        .args([
+            "--port",
+            "0",
+            "--tls-port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+        ])
+        .args([
+            "--tls-auth-clients",
+            "no",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--tls-cert-file")
+        .arg(d.join("leaf.pem"))
+        .arg("--tls-key-file")
+        .arg(d.join("leaf.key"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < until,
+            "redis-server with TLS did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let p = Project::new("tls");
+    let a = p.replica("a");
+    let url = format!("rediss://localhost:{port}/0");
+    // Its CA trusted (rustls-native-certs reads SSL_CERT_FILE): counted.
+    let ca = d.join("ca.pem");
+    let trusted = [("SSL_CERT_FILE", ca.to_str().unwrap())];
+    let o = p.call(&a, "limited", &["--store", &url], &trusted);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    // Control: a certificate no trusted CA signed is refused.
+    let o = p.call(&a, "limited", &["--store", &url], &[]);
+    assert_eq!(code(&o), 125, "{}", err(&o));
+    assert!(err(&o).contains("certificate"), "{}", err(&o));
+    let _ = server.kill();
+    let _ = server.wait();
+}

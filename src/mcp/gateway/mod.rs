@@ -482,10 +482,7 @@ impl Gateway {
     }
 
     /// The tool lists of the running instances (`(index in servers, tools)`).
-    fn running_of(
-        &self,
-        slots: &BTreeMap<String, Slot>,
-    ) -> Vec<(usize, Vec<rmcp::model::Tool>)> {
+    fn running_of(&self, slots: &BTreeMap<String, Slot>) -> Vec<(usize, Vec<rmcp::model::Tool>)> {
         self.servers
             .iter()
             .enumerate()
