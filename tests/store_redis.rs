@@ -332,7 +332,7 @@ fn redis_windows_are_the_file_stores_windows() {
         .unwrap()
         .with_caller_clock();
     let memory = RateLimiter::default();
-    let limits = vec![
+    let limits = [
         (
             "tool:cmp".to_string(),
             RateLimit {
