@@ -3,6 +3,7 @@
 //! through the binary, against a real `redis-server`; a store that goes
 //! away refuses what needs it and recovery follows its return.
 
+mod common;
 mod gateway_support;
 mod store_support;
 
@@ -41,6 +42,8 @@ struct Project {
 
 impl Project {
     fn new(tag: &str) -> Project {
+        // Under TOOLCAGE_TEST_NAMESPACE_FREE=1 the calls run namespace-free.
+        common::namespace_free_if_asked();
         let dir = tempfile::Builder::new()
             .prefix(&format!("tc-store-{tag}-"))
             .tempdir()
@@ -235,6 +238,9 @@ fn an_approval_in_the_store_is_honoured_by_a_replica_with_another_state_dir() {
     let Some(mut redis) = store_support::start("shared pins") else {
         return;
     };
+    // Upstream servers run under `untrusted`, which refuses namespace-free
+    // mode: this test runs in the normal mode whatever is asked (as the
+    // gateway's tests do).
     let f = gateway_support::Fixture::new("store-pins", json!({"ECHO_DESC": "Echo v1"}), "");
     let url = redis.url();
     let store = ["--store", url.as_str()];
