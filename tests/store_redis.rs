@@ -3,6 +3,7 @@
 //! through the binary, against a real `redis-server`; a store that goes
 //! away refuses what needs it and recovery follows its return.
 
+mod common;
 mod gateway_support;
 mod store_support;
 
@@ -41,6 +42,8 @@ struct Project {
 
 impl Project {
     fn new(tag: &str) -> Project {
+        // Under TOOLCAGE_TEST_NAMESPACE_FREE=1 the calls run namespace-free.
+        common::namespace_free_if_asked();
         let dir = tempfile::Builder::new()
             .prefix(&format!("tc-store-{tag}-"))
             .tempdir()
@@ -176,7 +179,12 @@ fn a_store_password_comes_from_the_variable_named_never_the_url() {
     let p = Project::new("auth");
     let a = p.replica("a");
     let url = redis.url();
-    let with_env = ["--store", url.as_str(), "--store-password-env", "TC_STORE_PW"];
+    let with_env = [
+        "--store",
+        url.as_str(),
+        "--store-password-env",
+        "TC_STORE_PW",
+    ];
     let o = p.call(&a, "limited", &with_env, &[("TC_STORE_PW", "s3cret-pw")]);
     assert_eq!(code(&o), 0, "{}", err(&o));
     // From a file (its trailing newline is not part of it).
@@ -214,7 +222,9 @@ fn serve(f: &gateway_support::Fixture, state: &Path, store: &[&str]) -> gateway_
 /// `toolcage ARGS --policy …` of the fixture with `state` as its state base.
 fn run(f: &gateway_support::Fixture, state: &Path, args: &[&str]) -> (i32, String, String) {
     let mut c = f.toolcage(args);
-    c.arg("--policy").arg(f.policy()).env("XDG_STATE_HOME", state);
+    c.arg("--policy")
+        .arg(f.policy())
+        .env("XDG_STATE_HOME", state);
     let o = c.output().unwrap();
     (
         code(&o),
@@ -225,9 +235,12 @@ fn run(f: &gateway_support::Fixture, state: &Path, args: &[&str]) -> (i32, Strin
 
 #[test]
 fn an_approval_in_the_store_is_honoured_by_a_replica_with_another_state_dir() {
-    let Some(redis) = store_support::start("shared pins") else {
+    let Some(mut redis) = store_support::start("shared pins") else {
         return;
     };
+    // Upstream servers run under `untrusted`, which refuses namespace-free
+    // mode: this test runs in the normal mode whatever is asked (as the
+    // gateway's tests do).
     let f = gateway_support::Fixture::new("store-pins", json!({"ECHO_DESC": "Echo v1"}), "");
     let url = redis.url();
     let store = ["--store", url.as_str()];
@@ -250,7 +263,10 @@ fn an_approval_in_the_store_is_honoured_by_a_replica_with_another_state_dir() {
     assert!(!tools.contains(&"fx__echo".to_string()), "{tools:?}");
     assert!(tools.contains(&"fx__counter".to_string()), "{tools:?}");
     let (is_error, text) = s.call_text("fx__echo", json!({"text": "x"}));
-    assert!(is_error && text.contains("changed since it was approved"), "{text}");
+    assert!(
+        is_error && text.contains("changed since it was approved"),
+        "{text}"
+    );
     s.finish();
     // Control: a replica without the store pins what it sees first.
     let mut s = serve(&f, &c, &[]);
@@ -278,6 +294,31 @@ fn an_approval_in_the_store_is_honoured_by_a_replica_with_another_state_dir() {
     s.finish();
     // Nothing of it went to b's state directory: the pins are in the store.
     assert!(!holds(&b, "pins.json"), "{}", b.display());
+    // The store away: the pins cannot be read, so no upstream tool runs
+    // (125, recorded as gate_unavailable) ...
+    redis.stop();
+    let call = ["call", "fx__echo", "text=x", "--store", url.as_str()];
+    let (code, _, e) = run(&f, &b, &call);
+    assert_eq!(code, 125, "{e}");
+    assert!(e.contains(&format!("store {url} did not answer")), "{e}");
+    // ... while a local tool's call needs no store (control).
+    f.write("tools.toml", "[[tools]]\nname = \"hello\"\ndescription = \"hi\"\nexecutor = \"shell\"\nrequires_approval = false\ncommand = \"echo hello\"\n");
+    let (code, out, e) = run(&f, &b, &["call", "hello", "--store", &url]);
+    assert_eq!((code, out.as_str()), (0, "hello\n"), "{e}");
+    // A session that starts while the store is away offers no upstream
+    // tool and refuses their calls ...
+    let mut s = serve(&f, &b, &store);
+    let (is_error, text) = s.call_text("fx__echo", json!({"text": "x"}));
+    assert!(is_error && text.contains("did not answer"), "{text}");
+    // ... and, the store back (empty: pinned anew as the server reports it
+    // now), the same session serves them: no restart, no new session.
+    redis.restart();
+    let (is_error, text) = s.call_text("fx__echo", json!({"text": "x"}));
+    assert!(!is_error, "{text}");
+    assert_eq!(text.trim(), "x");
+    s.finish();
+    let (code, out, e) = run(&f, &b, &call);
+    assert_eq!((code, out.as_str()), (0, "x\n"), "{e}");
 }
 
 /// Whether a file named `name` is anywhere beneath `dir`.
@@ -297,7 +338,7 @@ fn redis_windows_are_the_file_stores_windows() {
         .unwrap()
         .with_caller_clock();
     let memory = RateLimiter::default();
-    let limits = vec![
+    let limits = [
         (
             "tool:cmp".to_string(),
             RateLimit {
@@ -319,7 +360,9 @@ fn redis_windows_are_the_file_stores_windows() {
     let mut seed: u64 = 7;
     let mut refused = 0;
     for i in 0..200 {
-        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         now += Duration::from_millis((seed >> 33) % 4000);
         let only_tool = &limits[..1 + (i % 2)];
         let r = store.check(only_tool, now);
@@ -329,4 +372,169 @@ fn redis_windows_are_the_file_stores_windows() {
     }
     // Both ways were exercised.
     assert!(refused > 20 && refused < 180, "{refused}");
+}
+
+#[test]
+fn a_store_in_the_operators_policy_file_is_used_and_one_in_the_project_refused() {
+    let Some(redis) = store_support::start("store in policy") else {
+        return;
+    };
+    let p = Project::new("policy-key");
+    let text = format!("{POLICY}\n[store]\nurl = \"{}\"\n", redis.url());
+    std::fs::write(p.outside.path().join("policy.toml"), &text).unwrap();
+    let (a, b) = (p.replica("a"), p.replica("b"));
+    assert_eq!(ten_calls(&p, &a, &b, &[]), 4);
+    // The same file inside the project: a call could point the limits at
+    // a store of its own. Refused before anything runs.
+    let inside = p.dir.path().join("policy.toml");
+    std::fs::write(&inside, &text).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_toolcage"))
+        .arg("-C")
+        .arg(p.dir.path())
+        .args(["call", "free", "--policy"])
+        .arg(&inside)
+        .env("XDG_STATE_HOME", &a)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 125, "{}", err(&o));
+    assert!(err(&o).contains("store.url"), "{}", err(&o));
+    assert!(
+        err(&o).contains("only a --policy file outside"),
+        "{}",
+        err(&o)
+    );
+    // Control: the same file outside the project is taken.
+    let o = p.call(&a, "free", &[], &[]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+}
+
+/// `openssl ARGS` in `dir`.
+fn openssl(dir: &Path, args: &[&str]) {
+    let o = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl");
+    assert!(o.status.success(), "openssl {args:?}: {}", err(&o));
+}
+
+#[test]
+fn rediss_checks_the_servers_certificate() {
+    if store_support::binary().is_none() {
+        eprintln!("rediss: SKIPPED: redis-server is not installed");
+        return;
+    }
+    if Command::new("openssl").arg("version").output().is_err() {
+        eprintln!("rediss: SKIPPED: openssl is not installed (it makes the test's certificates)");
+        return;
+    }
+    // A CA of the test's own, and a certificate it signed for localhost.
+    let certs = tempfile::tempdir().unwrap();
+    let d = certs.path();
+    openssl(
+        d,
+        &[
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
+        ]
+        .iter()
+        .chain(&[
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=toolcage-test-ca",
+        ])
+        .copied()
+        .collect::<Vec<_>>(),
+    );
+    openssl(
+        d,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "leaf.key",
+            "-out",
+            "leaf.csr",
+            "-subj",
+            "/CN=localhost",
+        ],
+    );
+    std::fs::write(d.join("ext.cnf"), "subjectAltName=DNS:localhost\n").unwrap();
+    openssl(
+        d,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "leaf.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ],
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new(store_support::binary().unwrap())
+        .args([
+            "--port",
+            "0",
+            "--tls-port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+        ])
+        .args([
+            "--tls-auth-clients",
+            "no",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--tls-cert-file")
+        .arg(d.join("leaf.pem"))
+        .arg("--tls-key-file")
+        .arg(d.join("leaf.key"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < until,
+            "redis-server with TLS did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let p = Project::new("tls");
+    let a = p.replica("a");
+    let url = format!("rediss://localhost:{port}/0");
+    // Its CA trusted (rustls-native-certs reads SSL_CERT_FILE): counted.
+    let ca = d.join("ca.pem");
+    let trusted = [("SSL_CERT_FILE", ca.to_str().unwrap())];
+    let o = p.call(&a, "limited", &["--store", &url], &trusted);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    // Control: a certificate no trusted CA signed is refused.
+    let o = p.call(&a, "limited", &["--store", &url], &[]);
+    assert_eq!(code(&o), 125, "{}", err(&o));
+    assert!(err(&o).contains("certificate"), "{}", err(&o));
+    let _ = server.kill();
+    let _ = server.wait();
 }

@@ -62,7 +62,10 @@ impl Engine {
         }
         let stack = crate::policy::load(sources, &ctx)?;
         catalog.tools.sort_by(|a, b| a.name.cmp(&b.name));
-        let root = ctx.project.canonicalize().unwrap_or_else(|_| ctx.project.clone());
+        let root = ctx
+            .project
+            .canonicalize()
+            .unwrap_or_else(|_| ctx.project.clone());
         let store: Arc<dyn Store> = Arc::new(FileStore::new(&crate::audit::location::state_dir(
             &root, &ctx,
         )));

@@ -266,13 +266,25 @@ impl Global {
         self.with_store(engine)
     }
 
-    /// `engine` with the operator's `--store` in place of the state
-    /// directory's files.
+    /// `engine` with the operator's store (`--store`, else the `[store]`
+    /// of their `--policy` file) in place of the state directory's files.
     fn with_store(
         &self,
         mut engine: crate::call::Engine,
     ) -> Result<crate::call::Engine, crate::policy::PolicyError> {
-        if let Some(spec) = &self.store {
+        use crate::gate::store::{PasswordFrom, StoreSpec};
+        let spec = match &self.store {
+            Some(s) => Some(s.clone()),
+            None => engine.stack.store(&engine.ctx)?.map(|s| StoreSpec {
+                url: s.url.unwrap_or_default(),
+                password: match (s.password_file, s.password_env) {
+                    (Some(f), _) => Some(PasswordFrom::File(f.into())),
+                    (None, Some(n)) => Some(PasswordFrom::Env(n)),
+                    (None, None) => None,
+                },
+            }),
+        };
+        if let Some(spec) = spec {
             let store = spec.open().map_err(crate::policy::PolicyError::Input)?;
             engine.store = std::sync::Arc::new(store);
         }
@@ -585,7 +597,12 @@ fn shell_word(a: &str) -> String {
 fn subcommand_name(mut args: impl Iterator<Item = String>) -> Option<String> {
     while let Some(a) = args.next() {
         match a.as_str() {
-            "-C" | "--project" | "--log" | "--tools-toml" | "--store" | "--store-password-file"
+            "-C"
+            | "--project"
+            | "--log"
+            | "--tools-toml"
+            | "--store"
+            | "--store-password-file"
             | "--store-password-env" => {
                 args.next();
             }

@@ -110,7 +110,10 @@ pub fn check_url(url: &str) -> Result<url::Url, String> {
     };
     let u = url::Url::parse(url).map_err(|e| bad(&format!("not a URL: {e}")))?;
     if !matches!(u.scheme(), "redis" | "rediss") {
-        return Err(bad(&format!("scheme '{}' is not redis or rediss", u.scheme())));
+        return Err(bad(&format!(
+            "scheme '{}' is not redis or rediss",
+            u.scheme()
+        )));
     }
     if u.password().is_some() {
         return Err(bad("the URL holds a password"));

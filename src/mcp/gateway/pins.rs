@@ -484,8 +484,14 @@ mod tests {
             let e = pins
                 .check("s", &[tool("echo", "a")], &BTreeSet::new())
                 .unwrap_err();
-            assert!(e.contains(&format!("rm {}", dir.path().join("pins.json").display())), "{e}");
-            assert_eq!(std::fs::read_to_string(dir.path().join("pins.json")).unwrap(), damaged);
+            assert!(
+                e.contains(&format!("rm {}", dir.path().join("pins.json").display())),
+                "{e}"
+            );
+            assert_eq!(
+                std::fs::read_to_string(dir.path().join("pins.json")).unwrap(),
+                damaged
+            );
         }
         // An older file's bare digests still read, and gain a name.
         let d = digest(&tool("echo", "a"));
