@@ -14,8 +14,10 @@
 #     --store the other still holds it back; with --store it is honoured
 #   - SIGKILL to one replica: new sessions go to the other, whose audit
 #     records (JSON lines on stdout, [audit] path = "-") match every call
-#   - Redis stopped: a limited call fails closed, an unlimited one runs;
-#     Redis back: limited calls run again
+#   - Redis stopped: on a replica a limited call and an upstream call
+#     (pins) fail closed, an unlimited local call runs; /readyz is 503, so
+#     HAProxy marks both replicas down; Redis back: limited calls run again
+#     through HAProxy
 #   - a pod's restrictions: a replica as user toolcage-test under the
 #     namespace-refusing seccomp filter of a container runtime (nons.c)
 #   - bench: 8 concurrent sessions, two replicas vs one (figures printed)
