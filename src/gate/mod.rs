@@ -107,8 +107,6 @@ pub struct Gate {
     clock: Arc<dyn Clock>,
     memory: Memory,
     rates: Arc<dyn RateCheck>,
-    /// The shared store, when the rates are counted there (readiness).
-    store: Option<Arc<dyn store::Store>>,
     slots: Box<dyn SlotStore>,
 }
 
@@ -130,18 +128,17 @@ impl Gate {
     /// opened now.
     pub fn for_server(setup: &Setup<'_>) -> Result<Gate, GateError> {
         let dir = location::state_dir(setup.project_root, setup.ctx);
-        let mut gate = Gate::build(
+        Gate::build(
             setup,
             dir,
             Arc::new(WallClock),
             setup.store.clone(),
             Box::new(Concurrency::default()),
-        )?;
-        gate.store = Some(setup.store.clone());
-        Ok(gate)
+        )
     }
 
-    /// Rate limits and slots in the project's state directory, shared by
+    /// Rate limits in the project's store (the state directory, or
+    /// `--store`'s Redis) and slots in its state directory, shared by
     /// every process (`toolcage call`). The audit log is opened at the
     /// first record, checked against that call's grant (`gate::journal`).
     pub fn shared(setup: &Setup<'_>) -> Result<Gate, GateError> {
@@ -158,15 +155,13 @@ impl Gate {
             resolved.map(|r| r.grant).map_err(|e| e.to_string())
         });
         let journal = Journal::open_later(session.audit.clone(), audit_path, dir.clone(), defaults);
-        let mut gate = Gate::with_parts(
+        Ok(Gate::with_parts(
             session,
             journal,
             Arc::new(WallClock),
             setup.store.clone(),
             Box::new(FileSlots::new(&dir)),
-        );
-        gate.store = Some(setup.store.clone());
-        Ok(gate)
+        ))
     }
 
     /// In memory, with a clock the caller moves and an explicit state
@@ -218,15 +213,8 @@ impl Gate {
             clock,
             memory: Memory::default(),
             rates,
-            store: None,
             slots,
         }
-    }
-
-    /// Whether the shared store answers (`/readyz`): always for the state
-    /// directory and for a gate without one.
-    pub fn store_ready(&self) -> Result<(), String> {
-        self.store.as_ref().map_or(Ok(()), |s| s.ping())
     }
 
     pub fn audit_path(&self) -> &Path {

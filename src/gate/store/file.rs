@@ -88,10 +88,6 @@ impl RateCheck for FileStore {
 }
 
 impl Store for FileStore {
-    fn describe(&self) -> String {
-        format!("state directory {}", self.dir.display())
-    }
-
     fn doc_location(&self, name: &str) -> String {
         self.doc_path(name).display().to_string()
     }

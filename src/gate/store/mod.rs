@@ -53,8 +53,6 @@ pub type Update<'a> = dyn FnMut(Option<&str>) -> Result<Option<String>, String> 
 
 /// Gate state shared by every process (and, for Redis, every replica).
 pub trait Store: RateCheck + std::fmt::Debug {
-    /// Where it is, for messages: `state directory PATH`, `store redis://…`.
-    fn describe(&self) -> String;
     /// Where document `name` is, for messages.
     fn doc_location(&self, name: &str) -> String;
     /// The command that removes document `name` (to start it afresh).

@@ -160,11 +160,6 @@ impl RedisStore {
         self
     }
 
-    /// The URL, for messages.
-    pub fn url(&self) -> &str {
-        &self.shown
-    }
-
     fn connect(&self) -> redis::RedisResult<redis::Connection> {
         let c = self.client.get_connection_with_timeout(TIMEOUT)?;
         c.set_read_timeout(Some(TIMEOUT))?;
@@ -245,10 +240,6 @@ impl RateCheck for RedisStore {
 }
 
 impl Store for RedisStore {
-    fn describe(&self) -> String {
-        format!("store {}", self.shown)
-    }
-
     fn doc_location(&self, name: &str) -> String {
         format!("key {} in {}", Self::doc_key(name), self.shown)
     }
