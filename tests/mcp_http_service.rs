@@ -10,6 +10,7 @@
 mod common;
 #[path = "mcp_support/http.rs"]
 mod http;
+mod store_support;
 
 use common::Project;
 use serde_json::{Value, json};
@@ -677,4 +678,80 @@ fn a_drain_that_runs_out_cancels_the_calls_still_running() {
     if let Ok(answer) = std::thread::spawn(move || running.join()).join().unwrap() {
         assert_ne!(text(&answer).trim(), "slept", "{answer}");
     }
+}
+
+// ------------------------------------------------------ the shared store
+
+/// Poll `/readyz` until its status is `want` (it is re-decided at most
+/// every 5 s); the last reply.
+fn readyz_until(s: &Server, want: u16) -> http::Reply {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = get(s.addr, "/readyz", &[]);
+        if r.status == want || Instant::now() > until {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_store_away_is_not_ready_counts_errors_and_recovers() {
+    let Some(mut redis) = store_support::start("store metrics") else {
+        return;
+    };
+    let p = project("svc-store");
+    let policy = p.dir.with_extension("store.toml");
+    std::fs::write(&policy, "[rate_limit]\nrequests = 100\nwindow = \"1h\"\n").unwrap();
+    let url = redis.url();
+    let mut s = serve(
+        &p,
+        &[
+            "--metrics",
+            "127.0.0.1:0",
+            "--store",
+            &url,
+            "--policy",
+            policy.to_str().unwrap(),
+        ],
+    );
+    s.files.push(policy);
+    let r = readyz_until(&s, 200);
+    assert_eq!((r.status, r.body.as_str()), (200, "ready\n"), "{}", s.log());
+    let sid = rt().block_on(open_session(s.addr));
+    let call = |id| {
+        let r = rt().block_on(rpc(
+            s.addr,
+            &sid,
+            id,
+            "tools/call",
+            json!({"name": "noop", "arguments": {}}),
+        ));
+        answer(&r, id)
+    };
+    assert_eq!(text(&call(2)).trim(), "ok");
+    assert!(metrics(&s).contains("toolcage_store_errors_total 0\n"));
+    redis.stop();
+    // The limited call is refused, naming the store; the errors counted;
+    // not ready, saying why.
+    let refused = call(3);
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert!(
+        text(&refused).contains(&format!("store {url} did not answer")),
+        "{refused}"
+    );
+    let m = metrics(&s);
+    assert!(!m.contains("toolcage_store_errors_total 0\n"), "{m}");
+    assert!(
+        m.contains("toolcage_denials_total{layer=\"gate\"} 1\n"),
+        "{m}"
+    );
+    let r = readyz_until(&s, 503);
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(r.body.contains(&format!("store {url}")), "{}", r.body);
+    // Back: ready again and the same session's call runs.
+    redis.restart();
+    let r = readyz_until(&s, 200);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(text(&call(4)).trim(), "ok");
 }

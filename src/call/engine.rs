@@ -7,9 +7,11 @@ use super::runner::runner_for;
 use super::{CallError, CallResult, Definition, PreparedCall, annotations, definition, validate};
 use crate::discover::{Catalog, Options, ToolSpec};
 use crate::gate::Setup;
+use crate::gate::store::{FileStore, Store};
 use crate::policy::{Context, Overrides, PolicyError, PolicyStack, Resolved, Sources, ToolInput};
 use crate::sandbox::CancelToken;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Everything needed to serve calls for one project: its policy layers and
 /// its discovered tools. `Send + Sync`; the MCP server shares one.
@@ -22,6 +24,9 @@ pub struct Engine {
     pub catalog: Catalog,
     /// Calls ask the sandbox for exact denial records (`call --explain`).
     pub explain: bool,
+    /// Where rate limits and pins are kept across processes: the project's
+    /// state directory unless the operator named a store (`--store`).
+    pub store: Arc<dyn Store>,
 }
 
 impl Engine {
@@ -57,6 +62,13 @@ impl Engine {
         }
         let stack = crate::policy::load(sources, &ctx)?;
         catalog.tools.sort_by(|a, b| a.name.cmp(&b.name));
+        let root = ctx
+            .project
+            .canonicalize()
+            .unwrap_or_else(|_| ctx.project.clone());
+        let store: Arc<dyn Store> = Arc::new(FileStore::new(&crate::audit::location::state_dir(
+            &root, &ctx,
+        )));
         Ok(Engine {
             ctx,
             stack,
@@ -64,6 +76,7 @@ impl Engine {
             options,
             catalog,
             explain: false,
+            store,
         })
     }
 
@@ -113,6 +126,7 @@ impl Engine {
             ctx: &self.ctx,
             stack: &self.stack,
             overrides: &self.overrides,
+            store: &self.store,
         }
     }
 

@@ -61,6 +61,45 @@ pub struct GlobalOptions {
     /// An OpenCrabs tools.toml outside the project, discovered with the project's tools.
     #[arg(long = "tools-toml", global = true, value_name = "FILE")]
     pub tools_toml: Option<PathBuf>,
+
+    /// Keep rate limits and upstream pins in Redis, shared by every replica
+    /// (redis://HOST:PORT[/DB] or rediss://...; no password in the URL)
+    /// [default: files in the project's state directory]
+    #[arg(long = "store", global = true, value_name = "URL")]
+    pub store: Option<String>,
+
+    /// A file holding the store's password (first line)
+    #[arg(
+        long = "store-password-file",
+        global = true,
+        value_name = "PATH",
+        requires = "store",
+        conflicts_with = "store_password_env"
+    )]
+    pub store_password_file: Option<PathBuf>,
+
+    /// An environment variable holding the store's password
+    #[arg(
+        long = "store-password-env",
+        global = true,
+        value_name = "NAME",
+        requires = "store"
+    )]
+    pub store_password_env: Option<String>,
+}
+
+impl GlobalOptions {
+    /// `--store` and where its password comes from.
+    pub fn store(&self) -> Option<crate::gate::store::StoreSpec> {
+        use crate::gate::store::{PasswordFrom, StoreSpec};
+        let url = self.store.clone()?;
+        let password = match (&self.store_password_file, &self.store_password_env) {
+            (Some(p), _) => Some(PasswordFrom::File(p.clone())),
+            (None, Some(n)) => Some(PasswordFrom::Env(n.clone())),
+            (None, None) => None,
+        };
+        Some(StoreSpec { url, password })
+    }
 }
 
 /// [`Cli`] with `exec` alone: clap builds every subcommand's arguments
@@ -189,6 +228,8 @@ fn home_project(project: &Path, explicit: bool, policy: &PolicyArgs) -> Result<(
 pub struct Global {
     pub project: PathBuf,
     pub tools_toml: Option<PathBuf>,
+    /// `--store`: where rate limits and pins are shared (`None`: files).
+    pub store: Option<crate::gate::store::StoreSpec>,
 }
 
 impl Global {
@@ -218,12 +259,38 @@ impl Global {
                 file.display()
             )));
         }
-        crate::call::Engine::load(
+        let engine = crate::call::Engine::load(
             &self.project,
             &exec::sources(policy),
             policy.overrides(),
             self.options(),
-        )
+        )?;
+        self.with_store(engine)
+    }
+
+    /// `engine` with the operator's store (`--store`, else the `[store]`
+    /// of their `--policy` file) in place of the state directory's files.
+    fn with_store(
+        &self,
+        mut engine: crate::call::Engine,
+    ) -> Result<crate::call::Engine, crate::policy::PolicyError> {
+        use crate::gate::store::{PasswordFrom, StoreSpec};
+        let spec = match &self.store {
+            Some(s) => Some(s.clone()),
+            None => engine.stack.store(&engine.ctx)?.map(|s| StoreSpec {
+                url: s.url.unwrap_or_default(),
+                password: match (s.password_file, s.password_env) {
+                    (Some(f), _) => Some(PasswordFrom::File(f.into())),
+                    (None, Some(n)) => Some(PasswordFrom::Env(n)),
+                    (None, None) => None,
+                },
+            }),
+        };
+        if let Some(spec) = spec {
+            let store = spec.open().map_err(crate::policy::PolicyError::Input)?;
+            engine.store = std::sync::Arc::new(store);
+        }
+        Ok(engine)
     }
 
     /// Load the policy layers only (no discovery).
@@ -231,13 +298,14 @@ impl Global {
         &self,
         policy: &PolicyArgs,
     ) -> Result<crate::call::Engine, crate::policy::PolicyError> {
-        crate::call::Engine::with_catalog(
+        let engine = crate::call::Engine::with_catalog(
             &self.project,
             &exec::sources(policy),
             policy.overrides(),
             self.options(),
             crate::discover::Catalog::default(),
-        )
+        )?;
+        self.with_store(engine)
     }
 }
 
@@ -436,6 +504,7 @@ pub fn main() -> ExitCode {
     let global = Global {
         project: project.clone(),
         tools_toml: cli.options.tools_toml.clone(),
+        store: cli.options.store(),
     };
     let code = match &cli.command {
         Command::Exec(args) => exec::run(&project, here.as_deref(), args),
@@ -530,7 +599,13 @@ fn shell_word(a: &str) -> String {
 fn subcommand_name(mut args: impl Iterator<Item = String>) -> Option<String> {
     while let Some(a) = args.next() {
         match a.as_str() {
-            "-C" | "--project" | "--log" | "--tools-toml" => {
+            "-C"
+            | "--project"
+            | "--log"
+            | "--tools-toml"
+            | "--store"
+            | "--store-password-file"
+            | "--store-password-env" => {
                 args.next();
             }
             _ if a.starts_with('-') => {}

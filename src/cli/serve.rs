@@ -422,10 +422,14 @@ fn check_audit_target(engine: &crate::call::Engine, http: bool) -> anyhow::Resul
 
 /// `/readyz`: whether a call under the served policy's default grant can
 /// be enforced here, as `toolcage doctor` decides it (the policy is
-/// resolved again at each check, so a changed policy file counts).
+/// resolved again at each check, so a changed policy file counts), and the
+/// shared store answers when `--store` names one.
 fn readiness(engine: &crate::call::Engine) -> mcp::http::ReadyCheck {
     let engine = engine.clone();
     Arc::new(move || {
+        // A store that does not answer refuses limited and upstream
+        // calls: this replica is not ready for them.
+        engine.store.ping()?;
         let resolved = (engine.stack)
             .resolve(&engine.ctx, &engine.overrides, None)
             .map_err(|e| format!("the policy does not resolve: {e}"))?;

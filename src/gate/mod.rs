@@ -33,6 +33,7 @@ pub mod persist;
 mod prepared;
 pub mod ratelimit;
 mod records;
+pub mod store;
 pub mod terminal;
 mod verdict;
 
@@ -51,7 +52,7 @@ use crate::policy::{Context, Overrides, PolicyError, PolicyStack, RateLimit, Ses
 use crate::text::format_duration;
 use approval::{Memory, Need};
 use journal::{Journal, Unwritten};
-use persist::{FileRates, FileSlots, RateCheck, RateRefusal, Slot, SlotStore};
+use persist::{FileSlots, RateCheck, RateRefusal, Slot, SlotStore};
 use ratelimit::{Clock, Concurrency, RateLimiter, WallClock, wait_text};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -93,6 +94,9 @@ pub struct Setup<'a> {
     pub ctx: &'a Context,
     pub stack: &'a PolicyStack,
     pub overrides: &'a Overrides,
+    /// Where rate limits are counted across processes and replicas: the
+    /// state directory's files, or `--store`'s Redis (`gate::store`).
+    pub store: &'a Arc<dyn store::Store>,
 }
 
 /// Approval memory, rate limits, concurrency slots and the audit log of one
@@ -102,7 +106,7 @@ pub struct Gate {
     journal: Journal,
     clock: Arc<dyn Clock>,
     memory: Memory,
-    rates: Box<dyn RateCheck>,
+    rates: Arc<dyn RateCheck>,
     slots: Box<dyn SlotStore>,
 }
 
@@ -117,21 +121,24 @@ impl std::fmt::Debug for Gate {
 
 impl Gate {
     /// For a long-lived server (`toolcage serve`): the rate limits are the
-    /// project's file-backed state, shared with every `toolcage call` and
-    /// every other server and kept across restarts; concurrency slots are
-    /// counted in memory. The audit log is opened now.
+    /// project's shared store ([`Setup::store`]: the state directory's
+    /// file, shared with every `toolcage call` and every other server of
+    /// the machine, or Redis, shared by every replica), kept across
+    /// restarts; concurrency slots are counted in memory. The audit log is
+    /// opened now.
     pub fn for_server(setup: &Setup<'_>) -> Result<Gate, GateError> {
         let dir = location::state_dir(setup.project_root, setup.ctx);
         Gate::build(
             setup,
-            dir.clone(),
+            dir,
             Arc::new(WallClock),
-            Box::new(FileRates::new(&dir)),
+            setup.store.clone(),
             Box::new(Concurrency::default()),
         )
     }
 
-    /// Rate limits and slots in the project's state directory, shared by
+    /// Rate limits in the project's store (the state directory, or
+    /// `--store`'s Redis) and slots in its state directory, shared by
     /// every process (`toolcage call`). The audit log is opened at the
     /// first record, checked against that call's grant (`gate::journal`).
     pub fn shared(setup: &Setup<'_>) -> Result<Gate, GateError> {
@@ -152,7 +159,7 @@ impl Gate {
             session,
             journal,
             Arc::new(WallClock),
-            Box::new(FileRates::new(&dir)),
+            setup.store.clone(),
             Box::new(FileSlots::new(&dir)),
         ))
     }
@@ -168,7 +175,7 @@ impl Gate {
             setup,
             state_dir,
             clock,
-            Box::new(RateLimiter::default()),
+            Arc::new(RateLimiter::default()),
             Box::new(Concurrency::default()),
         )
     }
@@ -177,7 +184,7 @@ impl Gate {
         setup: &Setup<'_>,
         state_dir: PathBuf,
         clock: Arc<dyn Clock>,
-        rates: Box<dyn RateCheck>,
+        rates: Arc<dyn RateCheck>,
         slots: Box<dyn SlotStore>,
     ) -> Result<Gate, GateError> {
         let session = setup.stack.session(setup.ctx)?;
@@ -197,7 +204,7 @@ impl Gate {
         session: SessionPolicy,
         journal: Journal,
         clock: Arc<dyn Clock>,
-        rates: Box<dyn RateCheck>,
+        rates: Arc<dyn RateCheck>,
         slots: Box<dyn SlotStore>,
     ) -> Gate {
         Gate {
@@ -321,6 +328,8 @@ impl Gate {
                 return Err(d);
             }
             Err(RateRefusal::Unavailable(e)) => {
+                // The limits cannot be counted: the call is refused, not
+                // let through uncounted.
                 return Err(Denial::new(DenyReason::Unavailable, e.0));
             }
         }

@@ -583,6 +583,7 @@ async fn serve_metrics(
                         sessions: sessions.sessions.read().await.len(),
                         pending_calls: server.shared.queue.pending(),
                         upstream_servers: server.upstream_states().await,
+                        store_errors: crate::gate::store::errors(),
                     };
                     let mut out = text(StatusCode::OK, server.shared.metrics.render(&gauges));
                     out.headers_mut().insert(

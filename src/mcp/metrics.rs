@@ -13,7 +13,6 @@ use crate::call::{CallError, CallErrorKind, CallResult};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The label a tool name not offered by this server is counted under.
@@ -39,7 +38,6 @@ pub struct Metrics {
     calls: Mutex<BTreeMap<(String, &'static str, &'static str), u64>>,
     denials: Mutex<BTreeMap<&'static str, u64>>,
     duration: Mutex<Histogram>,
-    store_errors: AtomicU64,
 }
 
 /// What is read at scrape time.
@@ -49,6 +47,8 @@ pub struct Gauges {
     pub pending_calls: usize,
     /// Upstream servers by state (`running`, `failed`, ...), over sessions.
     pub upstream_servers: BTreeMap<String, u64>,
+    /// Failed operations on the shared store (`crate::gate::store::errors`).
+    pub store_errors: u64,
 }
 
 /// `decision` and `outcome` of a finished `tools/call`:
@@ -100,11 +100,6 @@ impl Metrics {
             h.sum += secs;
             h.count += 1;
         }
-    }
-
-    /// A shared store failed (none exists yet: always 0 for now).
-    pub fn store_error(&self) {
-        self.store_errors.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The exposition text.
@@ -205,8 +200,12 @@ impl Metrics {
             "counter",
             "Failed operations on a shared state store.",
         );
-        let n = self.store_errors.load(Ordering::Relaxed);
-        sample(&mut o, "toolcage_store_errors_total", &[], n as f64);
+        sample(
+            &mut o,
+            "toolcage_store_errors_total",
+            &[],
+            g.store_errors as f64,
+        );
         o
     }
 }

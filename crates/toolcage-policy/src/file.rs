@@ -86,6 +86,12 @@
 //! tool_manage = false          # offer OpenCrabs' tool_manage tool (serve)
 //! approval = true              # every change is asked of the person first
 //!
+//! [store]                      # top level only; only from a --policy file
+//!                              # outside the project (as --store)
+//! url = "redis://redis:6379/0" # rate limits and upstream pins in Redis,
+//!                              # shared by every replica; no password here
+//! password_file = "/run/secrets/redis"  # or password_env = "REDIS_PASSWORD"
+//!
 //! [tools.NAME]                 # per-tool overrides: any section above,
 //! limits = { timeout = "2m" }  # e.g. [tools.NAME.limits]; no nested tools
 //! ```
@@ -133,6 +139,10 @@ pub struct PolicyFile {
     /// Runtime tool management (top level only).
     #[serde(default)]
     pub manage: ManageSection,
+    /// The shared store (top level only; only from a `--policy` file
+    /// outside the project).
+    #[serde(default)]
+    pub store: Option<StoreSection>,
     /// Per-tool overrides, by tool name.
     #[serde(default)]
     pub tools: BTreeMap<String, Body>,
@@ -212,6 +222,7 @@ pub const SECTIONS: &[&str] = &[
     "global_rate_limit",
     "audit",
     "manage",
+    "store",
     "tools",
     "upstreams",
 ];
@@ -394,6 +405,18 @@ pub struct ManageSection {
     pub tool_manage: Option<bool>,
     /// `false`: changes are written without asking anyone.
     pub approval: Option<bool>,
+}
+
+/// `[store]`: where rate limits and pins are shared (`--store`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreSection {
+    /// `redis://HOST:PORT[/DB]` or `rediss://…`.
+    pub url: Option<String>,
+    /// An absolute path to a file holding the password.
+    pub password_file: Option<String>,
+    /// The environment variable holding the password.
+    pub password_env: Option<String>,
 }
 
 /// The top-level-only sections of one layer.

@@ -53,7 +53,7 @@ use toolcage_text::units;
 pub use domains::{DomainPolicy, HostRule, Refusal, RefusalKind, parse_pin};
 pub use env_dirs::{PRIVATE_TMP, TMP_VARS, is_explicit};
 pub use error::PolicyError;
-pub use file::Expose;
+pub use file::{Expose, StoreSection};
 pub use floor::built_in_secret;
 pub use grant::{
     ApprovalMode, Enforcement, Grant, Limits, NamespaceFree, NamespaceFreePolicy, Network,

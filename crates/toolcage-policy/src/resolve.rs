@@ -9,7 +9,7 @@
 
 use super::canon;
 use super::error::PolicyError;
-use super::file::{Body, SessionParts, UpstreamBody};
+use super::file::{Body, SessionParts, StoreSection, UpstreamBody};
 use super::grant::Grant;
 use super::parse::{self, FileText};
 use super::paths::{Vars, expand, normalize, state_base, within};
@@ -192,6 +192,8 @@ pub(super) struct FileLayer {
     pub(super) session: SessionParts,
     /// `allow_home_project` (top level only).
     pub(super) allow_home_project: Option<bool>,
+    /// `[store]` (top level only).
+    pub(super) store: Option<StoreSection>,
 }
 
 impl FileLayer {
@@ -245,6 +247,7 @@ pub(super) fn shipped(name: &str) -> Result<FileLayer, PolicyError> {
     });
     let parsed = parse::parse(&file)?;
     let session = parsed.session_parts();
+    let parsed_store = parsed.store.clone();
     let (body, tools, upstreams) = parsed.into_parts();
     Ok(FileLayer {
         source: format!("profile {name}"),
@@ -257,6 +260,7 @@ pub(super) fn shipped(name: &str) -> Result<FileLayer, PolicyError> {
         upstreams,
         session,
         allow_home_project: None,
+        store: parsed_store,
     })
 }
 
@@ -302,6 +306,7 @@ fn load_checked(sources: &Sources, ctx: &Context) -> Result<(PolicyStack, Resolv
         let parsed = parse::parse(&file)?;
         let session = parsed.session_parts();
         let allow_home_project = parsed.allow_home_project;
+        let store = parsed.store.clone();
         let (body, tools, upstreams) = parsed.into_parts();
         layers.push(FileLayer {
             source: format!("policy {}", path.display()),
@@ -314,6 +319,7 @@ fn load_checked(sources: &Sources, ctx: &Context) -> Result<(PolicyStack, Resolv
             upstreams,
             session,
             allow_home_project,
+            store,
         });
     }
     let stack = PolicyStack {
@@ -372,6 +378,60 @@ impl PolicyStack {
             allowed = v;
         }
         Ok(allowed && project.parent().is_some())
+    }
+
+    /// `[store]`: the shared store the operator's `--policy` file names
+    /// (the last one that does). Said by a file inside the project, it is
+    /// an error: a call could write it, pointing the limits and pins at a
+    /// store of its own.
+    pub fn store(&self, ctx: &Context) -> Result<Option<StoreSection>, PolicyError> {
+        let project = canon::lenient(&ctx.project);
+        let mut out = None;
+        for l in &self.layers {
+            let Some(s) = &l.store else {
+                continue;
+            };
+            let fail = |key: &str, message: String| PolicyError::File {
+                file: l.file.label.clone(),
+                line: l
+                    .file
+                    .line_of(&["store".to_string(), key.to_string()], None),
+                key: format!("store.{key}"),
+                message,
+            };
+            if !l.shipped && !l.outside(&project) {
+                return Err(fail(
+                    "url",
+                    format!(
+                        "only a --policy file outside {} may say this (one inside it could be \
+                         written by a call, or have come with the files)",
+                        project.display()
+                    ),
+                ));
+            }
+            if s.url.is_none() {
+                return Err(fail(
+                    "url",
+                    "[store] without url (add url = \"redis://HOST:PORT/DB\")".into(),
+                ));
+            }
+            if s.password_file.is_some() && s.password_env.is_some() {
+                return Err(fail(
+                    "password_env",
+                    "give password_file or password_env, not both".into(),
+                ));
+            }
+            if let Some(f) = &s.password_file
+                && !Path::new(f).is_absolute()
+            {
+                return Err(fail(
+                    "password_file",
+                    format!("'{f}' is not an absolute path"),
+                ));
+            }
+            out = Some(s.clone());
+        }
+        Ok(out)
     }
 
     /// The tool names that have a `[tools.NAME]` section in any layer.

@@ -146,6 +146,7 @@ impl PolicyStack {
                 upstreams: BTreeMap::new(),
                 session: Default::default(),
                 allow_home_project: None,
+                store: None,
             });
         }
         let mut writes = self.writes.clone();

@@ -277,10 +277,9 @@ impl Gateway {
                 }
             })
             .collect();
-        let state_dir = crate::audit::location::state_dir(&engine.project_root(), &engine.ctx);
         Gateway {
             servers,
-            pins: Pins::new(&state_dir),
+            pins: Pins::in_store(engine.store.clone()),
             slots: tokio::sync::Mutex::new(BTreeMap::new()),
             local_names: engine
                 .catalog
@@ -475,21 +474,31 @@ impl Gateway {
     /// Rebuild the exposed set from the running instances; tell the
     /// client when it changed.
     async fn recompute(&self) {
-        let running: Vec<(usize, Vec<rmcp::model::Tool>)> = {
+        let running = {
             let slots = self.slots.lock().await;
-            self.servers
-                .iter()
-                .enumerate()
-                .filter_map(|(i, s)| match slots.get(&s.spec.name) {
-                    Some(Slot::Running(inst)) => Some((
-                        i,
-                        inst.tools.lock().unwrap_or_else(|p| p.into_inner()).clone(),
-                    )),
-                    _ => None,
-                })
-                .collect()
+            self.running_of(&slots)
         };
-        let new = exposed::Exposed::build(self, &running);
+        self.apply(&running);
+    }
+
+    /// The tool lists of the running instances (`(index in servers, tools)`).
+    fn running_of(&self, slots: &BTreeMap<String, Slot>) -> Vec<(usize, Vec<rmcp::model::Tool>)> {
+        self.servers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| match slots.get(&s.spec.name) {
+                Some(Slot::Running(inst)) => Some((
+                    i,
+                    inst.tools.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Check `running` against the pins and offer the result.
+    fn apply(&self, running: &[(usize, Vec<rmcp::model::Tool>)]) {
+        let new = exposed::Exposed::build(self, running);
         let changed = {
             let mut cur = self.exposed.lock().unwrap_or_else(|p| p.into_inner());
             let changed = cur.offered_names() != new.offered_names()
@@ -514,8 +523,25 @@ impl Gateway {
         self.exposed()
     }
 
-    /// What is offered now.
+    /// What is offered now. When the pins could not be read (a store that
+    /// did not answer, a damaged file), they are read again first: a store
+    /// that is back serves this very call, no new session needed.
     pub fn exposed(&self) -> Arc<exposed::Exposed> {
+        let cur = self
+            .exposed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if cur.unusable.is_none() {
+            return cur;
+        }
+        // Busy (an instance starting or listing): it rebuilds when done.
+        let Ok(slots) = self.slots.try_lock() else {
+            return cur;
+        };
+        let running = self.running_of(&slots);
+        drop(slots);
+        self.apply(&running);
         self.exposed
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -679,8 +705,7 @@ pub fn skipped_status(engine: &Engine) -> Vec<Status> {
     if skipped.is_empty() {
         return Vec::new();
     }
-    let state_dir = crate::audit::location::state_dir(&engine.project_root(), &engine.ctx);
-    let pins = Pins::new(&state_dir);
+    let pins = Pins::in_store(engine.store.clone());
     skipped
         .iter()
         .map(|s| {

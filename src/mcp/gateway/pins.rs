@@ -9,23 +9,25 @@
 //! what a tool does behind the name an agent already trusts, nor move a
 //! name (and the operator's `[tools."name"]` section) onto another tool.
 //!
-//! The file is read and replaced under an exclusive `flock` on
-//! `pins.lock`, written to a unique temp file, synced, renamed into place
-//! and the directory synced. No file yet is a fresh start; an empty file
-//! or one that does not parse refuses every upstream tool (fail closed)
-//! and is never rewritten: the operator restores it or removes it.
+//! The pins are a document of the project's store
+//! ([`crate::gate::store`]): `pins.json` in the state directory (read and
+//! replaced under an exclusive `flock` on `pins.lock`, written to a unique
+//! temp file, synced, renamed into place), or a key in the Redis every
+//! replica shares (`--store`), updated by compare-and-set. No pins yet is a
+//! fresh start; an empty document or one that does not parse refuses every
+//! upstream tool (fail closed) and is never rewritten: the operator
+//! restores it or removes it. A store that does not answer refuses every
+//! upstream tool too, until it answers again.
 
 use super::names;
-use nix::fcntl::{Flock, FlockArg};
+use crate::gate::store::{DocError, FileStore, Store};
 use rmcp::model::Tool;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Arc;
 
 /// What is pinned of a tool: what an agent reads and what it sends.
 pub fn definition(tool: &Tool) -> Value {
@@ -168,98 +170,90 @@ pub struct Checked {
     pub state: PinState,
 }
 
-/// The pins of one project.
+/// The pins of one project, in its store ([`crate::gate::store`]): the
+/// state directory's `pins.json`, or Redis shared by every replica.
 #[derive(Debug, Clone)]
 pub struct Pins {
-    path: PathBuf,
-    lock: PathBuf,
+    store: Arc<dyn Store>,
 }
 
+/// The document the pins are, in the store.
+const DOC: &str = "pins";
+
 impl Pins {
+    /// The pins in `state_dir` (`pins.json`).
     pub fn new(state_dir: &Path) -> Pins {
-        Pins {
-            path: state_dir.join("pins.json"),
-            lock: state_dir.join("pins.lock"),
+        Pins::in_store(Arc::new(FileStore::new(state_dir)))
+    }
+
+    pub fn in_store(store: Arc<dyn Store>) -> Pins {
+        Pins { store }
+    }
+
+    /// Where the pins are: a path, or a key in a store.
+    pub fn location(&self) -> String {
+        self.store.doc_location(DOC)
+    }
+
+    /// The pins' text, parsed, or why it cannot be trusted: the refusal
+    /// that names it and the fix.
+    fn parsed(&self, text: Option<&str>) -> Result<PinFile, String> {
+        match text {
+            None => Ok(PinFile::default()),
+            Some(t) => PinFile::parse(t).map_err(|e| self.unusable(&format!("it is damaged: {e}"))),
         }
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    fn load(&self) -> Result<PinFile, String> {
+        match self.store.read_doc(DOC) {
+            Ok(text) => self.parsed(text.as_deref()),
+            Err(e) => Err(self.refusal(e)),
+        }
     }
 
-    /// The file, or why it cannot be trusted: the refusal that names it
-    /// and the fix.
-    fn load(&self) -> Result<PinFile, String> {
-        let file = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-            .open(&self.path);
-        let mut file = match file {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(PinFile::default()),
-            Err(e) => return Err(self.unusable(&format!("cannot open it: {e}"))),
-        };
-        let mut text = String::new();
-        file.read_to_string(&mut text)
-            .map_err(|e| self.unusable(&format!("cannot read it: {e}")))?;
-        PinFile::parse(&text).map_err(|e| self.unusable(&format!("it is damaged: {e}")))
+    fn refusal(&self, e: DocError) -> String {
+        match e {
+            DocError::Content(m) => m,
+            DocError::Store(m) => format!(
+                "upstream tool pins ({}): {m}; every upstream tool is refused until they can be \
+                 read",
+                self.location()
+            ),
+        }
     }
 
     fn unusable(&self, why: &str) -> String {
-        let p = self.path.display();
+        let p = self.location();
+        let reset = self.store.doc_reset(DOC);
         format!(
             "upstream tool pins {p}: {why}; every upstream tool is refused until it is fixed \
              (restore it from a backup, or remove it to pin every upstream tool anew as its \
-             server now reports it: rm {p})"
+             server now reports it: {reset})"
         )
     }
 
-    /// The exclusive lock every read-modify-write of the pins holds.
-    fn locked(&self) -> Result<Flock<File>, String> {
-        if let Some(dir) = self.lock.parent() {
-            crate::audit::location::private_dir(dir)?;
-        }
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-            .open(&self.lock)
-            .map_err(|e| format!("cannot open {}: {e}", self.lock.display()))?;
-        Flock::lock(f, FlockArg::LockExclusive)
-            .map_err(|(_, e)| format!("cannot lock {}: {e}", self.lock.display()))
-    }
-
-    /// Replace the file with `f`: a unique temp file, synced, renamed over
-    /// it, the directory synced. Called under [`Pins::locked`].
-    fn save(&self, f: &PinFile) -> Result<(), String> {
-        let fail = |e: std::io::Error| format!("cannot write {}: {e}", self.path.display());
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
-        let tmp = dir.join(format!(".pins.json.{}-{nanos}.tmp", std::process::id()));
-        let text = serde_json::to_vec_pretty(f).map_err(|e| e.to_string())?;
-        let written = (|| {
-            let mut t = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-                .open(&tmp)?;
-            t.write_all(&text)?;
-            t.sync_all()?;
-            drop(t);
-            std::fs::rename(&tmp, &self.path)?;
-            File::open(dir)?.sync_all()
-        })();
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        written.map_err(fail)
+    /// Read the pins, let `change` edit them, and write them back when it
+    /// says they changed: atomic against every process and replica.
+    fn update<T>(
+        &self,
+        mut change: impl FnMut(&mut PinFile) -> Result<(bool, T), String>,
+    ) -> Result<T, String> {
+        let mut out = None;
+        let mut update = |text: Option<&str>| -> Result<Option<String>, String> {
+            let mut f = self.parsed(text)?;
+            let (changed, t) = change(&mut f)?;
+            out = Some(t);
+            if !changed {
+                return Ok(None);
+            }
+            serde_json::to_string_pretty(&f)
+                .map(Some)
+                .map_err(|e| e.to_string())
+        };
+        self.store
+            .update_doc(DOC, &mut update)
+            .map_err(|e| self.refusal(e))?;
+        out.ok_or_else(|| "the pins were not read".to_string())
     }
 
     /// Check `tools` of `server` against their pins, in their order; pin
@@ -271,8 +265,15 @@ impl Pins {
         tools: &[Tool],
         reserved: &BTreeSet<String>,
     ) -> Result<Vec<Checked>, String> {
-        let _lock = self.locked()?;
-        let mut f = self.load()?;
+        self.update(|f| Ok(Self::check_in(f, server, tools, reserved)))
+    }
+
+    fn check_in(
+        f: &mut PinFile,
+        server: &str,
+        tools: &[Tool],
+        reserved: &BTreeSet<String>,
+    ) -> (bool, Vec<Checked>) {
         let mut taken: BTreeSet<String> = reserved.union(&f.names()).cloned().collect();
         let pinned = f.servers.entry(server.to_string()).or_default();
         let mut changed_file = false;
@@ -332,18 +333,17 @@ impl Pins {
             taken.insert(name.clone());
             out[i] = Some(Checked { name, state });
         }
-        if changed_file {
-            self.save(&f)?;
-        }
-        Ok(out.into_iter().flatten().collect())
+        (changed_file, out.into_iter().flatten().collect())
     }
 
     /// Pin the definitions of `tools` of `server` as they are (the
     /// operator approved exactly these); each keeps its name. The names of
     /// the tools pinned anew.
     pub fn approve(&self, server: &str, tools: &[&Tool]) -> Result<Vec<String>, String> {
-        let _lock = self.locked()?;
-        let mut f = self.load()?;
+        self.update(|f| Ok(Self::approve_in(f, server, tools)))
+    }
+
+    fn approve_in(f: &mut PinFile, server: &str, tools: &[&Tool]) -> (bool, Vec<String>) {
         let mut taken = f.names();
         let pinned = f.servers.entry(server.to_string()).or_default();
         let mut approved = Vec::new();
@@ -364,10 +364,7 @@ impl Pins {
                 approved.push(name);
             }
         }
-        if !approved.is_empty() {
-            self.save(&f)?;
-        }
-        Ok(approved)
+        (!approved.is_empty(), approved)
     }
 
     /// The pin of `tool` of `server`.
@@ -483,17 +480,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pins = Pins::new(dir.path());
         for damaged in ["{not json", "", "{\"servers\": {\"s\": {\"t\": \"zz\"}}}"] {
-            std::fs::write(pins.path(), damaged).unwrap();
+            std::fs::write(dir.path().join("pins.json"), damaged).unwrap();
             let e = pins
                 .check("s", &[tool("echo", "a")], &BTreeSet::new())
                 .unwrap_err();
-            assert!(e.contains(&format!("rm {}", pins.path().display())), "{e}");
-            assert_eq!(std::fs::read_to_string(pins.path()).unwrap(), damaged);
+            assert!(
+                e.contains(&format!("rm {}", dir.path().join("pins.json").display())),
+                "{e}"
+            );
+            assert_eq!(
+                std::fs::read_to_string(dir.path().join("pins.json")).unwrap(),
+                damaged
+            );
         }
         // An older file's bare digests still read, and gain a name.
         let d = digest(&tool("echo", "a"));
         std::fs::write(
-            pins.path(),
+            dir.path().join("pins.json"),
             format!("{{\"servers\":{{\"s\":{{\"echo\":\"{d}\"}}}}}}"),
         )
         .unwrap();

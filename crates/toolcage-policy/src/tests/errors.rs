@@ -38,7 +38,7 @@ fn file_errors_name_file_line_and_key() {
         ),
         (
             "\n\n[netwrk]\n",
-            "policy $T/p.toml:3: unknown key 'netwrk' (expected one of with, fs, network, env, limits, sandbox, requests, approval, rate_limit, global_rate_limit, audit, manage, tools, upstreams, allow_home_project)",
+            "policy $T/p.toml:3: unknown key 'netwrk' (expected one of with, fs, network, env, limits, sandbox, requests, approval, rate_limit, global_rate_limit, audit, manage, store, tools, upstreams, allow_home_project)",
         ),
         (
             "[fs]\nadd_read = [\n  \"src\",\n  \"nope\",\n]\n",

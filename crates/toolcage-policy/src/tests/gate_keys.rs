@@ -164,3 +164,50 @@ fn manage_is_off_by_default_and_asks_by_default() {
         "{e2}"
     );
 }
+
+#[test]
+fn store_is_read_from_a_policy_file_outside_the_project_and_checked() {
+    let e = Env::new();
+    // The policy file is outside the project ($T/p.toml): taken.
+    let s = e
+        .load(
+            None,
+            Some("[store]\nurl = \"redis://r:6379/0\"\npassword_env = \"PW\"\n"),
+        )
+        .unwrap()
+        .store(&e.ctx)
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.url.as_deref(), Some("redis://r:6379/0"));
+    assert_eq!(s.password_env.as_deref(), Some("PW"));
+    // No [store]: none (the state directory).
+    let none = e.load(None, Some("")).unwrap().store(&e.ctx).unwrap();
+    assert_eq!(none, None);
+    let err = |text: &str| {
+        let stack = e.load(None, Some(text)).unwrap();
+        stack.store(&e.ctx).unwrap_err().to_string()
+    };
+    let no_url = err("[store]\npassword_env = \"PW\"\n");
+    assert!(
+        no_url.contains("store.url: [store] without url"),
+        "{no_url}"
+    );
+    let both = err("[store]\nurl = \"redis://r\"\npassword_env = \"A\"\npassword_file = \"/b\"\n");
+    assert!(both.contains("not both"), "{both}");
+    let relative = err("[store]\nurl = \"redis://r\"\npassword_file = \"pw\"\n");
+    assert!(relative.contains("not an absolute path"), "{relative}");
+    let unknown = e
+        .load(None, Some("[store]\npassword = \"x\"\n"))
+        .unwrap_err();
+    assert!(unknown.to_string().contains("password"), "{unknown}");
+    // The same file inside the project: refused.
+    let inside = e.p("project/p.toml");
+    std::fs::write(&inside, "[store]\nurl = \"redis://r:6379/0\"\n").unwrap();
+    let sources = Sources {
+        profile: None,
+        policy_file: Some(inside),
+    };
+    let stack = load(&sources, &e.ctx).unwrap();
+    let m = stack.store(&e.ctx).unwrap_err().to_string();
+    assert!(m.contains("only a --policy file outside"), "{m}");
+}

@@ -1,0 +1,128 @@
+//! Where the gate state that outlives one process is kept: rate-limit
+//! windows and documents such as the gateway's pins. Two stores, one
+//! trait ([`Store`]):
+//!
+//! - [`FileStore`] (the default): the project's state directory, as
+//!   `toolcage call` and `toolcage serve` of one machine share it.
+//! - [`RedisStore`] (`--store redis://HOST:PORT[/DB]`): one Redis shared by
+//!   every replica of a service, so a rate limit counts calls across all of
+//!   them and a definition approved once is approved on each.
+//!
+//! A store that cannot answer fails closed: the calls that need it (a
+//! limited tool, an upstream tool) are refused with the store and the
+//! error named; the others run. Every failed operation is counted
+//! ([`errors`]) for `toolcage_store_errors_total`.
+
+mod file;
+mod redis;
+
+pub use self::redis::RedisStore;
+pub use file::FileStore;
+
+use super::persist::RateCheck;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Failed store operations since the process started.
+static ERRORS: AtomicU64 = AtomicU64::new(0);
+
+/// How many store operations failed in this process.
+pub fn errors() -> u64 {
+    ERRORS.load(Ordering::Relaxed)
+}
+
+pub(crate) fn count_error() {
+    ERRORS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Why a document could not be read or updated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DocError {
+    /// The store did not answer (unreachable, a timeout, a write that
+    /// failed): nothing is known about the document.
+    Store(String),
+    /// The document is there but its owner refused its content (damaged).
+    Content(String),
+}
+
+/// A read-modify-write of a document: its text now (`None`: none yet) in,
+/// the new text out (`None`: leave it as it is), or why its content
+/// cannot be used.
+pub type Update<'a> = dyn FnMut(Option<&str>) -> Result<Option<String>, String> + 'a;
+
+/// Gate state shared by every process (and, for Redis, every replica).
+pub trait Store: RateCheck + std::fmt::Debug {
+    /// Where document `name` is, for messages.
+    fn doc_location(&self, name: &str) -> String;
+    /// The command that removes document `name` (to start it afresh).
+    fn doc_reset(&self, name: &str) -> String;
+    /// The text of document `name`, `None` when there is none yet.
+    fn read_doc(&self, name: &str) -> Result<Option<String>, DocError>;
+    /// Apply `update` to document `name` atomically against every other
+    /// process and replica.
+    fn update_doc(&self, name: &str, update: &mut Update<'_>) -> Result<(), DocError>;
+    /// Whether the store answers now (readiness).
+    fn ping(&self) -> Result<(), String>;
+}
+
+/// Where a password for the store comes from: never the URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PasswordFrom {
+    File(PathBuf),
+    Env(String),
+}
+
+/// The operator's choice of store: `--store URL` with its password source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreSpec {
+    /// `redis://HOST:PORT[/DB]` or `rediss://…`, without a password.
+    pub url: String,
+    pub password: Option<PasswordFrom>,
+}
+
+impl StoreSpec {
+    /// Check the URL now (a bad one is the operator's error at startup, not
+    /// a refusal at each call); the password is read now too.
+    pub fn open(&self) -> Result<RedisStore, String> {
+        let password = match &self.password {
+            None => None,
+            Some(PasswordFrom::File(p)) => Some(read_password_file(p)?),
+            Some(PasswordFrom::Env(name)) => Some(std::env::var(name).map_err(|_| {
+                format!(
+                    "--store-password-env {name}: the variable is not set or not UTF-8 (fix: \
+                     export {name}, or name the variable that holds the store's password)"
+                )
+            })?),
+        };
+        RedisStore::new(&self.url, password)
+    }
+}
+
+fn read_password_file(p: &Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(p).map_err(|e| {
+        format!(
+            "--store-password-file {}: {e} (fix: name a readable file that holds the store's \
+             password)",
+            p.display()
+        )
+    })?;
+    // A trailing newline is the editor's, not the password's.
+    let pw = text.strip_suffix('\n').unwrap_or(&text);
+    let pw = pw.strip_suffix('\r').unwrap_or(pw);
+    if pw.is_empty() {
+        return Err(format!(
+            "--store-password-file {}: the file is empty (fix: write the password into it)",
+            p.display()
+        ));
+    }
+    Ok(pw.to_string())
+}
+
+/// The store of a project: `spec`'s Redis, else its state directory.
+pub fn open(spec: Option<&StoreSpec>, state_dir: &Path) -> Result<Arc<dyn Store>, String> {
+    Ok(match spec {
+        Some(s) => Arc::new(s.open()?),
+        None => Arc::new(FileStore::new(state_dir)),
+    })
+}
