@@ -366,20 +366,24 @@ struct Shown {
     approve: Option<String>,
 }
 
+/// The server or tool `name` names, and what of it is held now; the
+/// error already said, as the exit status.
+fn held_target(gw: &CliGateway, name: &str) -> Result<(Target, Vec<HeldNow>), u8> {
+    let t = target(gw, name).map_err(|e| {
+        super::say(&e);
+        status::INVALID
+    })?;
+    let held = held_now(gw, &t).map_err(|e| {
+        super::say(&e);
+        status::INTERNAL
+    })?;
+    Ok((t, held))
+}
+
 fn show_held(gw: &CliGateway, name: &str, json: bool) -> u8 {
-    let t = match target(gw, name) {
-        Ok(t) => t,
-        Err(e) => {
-            super::say(&e);
-            return status::INVALID;
-        }
-    };
-    let held = match held_now(gw, &t) {
-        Ok(h) => h,
-        Err(e) => {
-            super::say(&e);
-            return status::INTERNAL;
-        }
+    let (t, held) = match held_target(gw, name) {
+        Ok(found) => found,
+        Err(status) => return status,
     };
     let digest = (!held.is_empty()).then(|| approval_digest(&held));
     let shown = Shown {
@@ -485,19 +489,9 @@ fn approve(gw: &CliGateway, name: &str, digest: Option<&str>) -> u8 {
         ));
         return status::INVALID;
     }
-    let t = match target(gw, name) {
-        Ok(t) => t,
-        Err(e) => {
-            super::say(&e);
-            return status::INVALID;
-        }
-    };
-    let held = match held_now(gw, &t) {
-        Ok(h) => h,
-        Err(e) => {
-            super::say(&e);
-            return status::INTERNAL;
-        }
+    let (t, held) = match held_target(gw, name) {
+        Ok(found) => found,
+        Err(status) => return status,
     };
     if held.is_empty() {
         outln!(
