@@ -203,12 +203,16 @@ pub fn parse(head: &[u8]) -> Result<Request, BadRequest> {
         p if p.starts_with('?') => format!("/{p}"),
         p => p.to_string(),
     };
-    // Headers the client's Connection header names are hop-by-hop too.
+    // Headers the client's Connection header names are hop-by-hop too,
+    // except Host: it was checked against the decided authority above, and
+    // `Connection: host` must not send the request on without it (found by
+    // the fuzzer: the server would then pick the site itself).
     let named: Vec<String> = headers
         .iter()
         .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
         .flat_map(|(_, v)| v.split(','))
         .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| s != "host")
         .collect();
     let mut out = format!("{method} {path} {version}\r\n");
     for (n, v) in &headers {
@@ -304,6 +308,23 @@ mod tests {
         ] {
             assert!(p(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn connection_cannot_name_the_host_header_away() {
+        // Found by the fuzzer (fuzz/corpus/proxy_request/connection-names-host).
+        let r = p("GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\n\
+                   Connection: keep-alive, host, X-Secret\r\nX-Secret: 1\r\n\r\n")
+        .unwrap();
+        let Request::Forward { head, .. } = r else {
+            panic!("not forwarded")
+        };
+        // The Host the proxy checked goes on; the other named header does
+        // not (control: Connection still names hop-by-hop headers).
+        assert_eq!(
+            String::from_utf8(head).unwrap(),
+            "GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"
+        );
     }
 
     #[test]
