@@ -615,17 +615,14 @@ fn opens_session(req: &Request<Incoming>) -> bool {
 
 fn too_many_sessions(max: usize) -> Response<BoxBody<Bytes, Infallible>> {
     tracing::warn!("refused a new session: {max} are open (--max-sessions)");
-    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
-        "code": -32000,
-        "message": format!("too many open sessions ({max}); end one with DELETE /mcp, wait for an idle one to expire, or raise --max-sessions"),
-    }});
-    let mut out = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
-    *out.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-    out.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json"),
-    );
-    out
+    json_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        -32000,
+        &format!(
+            "too many open sessions ({max}); end one with DELETE /mcp, wait for an idle one \
+             to expire, or raise --max-sessions"
+        ),
+    )
 }
 
 /// rmcp answers a JSON body it cannot decode with 415 and a text line. The
