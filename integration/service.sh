@@ -42,6 +42,7 @@ declare -A pids=()
 cleanup() {
   for name in "${!pids[@]}"; do kill -9 "${pids[$name]}" 2>/dev/null; done
   wait 2>/dev/null
+  if [ -n "${pod:-}" ]; then rm -rf "$pod"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -299,7 +300,12 @@ else
   # The replica itself: limited calls refused, others run.
   scenario store_down "http://127.0.0.1:${port[r1]}/mcp"
   # /readyz says the store is gone, so the balancer sends no new session.
-  body="$(curl -s -w ' %{http_code}' "http://127.0.0.1:${port[r1]}/readyz" | tr -d '\n')"
+  # /readyz keeps its answer 5 s: ask until it changes (at most 15 s).
+  for _ in $(seq 1 30); do
+    body="$(curl -s -w ' %{http_code}' "http://127.0.0.1:${port[r1]}/readyz" | tr -d '\n')"
+    [[ "$body" == *503 ]] && break
+    sleep 0.5
+  done
   [[ "$body" == *503 ]] && pass "store-down-not-ready ($body)" || fail "store-down-not-ready: $body"
   wait_server r1 DOWN && wait_server r2 DOWN && pass "store-down-balancer-sees-both-down" \
     || fail "store-down-balancer-sees-both-down"
@@ -331,8 +337,12 @@ echo "-- a pod's restrictions: user toolcage-test, namespaces refused by seccomp
 gcc -O2 -Wall -o "$work/nons" "$here/nons.c" || fail "build nons"
 if [ "$(id -u)" = 0 ]; then
   id toolcage-test >/dev/null 2>&1 || useradd --system --no-create-home toolcage-test
-  pod="$work/pod"
+  # Its own directory under /tmp, open to the user (the harness's work
+  # directory is root's 0700 mktemp, which toolcage-test cannot enter).
+  pod="$(mktemp -d /tmp/toolcage-pod.XXXXXX)"
+  chmod 755 "$pod"
   mkdir -p "$pod/state"
+  cp "$work/nons" "$pod/nons"
   cp "$bin" "$pod/toolcage"
   cp -a "$project" "$pod/project"
   cp "$token_file" "$pod/token"
@@ -340,16 +350,16 @@ if [ "$(id -u)" = 0 ]; then
   chmod 755 "$work"
   pod_port="$(free_port)"
   runuser -u toolcage-test -- env HOME="$pod" XDG_STATE_HOME="$pod/state" TMPDIR="$pod" \
-    "$work/nons" "$pod/toolcage" -C "$pod/project" serve --http "127.0.0.1:$pod_port" \
+    "$pod/nons" "$pod/toolcage" -C "$pod/project" serve --http "127.0.0.1:$pod_port" \
     --token-file "$pod/token" --env REPLICA=pod </dev/null >"$work/pod.out" 2>"$work/pod.log" &
   pids[pod]=$!
   if wait_ok "http://127.0.0.1:$pod_port/readyz"; then
     pass "pod-readyz"
-    "$work/nons" unshare -U true 2>/dev/null && fail "nons let a user namespace through" \
+    "$pod/nons" unshare -U true 2>/dev/null && fail "nons let a user namespace through" \
       || pass "pod-control-namespaces-refused"
     scenario only "http://127.0.0.1:$pod_port/mcp" pod 1
     XDG_STATE_HOME="$pod/state" runuser -u toolcage-test -- env HOME="$pod" XDG_STATE_HOME="$pod/state" \
-      "$work/nons" "$pod/toolcage" -C "$pod/project" doctor | grep -E '^(user|namespaces|profile default)' \
+      "$pod/nons" "$pod/toolcage" -C "$pod/project" doctor | grep -E '^(user|namespaces|profile default)' \
       | tee "$work/pod-doctor"
     grep -q 'profile default *namespace-free' "$work/pod-doctor" && pass "pod-runs-namespace-free" \
       || fail "pod-runs-namespace-free"
