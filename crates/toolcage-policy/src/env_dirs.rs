@@ -6,9 +6,12 @@
 //! the reason and the fix, instead of the call failing later.
 
 use super::error::PolicyError;
+use super::grant::Grant;
+use super::home::never_offered;
+use super::origin::Origin;
 use super::paths::{canonical_lenient, normalize};
 use super::presets::HostEnv;
-use super::state::{Origin, State};
+use super::state::State;
 use std::path::Path;
 
 /// The call's private tmpfs inside its constructed root (`TMPDIR`, `HOME`).
@@ -56,7 +59,7 @@ impl State {
                 // offering one would send the user round in a loop.
                 // Nor one that grants the operator's home, a secret or a
                 // system directory: an agent may read this line.
-                let offered = super::home::never_offered(&real, &self.homes, tmp).is_none();
+                let offered = never_offered(&real, &self.homes, tmp).is_none();
                 let first = match (why.starts_with("no "), offered) {
                     (true, true) => format!("{flag} {}", path.display()),
                     (true, false) => format!("give {name} a directory a root of the grant holds"),
@@ -122,6 +125,6 @@ impl State {
 /// Whether the sandbox keeps the value of `name` instead of the private
 /// tmp: it was set or passed through by name (checked by
 /// [`State::check_env_dirs`]).
-pub fn is_explicit(grant: &super::Grant, name: &str) -> bool {
+pub fn is_explicit(grant: &Grant, name: &str) -> bool {
     grant.env_set.contains_key(name) || grant.env_allow.iter().any(|a| a == name)
 }

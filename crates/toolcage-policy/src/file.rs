@@ -99,12 +99,13 @@
 //! Paths may use `{project}`, `{home}` and `{tmp}`; relative paths are
 //! relative to the project.
 
-use super::units::{parse_duration, parse_size};
+use super::grant::{ApprovalMode, Enforcement, NamespaceFree};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
+use toolcage_text::units::{parse_duration, parse_size};
 
 /// A policy file as written: every key optional.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -369,8 +370,8 @@ pub struct LimitsSection {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxSection {
-    pub enforcement: Option<super::Enforcement>,
-    pub namespace_free: Option<super::NamespaceFree>,
+    pub enforcement: Option<Enforcement>,
+    pub namespace_free: Option<NamespaceFree>,
     pub namespace_free_accepts: Option<Vec<String>>,
 }
 
@@ -384,7 +385,7 @@ pub struct RequestsSection {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalSection {
-    pub mode: Option<super::ApprovalMode>,
+    pub mode: Option<ApprovalMode>,
     /// Honour pre-approval (`toolcage call --yes`).
     pub allow_yes: Option<bool>,
 }

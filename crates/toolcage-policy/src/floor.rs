@@ -8,7 +8,7 @@
 //!   yours", never "let tools read `/etc/shadow`". A root inside one of them
 //!   (`--read /etc/ssl/private`) is an error: copy what a tool needs
 //!   elsewhere instead.
-//! - Credential stores in the operator's homes (`home.rs`: `~/.ssh` keys,
+//! - Credential stores in the operator's homes (`secrets.rs`: `~/.ssh` keys,
 //!   `~/.aws`, browser profiles, ...) are denied under every root. The
 //!   operator's own `--policy` file lifts one by name (`[fs]
 //!   allow_secrets`); no flag does, so no agent can ask for one.
@@ -21,68 +21,13 @@
 use super::canon;
 use super::entries::{Kind, expand_glob, resolve_path};
 use super::error::PolicyError;
-use super::home::HOME_SECRETS;
+use super::origin::{Origin, Sourced};
 use super::paths::within;
-use super::state::{Origin, Sourced, State};
+use super::secrets::{HOME_SECRETS, SECRETS};
+use super::state::State;
 use std::path::{Path, PathBuf};
 
-/// Secrets inside the read roots, each with why it is on the list. A `*`
-/// in the last component is a wildcard (as in policy files). Kept in step
-/// with the comment in `policies/default.toml` by a test.
-pub const SECRETS: &[(&str, &str)] = &[
-    ("/etc/shadow", "password hashes"),
-    ("/etc/shadow-", "backup of /etc/shadow"),
-    ("/etc/gshadow", "group password hashes"),
-    ("/etc/gshadow-", "backup of /etc/gshadow"),
-    ("/etc/sudoers", "who may become root, and how"),
-    ("/etc/sudoers.d", "the same, in drop-in files"),
-    ("/etc/ssh/ssh_host_*_key", "SSH host private keys"),
-    ("/etc/ssl/private", "TLS private keys (Debian, Ubuntu)"),
-    ("/etc/pki/tls/private", "TLS private keys (Fedora, RHEL)"),
-    (
-        "/etc/security/opasswd",
-        "old password hashes (pam_pwhistory)",
-    ),
-    ("/etc/krb5.keytab", "Kerberos host keys"),
-    ("/etc/ipsec.secrets", "IPsec pre-shared and private keys"),
-    ("/etc/wireguard", "WireGuard private keys"),
-    (
-        "/etc/NetworkManager/system-connections",
-        "Wi-Fi and VPN passwords",
-    ),
-    ("/etc/ppp/chap-secrets", "PPP passwords"),
-    ("/etc/ppp/pap-secrets", "PPP passwords"),
-    ("/etc/letsencrypt/archive", "certbot private keys"),
-    ("/etc/letsencrypt/keys", "certbot private keys"),
-    ("/etc/credstore", "systemd system credentials"),
-    ("/etc/credstore.encrypted", "systemd system credentials"),
-    (
-        "/etc/mysql/debian.cnf",
-        "MySQL/MariaDB maintenance password (Debian)",
-    ),
-];
-
 /// The origin label of the secrets.
-/// What `path` is when it is (or lies in) one of the built-in [`SECRETS`]:
-/// the policy cannot grant it, whatever it says.
-pub fn built_in_secret(path: &Path) -> Option<&'static str> {
-    SECRETS.iter().find_map(|(pattern, what)| {
-        let pattern = Path::new(pattern);
-        let hit = match (pattern.parent(), pattern.file_name()) {
-            (Some(dir), Some(name)) if name.as_encoded_bytes().contains(&b'*') => path
-                .ancestors()
-                .filter(|a| a.parent() == Some(dir))
-                .any(|a| {
-                    a.file_name().is_some_and(|n| {
-                        super::entries::matches(name.as_encoded_bytes(), n.as_encoded_bytes())
-                    })
-                }),
-            _ => path.starts_with(pattern),
-        };
-        hit.then_some(*what)
-    })
-}
-
 pub const SECRET_SOURCE: &str = "built-in secret (always denied)";
 /// The origin label of a credential store in the operator's home.
 pub const HOME_SECRET_SOURCE: &str = "home secret (always denied)";

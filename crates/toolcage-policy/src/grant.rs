@@ -3,6 +3,7 @@
 //! A `Grant` is produced by [`crate::PolicyStack::resolve`] and consumed by
 //! `toolcage_sandbox::run`. It is plain data: no syscalls, no I/O.
 
+use super::domains::{DomainPolicy, HostRule};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -21,14 +22,14 @@ pub enum Network {
     /// Named hosts only: the call gets its own network namespace with only
     /// loopback, where toolcage's proxy and DNS stub listen; the proxy (in
     /// toolcage, outside the sandbox) decides every connection.
-    Domains(super::DomainPolicy),
+    Domains(DomainPolicy),
 }
 
 impl Network {
     /// One line for people: `off`, `on`, `tcp connect [443] bind []`,
     /// `domains allow [api.github.com] deny [] hosts [allowed.test = 127.0.0.1]`.
     pub fn summary(&self) -> String {
-        let list = |v: &[super::HostRule]| {
+        let list = |v: &[HostRule]| {
             v.iter()
                 .map(|r| r.to_string())
                 .collect::<Vec<_>>()

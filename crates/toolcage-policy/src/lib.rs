@@ -17,58 +17,89 @@
 //! ```
 //!
 //! The file format is documented in `file.rs` and in `policies/default.toml`.
+//!
+//! # Order of the files
+//!
+//! Each file imports only files above it in this list (bottom first), so
+//! the crate reads from the top down or builds up from the bottom:
+//!
+//! 1. `error`, `paths`, `glob`, `hostname`, `profiles`: leaves.
+//! 2. `canon` (symlink resolution), `secrets` (what every grant denies),
+//!    `home` (homes, and what a fix never names).
+//! 3. `domains` (host rules), `grant` (the result), `file` and `parse` (a
+//!    policy file), `origin` (where a value came from), `presets`.
+//! 4. `entries` (a path as written → grant entries), `state` (the values
+//!    being merged, each with its origin).
+//! 5. The steps that change a state: `netrules`, `layer`, `overrides`,
+//!    `with`, `floor`, `env_dirs`, `requests`, then `finish` (the grant
+//!    and its provenance).
+//! 6. `search_path` (the call's PATH), `context` (the places variables
+//!    name), `stack` (the parsed layers), `session`, `upstreams`.
+//! 7. `resolve` (layers → grant for one call), `render` (`toolcage
+//!    policy`'s text).
 #![forbid(unsafe_code)]
 
-pub mod canon;
-mod domains;
-mod entries;
-mod env_dirs;
 mod error;
-mod file;
-mod finish;
-mod floor;
-mod grant;
-mod home;
+mod glob;
 pub mod hostname;
-mod netrules;
+mod paths;
+mod profiles;
+
+pub mod canon;
+mod home;
+mod secrets;
+
+mod domains;
+mod file;
+mod grant;
 mod origin;
 mod parse;
-mod paths;
 pub mod presets;
-mod profiles;
-mod render;
+
+mod entries;
+mod state;
+
+mod env_dirs;
+mod finish;
+mod floor;
+mod layer;
+mod netrules;
+mod overrides;
 mod requests;
-mod resolve;
+mod with;
+
+mod context;
 pub mod search_path;
 mod session;
-mod state;
+mod stack;
+mod upstreams;
+
+mod render;
+mod resolve;
+
 #[cfg(test)]
 mod tests;
-mod upstreams;
-mod with;
-// Durations and sizes live in the bottom text module; the policy files
-// use them as `super::units`.
-use toolcage_text::units;
 
+pub use context::Context;
 pub use domains::{DomainPolicy, HostRule, Refusal, RefusalKind, parse_pin};
 pub use env_dirs::{PRIVATE_TMP, TMP_VARS, is_explicit};
 pub use error::PolicyError;
 pub use file::{Expose, StoreSection};
-pub use floor::built_in_secret;
+pub use finish::Provenance;
 pub use grant::{
     ApprovalMode, Enforcement, Grant, Limits, NamespaceFree, NamespaceFreePolicy, Network,
     OutputCaps, RateLimit,
 };
-pub use home::{HOME_SECRETS, HomeSecret, home_secret, never_offered, project_refusal_at};
+pub use home::{never_offered, project_refusal_at};
 pub use hostname::Host;
+pub use overrides::Overrides;
 pub use paths::{canonical_lenient, state_base, within};
 pub use profiles::profile_names;
 pub use render::render_text;
 pub use requests::{Decision, RequestOutcome, Requests};
-pub use resolve::{
-    Context, Overrides, PolicyStack, Provenance, Resolved, Sources, ToolInput, load,
-    load_and_resolve,
-};
+pub use resolve::{Resolved, ToolInput, load, load_and_resolve};
+pub use secrets::{HOME_SECRETS, HomeSecret, built_in_secret, home_secret};
 pub use session::{AuditPolicy, ManagePolicy, SessionPolicy};
-pub use units::{format_duration, format_size, parse_duration, parse_size};
+pub use stack::{PolicyStack, Sources};
+pub use toolcage_text::units::{format_duration, format_size, parse_duration, parse_size};
 pub use upstreams::{DEFAULT_IDLE_TIMEOUT, DEFAULT_UPSTREAM_PROFILE, UpstreamSettings};

@@ -3,40 +3,12 @@
 //! Lists replace (or, `add_*`, append to) what earlier layers set; pins
 //! merge key by key. Each entry remembers its origin for `toolcage policy`.
 
-use super::domains::{DomainPolicy, HostRule, parse_pin};
+use super::domains::{HostRule, parse_pin};
 use super::error::PolicyError;
 use super::file::{NetMode, NetworkSection};
 use super::hostname::normalize_name;
-use super::state::{At, Layer, Origin, Sourced, State, mode_name};
-use std::net::IpAddr;
-
-/// The domain-mode part of [`State`].
-#[derive(Debug, Clone, Default)]
-pub struct DomainState {
-    pub allow: Vec<Sourced<HostRule>>,
-    pub deny: Vec<Sourced<HostRule>>,
-    pub hosts: std::collections::BTreeMap<String, Sourced<IpAddr>>,
-}
-
-impl DomainState {
-    /// Anything set, and the latest layer that set it.
-    pub fn latest(&self) -> Option<&Origin> {
-        self.allow
-            .iter()
-            .chain(&self.deny)
-            .map(|e| &e.o)
-            .chain(self.hosts.values().map(|e| &e.o))
-            .max_by_key(|o| o.seq)
-    }
-
-    pub fn policy(&self) -> DomainPolicy {
-        DomainPolicy {
-            allow: self.allow.iter().map(|e| e.v.clone()).collect(),
-            deny: self.deny.iter().map(|e| e.v.clone()).collect(),
-            hosts: self.hosts.iter().map(|(k, e)| (k.clone(), e.v)).collect(),
-        }
-    }
-}
+use super::origin::{At, Layer, Origin, Sourced};
+use super::state::{State, mode_name};
 
 fn only_in_domains_mode(
     set_mode: Option<NetMode>,
@@ -144,106 +116,6 @@ impl State {
                 self.mode.o.source
             ))),
             _ => Ok(()),
-        }
-    }
-}
-
-/// What became of a tool's own `domains` request: (granted, decision, reason).
-pub struct DomainsOutcome {
-    pub granted: String,
-    pub decision: super::requests::Decision,
-    pub reason: String,
-}
-
-impl State {
-    /// A tool asks for `want` hosts only: a domain grant is narrowed to them
-    /// (never widened); network "on" becomes domains mode with just them.
-    pub fn request_domains(&mut self, tool: &str, want: &[String], seq: usize) -> DomainsOutcome {
-        use super::requests::Decision;
-        let out = |granted: String, decision, reason: String| DomainsOutcome {
-            granted,
-            decision,
-            reason,
-        };
-        let shown = |l: &[Sourced<HostRule>]| {
-            let v: Vec<String> = l.iter().map(|e| e.v.to_string()).collect();
-            format!("[{}]", v.join(", "))
-        };
-        let mut rules = Vec::new();
-        for w in want {
-            match HostRule::parse(w) {
-                Ok(r) => rules.push(r),
-                Err(m) => {
-                    return out(
-                        shown(&self.domains.allow),
-                        Decision::Refused,
-                        format!("not a host pattern: {m}"),
-                    );
-                }
-            }
-        }
-        let src = self.mode.o.source.clone();
-        if self.mode.o.is_cli() && matches!(self.mode.v, NetMode::On | NetMode::Domains) {
-            let granted = match self.mode.v {
-                NetMode::On => "on".to_string(),
-                _ => shown(&self.domains.allow),
-            };
-            return out(granted, Decision::Overridden, format!("{src} wins"));
-        }
-        let origin = |why: &str| Origin::input(format!("tool {tool} requested it; {why}"), seq);
-        match self.mode.v {
-            NetMode::On => {
-                let o = origin("a tool may always ask for less than network on");
-                self.domains.allow = rules
-                    .into_iter()
-                    .map(|v| Sourced { v, o: o.clone() })
-                    .collect();
-                self.mode = Sourced {
-                    v: NetMode::Domains,
-                    o: o.clone(),
-                };
-                out(
-                    shown(&self.domains.allow),
-                    Decision::Granted,
-                    format!("the policy allows all network ({src}); narrowed to these hosts"),
-                )
-            }
-            NetMode::Domains => {
-                let mut policy = self.domains.policy();
-                let kept = policy.narrow(&rules);
-                let o = origin(&format!("narrowed within the allow list ({src})"));
-                self.domains.allow = kept
-                    .iter()
-                    .map(|v| Sourced {
-                        v: v.clone(),
-                        o: o.clone(),
-                    })
-                    .collect();
-                let granted = shown(&self.domains.allow);
-                let (decision, reason) = if kept.is_empty() {
-                    (
-                        Decision::Refused,
-                        "none of them is in the allow list; the call gets no host at all".into(),
-                    )
-                } else if kept.len() == rules.len() && kept.iter().all(|k| rules.contains(k)) {
-                    (Decision::Granted, "within the allow list".into())
-                } else {
-                    (
-                        Decision::Clamped,
-                        "only what the allow list also allows".into(),
-                    )
-                };
-                out(granted, decision, reason)
-            }
-            NetMode::Off | NetMode::Tcp => out(
-                mode_name(self.mode.v).into(),
-                Decision::Refused,
-                format!(
-                    "network is \"{}\" ({src}); a tool's hosts only narrow a grant of network \
-                     \"on\" or \"domains\"",
-                    mode_name(self.mode.v)
-                ),
-            ),
         }
     }
 }

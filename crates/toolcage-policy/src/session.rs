@@ -3,11 +3,12 @@
 //! later layers win key by key, like every other setting.
 
 use super::canon;
+use super::context::Context;
 use super::error::PolicyError;
 use super::grant::RateLimit;
+use super::origin::{At, Origin};
 use super::paths::{Vars, expand};
-use super::resolve::{Context, PolicyStack};
-use super::state::{At, Origin};
+use super::stack::PolicyStack;
 use std::path::PathBuf;
 use std::time::Duration;
 

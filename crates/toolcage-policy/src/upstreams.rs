@@ -9,7 +9,7 @@
 
 use super::error::PolicyError;
 use super::file::Expose;
-use super::resolve::{FileLayer, PolicyStack, shipped};
+use super::stack::{FileLayer, PolicyStack, shipped, write_names};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -150,7 +150,7 @@ impl PolicyStack {
             });
         }
         let mut writes = self.writes.clone();
-        writes.extend(super::resolve::write_names(&layers));
+        writes.extend(write_names(&layers));
         Ok(PolicyStack { layers, writes })
     }
 }

@@ -6,8 +6,9 @@
 use super::canon;
 use super::entries::{Kind, planted_link, resolve_path};
 use super::error::PolicyError;
+use super::origin::{Origin, Sourced};
 use super::presets::{self, Host, Preset};
-use super::state::{Origin, Sourced, State};
+use super::state::State;
 use std::path::PathBuf;
 
 impl State {

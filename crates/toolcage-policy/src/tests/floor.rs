@@ -2,7 +2,8 @@
 //! toolcage's own state, the operator's policy file, the protected list.
 
 use super::*;
-use crate::floor::{HOME_SECRET_SOURCE, POLICY_FILE_SOURCE, SECRET_SOURCE, SECRETS, STATE_SOURCE};
+use crate::floor::{HOME_SECRET_SOURCE, POLICY_FILE_SOURCE, SECRET_SOURCE, STATE_SOURCE};
+use crate::secrets::SECRETS;
 
 fn sources_of(r: &Resolved, key: &str, value: &Path) -> Vec<String> {
     let value = value.display().to_string();

@@ -133,7 +133,8 @@ proptest! {
         proptest::collection::vec("(/[ab.]{0,2}){0,3}/?", 0..12),
         proptest::collection::vec("/|(/[ab]{1,2}){1,3}", 0..12),
     ]) {
-        use crate::state::{dedup, Origin, Sourced};
+        use crate::origin::{Origin, Sourced};
+        use crate::state::dedup;
         let entries = |ps: &[String]| -> Vec<Sourced<PathBuf>> {
             ps.iter()
                 .map(|p| Sourced { v: PathBuf::from(p), o: Origin::input("t".into(), 0) })
