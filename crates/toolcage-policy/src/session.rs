@@ -5,6 +5,7 @@
 use super::canon;
 use super::context::Context;
 use super::error::PolicyError;
+use super::file::{AuditSection, ManageSection};
 use super::grant::RateLimit;
 use super::origin::{At, Origin};
 use super::paths::{Vars, expand};
@@ -76,6 +77,46 @@ pub struct SessionPolicy {
     pub manage: ManagePolicy,
 }
 
+impl AuditPolicy {
+    /// A layer's `[audit]`, key by key (`path` relative to the project).
+    fn merge(
+        &mut self,
+        a: &AuditSection,
+        vars: &Vars,
+        path_origin: impl Fn() -> Origin,
+    ) -> Result<(), PolicyError> {
+        if let Some(p) = &a.path {
+            self.path = Some(if p == AuditPolicy::STDOUT {
+                PathBuf::from(AuditPolicy::STDOUT)
+            } else {
+                expand(p, vars, vars.project).map_err(|m| path_origin().error(m))?
+            });
+        }
+        if let Some(r) = a.redact {
+            self.redact = r;
+        }
+        if let Some(f) = a.fail_closed {
+            self.fail_closed = f;
+        }
+        Ok(())
+    }
+}
+
+impl ManagePolicy {
+    /// A layer's `[manage]`, key by key.
+    fn merge(&mut self, m: &ManageSection) {
+        if let Some(b) = m.custom_script {
+            self.custom_script = b;
+        }
+        if let Some(b) = m.tool_manage {
+            self.tool_manage = b;
+        }
+        if let Some(b) = m.approval {
+            self.approval = b;
+        }
+    }
+}
+
 impl PolicyStack {
     /// The session-wide settings (`[global_rate_limit]`, `[audit]`).
     pub fn session(&self, ctx: &Context) -> Result<SessionPolicy, PolicyError> {
@@ -102,15 +143,7 @@ impl PolicyStack {
                 written: None,
             };
             let (rl, audit, manage) = &l.session;
-            if let Some(b) = manage.custom_script {
-                out.manage.custom_script = b;
-            }
-            if let Some(b) = manage.tool_manage {
-                out.manage.tool_manage = b;
-            }
-            if let Some(b) = manage.approval {
-                out.manage.approval = b;
-            }
+            out.manage.merge(manage);
             if let Some(c) = rl.requests {
                 let o = origin("global_rate_limit", "requests");
                 let n = u32::try_from(c.0)
@@ -126,20 +159,7 @@ impl PolicyStack {
                 }
                 window = Some((d.0, o));
             }
-            if let Some(p) = &audit.path {
-                let o = origin("audit", "path");
-                out.audit.path = Some(if p == AuditPolicy::STDOUT {
-                    PathBuf::from(AuditPolicy::STDOUT)
-                } else {
-                    expand(p, &vars, &project).map_err(|m| o.error(m))?
-                });
-            }
-            if let Some(r) = audit.redact {
-                out.audit.redact = r;
-            }
-            if let Some(f) = audit.fail_closed {
-                out.audit.fail_closed = f;
-            }
+            out.audit.merge(audit, &vars, || origin("audit", "path"))?;
         }
         out.global_rate_limit = match (requests, window) {
             (Some(requests), w) => Some(RateLimit {
