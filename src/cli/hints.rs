@@ -74,7 +74,7 @@ pub fn shadowed(name: &str, resolved: &Resolved, ctx: &Context) -> Option<String
 /// The flag that lets the call read `path`: a preset not yet in effect
 /// that covers it, else reading the program's prefix.
 fn fix_for(path: &Path, resolved: &Resolved, ctx: &Context) -> String {
-    let host = ctx.host();
+    let host = ctx.operator();
     let in_effect = |p: Preset| {
         resolved
             .provenance

@@ -5,7 +5,7 @@
 use super::canon;
 use super::home::{homes_of, login_home, project_refusal};
 use super::paths::{normalize, state_base};
-use super::presets::{Host, HostEnv};
+use super::presets::{HostEnv, Operator};
 use std::path::{Path, PathBuf};
 
 /// The places path variables and relative paths refer to.
@@ -75,8 +75,8 @@ impl Context {
     }
 
     /// The operator as toolchain presets see them.
-    pub fn host(&self) -> Host<'_> {
-        Host {
+    pub fn operator(&self) -> Operator<'_> {
+        Operator {
             home: &self.home,
             env: &self.env,
         }

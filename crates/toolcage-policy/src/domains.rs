@@ -283,9 +283,10 @@ impl RefusalKind {
     }
 }
 
-/// A refusal, with the rule that decided it and a one-line reason.
+/// A host the domain rules refuse: the rule that decided it (`kind`,
+/// `rule`) and a one-line reason. (Not the gate's approval refusal.)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Refusal {
+pub struct DomainRefusal {
     pub kind: RefusalKind,
     /// The matching deny pattern, for `Denylist`.
     pub rule: Option<String>,
@@ -316,13 +317,13 @@ impl DomainPolicy {
     /// The one decision on a name or IP literal, before any resolution.
     /// `port: None` asks whether the name is allowed on some port (DNS).
     /// `Ok` carries the allow pattern that matched.
-    pub fn decide(&self, host: &Host, port: Option<u16>) -> Result<String, Refusal> {
+    pub fn decide(&self, host: &Host, port: Option<u16>) -> Result<String, DomainRefusal> {
         // For DNS only a deny pattern without a port hides the name.
         let deny_hit = self.deny.iter().find(|r| {
             r.host_matches(host) && (r.port.is_none() || (port.is_some() && r.port == port))
         });
         if let Some(r) = deny_hit {
-            return Err(Refusal {
+            return Err(DomainRefusal {
                 kind: RefusalKind::Denylist,
                 rule: Some(r.to_string()),
                 reason: format!("denied by network.deny \"{r}\""),
@@ -330,7 +331,7 @@ impl DomainPolicy {
         }
         match self.allow.iter().find(|r| r.matches(host, port)) {
             Some(r) => Ok(r.to_string()),
-            None => Err(Refusal {
+            None => Err(DomainRefusal {
                 kind: RefusalKind::NotAllowed,
                 rule: None,
                 reason: match host {
@@ -352,7 +353,7 @@ impl DomainPolicy {
     /// Deny address patterns apply to resolved addresses too; a private
     /// address only when `host` is pinned to it or an allow address pattern
     /// covers it.
-    pub fn check_address(&self, host: &Host, addr: IpAddr, port: u16) -> Result<(), Refusal> {
+    pub fn check_address(&self, host: &Host, addr: IpAddr, port: u16) -> Result<(), DomainRefusal> {
         let addr = canonical(addr);
         let as_host = Host::Ip(addr);
         if let Some(r) = self
@@ -360,7 +361,7 @@ impl DomainPolicy {
             .iter()
             .find(|r| r.is_ip() && r.matches(&as_host, Some(port)))
         {
-            return Err(Refusal {
+            return Err(DomainRefusal {
                 kind: RefusalKind::Denylist,
                 rule: Some(r.to_string()),
                 reason: format!("resolves to {addr}, denied by network.deny \"{r}\""),
@@ -377,7 +378,7 @@ impl DomainPolicy {
         if pinned || explicit {
             return Ok(());
         }
-        Err(Refusal {
+        Err(DomainRefusal {
             kind: RefusalKind::PrivateAddress,
             rule: None,
             reason: format!(

@@ -81,7 +81,7 @@ mod resolve;
 mod tests;
 
 pub use context::Context;
-pub use domains::{DomainPolicy, HostRule, Refusal, RefusalKind, parse_pin};
+pub use domains::{DomainPolicy, DomainRefusal, HostRule, RefusalKind, parse_pin};
 pub use env_dirs::{PRIVATE_TMP, TMP_VARS, is_explicit};
 pub use error::PolicyError;
 pub use file::{Expose, StoreSection};

@@ -176,12 +176,12 @@ impl Additions {
 }
 
 /// The operator's home and variables that a preset is resolved from.
-pub struct Host<'a> {
+pub struct Operator<'a> {
     pub home: &'a Path,
     pub env: &'a HostEnv,
 }
 
-impl Host<'_> {
+impl Operator<'_> {
     /// `$var` as a path when set and absolute, else `default`.
     fn dir(&self, var: &str, default: &str) -> PathBuf {
         self.env
@@ -198,32 +198,32 @@ impl Host<'_> {
     }
 }
 
-/// What `preset` adds for the operator described by `host`.
-pub fn additions(preset: Preset, host: &Host) -> Additions {
+/// What `preset` adds for the operator described by `op`.
+pub fn additions(preset: Preset, op: &Operator) -> Additions {
     let mut a = Additions::default();
     match preset {
-        Preset::Rust => rust(host, &mut a),
-        Preset::Node => node(host, &mut a),
-        Preset::Python => python(host, &mut a),
+        Preset::Rust => rust(op, &mut a),
+        Preset::Node => node(op, &mut a),
+        Preset::Python => python(op, &mut a),
     }
     a
 }
 
 /// The first preset whose additions let the call read `path` (a resolved
 /// program outside the grant, a PATH directory), for hints.
-pub fn covering(path: &Path, host: &Host) -> Option<Preset> {
-    Covering::new(host).find(path)
+pub fn covering(path: &Path, op: &Operator) -> Option<Preset> {
+    Covering::new(op).find(path)
 }
 
 /// Every preset's additions, computed once to test many paths.
 pub struct Covering(Vec<(Preset, Additions)>);
 
 impl Covering {
-    pub fn new(host: &Host) -> Covering {
+    pub fn new(op: &Operator) -> Covering {
         Covering(
             Preset::ALL
                 .into_iter()
-                .map(|p| (p, additions(p, host)))
+                .map(|p| (p, additions(p, op)))
                 .collect(),
         )
     }
@@ -238,10 +238,10 @@ impl Covering {
     }
 }
 
-fn rust(host: &Host, a: &mut Additions) {
-    let cargo = a.home_dir(Some("CARGO_HOME"), &host.dir("CARGO_HOME", ".cargo"));
-    let rustup = a.home_dir(Some("RUSTUP_HOME"), &host.dir("RUSTUP_HOME", ".rustup"));
-    if let Some(t) = host.env.get("RUSTUP_TOOLCHAIN") {
+fn rust(op: &Operator, a: &mut Additions) {
+    let cargo = a.home_dir(Some("CARGO_HOME"), &op.dir("CARGO_HOME", ".cargo"));
+    let rustup = a.home_dir(Some("RUSTUP_HOME"), &op.dir("RUSTUP_HOME", ".rustup"));
+    if let Some(t) = op.env.get("RUSTUP_TOOLCHAIN") {
         a.env.push(("RUSTUP_TOOLCHAIN".into(), t.into()));
     }
     if let Some(cargo) = &cargo {
@@ -250,7 +250,7 @@ fn rust(host: &Host, a: &mut Additions) {
         a.deny(&cargo.join("credentials"));
         for (link, target) in link_targets(&cargo.join("bin")) {
             a.found(&link);
-            a.read(&prefix_of(&target, host));
+            a.read(&prefix_of(&target, op));
         }
     }
     if let Some(rustup) = &rustup {
@@ -262,9 +262,9 @@ fn rust(host: &Host, a: &mut Additions) {
     }
 }
 
-fn python(host: &Host, a: &mut Additions) {
-    if let Some(pyenv) = a.home_dir(Some("PYENV_ROOT"), &host.dir("PYENV_ROOT", ".pyenv")) {
-        if let Some(v) = host.env.get("PYENV_VERSION") {
+fn python(op: &Operator, a: &mut Additions) {
+    if let Some(pyenv) = a.home_dir(Some("PYENV_ROOT"), &op.dir("PYENV_ROOT", ".pyenv")) {
+        if let Some(v) = op.env.get("PYENV_VERSION") {
             a.env.push(("PYENV_VERSION".into(), v.into()));
         }
         // A version can be a link to an interpreter installed elsewhere.
@@ -273,21 +273,21 @@ fn python(host: &Host, a: &mut Additions) {
             a.read(&target);
         }
     }
-    if let Some(venv) = host.env.get("VIRTUAL_ENV").map(PathBuf::from)
+    if let Some(venv) = op.env.get("VIRTUAL_ENV").map(PathBuf::from)
         && let Some(venv) = a.home_dir(Some("VIRTUAL_ENV"), &venv)
     {
         // The venv's python is a link to the interpreter that made it,
         // whose whole prefix (the standard library) must be readable.
         for (link, target) in link_targets(&venv.join("bin")) {
             a.found(&link);
-            a.read(&prefix_of(&target, host));
+            a.read(&prefix_of(&target, op));
         }
         if let Some(home) = venv_home(&venv) {
             a.found(&home.join("python3"));
-            a.read(&prefix_of(&home.join("python3"), host));
+            a.read(&prefix_of(&home.join("python3"), op));
         }
     }
-    let local = host.home.join(".local");
+    let local = op.home.join(".local");
     a.read(&local.join("bin"));
     for dir in list(&local.join("lib")) {
         let user_site = dir
@@ -300,10 +300,10 @@ fn python(host: &Host, a: &mut Additions) {
     }
 }
 
-fn node(host: &Host, a: &mut Additions) {
-    if let Some(nvm) = a.home_dir(Some("NVM_DIR"), &host.dir("NVM_DIR", ".nvm")) {
+fn node(op: &Operator, a: &mut Additions) {
+    if let Some(nvm) = a.home_dir(Some("NVM_DIR"), &op.dir("NVM_DIR", ".nvm")) {
         for var in ["NVM_BIN", "NVM_INC"] {
-            if let Some(v) = host.env.get(var) {
+            if let Some(v) = op.env.get(var) {
                 a.env.push((var.into(), v.into()));
             }
         }
@@ -312,23 +312,23 @@ fn node(host: &Host, a: &mut Additions) {
             a.deny(&version.join("etc/npmrc"));
         }
     }
-    a.home_dir(Some("VOLTA_HOME"), &host.dir("VOLTA_HOME", ".volta"));
-    if host.env.get("FNM_DIR").is_some() {
-        a.home_dir(Some("FNM_DIR"), &host.dir("FNM_DIR", ".fnm"));
+    a.home_dir(Some("VOLTA_HOME"), &op.dir("VOLTA_HOME", ".volta"));
+    if op.env.get("FNM_DIR").is_some() {
+        a.home_dir(Some("FNM_DIR"), &op.dir("FNM_DIR", ".fnm"));
     } else {
         // Older fnm used ~/.fnm, newer $XDG_DATA_HOME/fnm.
-        a.home_dir(None, &host.home.join(".fnm"));
-        a.home_dir(None, &host.dir("XDG_DATA_HOME", ".local/share").join("fnm"));
+        a.home_dir(None, &op.home.join(".fnm"));
+        a.home_dir(None, &op.dir("XDG_DATA_HOME", ".local/share").join("fnm"));
     }
     // fnm puts a per-shell link (under /run or ~/.local/state) on PATH.
-    if let Some(shell) = host.env.get("FNM_MULTISHELL_PATH").map(Path::new)
+    if let Some(shell) = op.env.get("FNM_MULTISHELL_PATH").map(Path::new)
         && let Ok(real) = canon::canonical(shell)
     {
         a.found(shell);
         a.read(&real);
         a.set("FNM_MULTISHELL_PATH", &real);
     }
-    if let Some((found, prefix)) = npm_prefix(host) {
+    if let Some((found, prefix)) = npm_prefix(op) {
         a.found(&found);
         a.read(&prefix.join("bin"));
         a.read(&prefix.join("lib/node_modules"));
@@ -342,24 +342,24 @@ fn node(host: &Host, a: &mut Additions) {
 /// npm's global prefix when it lies inside the home: `$NPM_CONFIG_PREFIX`,
 /// else the `prefix=` line of `~/.npmrc` (only that line is read: the file
 /// may hold tokens, which stay outside the grant): as found, and real.
-fn npm_prefix(host: &Host) -> Option<(PathBuf, PathBuf)> {
+fn npm_prefix(op: &Operator) -> Option<(PathBuf, PathBuf)> {
     let from_env = ["NPM_CONFIG_PREFIX", "npm_config_prefix"]
         .iter()
-        .find_map(|v| host.env.get(v).map(str::to_string));
+        .find_map(|v| op.env.get(v).map(str::to_string));
     let raw = from_env.or_else(|| {
-        let text = std::fs::read_to_string(host.home.join(".npmrc")).ok()?;
+        let text = std::fs::read_to_string(op.home.join(".npmrc")).ok()?;
         text.lines().find_map(|l| {
             let (k, v) = l.split_once('=')?;
             (k.trim() == "prefix").then(|| v.trim().to_string())
         })
     })?;
-    let home = host.home.to_str()?;
+    let home = op.home.to_str()?;
     let expanded = match raw.strip_prefix("~/") {
         Some(rest) => format!("{home}/{rest}"),
         None => raw.replace("${HOME}", home),
     };
     let real = canon::canonical(Path::new(&expanded)).ok()?;
-    host.in_home(&real).then(|| (PathBuf::from(expanded), real))
+    op.in_home(&real).then(|| (PathBuf::from(expanded), real))
 }
 
 /// The `home = DIR` line of a venv's `pyvenv.cfg`: the base interpreter's bin dir.
@@ -403,7 +403,7 @@ fn link_targets(dir: &Path) -> Vec<(PathBuf, PathBuf)> {
 /// beside its bin dir), else the program's own directory. Never `/`, the
 /// home, an ancestor of it or a directory directly in it (`~/.local`
 /// holds keyrings and toolcage's state): then only the file itself.
-pub fn prefix_of(file: &Path, host: &Host) -> PathBuf {
+pub fn prefix_of(file: &Path, op: &Operator) -> PathBuf {
     let real = canon::canonical(file).unwrap_or_else(|_| file.to_path_buf());
     let Some(dir) = real.parent() else {
         return real;
@@ -413,7 +413,7 @@ pub fn prefix_of(file: &Path, host: &Host) -> PathBuf {
     } else {
         dir
     };
-    let home = canon::canonical(host.home).unwrap_or_else(|_| host.home.to_path_buf());
+    let home = canon::canonical(op.home).unwrap_or_else(|_| op.home.to_path_buf());
     if prefix.parent().is_none() || home.starts_with(prefix) || prefix.parent() == Some(&home) {
         real
     } else {

@@ -49,7 +49,7 @@ impl Resolved {
     /// (the grant cannot read them), with the flag that would keep each.
     /// Computed on demand: only `policy` and the `--json` results show it.
     pub fn path_dropped(&self, ctx: &Context) -> Vec<DroppedDir> {
-        search_path::dropped(&self.grant, &ctx.host())
+        search_path::dropped(&self.grant, &ctx.operator())
     }
 }
 
@@ -165,7 +165,7 @@ impl PolicyStack {
         let mut seq = self.apply_layers(&mut st, &vars, tool.map(|t| t.name))?;
         st.apply_cli(cli, &vars, &ctx.cwd, seq)?;
         seq += 1;
-        st.apply_presets(&ctx.host(), &write_bases)?;
+        st.apply_presets(&ctx.operator(), &write_bases)?;
         let mut requested = Vec::new();
         if let Some(t) = tool {
             st.add_tool_dirs(t.name, &t.extra_read, &ctx.cwd, seq)?;

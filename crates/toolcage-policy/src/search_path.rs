@@ -12,7 +12,7 @@
 use super::canon;
 use super::grant::Grant;
 use super::paths::normalize;
-use super::presets::{self, Host};
+use super::presets::{self, Operator};
 use serde::Serialize;
 use std::cell::OnceCell;
 use std::path::{Component, Path, PathBuf};
@@ -135,15 +135,15 @@ pub struct DroppedDir {
 
 /// The existing directories of the call's starting PATH ([`source`]) that
 /// it leaves out, once each, with the flag that would keep them.
-pub fn dropped(grant: &Grant, host: &Host) -> Vec<DroppedDir> {
+pub fn dropped(grant: &Grant, op: &Operator) -> Vec<DroppedDir> {
     let mut out: Vec<DroppedDir> = Vec::new();
     let mut covering = None;
-    for e in entries(grant, source(grant, host.env.get("PATH"))) {
+    for e in entries(grant, source(grant, op.env.get("PATH"))) {
         if e.inside.is_some() || !e.exists || out.iter().any(|d| d.dir == e.dir) {
             continue;
         }
         let dir = normalize(&grant.project.join(&e.dir));
-        let covering = covering.get_or_insert_with(|| presets::Covering::new(host));
+        let covering = covering.get_or_insert_with(|| presets::Covering::new(op));
         let fix = match covering.find(&dir) {
             Some(p) => p.flag(),
             None => {

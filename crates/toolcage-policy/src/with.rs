@@ -7,7 +7,7 @@ use super::canon;
 use super::entries::{Kind, planted_link, resolve_path};
 use super::error::PolicyError;
 use super::origin::{Origin, Sourced};
-use super::presets::{self, Host, Preset};
+use super::presets::{self, Operator, Preset};
 use super::state::State;
 use std::path::PathBuf;
 
@@ -17,7 +17,7 @@ impl State {
     /// explicitly keep their values.
     pub fn apply_presets(
         &mut self,
-        host: &Host,
+        op: &Operator,
         write_bases: &[PathBuf],
     ) -> Result<(), PolicyError> {
         let mut done: Vec<Preset> = Vec::new();
@@ -30,7 +30,7 @@ impl State {
                 source: format!("preset {} ({})", w.v.name(), w.o.source),
                 ..w.o
             };
-            let add = presets::additions(w.v, host);
+            let add = presets::additions(w.v, op);
             let what = format!("preset {}", w.v.name());
             // The preset followed the operator's links itself: none may
             // lie where a call could have planted it.

@@ -1,7 +1,7 @@
 //! Toolchain presets resolved against a fake home: the dirs that exist,
 //! the real targets of their symlinks, the variables, the secrets denied.
 
-use crate::presets::{self, Additions, Host, HostEnv, Preset};
+use crate::presets::{self, Additions, HostEnv, Operator, Preset};
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
@@ -43,7 +43,7 @@ impl Fake {
         let home = self.p("home");
         presets::additions(
             preset,
-            &Host {
+            &Operator {
                 home: &home,
                 env: &env,
             },
@@ -241,7 +241,7 @@ fn a_program_prefix_is_never_the_home_or_a_dir_directly_in_it() {
     let f = Fake::new();
     let env = HostEnv::default();
     let home = f.p("home");
-    let host = Host {
+    let host = Operator {
         home: &home,
         env: &env,
     };
@@ -268,7 +268,7 @@ fn covering_names_the_preset_that_grants_a_path_but_not_its_secrets() {
     let shim = f.file("home/.pyenv/shims/python3", "");
     let env = HostEnv::default();
     let home = f.p("home");
-    let host = Host {
+    let host = Operator {
         home: &home,
         env: &env,
     };

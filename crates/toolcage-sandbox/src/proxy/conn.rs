@@ -12,7 +12,7 @@ use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 use toolcage_policy::hostname::target;
-use toolcage_policy::{Host, Refusal, RefusalKind};
+use toolcage_policy::{DomainRefusal, Host, RefusalKind};
 
 /// Time to send a request head (or a DNS query over TCP).
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
@@ -53,7 +53,7 @@ fn http_proxy(shared: &Shared, mut client: TcpStream) {
         Ok(r @ Request::Connect { .. }) => (r, "connect"),
         Ok(r) => (r, "http"),
         Err(BadRequest { status, reason }) => {
-            let refusal = Refusal {
+            let refusal = DomainRefusal {
                 kind: RefusalKind::BadHost,
                 rule: None,
                 reason: reason.clone(),
@@ -100,7 +100,7 @@ fn capture(shared: &Shared, client: TcpStream) {
     };
     let host = upstream::unsynthesize(shared, Host::Ip(local.ip()));
     if let Host::Ip(ip) = host {
-        let refusal = Refusal {
+        let refusal = DomainRefusal {
             kind: RefusalKind::BadHost,
             rule: None,
             reason: format!(
@@ -141,9 +141,9 @@ fn dns_tcp(shared: &Shared, mut client: TcpStream) {
 /// The stub's answer to one query: decide on the name, never resolve it.
 pub fn answer_dns(shared: &Shared, query: &[u8]) -> Option<Vec<u8>> {
     dns::reply(query, |name, qtype| {
-        let deny = |target: String, r: &Refusal| shared.deny("dns", "dns", target, r);
+        let deny = |target: String, r: &DomainRefusal| shared.deny("dns", "dns", target, r);
         let Some(name) = name else {
-            let r = Refusal {
+            let r = DomainRefusal {
                 kind: RefusalKind::BadHost,
                 rule: None,
                 reason: "a name with bytes no host name has (NUL, a dot inside a label)".into(),
@@ -155,7 +155,7 @@ pub fn answer_dns(shared: &Shared, query: &[u8]) -> Option<Vec<u8>> {
             Ok(h @ Host::Name(_)) => h,
             Ok(Host::Ip(_)) => return dns::Answer::NxDomain,
             Err(m) => {
-                let r = Refusal {
+                let r = DomainRefusal {
                     kind: RefusalKind::BadHost,
                     rule: None,
                     reason: m,

@@ -32,7 +32,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use toolcage_policy::{DomainPolicy, Refusal, RefusalKind};
+use toolcage_policy::{DomainPolicy, DomainRefusal, RefusalKind};
 
 /// The HTTP proxy's port on the call's loopback.
 pub const PROXY_PORT: u16 = 3128;
@@ -117,7 +117,7 @@ impl Shared {
     }
 
     /// Record a refusal of `op` on `target` by `layer`.
-    fn deny(&self, layer: &'static str, op: &'static str, target: String, r: &Refusal) {
+    fn deny(&self, layer: &'static str, op: &'static str, target: String, r: &DomainRefusal) {
         let fix = match r.kind {
             RefusalKind::NotAllowed => Some(format!(
                 "add it to [network] allow, or to the tool's [tools.NAME.network] allow where \
@@ -293,7 +293,7 @@ fn accept_loop(
 fn spawn_connection(shared: &Arc<Shared>, role: Role, stream: TcpStream) {
     if shared.connections.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
         shared.connections.fetch_sub(1, Ordering::SeqCst);
-        let r = Refusal {
+        let r = DomainRefusal {
             kind: RefusalKind::BadHost,
             rule: None,
             reason: format!("more than {MAX_CONNECTIONS} connections at once"),

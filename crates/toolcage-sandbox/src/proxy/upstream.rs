@@ -7,7 +7,7 @@ use super::Shared;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 use toolcage_policy::hostname::target;
-use toolcage_policy::{DomainPolicy, Host, Refusal, RefusalKind};
+use toolcage_policy::{DomainPolicy, DomainRefusal, Host, RefusalKind};
 
 /// How long a connection to a server may take to establish.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -24,7 +24,7 @@ pub fn system_resolver(name: &str, port: u16) -> std::io::Result<Vec<IpAddr>> {
 #[derive(Debug)]
 pub enum OpenError {
     /// The policy refused it (recorded as a denial).
-    Refused(Refusal),
+    Refused(DomainRefusal),
     /// Allowed, but the server could not be reached.
     Failed(String),
 }
@@ -77,7 +77,7 @@ fn connect_with(
         (Host::Name(n), None) => match resolve(n, port) {
             Ok(a) if !a.is_empty() => a,
             _ => {
-                return Err(OpenError::Refused(Refusal {
+                return Err(OpenError::Refused(DomainRefusal {
                     kind: RefusalKind::Unresolvable,
                     rule: None,
                     reason: "the name does not resolve".into(),

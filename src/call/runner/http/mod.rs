@@ -23,7 +23,7 @@ use crate::call::{CallError, CallResult};
 use crate::discover::{Runner, ToolSpec};
 use crate::policy::Grant;
 use crate::policy::hostname::target;
-use crate::policy::{DomainPolicy, HostRule, Network, Refusal};
+use crate::policy::{DomainPolicy, DomainRefusal as Refusal, HostRule, Network};
 use crate::sandbox::proxy::{self, OpenError};
 use crate::sandbox::{CancelToken, Captured, Denial, EnforcementReport, Exit, Outcome};
 use client::{Failure, Limited, Response};
