@@ -33,7 +33,7 @@ const MAX_LINKS: usize = 40;
 
 /// The memory of one resolution.
 #[derive(Default)]
-pub struct Canon {
+pub(crate) struct Canon {
     /// By the path's bytes: every key is a canonical directory joined with
     /// one name, so equal paths have equal bytes.
     nodes: RefCell<BTreeMap<Vec<u8>, Node>>,
@@ -47,7 +47,7 @@ fn errno(e: &io::Error) -> i32 {
 }
 
 impl Canon {
-    pub fn new() -> Canon {
+    pub(crate) fn new() -> Canon {
         Canon::default()
     }
 
@@ -73,7 +73,7 @@ impl Canon {
 
     /// What `std::fs::canonicalize(p)` returns (relative paths are taken
     /// from the current directory).
-    pub fn canonical(&self, p: &Path) -> io::Result<PathBuf> {
+    pub(crate) fn canonical(&self, p: &Path) -> io::Result<PathBuf> {
         let bytes = p.as_os_str().as_bytes();
         // A normal absolute path without `..`: its parent's answer, then
         // one more name.
@@ -153,7 +153,7 @@ impl Canon {
     /// The symlinks followed on the way from `p` to its canonical path
     /// (as far as it exists): where each lives (its canonical directory
     /// joined with its name) and what it holds, in the order met.
-    pub fn links(&self, p: &Path) -> Vec<(PathBuf, PathBuf)> {
+    pub(crate) fn links(&self, p: &Path) -> Vec<(PathBuf, PathBuf)> {
         let mut links = Vec::new();
         let _ = self.walk(p, &mut links);
         links
@@ -161,7 +161,7 @@ impl Canon {
 
     /// [`super::paths::canonical_lenient`]: the longest existing ancestor
     /// canonicalized, the rest appended.
-    pub fn lenient(&self, p: &Path) -> PathBuf {
+    pub(crate) fn lenient(&self, p: &Path) -> PathBuf {
         if let Ok(c) = self.canonical(p) {
             return c;
         }
@@ -196,7 +196,7 @@ impl Canon {
     }
 
     /// Whether `p` itself is a symlink (`lstat`).
-    pub fn is_symlink(&self, p: &Path) -> bool {
+    pub(crate) fn is_symlink(&self, p: &Path) -> bool {
         match self.lstat(p) {
             Some(n) => matches!(n, Node::Link(_)),
             None => p
@@ -206,7 +206,7 @@ impl Canon {
     }
 
     /// Whether `p` exists without following a final symlink (`lstat`).
-    pub fn exists_nofollow(&self, p: &Path) -> bool {
+    pub(crate) fn exists_nofollow(&self, p: &Path) -> bool {
         match self.lstat(p) {
             Some(n) => !matches!(n, Node::Error(_)),
             None => p.symlink_metadata().is_ok(),
@@ -220,7 +220,7 @@ thread_local! {
 
 /// Run `f` with a fresh memory for [`canonical`] and [`lenient`] (the
 /// outer one when already inside a `memo`).
-pub fn memo<T>(f: impl FnOnce() -> T) -> T {
+pub(crate) fn memo<T>(f: impl FnOnce() -> T) -> T {
     let _memory = remember();
     f()
 }
@@ -266,7 +266,7 @@ pub fn canonical(p: impl AsRef<Path>) -> io::Result<PathBuf> {
 }
 
 /// [`Canon::links`], remembered inside [`memo`].
-pub fn links(p: &Path) -> Vec<(PathBuf, PathBuf)> {
+pub(crate) fn links(p: &Path) -> Vec<(PathBuf, PathBuf)> {
     match current() {
         Some(c) => c.links(p),
         None => Canon::new().links(p),
@@ -274,7 +274,7 @@ pub fn links(p: &Path) -> Vec<(PathBuf, PathBuf)> {
 }
 
 /// [`super::paths::canonical_lenient`], remembered inside [`memo`].
-pub fn lenient(p: &Path) -> PathBuf {
+pub(crate) fn lenient(p: &Path) -> PathBuf {
     match current() {
         Some(c) => c.lenient(p),
         None => super::paths::canonical_lenient(p),
@@ -282,7 +282,7 @@ pub fn lenient(p: &Path) -> PathBuf {
 }
 
 /// Whether `p` is a symlink (`lstat`), remembered inside [`memo`].
-pub fn is_symlink(p: &Path) -> bool {
+pub(crate) fn is_symlink(p: &Path) -> bool {
     match current() {
         Some(c) => c.is_symlink(p),
         None => p
@@ -293,7 +293,7 @@ pub fn is_symlink(p: &Path) -> bool {
 
 /// Whether `p` exists, a final symlink not followed (`lstat`), remembered
 /// inside [`memo`].
-pub fn exists_nofollow(p: &Path) -> bool {
+pub(crate) fn exists_nofollow(p: &Path) -> bool {
     match current() {
         Some(c) => c.exists_nofollow(p),
         None => p.symlink_metadata().is_ok(),

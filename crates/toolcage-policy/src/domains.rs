@@ -91,14 +91,6 @@ impl HostRule {
         self.port
     }
 
-    /// The exact name of this rule, if it names one (`api.github.com`).
-    pub fn exact_name(&self) -> Option<&str> {
-        match &self.pattern {
-            Pattern::Exact(n) => Some(n),
-            _ => None,
-        }
-    }
-
     fn host_matches(&self, host: &Host) -> bool {
         match (&self.pattern, host) {
             (Pattern::Exact(n), Host::Name(h)) => n == h,
@@ -426,7 +418,7 @@ impl DomainPolicy {
 }
 
 /// A `[network.hosts]` address: a plain IP address, no port.
-pub fn parse_pin(s: &str) -> Result<IpAddr, String> {
+pub(crate) fn parse_pin(s: &str) -> Result<IpAddr, String> {
     match Host::parse(s) {
         Ok(Host::Ip(ip)) => Ok(ip),
         _ => Err(format!(

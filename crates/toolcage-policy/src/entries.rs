@@ -13,7 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Copy, PartialEq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// A read or write root: must exist, canonicalized.
     Root,
     /// A protected or denied path: may be missing; may end in a wildcard.
@@ -22,11 +22,11 @@ pub enum Kind {
 
 /// The guard that names the project's `tools/` only when it is an A3S
 /// tool directory: in an ordinary repository `tools/` is just source.
-pub const A3S_TOOLS: &str = "{a3s_tools}";
+pub(crate) const A3S_TOOLS: &str = "{a3s_tools}";
 
 /// The entries of one `[fs]` list of a file layer. A `{a3s_tools}` guard
 /// that names nothing here goes to `skipped` (shown by `toolcage policy`).
-pub fn from_list(
+pub(crate) fn from_list(
     l: &Layer,
     key: &str,
     list: &[String],
@@ -93,7 +93,7 @@ fn a3s_tools(
 /// existing name in the parent directory that matches, in name order. A
 /// parent that is missing or cannot be listed matches nothing (protected
 /// and denied paths may be missing).
-pub fn expand_glob(p: &Path, o: &Origin, out: &mut Vec<Sourced<PathBuf>>) {
+pub(crate) fn expand_glob(p: &Path, o: &Origin, out: &mut Vec<Sourced<PathBuf>>) {
     let (Some(parent), Some(pattern)) = (p.parent(), p.file_name()) else {
         return;
     };
@@ -116,7 +116,7 @@ pub fn expand_glob(p: &Path, o: &Origin, out: &mut Vec<Sourced<PathBuf>>) {
 /// through a symlink inside `write_bases` ([`planted_link`]); guards are
 /// canonicalized leniently, and a guard that is itself a symlink is kept
 /// under both names.
-pub fn resolve_path(
+pub(crate) fn resolve_path(
     p: &Path,
     kind: Kind,
     shipped: bool,
@@ -162,7 +162,12 @@ pub fn resolve_path(
 /// create or replace links, so the next resolution would grant whatever
 /// the link then names. `None` for links outside them (the operator's
 /// own, like `/lib64` or a linked home above the project).
-pub fn planted_link(p: &Path, c: &Path, write_bases: &[PathBuf], what: &str) -> Option<String> {
+pub(crate) fn planted_link(
+    p: &Path,
+    c: &Path,
+    write_bases: &[PathBuf],
+    what: &str,
+) -> Option<String> {
     if write_bases.is_empty() {
         return None;
     }

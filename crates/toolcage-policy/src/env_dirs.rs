@@ -22,7 +22,7 @@ pub const TMP_VARS: &[&str] = &["TMPDIR", "TMP", "TEMP"];
 impl State {
     /// Refuse an explicit temp dir the grant cannot write, or an explicit
     /// home it cannot read. Call after every layer, preset and the floor.
-    pub fn check_env_dirs(&self, host: &HostEnv) -> Result<(), PolicyError> {
+    pub(crate) fn check_env_dirs(&self, host: &HostEnv) -> Result<(), PolicyError> {
         for &name in TMP_VARS.iter().chain(&["HOME"]) {
             let Some((value, passed, o)) = self.explicit(name, host) else {
                 continue;

@@ -110,7 +110,7 @@ use toolcage_text::units::{parse_duration, parse_size};
 /// A policy file as written: every key optional.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PolicyFile {
+pub(crate) struct PolicyFile {
     // The fields of `Body`, repeated: serde's `flatten` cannot be combined
     // with `deny_unknown_fields` and loses the spans our messages need.
     #[serde(default)]
@@ -159,7 +159,9 @@ pub struct PolicyFile {
 impl PolicyFile {
     /// Split into the top-level body and the per-tool bodies (the top-level
     /// only sections are taken first with [`PolicyFile::session_parts`]).
-    pub fn into_parts(self) -> (Body, BTreeMap<String, Body>, BTreeMap<String, UpstreamBody>) {
+    pub(crate) fn into_parts(
+        self,
+    ) -> (Body, BTreeMap<String, Body>, BTreeMap<String, UpstreamBody>) {
         let body = Body {
             with: self.with,
             fs: self.fs,
@@ -175,7 +177,7 @@ impl PolicyFile {
     }
 
     /// The sections that apply to a whole session, not to one tool.
-    pub fn session_parts(&self) -> SessionParts {
+    pub(crate) fn session_parts(&self) -> SessionParts {
         (
             self.global_rate_limit.clone(),
             self.audit.clone(),
@@ -187,7 +189,7 @@ impl PolicyFile {
 /// The sections that can appear at the top level and under `[tools.NAME]`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Body {
+pub(crate) struct Body {
     /// Toolchain presets (`presets.rs`), added to those of earlier layers.
     #[serde(default)]
     pub with: Option<Vec<String>>,
@@ -210,7 +212,7 @@ pub struct Body {
 }
 
 /// The names `Body` accepts, for "unknown key" messages.
-pub const SECTIONS: &[&str] = &[
+pub(crate) const SECTIONS: &[&str] = &[
     "with",
     "fs",
     "network",
@@ -243,7 +245,7 @@ pub enum Expose {
 /// plus the gateway's own.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct UpstreamBody {
+pub(crate) struct UpstreamBody {
     /// The shipped profile the server's grant starts from (`untrusted`
     /// when not given).
     #[serde(default)]
@@ -284,7 +286,7 @@ pub struct UpstreamBody {
 
 impl UpstreamBody {
     /// The grant's part.
-    pub fn body(&self) -> Body {
+    pub(crate) fn body(&self) -> Body {
         Body {
             with: self.with.clone(),
             fs: self.fs.clone(),
@@ -301,7 +303,7 @@ impl UpstreamBody {
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FsSection {
+pub(crate) struct FsSection {
     pub read: Option<Vec<String>>,
     pub write: Option<Vec<String>>,
     pub protected: Option<Vec<String>>,
@@ -318,7 +320,7 @@ pub struct FsSection {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum NetMode {
+pub(crate) enum NetMode {
     Off,
     On,
     Tcp,
@@ -327,7 +329,7 @@ pub enum NetMode {
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct NetworkSection {
+pub(crate) struct NetworkSection {
     pub mode: Option<NetMode>,
     /// Kept wide so out-of-range ports get our own message with a line.
     pub connect: Option<Vec<i64>>,
@@ -343,7 +345,7 @@ pub struct NetworkSection {
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct EnvSection {
+pub(crate) struct EnvSection {
     pub allow: Option<Vec<String>>,
     pub add_allow: Option<Vec<String>>,
     pub set: Option<BTreeMap<String, String>>,
@@ -351,7 +353,7 @@ pub struct EnvSection {
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LimitsSection {
+pub(crate) struct LimitsSection {
     pub timeout: Option<Dur>,
     pub kill_grace: Option<Dur>,
     pub address_space: Option<Limit<Bytes>>,
@@ -369,7 +371,7 @@ pub struct LimitsSection {
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SandboxSection {
+pub(crate) struct SandboxSection {
     pub enforcement: Option<Enforcement>,
     pub namespace_free: Option<NamespaceFree>,
     pub namespace_free_accepts: Option<Vec<String>>,
@@ -377,14 +379,14 @@ pub struct SandboxSection {
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RequestsSection {
+pub(crate) struct RequestsSection {
     pub network: Option<bool>,
     pub max_timeout: Option<Dur>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ApprovalSection {
+pub(crate) struct ApprovalSection {
     pub mode: Option<ApprovalMode>,
     /// Honour pre-approval (`toolcage call --yes`).
     pub allow_yes: Option<bool>,
@@ -392,7 +394,7 @@ pub struct ApprovalSection {
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AuditSection {
+pub(crate) struct AuditSection {
     pub path: Option<String>,
     pub redact: Option<bool>,
     pub fail_closed: Option<bool>,
@@ -401,7 +403,7 @@ pub struct AuditSection {
 /// `[manage]`: the management tools `serve` offers (off by default).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ManageSection {
+pub(crate) struct ManageSection {
     pub custom_script: Option<bool>,
     pub tool_manage: Option<bool>,
     /// `false`: changes are written without asking anyone.
@@ -421,17 +423,17 @@ pub struct StoreSection {
 }
 
 /// The top-level-only sections of one layer.
-pub type SessionParts = (RateLimitSection, AuditSection, ManageSection);
+pub(crate) type SessionParts = (RateLimitSection, AuditSection, ManageSection);
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RateLimitSection {
+pub(crate) struct RateLimitSection {
     pub requests: Option<Count>,
     pub window: Option<Dur>,
 }
 
 /// A value written as a string with a unit or as a bare integer.
-pub trait Unit: Sized {
+pub(crate) trait Unit: Sized {
     fn from_str(s: &str) -> Result<Self, String>;
     fn from_int(n: i64) -> Result<Self, String>;
     fn expecting() -> &'static str;
@@ -439,16 +441,16 @@ pub trait Unit: Sized {
 
 /// A duration (`"30s"` or seconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Dur(pub Duration);
+pub(crate) struct Dur(pub Duration);
 /// A size in bytes (`"64KiB"` or bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bytes(pub u64);
+pub(crate) struct Bytes(pub u64);
 /// A plain count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Count(pub u64);
+pub(crate) struct Count(pub u64);
 /// An rlimit: a value or `"unlimited"` (leave the inherited limit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Limit<T> {
+pub(crate) enum Limit<T> {
     Unlimited,
     Set(T),
 }

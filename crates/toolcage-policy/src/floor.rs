@@ -28,21 +28,21 @@ use super::state::State;
 use std::path::{Path, PathBuf};
 
 /// The origin label of the secrets.
-pub const SECRET_SOURCE: &str = "built-in secret (always denied)";
+pub(crate) const SECRET_SOURCE: &str = "built-in secret (always denied)";
 /// The origin label of a credential store in the operator's home.
-pub const HOME_SECRET_SOURCE: &str = "home secret (always denied)";
+pub(crate) const HOME_SECRET_SOURCE: &str = "home secret (always denied)";
 /// The origin label of toolcage's state directory.
-pub const STATE_SOURCE: &str = "toolcage state (audit log, rate limits)";
+pub(crate) const STATE_SOURCE: &str = "toolcage state (audit log, rate limits)";
 /// The origin label of an audit log moved by `[audit] path`.
-pub const AUDIT_SOURCE: &str = "toolcage's audit log ([audit] path)";
+pub(crate) const AUDIT_SOURCE: &str = "toolcage's audit log ([audit] path)";
 /// The origin label of a protected `--policy FILE`.
-pub const POLICY_FILE_SOURCE: &str = "--policy file inside a write root";
+pub(crate) const POLICY_FILE_SOURCE: &str = "--policy file inside a write root";
 
 impl State {
     /// Add the floor. Call after every layer (so the write roots are
     /// final) and before [`State::finish`], which checks that no root lies
     /// inside a denied or protected path.
-    pub fn add_floor(
+    pub(crate) fn add_floor(
         &mut self,
         state_base: &Path,
         policy_file: Option<&Path>,
@@ -86,7 +86,7 @@ impl State {
     /// denied like the state itself, so no call reads another call's
     /// records (inside a write root the log is refused elsewhere). Only
     /// once it exists: the grant is resolved again for every call.
-    pub fn deny_audit_log(&mut self, path: &Path) -> Result<(), PolicyError> {
+    pub(crate) fn deny_audit_log(&mut self, path: &Path) -> Result<(), PolicyError> {
         if !canon::exists_nofollow(path) {
             return Ok(());
         }

@@ -5,7 +5,7 @@
 /// Whether a guard as written ends in a wildcard component. The decision is
 /// made on the text before variables are expanded, so a `*` in the project
 /// or home path is never taken for a wildcard.
-pub fn wildcard(raw: &str) -> Result<bool, String> {
+pub(crate) fn wildcard(raw: &str) -> Result<bool, String> {
     let trimmed = raw.trim_end_matches('/');
     let (dir, last) = trimmed.rsplit_once('/').unwrap_or(("", trimmed));
     if dir.contains('*') {
@@ -20,7 +20,7 @@ pub fn wildcard(raw: &str) -> Result<bool, String> {
 /// Whether `name` matches `pattern`, where `*` matches any run of bytes
 /// (including none, and including a leading dot) and every other byte
 /// matches itself.
-pub fn matches(pattern: &[u8], name: &[u8]) -> bool {
+pub(crate) fn matches(pattern: &[u8], name: &[u8]) -> bool {
     let (mut p, mut n) = (0, 0);
     // The position after the last `*` seen, and where its run currently ends.
     let mut star: Option<(usize, usize)> = None;

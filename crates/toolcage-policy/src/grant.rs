@@ -76,9 +76,9 @@ pub struct Limits {
 }
 
 /// `[limits] tmp` when no layer sets it.
-pub const DEFAULT_TMP: u64 = 2 << 30;
+pub(crate) const DEFAULT_TMP: u64 = 2 << 30;
 /// Below this the private `/tmp` is too small for ordinary tools.
-pub const LEAST_TMP: u64 = 1 << 20;
+pub(crate) const LEAST_TMP: u64 = 1 << 20;
 
 impl Default for Limits {
     fn default() -> Self {

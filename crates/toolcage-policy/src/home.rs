@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 /// The home directory of the real user's passwd entry in `/etc/passwd`
 /// (`None` when the user is not listed there, e.g. only in LDAP).
 /// Read once per process: the real user does not change.
-pub fn login_home() -> Option<PathBuf> {
+pub(crate) fn login_home() -> Option<PathBuf> {
     static HOME: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
     HOME.get_or_init(read_login_home).clone()
 }
@@ -35,7 +35,7 @@ fn read_login_home() -> Option<PathBuf> {
 /// each. A `$HOME` that does not exist holds no keys and no start-up
 /// files; a home that is `/` is left out (it would make every path a home
 /// path; `/` is refused as a project anyway).
-pub fn homes_of(candidates: &[&Path]) -> Vec<PathBuf> {
+pub(crate) fn homes_of(candidates: &[&Path]) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     for c in candidates {
         if !c.is_absolute() || !c.is_dir() {
@@ -53,7 +53,7 @@ pub fn homes_of(candidates: &[&Path]) -> Vec<PathBuf> {
 /// the root directory, a home, or an ancestor of a home. Every call may
 /// write its project, so any of them would hand a call the operator's
 /// keys, shell start-up files and (as root) `/etc`.
-pub fn project_refusal(project: &Path, homes: &[PathBuf]) -> Option<String> {
+pub(crate) fn project_refusal(project: &Path, homes: &[PathBuf]) -> Option<String> {
     if project.parent().is_none() {
         return Some("the root directory /".into());
     }

@@ -87,7 +87,7 @@ pub fn shown(s: &str) -> String {
 }
 
 /// Normalise a DNS name (see the module comment). Not an IP literal.
-pub fn normalize_name(s: &str) -> Result<String, String> {
+pub(crate) fn normalize_name(s: &str) -> Result<String, String> {
     if s.is_empty() {
         return Err("empty host name".into());
     }
@@ -185,7 +185,7 @@ pub fn parse_authority(s: &str) -> Result<(Host, Option<u16>), String> {
 }
 
 /// A port, 1-65535, in decimal digits only (no sign, no spaces).
-pub fn parse_port(p: &str) -> Result<u16, String> {
+pub(crate) fn parse_port(p: &str) -> Result<u16, String> {
     if p.is_empty() || p.len() > 5 || !p.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!("invalid port {} (use 1-65535)", shown(p)));
     }
@@ -199,7 +199,7 @@ pub fn parse_port(p: &str) -> Result<u16, String> {
 /// address. Loopback, private, link-local, CGNAT, ULA, multicast,
 /// documentation and reserved ranges all count, and so does an IPv6
 /// address that embeds one of them (mapped, NAT64, 6to4).
-pub fn non_public(ip: IpAddr) -> Option<&'static str> {
+pub(crate) fn non_public(ip: IpAddr) -> Option<&'static str> {
     match canonical(ip) {
         IpAddr::V4(v4) => non_public_v4(v4),
         IpAddr::V6(v6) => non_public_v6(v6),

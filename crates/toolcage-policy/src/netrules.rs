@@ -26,7 +26,11 @@ fn only_in_domains_mode(
 
 impl State {
     /// Apply one file layer's domain settings.
-    pub fn apply_domains(&mut self, l: &Layer, net: &NetworkSection) -> Result<(), PolicyError> {
+    pub(crate) fn apply_domains(
+        &mut self,
+        l: &Layer,
+        net: &NetworkSection,
+    ) -> Result<(), PolicyError> {
         let lists = [
             (&net.allow, "allow", true, true),
             (&net.add_allow, "add_allow", true, false),
@@ -72,7 +76,7 @@ impl State {
 
     /// `--allow-domain HOST[:PORT]` (repeatable): domains mode, these
     /// hosts added to the allow list.
-    pub fn apply_allow_domain(
+    pub(crate) fn apply_allow_domain(
         &mut self,
         hosts: &[String],
         allow_net: bool,
@@ -104,7 +108,7 @@ impl State {
 
     /// Patterns or pins set for a mode that is not "domains" by a layer at
     /// least as late as the one that chose the mode.
-    pub fn check_domains(&self) -> Result<(), PolicyError> {
+    pub(crate) fn check_domains(&self) -> Result<(), PolicyError> {
         if self.mode.v == NetMode::Domains {
             return Ok(());
         }

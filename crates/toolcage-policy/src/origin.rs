@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 /// Where in the operator's input a value was written.
 #[derive(Debug, Clone)]
-pub enum At {
+pub(crate) enum At {
     File {
         file: Arc<FileText>,
         key: Vec<String>,
@@ -25,7 +25,7 @@ pub enum At {
 /// Where a value came from: a label for people, a place for errors, and the
 /// position of its layer (later layers have a higher `seq`).
 #[derive(Debug, Clone)]
-pub struct Origin {
+pub(crate) struct Origin {
     pub source: String,
     pub at: At,
     pub seq: usize,
@@ -35,7 +35,7 @@ pub struct Origin {
 }
 
 impl Origin {
-    pub fn flag(flag: &str, seq: usize) -> Origin {
+    pub(crate) fn flag(flag: &str, seq: usize) -> Origin {
         Origin {
             source: flag.to_string(),
             at: At::Flag(flag.to_string()),
@@ -44,7 +44,7 @@ impl Origin {
         }
     }
 
-    pub fn input(source: String, seq: usize) -> Origin {
+    pub(crate) fn input(source: String, seq: usize) -> Origin {
         Origin {
             source,
             at: At::Input,
@@ -54,7 +54,7 @@ impl Origin {
     }
 
     /// An entry of the safety floor: always applies, before every layer.
-    pub fn floor(source: &str) -> Origin {
+    pub(crate) fn floor(source: &str) -> Origin {
         Origin {
             source: source.to_string(),
             at: At::Floor,
@@ -63,11 +63,11 @@ impl Origin {
         }
     }
 
-    pub fn is_cli(&self) -> bool {
+    pub(crate) fn is_cli(&self) -> bool {
         matches!(self.at, At::Flag(_))
     }
 
-    pub fn error(&self, message: impl Into<String>) -> PolicyError {
+    pub(crate) fn error(&self, message: impl Into<String>) -> PolicyError {
         let message = message.into();
         match &self.at {
             At::File { file, key, index } => PolicyError::File {
@@ -86,7 +86,7 @@ impl Origin {
 }
 
 /// One file layer being applied: a whole file or one of its `[tools.NAME]`.
-pub struct Layer<'a> {
+pub(crate) struct Layer<'a> {
     pub source: String,
     pub file: &'a Arc<FileText>,
     /// `[]` or `["tools", NAME]`.
@@ -100,12 +100,12 @@ pub struct Layer<'a> {
 }
 
 impl Layer<'_> {
-    pub fn origin(&self, section: &str, key: &str, index: Option<usize>) -> Origin {
+    pub(crate) fn origin(&self, section: &str, key: &str, index: Option<usize>) -> Origin {
         self.origin_at(&[section, key], index)
     }
 
     /// The origin of a key outside any section (`with`), or of any key path.
-    pub fn origin_at(&self, keys: &[&str], index: Option<usize>) -> Origin {
+    pub(crate) fn origin_at(&self, keys: &[&str], index: Option<usize>) -> Origin {
         let mut path = self.prefix.clone();
         path.extend(keys.iter().map(|k| k.to_string()));
         Origin {
@@ -123,7 +123,7 @@ impl Layer<'_> {
 
 /// A value and where it came from (a list entry, or a single setting).
 #[derive(Debug, Clone)]
-pub struct Sourced<T> {
+pub(crate) struct Sourced<T> {
     pub v: T,
     pub o: Origin,
 }

@@ -8,7 +8,7 @@ use toolcage_text::line_at;
 
 /// The text of a policy file, kept to turn key paths into line numbers.
 #[derive(Debug)]
-pub struct FileText {
+pub(crate) struct FileText {
     /// How the file is named in messages: its path, or `<shipped>/NAME.toml`.
     pub label: String,
     pub text: String,
@@ -17,7 +17,7 @@ pub struct FileText {
 impl FileText {
     /// The 1-based line of `key` (with an optional array index), or of the
     /// closest enclosing key that exists.
-    pub fn line_of(&self, key: &[String], index: Option<usize>) -> usize {
+    pub(crate) fn line_of(&self, key: &[String], index: Option<usize>) -> usize {
         let Ok(root) = toml::de::DeTable::parse(&self.text) else {
             return 1;
         };
@@ -77,7 +77,7 @@ fn find_key(table: &toml::de::DeTable, pos: usize, path: &mut Vec<String>) -> bo
 }
 
 /// Parse a policy file, turning any error into a one-line message.
-pub fn parse(file: &Arc<FileText>) -> Result<PolicyFile, PolicyError> {
+pub(crate) fn parse(file: &Arc<FileText>) -> Result<PolicyFile, PolicyError> {
     toml::from_str::<PolicyFile>(&file.text).map_err(|e| convert_error(file, &e))
 }
 

@@ -8,7 +8,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 /// The values of `{project}`, `{home}` and `{tmp}`.
-pub struct Vars<'a> {
+pub(crate) struct Vars<'a> {
     pub project: &'a Path,
     pub home: &'a Path,
     pub tmp: &'a Path,
@@ -24,7 +24,7 @@ pub struct Vars<'a> {
 
 /// Expand `{project}`, `{home}`, `{tmp}` and make the result absolute
 /// (relative paths are joined to `base`) and lexically normal.
-pub fn expand(raw: &str, vars: &Vars, base: &Path) -> Result<PathBuf, String> {
+pub(crate) fn expand(raw: &str, vars: &Vars, base: &Path) -> Result<PathBuf, String> {
     if raw.trim().is_empty() {
         return Err("empty path".into());
     }
@@ -62,7 +62,7 @@ pub fn expand(raw: &str, vars: &Vars, base: &Path) -> Result<PathBuf, String> {
 
 /// Remove `.` components and resolve `..` lexically. `base.join` of an
 /// absolute path is that path, so the result is absolute when `base` is.
-pub fn normalize(p: &Path) -> PathBuf {
+pub(crate) fn normalize(p: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in p.components() {
         match c {
@@ -97,7 +97,7 @@ pub fn within(p: &Path, base: &Path) -> bool {
 }
 
 /// `p` is absolute and normal: its bytes compare as its components do.
-pub fn is_plain(p: &Path) -> bool {
+pub(crate) fn is_plain(p: &Path) -> bool {
     plain(p.as_os_str().as_bytes())
 }
 

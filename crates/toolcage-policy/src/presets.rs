@@ -118,7 +118,7 @@ impl HostEnv {
 
 /// What a preset adds to a grant.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Additions {
+pub(crate) struct Additions {
     /// Read roots: canonical, existing.
     pub read: Vec<PathBuf>,
     /// Secrets inside those roots: canonical, existing.
@@ -199,7 +199,7 @@ impl Operator<'_> {
 }
 
 /// What `preset` adds for the operator described by `op`.
-pub fn additions(preset: Preset, op: &Operator) -> Additions {
+pub(crate) fn additions(preset: Preset, op: &Operator) -> Additions {
     let mut a = Additions::default();
     match preset {
         Preset::Rust => rust(op, &mut a),
@@ -216,10 +216,10 @@ pub fn covering(path: &Path, op: &Operator) -> Option<Preset> {
 }
 
 /// Every preset's additions, computed once to test many paths.
-pub struct Covering(Vec<(Preset, Additions)>);
+pub(crate) struct Covering(Vec<(Preset, Additions)>);
 
 impl Covering {
-    pub fn new(op: &Operator) -> Covering {
+    pub(crate) fn new(op: &Operator) -> Covering {
         Covering(
             Preset::ALL
                 .into_iter()
@@ -229,7 +229,7 @@ impl Covering {
     }
 
     /// The first preset that lets the call read `path`.
-    pub fn find(&self, path: &Path) -> Option<Preset> {
+    pub(crate) fn find(&self, path: &Path) -> Option<Preset> {
         let real = canon::canonical(path).unwrap_or_else(|_| path.to_path_buf());
         self.0.iter().find_map(|(p, a)| {
             let read = a.read.iter().any(|r| real.starts_with(r));

@@ -2,7 +2,7 @@
 
 /// Every shipped profile: name and TOML text. `default` is always applied
 /// first; the others are layered over it.
-pub const PROFILES: &[(&str, &str)] = &[
+pub(crate) const PROFILES: &[(&str, &str)] = &[
     ("default", include_str!("../../../policies/default.toml")),
     (
         "untrusted",
@@ -18,6 +18,6 @@ pub fn profile_names() -> Vec<&'static str> {
 }
 
 /// The TOML text of a shipped profile.
-pub fn profile_text(name: &str) -> Option<&'static str> {
+pub(crate) fn profile_text(name: &str) -> Option<&'static str> {
     PROFILES.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
 }

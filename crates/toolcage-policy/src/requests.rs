@@ -71,7 +71,7 @@ fn rate(r: &RateLimit) -> String {
 /// no more requests, over a window at least as long. A lower average rate is
 /// not enough: 1000 per 2h is "slower" than 10 per 1m but allows a burst of
 /// 1000 calls in one minute.
-pub fn at_least_as_strict(a: &RateLimit, b: &RateLimit) -> bool {
+pub(crate) fn at_least_as_strict(a: &RateLimit, b: &RateLimit) -> bool {
     a.requests <= b.requests && a.window >= b.window
 }
 

@@ -135,7 +135,7 @@ pub struct DroppedDir {
 
 /// The existing directories of the call's starting PATH ([`source`]) that
 /// it leaves out, once each, with the flag that would keep them.
-pub fn dropped(grant: &Grant, op: &Operator) -> Vec<DroppedDir> {
+pub(crate) fn dropped(grant: &Grant, op: &Operator) -> Vec<DroppedDir> {
     let mut out: Vec<DroppedDir> = Vec::new();
     let mut covering = None;
     for e in entries(grant, source(grant, op.env.get("PATH"))) {

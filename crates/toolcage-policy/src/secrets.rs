@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 /// Secrets inside the read roots, each with why it is on the list. A `*`
 /// in the last component is a wildcard (as in policy files). Kept in step
 /// with the comment in `policies/default.toml` by a test.
-pub const SECRETS: &[(&str, &str)] = &[
+pub(crate) const SECRETS: &[(&str, &str)] = &[
     ("/etc/shadow", "password hashes"),
     ("/etc/shadow-", "backup of /etc/shadow"),
     ("/etc/gshadow", "group password hashes"),
@@ -69,7 +69,7 @@ pub fn built_in_secret(path: &Path) -> Option<&'static str> {
 /// stays readable and each entry of it is denied except those matching
 /// `keep` (`~/.ssh`: the keys, not `known_hosts` or `config`).
 #[derive(Debug, Clone, Copy)]
-pub struct HomeSecret {
+pub(crate) struct HomeSecret {
     pub path: &'static str,
     pub keep: &'static [&'static str],
     pub what: &'static str,
@@ -86,7 +86,7 @@ const fn secret(path: &'static str, what: &'static str) -> HomeSecret {
 /// Denied under every root, whatever the layers say; `[fs] allow_secrets`
 /// in the operator's policy file lifts one by its name (`~/.npmrc`). Kept
 /// in step with `policies/default.toml` and SECURITY.md by a test.
-pub const HOME_SECRETS: &[HomeSecret] = &[
+pub(crate) const HOME_SECRETS: &[HomeSecret] = &[
     HomeSecret {
         path: ".ssh",
         keep: &["config", "known_hosts", "known_hosts.old", "*.pub"],
@@ -126,7 +126,7 @@ pub const HOME_SECRETS: &[HomeSecret] = &[
 
 impl HomeSecret {
     /// The name a policy file uses for it: `~/.npmrc`.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         format!("~/{}", self.path)
     }
 
@@ -163,7 +163,7 @@ impl HomeSecret {
     /// entry of a `keep` directory that is not kept. Wildcards and `keep`
     /// are matched against what exists now (the grant is resolved again for
     /// every call).
-    pub fn existing(&self, home: &Path) -> Vec<PathBuf> {
+    pub(crate) fn existing(&self, home: &Path) -> Vec<PathBuf> {
         let p = home.join(self.path);
         if !self.keep.is_empty() {
             let Ok(dir) = std::fs::read_dir(&p) else {
@@ -209,7 +209,7 @@ impl HomeSecret {
 
 /// The entry of [`HOME_SECRETS`] named `name` (`~/.npmrc` or
 /// `{home}/.npmrc`, as `[fs] allow_secrets` writes it).
-pub fn home_secret_named(name: &str) -> Option<&'static HomeSecret> {
+pub(crate) fn home_secret_named(name: &str) -> Option<&'static HomeSecret> {
     let rel = name
         .strip_prefix("~/")
         .or_else(|| name.strip_prefix("{home}/"))?

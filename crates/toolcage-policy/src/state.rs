@@ -21,7 +21,7 @@ use std::time::Duration;
 
 /// Everything a grant holds, each value with its origin.
 #[derive(Debug, Clone)]
-pub struct State {
+pub(crate) struct State {
     /// Toolchain presets, from every layer (applied in `with.rs`).
     pub with: Vec<Sourced<Preset>>,
     /// Guards written as `{a3s_tools}` that name nothing here (`tools/`
@@ -69,7 +69,7 @@ pub struct State {
 
 /// The domain-mode part of [`State`].
 #[derive(Debug, Clone, Default)]
-pub struct DomainState {
+pub(crate) struct DomainState {
     pub allow: Vec<Sourced<HostRule>>,
     pub deny: Vec<Sourced<HostRule>>,
     pub hosts: std::collections::BTreeMap<String, Sourced<IpAddr>>,
@@ -77,7 +77,7 @@ pub struct DomainState {
 
 impl DomainState {
     /// Anything set, and the latest layer that set it.
-    pub fn latest(&self) -> Option<&Origin> {
+    pub(crate) fn latest(&self) -> Option<&Origin> {
         self.allow
             .iter()
             .chain(&self.deny)
@@ -86,7 +86,7 @@ impl DomainState {
             .max_by_key(|o| o.seq)
     }
 
-    pub fn policy(&self) -> DomainPolicy {
+    pub(crate) fn policy(&self) -> DomainPolicy {
         DomainPolicy {
             allow: self.allow.iter().map(|e| e.v.clone()).collect(),
             deny: self.deny.iter().map(|e| e.v.clone()).collect(),
@@ -101,7 +101,7 @@ pub(crate) fn val<T>(v: T, o: &Origin) -> Sourced<T> {
 
 impl State {
     /// The values before any layer: [`Grant::closed`].
-    pub fn closed() -> State {
+    pub(crate) fn closed() -> State {
         let g = Grant::closed(PathBuf::new());
         let o = Origin::input("built-in".into(), 0);
         State {
@@ -149,7 +149,7 @@ impl State {
     /// out is skipped: discovery's `leads_outside`, at every discovery);
     /// the grant holds where they lead, which the sandbox opens again
     /// without following a link inside the project.
-    pub fn add_tool_dirs(
+    pub(crate) fn add_tool_dirs(
         &mut self,
         tool: &str,
         dirs: &[PathBuf],
@@ -175,7 +175,7 @@ impl State {
 
 /// Remove duplicates and paths beneath another path of the same list
 /// (`/usr/bin` when `/usr` is there), keeping the first of equals.
-pub fn dedup(list: &mut Vec<Sourced<PathBuf>>) {
+pub(crate) fn dedup(list: &mut Vec<Sourced<PathBuf>>) {
     if list.iter().all(|e| is_plain(&e.v)) {
         // Normal paths: equal bytes are equal paths, and a path lies beneath
         // another exactly when one of its ancestors is that other.
@@ -193,12 +193,12 @@ pub fn dedup(list: &mut Vec<Sourced<PathBuf>>) {
     list.retain(|e| !all.iter().any(|a| *a != e.v && within(&e.v, a)));
 }
 
-pub fn dedup_by<T, K: Ord>(list: &mut Vec<Sourced<T>>, key: impl Fn(&Sourced<T>) -> K) {
+pub(crate) fn dedup_by<T, K: Ord>(list: &mut Vec<Sourced<T>>, key: impl Fn(&Sourced<T>) -> K) {
     let mut seen = std::collections::BTreeSet::new();
     list.retain(|e| seen.insert(key(e)));
 }
 
-pub fn mode_name(m: NetMode) -> &'static str {
+pub(crate) fn mode_name(m: NetMode) -> &'static str {
     match m {
         NetMode::Off => "off",
         NetMode::On => "on",
@@ -208,7 +208,7 @@ pub fn mode_name(m: NetMode) -> &'static str {
 }
 
 /// The kebab-case name serde gives an enum variant.
-pub fn enum_name<T: serde::Serialize>(v: &T) -> String {
+pub(crate) fn enum_name<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_value(v)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))

@@ -14,10 +14,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The profile a server's grant starts from when its section names none.
-pub const DEFAULT_UPSTREAM_PROFILE: &str = "untrusted";
+pub(crate) const DEFAULT_UPSTREAM_PROFILE: &str = "untrusted";
 
 /// How long a server may sit unused before it is stopped, by default.
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
 /// The gateway's settings for one server, later files winning.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

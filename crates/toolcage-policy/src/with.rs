@@ -15,7 +15,7 @@ impl State {
     /// Add what each preset named in any layer adds, once per preset (the
     /// first layer that names it is its origin). Variables a layer set
     /// explicitly keep their values.
-    pub fn apply_presets(
+    pub(crate) fn apply_presets(
         &mut self,
         op: &Operator,
         write_bases: &[PathBuf],
@@ -57,7 +57,7 @@ impl State {
     }
 
     /// The presets in effect, in order, with where each was named first.
-    pub fn presets_named(&self) -> Vec<Sourced<Preset>> {
+    pub(crate) fn presets_named(&self) -> Vec<Sourced<Preset>> {
         let mut out: Vec<Sourced<Preset>> = Vec::new();
         for w in &self.with {
             if !out.iter().any(|v| v.v == w.v) {

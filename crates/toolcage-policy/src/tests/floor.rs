@@ -504,7 +504,7 @@ fn allow_home_project_comes_only_from_a_file_outside_that_home() {
 #[test]
 fn the_default_profile_documents_every_home_secret() {
     let text = crate::profiles::profile_text("default").unwrap();
-    for s in crate::HOME_SECRETS {
+    for s in crate::secrets::HOME_SECRETS {
         assert!(
             text.contains(&s.name()),
             "policies/default.toml does not list {} ({})",

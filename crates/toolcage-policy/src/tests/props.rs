@@ -2,6 +2,7 @@
 
 use super::*;
 use proptest::prelude::*;
+use toolcage_text::units::parse_duration;
 
 fn overrides() -> impl Strategy<Value = Overrides> {
     let path = prop_oneof![
