@@ -20,8 +20,8 @@
 //!
 //! # Order of the files
 //!
-//! Each file imports only files above it in this list (bottom first), so
-//! the crate reads from the top down or builds up from the bottom:
+//! Each file imports only files earlier in this list, so the crate builds
+//! up from the first files (no import cycles, no import of a parent):
 //!
 //! 1. `error`, `paths`, `glob`, `hostname`, `profiles`: leaves.
 //! 2. `canon` (symlink resolution), `secrets` (what every grant denies),
@@ -80,26 +80,36 @@ mod resolve;
 #[cfg(test)]
 mod tests;
 
+// The public face, by use. Everything else is `pub(crate)`.
+
+// Loading and resolving a policy (the CLI, the MCP server, the gate).
 pub use context::Context;
-pub use domains::{DomainPolicy, DomainRefusal, HostRule, RefusalKind};
-pub use env_dirs::{PRIVATE_TMP, TMP_VARS, is_explicit};
 pub use error::PolicyError;
-pub use file::{Expose, StoreSection};
 pub use finish::Provenance;
-pub use grant::{
-    ApprovalMode, Enforcement, Grant, Limits, NamespaceFree, NamespaceFreePolicy, Network,
-    OutputCaps, RateLimit,
-};
-pub use home::{never_offered, project_refusal_at};
-pub use hostname::Host;
 pub use overrides::Overrides;
-pub use paths::{canonical_lenient, state_base, within};
 pub use profiles::profile_names;
 pub use render::render_text;
 pub use requests::{Decision, RequestOutcome, Requests};
 pub use resolve::{Resolved, ToolInput, load, load_and_resolve};
-pub use secrets::{built_in_secret, home_secret};
-pub use session::{AuditPolicy, ManagePolicy, SessionPolicy};
 pub use stack::{PolicyStack, Sources};
-pub use toolcage_text::units::{format_duration, format_size};
+
+// What a resolved policy says beyond one call's grant.
+pub use file::{Expose, StoreSection};
+pub use session::{AuditPolicy, ManagePolicy, SessionPolicy};
 pub use upstreams::UpstreamSettings;
+
+// The grant the sandbox enforces, and the domain rules its proxy applies.
+pub use domains::{DomainPolicy, DomainRefusal, HostRule, RefusalKind};
+pub use grant::{
+    ApprovalMode, Enforcement, Grant, Limits, NamespaceFree, NamespaceFreePolicy, Network,
+    OutputCaps, RateLimit,
+};
+pub use hostname::Host;
+
+// Rules the sandbox and the CLI apply again to what a call meets: paths,
+// secrets, the call's tmp and home, and the fixes an agent may be shown.
+pub use env_dirs::{PRIVATE_TMP, TMP_VARS, is_explicit};
+pub use home::{never_offered, project_refusal_at};
+pub use paths::{canonical_lenient, state_base, within};
+pub use secrets::{built_in_secret, home_secret};
+pub use toolcage_text::units::{format_duration, format_size};
