@@ -12,105 +12,107 @@ fn errors_in_tool_sections_surface_at_load() {
     );
 }
 
+/// A policy file and the one-line error it must give.
+const FILE_ERRORS: &[(&str, &str)] = &[
+    (
+        "[limits]\naddress_space = \"1KiB\"\n",
+        "policy $T/p.toml:2: limits.address_space: too small for any program to start (at least 16MiB)",
+    ),
+    (
+        "[limits]\ntmp = \"512KiB\"\n",
+        "policy $T/p.toml:2: limits.tmp: 512KiB is too small for the call's private /tmp and /dev/shm (at least 1MiB, e.g. tmp = \"256MiB\")",
+    ),
+    (
+        "[limits]\ntmp = \"lots\"\n",
+        "policy $T/p.toml:2: limits.tmp: invalid size \"lots\" (use e.g. \"64KiB\", \"4GiB\", \"1MB\" or a number of bytes)",
+    ),
+    (
+        "[limits]\ntmp = \"unlimited\"\n",
+        "policy $T/p.toml:2: limits.tmp: invalid size \"unlimited\" (use e.g. \"64KiB\", \"4GiB\", \"1MB\" or a number of bytes)",
+    ),
+    (
+        "[limits]\ntimeout = \"3x\"\n",
+        "policy $T/p.toml:2: limits.timeout: invalid duration \"3x\" (use e.g. \"30s\", \"500ms\", \"5m\")",
+    ),
+    (
+        "\n\n[netwrk]\n",
+        "policy $T/p.toml:3: unknown key 'netwrk' (expected one of with, fs, network, env, limits, sandbox, requests, approval, rate_limit, global_rate_limit, audit, manage, store, tools, upstreams, allow_home_project)",
+    ),
+    (
+        "[fs]\nadd_read = [\n  \"src\",\n  \"nope\",\n]\n",
+        "policy $T/p.toml:4: fs.add_read: $T/project/nope does not exist (create it or remove it from fs.add_read)",
+    ),
+    (
+        "[fs]\nadd_denied = [\"src\"]\nadd_write = [\"src\"]\n",
+        "policy $T/p.toml:3: fs.add_write: $T/project/src is also denied ($T/project/src, policy $T/p.toml); remove one of them",
+    ),
+    (
+        "[fs]\nadd_denied = [\"{project}\"]\n",
+        "policy $T/p.toml:2: fs.add_denied: $T/project is also a write root ($T/project, profile default); remove one of them",
+    ),
+    (
+        "[fs]\nadd_write = [\".git\"]\n",
+        "policy $T/p.toml:2: fs.add_write: $T/project/.git is also protected ($T/project/.git, profile default); remove one of them",
+    ),
+    (
+        "[network]\nmode = \"off\"\nconnect = [443]\n",
+        "policy $T/p.toml:3: network.connect: ports only apply with network.mode = \"tcp\" (this file sets mode = \"off\")",
+    ),
+    (
+        "[network]\nbind = [8080]\n",
+        "policy $T/p.toml:2: network.bind: ports only apply with network.mode = \"tcp\", but the mode is \"off\" (profile default); set mode = \"tcp\" or remove the ports",
+    ),
+    (
+        "[network]\nmode = \"tcp\"\nconnect = [443,\n 70000]\n",
+        "policy $T/p.toml:4: network.connect: invalid port 70000 (use 1-65535)",
+    ),
+    (
+        "[network]\nmode = \"tcp\"\nconnect = [0]\n",
+        "policy $T/p.toml:3: network.connect: invalid port 0 (use 1-65535)",
+    ),
+    (
+        "[limits]\ntimeout = \"0s\"\n",
+        "policy $T/p.toml:2: limits.timeout: must be greater than zero",
+    ),
+    (
+        "[limits]\nstdout = 0\n",
+        "policy $T/p.toml:2: limits.stdout: must be greater than zero (an output cap of zero hides all output)",
+    ),
+    (
+        "[limits]\nprocesses = 0\n",
+        "policy $T/p.toml:2: limits.processes: must be greater than zero (or \"unlimited\" to keep the inherited limit)",
+    ),
+    (
+        "[env]\nallow = [\"PATH\", \"BAD NAME\"]\n",
+        "policy $T/p.toml:2: env.allow: invalid variable name \"BAD NAME\" (use NAME or PREFIX*)",
+    ),
+    (
+        "[env.set]\n\"1X\" = \"v\"\n",
+        "policy $T/p.toml:2: env.set.1X: invalid variable name \"1X\" (use letters, digits and _)",
+    ),
+    (
+        "[rate_limit]\nwindow = \"1m\"\n",
+        "policy $T/p.toml:2: rate_limit.window: a window without rate_limit.requests (add requests = N)",
+    ),
+    (
+        "[rate_limit]\nrequests = 0\n",
+        "policy $T/p.toml:2: rate_limit.requests: must be greater than zero (to forbid a tool, do not expose it)",
+    ),
+    (
+        "[fs]\nread = [\"{projct}/x\"]\n",
+        "policy $T/p.toml:2: fs.read: \"{projct}/x\": unknown variable {projct} (use {project}, {home} or {tmp})",
+    ),
+    (
+        "[sandbox]\nenforcement = \"lax\"\n",
+        "policy $T/p.toml:2: sandbox.enforcement: invalid value \"lax\" (expected one of standard, strict, degraded)",
+    ),
+];
+
 #[test]
 fn file_errors_name_file_line_and_key() {
     let e = Env::new();
-    let cases = [
-        (
-            "[limits]\naddress_space = \"1KiB\"\n",
-            "policy $T/p.toml:2: limits.address_space: too small for any program to start (at least 16MiB)",
-        ),
-        (
-            "[limits]\ntmp = \"512KiB\"\n",
-            "policy $T/p.toml:2: limits.tmp: 512KiB is too small for the call's private /tmp and /dev/shm (at least 1MiB, e.g. tmp = \"256MiB\")",
-        ),
-        (
-            "[limits]\ntmp = \"lots\"\n",
-            "policy $T/p.toml:2: limits.tmp: invalid size \"lots\" (use e.g. \"64KiB\", \"4GiB\", \"1MB\" or a number of bytes)",
-        ),
-        (
-            "[limits]\ntmp = \"unlimited\"\n",
-            "policy $T/p.toml:2: limits.tmp: invalid size \"unlimited\" (use e.g. \"64KiB\", \"4GiB\", \"1MB\" or a number of bytes)",
-        ),
-        (
-            "[limits]\ntimeout = \"3x\"\n",
-            "policy $T/p.toml:2: limits.timeout: invalid duration \"3x\" (use e.g. \"30s\", \"500ms\", \"5m\")",
-        ),
-        (
-            "\n\n[netwrk]\n",
-            "policy $T/p.toml:3: unknown key 'netwrk' (expected one of with, fs, network, env, limits, sandbox, requests, approval, rate_limit, global_rate_limit, audit, manage, store, tools, upstreams, allow_home_project)",
-        ),
-        (
-            "[fs]\nadd_read = [\n  \"src\",\n  \"nope\",\n]\n",
-            "policy $T/p.toml:4: fs.add_read: $T/project/nope does not exist (create it or remove it from fs.add_read)",
-        ),
-        (
-            "[fs]\nadd_denied = [\"src\"]\nadd_write = [\"src\"]\n",
-            "policy $T/p.toml:3: fs.add_write: $T/project/src is also denied ($T/project/src, policy $T/p.toml); remove one of them",
-        ),
-        (
-            "[fs]\nadd_denied = [\"{project}\"]\n",
-            "policy $T/p.toml:2: fs.add_denied: $T/project is also a write root ($T/project, profile default); remove one of them",
-        ),
-        (
-            "[fs]\nadd_write = [\".git\"]\n",
-            "policy $T/p.toml:2: fs.add_write: $T/project/.git is also protected ($T/project/.git, profile default); remove one of them",
-        ),
-        (
-            "[network]\nmode = \"off\"\nconnect = [443]\n",
-            "policy $T/p.toml:3: network.connect: ports only apply with network.mode = \"tcp\" (this file sets mode = \"off\")",
-        ),
-        (
-            "[network]\nbind = [8080]\n",
-            "policy $T/p.toml:2: network.bind: ports only apply with network.mode = \"tcp\", but the mode is \"off\" (profile default); set mode = \"tcp\" or remove the ports",
-        ),
-        (
-            "[network]\nmode = \"tcp\"\nconnect = [443,\n 70000]\n",
-            "policy $T/p.toml:4: network.connect: invalid port 70000 (use 1-65535)",
-        ),
-        (
-            "[network]\nmode = \"tcp\"\nconnect = [0]\n",
-            "policy $T/p.toml:3: network.connect: invalid port 0 (use 1-65535)",
-        ),
-        (
-            "[limits]\ntimeout = \"0s\"\n",
-            "policy $T/p.toml:2: limits.timeout: must be greater than zero",
-        ),
-        (
-            "[limits]\nstdout = 0\n",
-            "policy $T/p.toml:2: limits.stdout: must be greater than zero (an output cap of zero hides all output)",
-        ),
-        (
-            "[limits]\nprocesses = 0\n",
-            "policy $T/p.toml:2: limits.processes: must be greater than zero (or \"unlimited\" to keep the inherited limit)",
-        ),
-        (
-            "[env]\nallow = [\"PATH\", \"BAD NAME\"]\n",
-            "policy $T/p.toml:2: env.allow: invalid variable name \"BAD NAME\" (use NAME or PREFIX*)",
-        ),
-        (
-            "[env.set]\n\"1X\" = \"v\"\n",
-            "policy $T/p.toml:2: env.set.1X: invalid variable name \"1X\" (use letters, digits and _)",
-        ),
-        (
-            "[rate_limit]\nwindow = \"1m\"\n",
-            "policy $T/p.toml:2: rate_limit.window: a window without rate_limit.requests (add requests = N)",
-        ),
-        (
-            "[rate_limit]\nrequests = 0\n",
-            "policy $T/p.toml:2: rate_limit.requests: must be greater than zero (to forbid a tool, do not expose it)",
-        ),
-        (
-            "[fs]\nread = [\"{projct}/x\"]\n",
-            "policy $T/p.toml:2: fs.read: \"{projct}/x\": unknown variable {projct} (use {project}, {home} or {tmp})",
-        ),
-        (
-            "[sandbox]\nenforcement = \"lax\"\n",
-            "policy $T/p.toml:2: sandbox.enforcement: invalid value \"lax\" (expected one of standard, strict, degraded)",
-        ),
-    ];
-    for (text, want) in cases {
-        assert_eq!(e.err(text), want, "for {text:?}");
+    for (text, want) in FILE_ERRORS {
+        assert_eq!(e.err(text), *want, "for {text:?}");
     }
 }
 
