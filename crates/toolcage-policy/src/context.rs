@@ -62,7 +62,7 @@ impl Context {
 
     /// The operator's homes: `$HOME` and the passwd entry's, symlinks
     /// resolved, once each.
-    pub fn homes(&self) -> Vec<PathBuf> {
+    pub(crate) fn homes(&self) -> Vec<PathBuf> {
         let mut c: Vec<&Path> = vec![&self.home];
         c.extend(self.login_home.as_deref());
         homes_of(&c)

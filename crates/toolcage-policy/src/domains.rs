@@ -83,12 +83,8 @@ impl HostRule {
     }
 
     /// True for an address or range rule (`127.0.0.1`, `10.0.0.0/8`).
-    pub fn is_ip(&self) -> bool {
+    pub(crate) fn is_ip(&self) -> bool {
         matches!(self.pattern, Pattern::Net(..))
-    }
-
-    pub fn port(&self) -> Option<u16> {
-        self.port
     }
 
     fn host_matches(&self, host: &Host) -> bool {
@@ -401,7 +397,7 @@ impl DomainPolicy {
 
     /// Narrow the allow list to what `requested` also allows: a tool's own
     /// request can only take away. Returns the patterns kept.
-    pub fn narrow(&mut self, requested: &[HostRule]) -> Vec<HostRule> {
+    pub(crate) fn narrow(&mut self, requested: &[HostRule]) -> Vec<HostRule> {
         let mut out: Vec<HostRule> = Vec::new();
         for r in requested {
             for a in &self.allow {

@@ -31,10 +31,10 @@ pub enum Preset {
 pub const NAMES: &[&str] = &["rust", "node", "python"];
 
 impl Preset {
-    pub const ALL: [Preset; 3] = [Preset::Rust, Preset::Node, Preset::Python];
+    pub(crate) const ALL: [Preset; 3] = [Preset::Rust, Preset::Node, Preset::Python];
 
     /// A preset by name, or a message naming the valid ones.
-    pub fn parse(name: &str) -> Result<Preset, String> {
+    pub(crate) fn parse(name: &str) -> Result<Preset, String> {
         match name {
             "rust" => Ok(Preset::Rust),
             "node" => Ok(Preset::Node),
@@ -93,12 +93,12 @@ impl HostEnv {
     ];
 
     /// This process's values of [`HostEnv::NAMES`].
-    pub fn capture() -> HostEnv {
+    pub(crate) fn capture() -> HostEnv {
         HostEnv::from_pairs(std::env::vars())
     }
 
     /// The values of [`HostEnv::NAMES`] among `pairs`.
-    pub fn from_pairs(pairs: impl IntoIterator<Item = (String, String)>) -> HostEnv {
+    pub(crate) fn from_pairs(pairs: impl IntoIterator<Item = (String, String)>) -> HostEnv {
         HostEnv {
             vars: pairs
                 .into_iter()

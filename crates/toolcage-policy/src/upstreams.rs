@@ -36,7 +36,7 @@ pub struct UpstreamSettings {
 
 impl PolicyStack {
     /// The server names that have an `[upstreams.NAME]` section in any layer.
-    pub fn upstream_sections(&self) -> Vec<String> {
+    pub(crate) fn upstream_sections(&self) -> Vec<String> {
         let mut names: Vec<String> = self
             .layers
             .iter()
