@@ -1,13 +1,13 @@
 //! Canonicalization with a memory: one resolution canonicalizes ~60 paths
 //! that share a few parents (the project, `/etc`), and `realpath(3)` walks
 //! every component of each again (~550 syscalls per resolution). Here each
-//! path component is looked at once per [`Canon`]; the results match
+//! path component is looked at once per `Canon`; the results match
 //! `std::fs::canonicalize` and [`super::paths::canonical_lenient`].
 //!
-//! The memory lives for one resolution ([`memo`]), or for the preparation
+//! The memory lives for one resolution (`memo`), or for the preparation
 //! of one call up to its clone ([`remember`], in the sandbox crate): the
 //! filesystem may change between calls (a protected directory created, a
-//! symlink replaced). Outside one, [`canonical`] and [`lenient`] ask the
+//! symlink replaced). Outside one, [`canonical`] and `lenient` ask the
 //! kernel every time.
 
 use std::cell::RefCell;
@@ -225,7 +225,7 @@ pub(crate) fn memo<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
-/// A memory for [`canonical`] and [`lenient`] on this thread until the
+/// A memory for [`canonical`] and `lenient` on this thread until the
 /// guard is dropped (the outer one, kept, when one is active already).
 /// Only for a stretch where nothing toolcage itself creates or replaces is
 /// looked up again: answers are not re-checked.
@@ -256,7 +256,7 @@ fn current() -> Option<std::rc::Rc<Canon>> {
     CURRENT.with(|c| c.borrow().clone())
 }
 
-/// `std::fs::canonicalize`, remembered inside [`memo`].
+/// `std::fs::canonicalize`, remembered inside `memo`.
 pub fn canonical(p: impl AsRef<Path>) -> io::Result<PathBuf> {
     let p = p.as_ref();
     match current() {

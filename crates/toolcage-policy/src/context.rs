@@ -17,7 +17,7 @@ pub struct Context {
     pub home: PathBuf,
     /// The home of the real user's passwd entry (`/root` as root): with
     /// `home`, where the home secrets are denied and what may not be the
-    /// project ([`Context::homes`]).
+    /// project (`Context::homes`).
     pub login_home: Option<PathBuf>,
     /// `{tmp}`: the system temp directory (not the per-call private one).
     pub tmp: PathBuf,

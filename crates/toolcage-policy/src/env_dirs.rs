@@ -124,7 +124,7 @@ impl State {
 
 /// Whether the sandbox keeps the value of `name` instead of the private
 /// tmp: it was set or passed through by name (checked by
-/// [`State::check_env_dirs`]).
+/// `State::check_env_dirs`).
 pub fn is_explicit(grant: &Grant, name: &str) -> bool {
     grant.env_set.contains_key(name) || grant.env_allow.iter().any(|a| a == name)
 }

@@ -72,8 +72,8 @@ pub(crate) fn project_refusal(project: &Path, homes: &[PathBuf]) -> Option<Strin
     })
 }
 
-/// [`project_refusal`] of `project` (absolute) for this process's homes:
-/// `$HOME` and the passwd entry's, as [`crate::Context::homes`] finds them.
+/// `project_refusal` of `project` (absolute) for this process's homes:
+/// `$HOME` and the passwd entry's, as `Context::homes` finds them.
 pub fn project_refusal_at(project: &Path) -> Option<String> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let login = login_home();

@@ -45,7 +45,7 @@ pub(crate) const SECRETS: &[(&str, &str)] = &[
 ];
 
 /// The origin label of the secrets.
-/// What `path` is when it is (or lies in) one of the built-in [`SECRETS`]:
+/// What `path` is when it is (or lies in) one of the built-in `SECRETS`:
 /// the policy cannot grant it, whatever it says.
 pub fn built_in_secret(path: &Path) -> Option<&'static str> {
     SECRETS.iter().find_map(|(pattern, what)| {
