@@ -24,6 +24,7 @@ use crate::call::{CallError, CallErrorKind, NotRun, NotRunKind, Pipeline, Prepar
 use crate::gate::terminal::Terminal;
 use crate::gate::{ApprovalChannel, BoxFuture, Gate, PreApproved, SessionId};
 use crate::sandbox::Exit;
+use crate::upstream::Session;
 use clap::Args;
 use serde_json::{Map, Value};
 use std::sync::{Arc, OnceLock};
@@ -139,13 +140,13 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
     engine.explain = args.explain;
     // A name no local tool has may be an upstream server's tool.
     let upstream = match engine.catalog.get(&args.name) {
-        Some(_) => None,
-        None => match super::upstreams::CliGateway::start(&engine) {
+        Some(_) => Session::none(),
+        None => match Session::for_command(&engine) {
             Ok(g) => g,
             Err(e) => return fail(args, &e, status::INTERNAL),
         },
     };
-    let exposed = upstream.as_ref().map(|g| g.gateway.exposed());
+    let exposed = upstream.exposed();
     let schema = match exposed.as_ref().and_then(|e| e.get(&args.name)) {
         Some(t) => Some(&t.spec.input_schema),
         None => engine.catalog.get(&args.name).map(|t| &t.input_schema),
@@ -178,12 +179,8 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
     };
     let surface = Arc::new(TerminalCall::new(args.yes, interrupts));
     let engine = Arc::new(engine);
-    let tools: Arc<dyn crate::call::Toolbox> = match &upstream {
-        Some(g) => g.toolbox(engine.clone()),
-        None => engine.clone(),
-    };
     let pipeline = Pipeline {
-        tools,
+        tools: upstream.toolbox(engine.clone()),
         gate: Some(Arc::new(gate)),
     };
     let called = pipeline.call(&args.name, Value::Object(map), surface.clone());

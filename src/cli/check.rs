@@ -100,7 +100,7 @@ struct Report {
     tools: usize,
     /// Upstream MCP servers, each started to see whether it runs.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    upstreams: Vec<crate::mcp::gateway::Status>,
+    upstreams: Vec<crate::upstream::Status>,
     errors: usize,
     warnings: usize,
     ok: bool,
@@ -485,12 +485,11 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
                 }
             }
             let mut upstream_tools = Vec::new();
-            match super::upstreams::CliGateway::start(&engine) {
-                Ok(Some(gw)) => {
-                    upstreams = gw.status();
-                    upstream_tools = gw.gateway.exposed().names();
+            match crate::upstream::Session::for_command(&engine) {
+                Ok(upstream) => {
+                    upstreams = upstream.status();
+                    upstream_tools = upstream.exposed().map(|e| e.names()).unwrap_or_default();
                 }
-                Ok(None) => {}
                 Err(e) => super::say(&e),
             }
             found.policy_warnings = unmatched_sections(

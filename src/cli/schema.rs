@@ -3,6 +3,7 @@
 
 use super::{Global, PolicyArgs, status};
 use crate::call::CallError;
+use crate::upstream::Session;
 use clap::Args;
 
 #[derive(Debug, Args)]
@@ -24,8 +25,8 @@ pub fn run(global: &Global, args: &SchemaArgs) -> u8 {
     };
     // Upstream servers' tools are known once their servers run.
     let upstream = match &args.name {
-        Some(n) if engine.catalog.get(n).is_some() => None,
-        _ => match super::upstreams::CliGateway::start(&engine) {
+        Some(n) if engine.catalog.get(n).is_some() => Session::none(),
+        _ => match Session::for_command(&engine) {
             Ok(g) => g,
             Err(e) => {
                 super::say(&e);
@@ -33,7 +34,7 @@ pub fn run(global: &Global, args: &SchemaArgs) -> u8 {
             }
         },
     };
-    let exposed = upstream.as_ref().map(|g| g.gateway.exposed());
+    let exposed = upstream.exposed();
     let tools: Vec<&crate::discover::ToolSpec> = match &args.name {
         Some(name) => {
             if let Some(t) = exposed.as_ref().and_then(|e| e.get(name)) {

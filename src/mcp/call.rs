@@ -21,8 +21,6 @@
 
 use super::McpServer;
 use super::elicitation::Elicitation;
-use super::gateway::exposed::{CALL_MCP_TOOL, FIND_TOOLS};
-use super::gateway::{Gateway, deferred};
 use super::manage::Handled;
 use super::queue::Place;
 use crate::audit::record::not_ran;
@@ -30,6 +28,8 @@ use crate::call::pipeline::{Job, JobDone, Turn};
 use crate::call::{CallError, CallResult, NotRun, NotRunKind, Surface};
 use crate::gate::{ApprovalChannel, BoxFuture, Denial, SessionId};
 use crate::sandbox::{CancelToken, Exit};
+use crate::upstream::exposed::{CALL_MCP_TOOL, FIND_TOOLS};
+use crate::upstream::{Gateway, deferred};
 use rmcp::model::{CallToolRequestParams, CallToolResult, LoggingLevel, ProgressNotificationParam};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, Peer, RoleServer};

@@ -21,7 +21,6 @@ pub mod auth;
 pub mod call;
 pub mod connections;
 pub mod elicitation;
-pub mod gateway;
 pub mod host;
 pub mod http;
 pub mod manage;

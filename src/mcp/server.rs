@@ -5,11 +5,11 @@
 // target 2025-11-25, where it is current.
 #![allow(deprecated)]
 
-use super::gateway::{self, Gateway, Wiring, toolbox::SessionTools};
 use super::queue::{CallQueue, QueueLimits, SessionKey};
 use super::{ServeConfig, ToolHost};
 use crate::call::{Definition, Pipeline};
 use crate::gate::Gatekeeper;
+use crate::upstream::{self, Gateway};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ListToolsResult, LoggingLevel,
     LoggingMessageNotificationParam, PaginatedRequestParams, ProtocolVersion, ServerConfig,
@@ -152,16 +152,9 @@ impl McpServer {
     /// The call pipeline through this session's tools (the server's, and
     /// its upstream servers') and the server's gate.
     pub fn pipeline(&self) -> Pipeline {
-        let tools: Arc<dyn crate::call::Toolbox> = match self.session.gateway.get() {
-            Some(Some(gw)) => Arc::new(SessionTools {
-                local: self.shared.host.clone(),
-                gateway: gw.clone(),
-                runtime: tokio::runtime::Handle::current(),
-            }),
-            _ => self.shared.host.clone(),
-        };
+        let upstream = upstream::Session::on_server(self.session_gateway());
         Pipeline {
-            tools,
+            tools: upstream.toolbox(self.shared.host.clone()),
             gate: self.shared.gate.clone(),
         }
     }
@@ -180,23 +173,11 @@ impl McpServer {
             .gateway
             .get_or_init(|| {
                 let engine = self.shared.host.engine()?;
-                if engine.catalog.upstreams.is_empty() {
-                    return None;
-                }
-                let notify = peer.clone();
-                let wiring = Wiring {
-                    downstream: Some(peer.clone()),
-                    on_change: Some(Arc::new(move || {
-                        let peer = notify.clone();
-                        tokio::spawn(async move {
-                            let _ = peer.notify_tool_list_changed().await;
-                        });
-                    })),
-                    elicitation_timeout: self.shared.config.approval_timeout,
-                };
-                let gw = Arc::new(Gateway::new(&engine, wiring));
-                gateway::stop_when_idle(&gw);
-                Some(gw)
+                upstream::Session::gateway_for_client(
+                    &engine,
+                    peer,
+                    self.shared.config.approval_timeout,
+                )
             })
             .clone()?;
         gw.ensure_started().await;

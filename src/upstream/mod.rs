@@ -1,8 +1,12 @@
-//! The MCP gateway: upstream servers (`.mcp.json`, A3S `kind: mcp`), each
-//! a long-lived child in the sandbox under its own grant (`[upstreams.NAME]`,
-//! by default the `untrusted` profile: project read-only, no network),
-//! one instance per (server, client session), never one per call.
+//! Upstream MCP servers (`.mcp.json`, A3S `kind: mcp`) and the gateway to
+//! them: each a long-lived child in the sandbox under its own grant
+//! (`[upstreams.NAME]`, by default the `untrusted` profile: project
+//! read-only, no network), one instance per (server, client session),
+//! never one per call. Uses nothing of the surfaces (`cli`, `mcp`); they
+//! use it through [`Session`].
 //!
+//! - [`session`]: a session's servers and the one constructor of its
+//!   toolbox (local tools plus upstream tools), for every surface.
 //! - [`instance`]: one running server (sandbox + rmcp client).
 //! - [`client`]: what toolcage declares to a server and does with its
 //!   requests (elicitation forwarded only to a client that declared it).
@@ -23,6 +27,7 @@ pub mod http_client;
 pub mod instance;
 pub mod names;
 pub mod pins;
+pub mod session;
 pub mod toolbox;
 
 use crate::call::Engine;
@@ -33,6 +38,7 @@ use instance::Instance;
 use pins::Pins;
 use rmcp::{Peer, RoleServer};
 use serde::Serialize;
+pub use session::Session;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
