@@ -146,38 +146,16 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
             Err(e) => return fail(args, &e, status::INTERNAL),
         },
     };
-    let exposed = upstream.exposed();
-    let schema = match exposed.as_ref().and_then(|e| e.get(&args.name)) {
-        Some(t) => Some(&t.spec.input_schema),
-        None => engine.catalog.get(&args.name).map(|t| &t.input_schema),
-    };
-    let map = match build_args(schema, args.args_json.as_deref(), &args.pairs) {
+    let map = match call_arguments(args, &engine, &upstream) {
         Ok(m) => m,
-        Err(message) => {
-            let e = CallError::InvalidArguments {
-                tool: args.name.clone(),
-                message,
-            };
-            return fail(args, &e.to_string(), status::of_call(e.kind()));
-        }
+        Err(code) => return code,
     };
     let root = engine.project_root();
     let gate = match Gate::shared(&engine.gate_setup(&root)) {
         Ok(g) => g,
         Err(e) => return fail(args, &e.to_string(), status::INTERNAL),
     };
-    // SIGTERM, SIGINT and SIGHUP cancel the call (at the prompt, or its
-    // running process tree) and leave its audit record.
-    let interrupts = match Interrupts::watch() {
-        Ok(i) => Some(i),
-        Err(e) => {
-            super::notice(&format!(
-                "warning: cannot catch SIGTERM/SIGINT/SIGHUP ({e}); a signal now leaves only the call's started record"
-            ));
-            None
-        }
-    };
-    let surface = Arc::new(TerminalCall::new(args.yes, interrupts));
+    let surface = Arc::new(TerminalCall::new(args.yes, watch_interrupts()));
     let engine = Arc::new(engine);
     let pipeline = Pipeline {
         tools: upstream.toolbox(engine.clone()),
@@ -187,32 +165,86 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
     let called = futures::executor::block_on(called);
     let received = surface.received();
     let prepared = surface.prepared.get();
-    let result = match called {
-        Ok(r) => r,
-        Err(CallError::Sandbox(e)) => {
-            // With the fix for this operator: the flag that grants the path.
-            let message = match prepared {
-                Some(p) => super::hints::explain(&e, &p.resolved, &engine.ctx),
-                None => e.to_string(),
-            };
-            let code = status::of_call(CallError::Sandbox(e).kind());
-            return fail(args, &message, code);
-        }
-        Err(e) => {
-            let code = match (received, e.kind()) {
-                (
-                    Some(sig),
-                    CallErrorKind::Denied(_) | CallErrorKind::NotRun | CallErrorKind::Audit,
-                ) => signals::exit_status(sig),
-                (_, kind) => status::of_call(kind),
-            };
-            let denials = match &e {
-                CallError::Denied(d) => vec![d.entry(&args.name)],
-                _ => Vec::new(),
-            };
-            return fail_with(args, &e.to_string(), code, denials);
-        }
+    match called {
+        Ok(result) => finish(args, &result, prepared, &engine.ctx, received),
+        Err(e) => call_failed(args, e, prepared, &engine.ctx, received),
+    }
+}
+
+/// The call's arguments from `KEY=VALUE` and `--args`, typed by the
+/// tool's schema (a local tool's, or an upstream server's); a failure
+/// already said, as the exit status.
+fn call_arguments(
+    args: &CallArgs,
+    engine: &crate::call::Engine,
+    upstream: &Session,
+) -> Result<Map<String, Value>, u8> {
+    let exposed = upstream.exposed();
+    let schema = match exposed.as_ref().and_then(|e| e.get(&args.name)) {
+        Some(t) => Some(&t.spec.input_schema),
+        None => engine.catalog.get(&args.name).map(|t| &t.input_schema),
     };
+    build_args(schema, args.args_json.as_deref(), &args.pairs).map_err(|message| {
+        let e = CallError::InvalidArguments {
+            tool: args.name.clone(),
+            message,
+        };
+        fail(args, &e.to_string(), status::of_call(e.kind()))
+    })
+}
+
+/// SIGTERM, SIGINT and SIGHUP cancel the call (at the prompt, or its
+/// running process tree) and leave its audit record.
+fn watch_interrupts() -> Option<Interrupts> {
+    match Interrupts::watch() {
+        Ok(i) => Some(i),
+        Err(e) => {
+            super::notice(&format!(
+                "warning: cannot catch SIGTERM/SIGINT/SIGHUP ({e}); a signal now leaves only the call's started record"
+            ));
+            None
+        }
+    }
+}
+
+/// A call that did not return a result: the error said, its exit status.
+fn call_failed(
+    args: &CallArgs,
+    e: CallError,
+    prepared: Option<&Arc<PreparedCall>>,
+    ctx: &crate::policy::Context,
+    received: Option<i32>,
+) -> u8 {
+    if let CallError::Sandbox(e) = e {
+        // With the fix for this operator: the flag that grants the path.
+        let message = match prepared {
+            Some(p) => super::hints::explain(&e, &p.resolved, ctx),
+            None => e.to_string(),
+        };
+        let code = status::of_call(CallError::Sandbox(e).kind());
+        return fail(args, &message, code);
+    }
+    let code = match (received, e.kind()) {
+        (Some(sig), CallErrorKind::Denied(_) | CallErrorKind::NotRun | CallErrorKind::Audit) => {
+            signals::exit_status(sig)
+        }
+        (_, kind) => status::of_call(kind),
+    };
+    let denials = match &e {
+        CallError::Denied(d) => vec![d.entry(&args.name)],
+        _ => Vec::new(),
+    };
+    fail_with(args, &e.to_string(), code, denials)
+}
+
+/// A call that ran: its warnings, the result printed, the exit status.
+fn finish(
+    args: &CallArgs,
+    result: &crate::call::CallResult,
+    prepared: Option<&Arc<PreparedCall>>,
+    ctx: &crate::policy::Context,
+    received: Option<i32>,
+) -> u8 {
     let outcome = &result.outcome;
     if let (Exit::Cancelled, Some(sig)) = (outcome.exit, received) {
         let message = format!(
@@ -233,8 +265,8 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
     }
     if args.json {
         // The result, and the PATH directories the call did not get.
-        let dropped = prepared.map(|p| p.resolved.path_dropped(&engine.ctx));
-        let json = serde_json::to_value(&result).and_then(|mut v| {
+        let dropped = prepared.map(|p| p.resolved.path_dropped(ctx));
+        let json = serde_json::to_value(result).and_then(|mut v| {
             v["path_dropped"] = serde_json::to_value(dropped.unwrap_or_default())?;
             serde_json::to_string(&v)
         });
