@@ -48,3 +48,18 @@ pub fn status(code: u8) -> u8 {
         code
     }
 }
+
+/// `value` as pretty JSON on stdout. `Some(INTERNAL)`, said on stderr,
+/// when it cannot be encoded.
+pub fn print_json(value: &impl serde::Serialize) -> Option<u8> {
+    match serde_json::to_string_pretty(value) {
+        Ok(s) => {
+            outln!("{s}");
+            None
+        }
+        Err(e) => {
+            super::say(&e);
+            Some(super::status::INTERNAL)
+        }
+    }
+}
