@@ -30,29 +30,29 @@ use serde_json::{Map, Value};
 use std::sync::{Arc, OnceLock};
 
 #[derive(Debug, Args)]
-pub struct CallArgs {
+pub(crate) struct CallArgs {
     #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub(crate) policy: PolicyArgs,
     /// Arguments as a JSON object; KEY=VALUE pairs win over its keys.
     #[arg(long = "args", value_name = "JSON")]
-    pub args_json: Option<String>,
+    pub(crate) args_json: Option<String>,
     /// Pre-approve the call instead of being asked on the terminal (only
     /// where the policy's approval.allow_yes permits it).
     #[arg(long)]
-    pub yes: bool,
+    pub(crate) yes: bool,
     /// Print {text, is_error, outcome} as JSON instead of the text.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// After the result, print what the sandbox refused and what would grant it.
     #[arg(long)]
-    pub explain: bool,
+    pub(crate) explain: bool,
     /// The tool to call.
     #[arg(value_name = "NAME")]
-    pub name: String,
+    pub(crate) name: String,
     /// Arguments: a value is JSON when it parses as JSON and the parameter is
     /// not a string (count=3 → 3; name=3 → "3" when name is a string).
     #[arg(value_name = "KEY=VALUE")]
-    pub pairs: Vec<String>,
+    pub(crate) pairs: Vec<String>,
 }
 
 /// Whether the schema says `key` is a string (so its value is never parsed).
@@ -69,7 +69,7 @@ fn is_string_param(schema: &Value, key: &str) -> bool {
 }
 
 /// Build the arguments object from `--args` and the KEY=VALUE pairs.
-pub fn build_args(
+pub(crate) fn build_args(
     schema: Option<&Value>,
     args_json: Option<&str>,
     pairs: &[String],
@@ -132,7 +132,7 @@ fn fail_with(args: &CallArgs, message: &str, code: u8, denials: Vec<crate::sandb
     code
 }
 
-pub fn run(global: &Global, args: &CallArgs) -> u8 {
+pub(crate) fn run(global: &Global, args: &CallArgs) -> u8 {
     let mut engine = match global.engine(&args.policy) {
         Ok(e) => e,
         Err(e) => return fail(args, &e.to_string(), status::INTERNAL),

@@ -13,12 +13,12 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Args)]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub(crate) policy: PolicyArgs,
     /// Print the report as JSON.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -454,7 +454,7 @@ fn print_upstream(u: &crate::upstream::Status) {
     }
 }
 
-pub fn run(global: &Global, args: &CheckArgs) -> u8 {
+pub(crate) fn run(global: &Global, args: &CheckArgs) -> u8 {
     let project = match global.project.canonicalize() {
         Ok(p) if p.is_dir() => p,
         _ => {

@@ -9,23 +9,23 @@ use std::ffi::OsString;
 use std::path::Path;
 
 #[derive(Debug, Args)]
-pub struct ExecArgs {
+pub(crate) struct ExecArgs {
     #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub(crate) policy: PolicyArgs,
     /// Print the outcome and enforcement report as JSON on stderr after the command ends.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// After the command, print what the sandbox refused and what would grant it.
     #[arg(long)]
-    pub explain: bool,
+    pub(crate) explain: bool,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
-    pub command: Vec<OsString>,
+    pub(crate) command: Vec<OsString>,
 }
 
 /// Run `args` with `project`'s policy; `here` is the directory the command
 /// runs in when it lies below the project (found up from it).
-pub fn run(project: &Path, here: Option<&Path>, args: &ExecArgs) -> u8 {
+pub(crate) fn run(project: &Path, here: Option<&Path>, args: &ExecArgs) -> u8 {
     match try_run(project, here, args) {
         Ok(code) => code,
         Err(e) => {
@@ -185,7 +185,7 @@ fn report(
 }
 
 /// The policy layers named on the command line.
-pub fn sources(args: &PolicyArgs) -> Sources {
+pub(crate) fn sources(args: &PolicyArgs) -> Sources {
     Sources {
         profile: args.profile.clone(),
         policy_file: args.policy.clone(),

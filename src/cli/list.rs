@@ -8,12 +8,12 @@ use clap::Args;
 use serde::Serialize;
 
 #[derive(Debug, Args)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub(crate) policy: PolicyArgs,
     /// Print a JSON array of {name, format, source, line, description, approval}.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -29,7 +29,7 @@ struct Row {
 }
 
 /// The first line of a description, at most `max` characters.
-pub fn one_line(text: &str, max: usize) -> String {
+pub(crate) fn one_line(text: &str, max: usize) -> String {
     let first = text
         .lines()
         .find(|l| !l.trim().is_empty())
@@ -43,14 +43,14 @@ pub fn one_line(text: &str, max: usize) -> String {
     }
 }
 
-pub fn format_name(f: crate::spec::Format) -> String {
+pub(crate) fn format_name(f: crate::spec::Format) -> String {
     serde_json::to_value(f)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
 }
 
-pub fn run(global: &Global, args: &ListArgs) -> u8 {
+pub(crate) fn run(global: &Global, args: &ListArgs) -> u8 {
     let engine = match global.engine(&args.policy) {
         Ok(e) => e,
         Err(e) => {

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
 #[macro_use]
-pub mod out;
+pub(crate) mod out;
 mod audit;
 mod call;
 mod check;
@@ -21,57 +21,57 @@ mod parse;
 mod policy;
 mod schema;
 mod serve;
-pub mod signals;
+pub(crate) mod signals;
 pub mod status;
 mod stderr;
 mod terminal;
 mod toolnotes;
 mod upstreams;
 
-pub use out::print_json;
-pub use stderr::{notice, quiet, say};
+pub(crate) use out::print_json;
+pub(crate) use stderr::{notice, quiet, say};
 
 const ABOUT: &str = "Discover agent tools and run every call in a kernel-enforced sandbox";
 const EXEC_ABOUT: &str = "Run any command under the sandbox.";
 
 #[derive(Debug, Parser)]
 #[command(name = "toolcage", version, about = ABOUT)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(flatten)]
-    pub options: GlobalOptions,
+    pub(crate) options: GlobalOptions,
 
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// The options every subcommand takes.
 #[derive(Debug, Args)]
-pub struct GlobalOptions {
+pub(crate) struct GlobalOptions {
     /// The project whose tools are discovered; the working directory of every call
     /// [default: the nearest directory up from here holding a tool directory or a .git,
     /// as git and cargo find their roots; else the current directory]
     #[arg(short = 'C', long = "project", global = true, value_name = "PROJECT")]
-    pub project: Option<PathBuf>,
+    pub(crate) project: Option<PathBuf>,
 
     /// Log verbosity for toolcage's own diagnostics on stderr (error, warn, info, debug, trace)
     /// [default: warn; error with --quiet]
     #[arg(long, global = true)]
-    pub log: Option<String>,
+    pub(crate) log: Option<String>,
 
     /// Print none of toolcage's own warnings, notes, hints and tips on stderr
     /// (errors, the tool's output and approval prompts still show).
     #[arg(short = 'q', long, global = true)]
-    pub quiet: bool,
+    pub(crate) quiet: bool,
 
     /// An OpenCrabs tools.toml outside the project, discovered with the project's tools.
     #[arg(long = "tools-toml", global = true, value_name = "FILE")]
-    pub tools_toml: Option<PathBuf>,
+    pub(crate) tools_toml: Option<PathBuf>,
 
     /// Keep rate limits and upstream pins in Redis, shared by every replica
     /// (redis://HOST:PORT[/DB] or rediss://...; no password in the URL)
     /// [default: files in the project's state directory]
     #[arg(long = "store", global = true, value_name = "URL")]
-    pub store: Option<String>,
+    pub(crate) store: Option<String>,
 
     /// A file holding the store's password (first line)
     #[arg(
@@ -81,7 +81,7 @@ pub struct GlobalOptions {
         requires = "store",
         conflicts_with = "store_password_env"
     )]
-    pub store_password_file: Option<PathBuf>,
+    pub(crate) store_password_file: Option<PathBuf>,
 
     /// An environment variable holding the store's password
     #[arg(
@@ -90,12 +90,12 @@ pub struct GlobalOptions {
         value_name = "NAME",
         requires = "store"
     )]
-    pub store_password_env: Option<String>,
+    pub(crate) store_password_env: Option<String>,
 }
 
 impl GlobalOptions {
     /// `--store` and where its password comes from.
-    pub fn store(&self) -> Option<crate::gate::store::StoreSpec> {
+    pub(crate) fn store(&self) -> Option<crate::gate::store::StoreSpec> {
         use crate::gate::store::{PasswordFrom, StoreSpec};
         let url = self.store.clone()?;
         let password = match (&self.store_password_file, &self.store_password_env) {
@@ -173,16 +173,16 @@ fn home_project(project: &Path, explicit: bool, policy: &PolicyArgs) -> Result<(
 
 /// What every tool command needs from the global options.
 #[derive(Debug, Clone)]
-pub struct Global {
-    pub project: PathBuf,
-    pub tools_toml: Option<PathBuf>,
+pub(crate) struct Global {
+    pub(crate) project: PathBuf,
+    pub(crate) tools_toml: Option<PathBuf>,
     /// `--store`: where rate limits and pins are shared (`None`: files).
-    pub store: Option<crate::gate::store::StoreSpec>,
+    pub(crate) store: Option<crate::gate::store::StoreSpec>,
 }
 
 impl Global {
     /// Discovery options; a relative `--tools-toml` is taken from the cwd.
-    pub fn options(&self) -> crate::discover::Options {
+    pub(crate) fn options(&self) -> crate::discover::Options {
         let tools_toml = self.tools_toml.as_ref().map(|p| {
             std::env::current_dir()
                 .map(|cwd| cwd.join(p))
@@ -194,7 +194,7 @@ impl Global {
     /// Load the policy layers and discover the tools. A `--tools-toml` that
     /// is missing or not a readable file is an error (exit 125), as a bad
     /// `--policy` file is: the user named it.
-    pub fn engine(
+    pub(crate) fn engine(
         &self,
         policy: &PolicyArgs,
     ) -> Result<crate::call::Engine, crate::policy::PolicyError> {
@@ -242,7 +242,7 @@ impl Global {
     }
 
     /// Load the policy layers only (no discovery).
-    pub fn engine_without_tools(
+    pub(crate) fn engine_without_tools(
         &self,
         policy: &PolicyArgs,
     ) -> Result<crate::call::Engine, crate::policy::PolicyError> {
@@ -258,7 +258,7 @@ impl Global {
 }
 
 /// `path` relative to `root` when it lies beneath it, else as is.
-pub fn relative(root: &std::path::Path, path: &std::path::Path) -> String {
+pub(crate) fn relative(root: &std::path::Path, path: &std::path::Path) -> String {
     path.strip_prefix(root)
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| path.display().to_string())
@@ -266,45 +266,45 @@ pub fn relative(root: &std::path::Path, path: &std::path::Path) -> String {
 
 /// Where the policy comes from, shared by every command that runs or shows a grant.
 #[derive(Debug, Clone, Default, Args)]
-pub struct PolicyArgs {
+pub(crate) struct PolicyArgs {
     /// A shipped profile: default, untrusted, ci, network.
     #[arg(long, value_name = "NAME")]
-    pub profile: Option<String>,
+    pub(crate) profile: Option<String>,
     /// A policy file (TOML), layered over the profile (later wins).
     #[arg(long, value_name = "FILE")]
-    pub policy: Option<PathBuf>,
+    pub(crate) policy: Option<PathBuf>,
     /// A toolchain in your home to use inside the sandbox: its dirs readable, its variables set. Repeatable.
     #[arg(long = "with", value_name = "PRESET", value_parser = crate::policy::presets::NAMES.to_vec())]
-    pub with: Vec<String>,
+    pub(crate) with: Vec<String>,
     /// Allow network access.
     #[arg(long)]
-    pub allow_net: bool,
+    pub(crate) allow_net: bool,
     /// Allow HOST (optionally only on PORT) by name: domains mode, through
     /// toolcage's proxy. Repeatable; patterns as in [network] allow.
     #[arg(long = "allow-domain", value_name = "HOST[:PORT]")]
-    pub allow_domain: Vec<String>,
+    pub(crate) allow_domain: Vec<String>,
     /// Grant read (and execute) access beneath PATH. Repeatable.
     #[arg(long = "read", value_name = "PATH")]
-    pub read: Vec<PathBuf>,
+    pub(crate) read: Vec<PathBuf>,
     /// Grant write access beneath PATH. Repeatable.
     #[arg(long = "write", value_name = "PATH")]
-    pub write: Vec<PathBuf>,
+    pub(crate) write: Vec<PathBuf>,
     /// Pass the environment variable NAME through (or NAME=VALUE to set it). Repeatable.
     #[arg(long = "env", value_name = "NAME")]
-    pub env: Vec<String>,
+    pub(crate) env: Vec<String>,
     /// Kill the command after DUR (e.g. 30s, 500ms, 5m).
     #[arg(long, value_name = "DUR")]
-    pub timeout: Option<String>,
+    pub(crate) timeout: Option<String>,
     /// Run even if the kernel cannot enforce Landlock (reported as degraded).
     #[arg(long)]
-    pub allow_degraded: bool,
+    pub(crate) allow_degraded: bool,
 }
 
 impl PolicyArgs {
     /// The command line's layer of the policy: the same for every command
     /// that resolves a grant, so `policy` previews what `exec` and `call`
     /// with the same flags get.
-    pub fn overrides(&self) -> crate::policy::Overrides {
+    pub(crate) fn overrides(&self) -> crate::policy::Overrides {
         crate::policy::Overrides {
             allow_net: self.allow_net,
             allow_domain: self.allow_domain.clone(),
@@ -319,7 +319,7 @@ impl PolicyArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     #[command(about = EXEC_ABOUT)]
     Exec(exec::ExecArgs),
     /// Serve the project's tools over MCP (stdio, or Streamable HTTP with --http).

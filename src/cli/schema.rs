@@ -7,15 +7,15 @@ use crate::upstream::Session;
 use clap::Args;
 
 #[derive(Debug, Args)]
-pub struct SchemaArgs {
+pub(crate) struct SchemaArgs {
     #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub(crate) policy: PolicyArgs,
     /// One tool: print its definition as one object (default: an array of all).
     #[arg(value_name = "NAME")]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
 }
 
-pub fn run(global: &Global, args: &SchemaArgs) -> u8 {
+pub(crate) fn run(global: &Global, args: &SchemaArgs) -> u8 {
     let engine = match global.engine(&args.policy) {
         Ok(e) => e,
         Err(e) => {

@@ -11,48 +11,48 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub(crate) policy: PolicyArgs,
     /// Serve Streamable HTTP at ADDR (PORT or :PORT binds 127.0.0.1; or IP:PORT)
     /// on the path /mcp, instead of stdio. Clients must send the bearer token
     /// (see --token-file, --no-auth); GET /healthz and /readyz answer without it.
     #[arg(long, value_name = "ADDR")]
-    pub http: Option<String>,
+    pub(crate) http: Option<String>,
     /// Calls running at the same time, across all clients; more wait.
     #[arg(long, value_name = "N", default_value_t = 8)]
-    pub max_concurrent: usize,
+    pub(crate) max_concurrent: usize,
     /// Largest accepted JSON-RPC message (stdio line or HTTP body), e.g. 4MiB.
     #[arg(long, value_name = "SIZE", default_value = "4MiB")]
-    pub max_message_bytes: String,
+    pub(crate) max_message_bytes: String,
     /// Tools per tools/list page.
     #[arg(long, value_name = "N", default_value_t = 100)]
-    pub page_size: usize,
+    pub(crate) page_size: usize,
     /// Do not watch the tool dirs for changes (no hot reload).
     #[arg(long)]
-    pub no_watch: bool,
+    pub(crate) no_watch: bool,
     /// How long an approval request (MCP elicitation) waits for an answer;
     /// no answer denies the call.
     #[arg(long, value_name = "DUR", default_value = "2m")]
-    pub approval_timeout: String,
+    pub(crate) approval_timeout: String,
     /// HTTP sessions open at once; more get 503 until one ends.
     #[arg(long, value_name = "N", default_value_t = 256)]
-    pub max_sessions: usize,
+    pub(crate) max_sessions: usize,
     /// Calls pending (waiting or running) in one session; more are refused
     /// at once with an isError result.
     #[arg(long, value_name = "N", default_value_t = 32)]
-    pub max_pending_per_session: usize,
+    pub(crate) max_pending_per_session: usize,
     /// Calls pending across all sessions; more are refused at once.
     #[arg(long, value_name = "N", default_value_t = 256)]
-    pub max_pending: usize,
+    pub(crate) max_pending: usize,
     /// HTTP connections open at once; at the limit the server stops
     /// accepting until one closes.
     #[arg(long, value_name = "N", default_value_t = 512, requires = "http")]
-    pub max_connections: usize,
+    pub(crate) max_connections: usize,
     /// How long an HTTP client has to send a request's headers (and how long
     /// a kept-alive connection may idle).
     #[arg(long, value_name = "DUR", default_value = "10s", requires = "http")]
-    pub header_timeout: String,
+    pub(crate) header_timeout: String,
     /// The bearer token HTTP clients must send, read from FILE (mode 0600 or
     /// stricter). Default: a new random token at every start, written to
     /// http-token in the project's state directory.
@@ -62,27 +62,27 @@ pub struct ServeArgs {
         requires = "http",
         conflicts_with = "no_auth"
     )]
-    pub token_file: Option<PathBuf>,
+    pub(crate) token_file: Option<PathBuf>,
     /// Serve HTTP without a bearer token: any local process that reaches the
     /// port can call every tool. Only on a loopback address.
     #[arg(long, requires = "http")]
-    pub no_auth: bool,
+    pub(crate) no_auth: bool,
     /// Behind a proxy or load balancer: also accept NAME (or NAME:PORT) in
     /// the Host and Origin headers, besides the loopback names. Repeatable.
     /// The bearer token is still required.
     #[arg(long = "allow-host", value_name = "NAME", requires = "http")]
-    pub allow_host: Vec<String>,
+    pub(crate) allow_host: Vec<String>,
     /// Serve Prometheus metrics at http://ADDR/metrics (PORT or :PORT binds
     /// 127.0.0.1), on their own listener and without a token: bind it where
     /// only the scraper reaches.
     #[arg(long, value_name = "ADDR", requires = "http")]
-    pub metrics: Option<String>,
+    pub(crate) metrics: Option<String>,
     /// On SIGTERM, SIGINT or SIGHUP: refuse new sessions and calls (/readyz
     /// answers 503), let running calls finish for up to DUR (e.g. 30s), then
     /// cancel the rest. Exit 0 when all finished in time. Without it,
     /// running calls are cancelled at once.
     #[arg(long, value_name = "DUR", requires = "http")]
-    pub drain: Option<String>,
+    pub(crate) drain: Option<String>,
 }
 
 /// The flags of a served replica, checked before anything starts.
@@ -168,7 +168,7 @@ fn check_limits(args: &ServeArgs) -> Result<usize, String> {
     Ok(bytes)
 }
 
-pub fn run(global: &Global, args: &ServeArgs) -> u8 {
+pub(crate) fn run(global: &Global, args: &ServeArgs) -> u8 {
     let max_message_bytes = match check_limits(args) {
         Ok(n) => n,
         Err(e) => {

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Print `toolcage: <message>` on stderr, neutralised ([`crate::text`]):
 /// errors quote tool names, arguments and paths from the project or client.
-pub fn say(message: &dyn std::fmt::Display) {
+pub(crate) fn say(message: &dyn std::fmt::Display) {
     eprintln!(
         "toolcage: {}",
         crate::text::multi_line(&message.to_string())
@@ -17,12 +17,12 @@ pub fn say(message: &dyn std::fmt::Display) {
 pub(super) static QUIET: AtomicBool = AtomicBool::new(false);
 
 /// `--quiet`: toolcage's own warnings, notes, hints and tips stay unsaid.
-pub fn quiet() -> bool {
+pub(crate) fn quiet() -> bool {
     QUIET.load(Ordering::Relaxed)
 }
 
 /// [`say`] a warning, note, hint or tip: nothing under `--quiet`.
-pub fn notice(message: &dyn std::fmt::Display) {
+pub(crate) fn notice(message: &dyn std::fmt::Display) {
     if !quiet() {
         say(message);
     }

@@ -18,18 +18,18 @@ use serde_json::Value;
 use std::sync::Arc;
 
 #[derive(Debug, Args)]
-pub struct UpstreamsArgs {
+pub(crate) struct UpstreamsArgs {
     #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub(crate) policy: PolicyArgs,
     /// Print a JSON array of {name, source, transport, runs, expose, state, reason, tools, pinned, held, renamed, displaced}.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     #[command(subcommand)]
-    pub action: Option<UpstreamsAction>,
+    pub(crate) action: Option<UpstreamsAction>,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum UpstreamsAction {
+pub(crate) enum UpstreamsAction {
     /// Show what is held of server NAME, or of one tool (its flat name, or server__tool): each definition now, its diff against the pinned one, and the digest `approve` takes.
     Show {
         name: String,
@@ -72,7 +72,7 @@ struct Started<'a> {
     gateway: &'a Arc<Gateway>,
 }
 
-pub fn run(global: &Global, args: &UpstreamsArgs) -> u8 {
+pub(crate) fn run(global: &Global, args: &UpstreamsArgs) -> u8 {
     // The policy options may come before or after `approve NAME`.
     let policy = match args.action.as_ref().map(UpstreamsAction::policy) {
         Some(policy) if policy.profile.is_some() || policy.policy.is_some() => policy,

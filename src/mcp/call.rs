@@ -37,7 +37,7 @@ use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-pub async fn call_tool(
+pub(crate) async fn call_tool(
     server: &McpServer,
     request: CallToolRequestParams,
     context: RequestContext<RoleServer>,
@@ -523,7 +523,7 @@ async fn log_outcome(server: &McpServer, peer: &Peer<RoleServer>, name: &str, r:
 }
 
 /// The result of a call that ran (successfully or not).
-pub fn success(name: &str, r: &CallResult) -> CallToolResult {
+pub(crate) fn success(name: &str, r: &CallResult) -> CallToolResult {
     let mut text = r.text.clone();
     if let Some(note) = exit_note(name, r) {
         if !text.is_empty() && !text.ends_with('\n') {

@@ -44,33 +44,33 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 /// The MCP endpoint path.
-pub const PATH: &str = "/mcp";
+pub(crate) const PATH: &str = "/mcp";
 /// Liveness: 200 while the process answers.
-pub const HEALTHZ: &str = "/healthz";
+pub(crate) const HEALTHZ: &str = "/healthz";
 /// Readiness: 200 when calls can be enforced here and the server is not
 /// draining.
-pub const READYZ: &str = "/readyz";
+pub(crate) const READYZ: &str = "/readyz";
 /// Whether calls can be enforced here (the caller's decision: `doctor`'s,
 /// for the served policy); `Err` says why not.
-pub type ReadyCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+pub(crate) type ReadyCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 /// What `serve --http` adds to the endpoint beyond the server itself.
-pub struct HttpOptions {
-    pub auth: Auth,
+pub(crate) struct HttpOptions {
+    pub(crate) auth: Auth,
     /// `--allow-host`: names (`NAME` or `NAME:PORT`) accepted in `Host` and
     /// `Origin` besides the loopback ones.
-    pub allow_hosts: Vec<String>,
+    pub(crate) allow_hosts: Vec<String>,
     /// Readiness beyond "not draining"; `None`: always ready.
-    pub ready: Option<ReadyCheck>,
+    pub(crate) ready: Option<ReadyCheck>,
     /// `--metrics`: its own listener serving `/metrics`.
-    pub metrics: Option<TcpListener>,
+    pub(crate) metrics: Option<TcpListener>,
     /// Responses to POSTs still being written (a call's result travels in
     /// one): a drain waits for them after the calls are done.
-    pub in_flight: InFlight,
+    pub(crate) in_flight: InFlight,
 }
 
 impl HttpOptions {
-    pub fn new(auth: Auth) -> HttpOptions {
+    pub(crate) fn new(auth: Auth) -> HttpOptions {
         HttpOptions {
             auth,
             allow_hosts: Vec::new(),
@@ -83,7 +83,7 @@ impl HttpOptions {
 
 /// Counts POST responses not yet fully written.
 #[derive(Clone, Default)]
-pub struct InFlight(Arc<AtomicUsize>);
+pub(crate) struct InFlight(Arc<AtomicUsize>);
 
 struct InFlightGuard(Arc<AtomicUsize>);
 
@@ -101,7 +101,7 @@ impl InFlight {
 
     /// Wait until no POST response is being written, up to `limit`. True
     /// when none is.
-    pub async fn settled(&self, limit: Duration) -> bool {
+    pub(crate) async fn settled(&self, limit: Duration) -> bool {
         let until = Instant::now() + limit;
         while self.0.load(Ordering::SeqCst) > 0 {
             if Instant::now() >= until {
@@ -115,7 +115,7 @@ impl InFlight {
 
 /// `--allow-host NAME[:PORT]`: a DNS name or an IP, with an optional port;
 /// no scheme, path, wildcard or user part.
-pub fn parse_allowed_host(s: &str) -> Result<String, String> {
+pub(crate) fn parse_allowed_host(s: &str) -> Result<String, String> {
     let fail = |why: &str| {
         format!(
             "--allow-host {s:?}: {why} (give the name clients and the load balancer use in \
@@ -149,7 +149,7 @@ pub fn parse_allowed_host(s: &str) -> Result<String, String> {
 
 /// `8080` and `:8080` mean 127.0.0.1:8080; otherwise `IP:PORT` or
 /// `HOST:PORT`.
-pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+pub(crate) fn parse_addr(s: &str) -> Result<SocketAddr, String> {
     let port_only = s.strip_prefix(':').unwrap_or(s);
     if let Ok(port) = port_only.parse::<u16>() {
         return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
@@ -226,7 +226,7 @@ pub async fn serve_http(
 }
 
 /// [`serve_http`] with the options of a served replica.
-pub async fn serve_with(
+pub(crate) async fn serve_with(
     server: McpServer,
     listener: TcpListener,
     options: HttpOptions,

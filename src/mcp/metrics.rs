@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// The label a tool name not offered by this server is counted under.
-pub const UNKNOWN_TOOL: &str = "(unknown)";
+pub(crate) const UNKNOWN_TOOL: &str = "(unknown)";
 
 /// Upper bounds of the call duration buckets, in seconds: milliseconds
 /// (an `echo`) to ten minutes (a build).
@@ -34,7 +34,7 @@ struct Histogram {
 
 /// The counters one server keeps; gauges are read when scraped ([`Gauges`]).
 #[derive(Default)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     calls: Mutex<BTreeMap<(String, &'static str, &'static str), u64>>,
     denials: Mutex<BTreeMap<&'static str, u64>>,
     duration: Mutex<Histogram>,
@@ -42,13 +42,13 @@ pub struct Metrics {
 
 /// What is read at scrape time.
 #[derive(Debug, Default)]
-pub struct Gauges {
-    pub sessions: usize,
-    pub pending_calls: usize,
+pub(crate) struct Gauges {
+    pub(crate) sessions: usize,
+    pub(crate) pending_calls: usize,
     /// Upstream servers by state (`running`, `failed`, ...), over sessions.
-    pub upstream_servers: BTreeMap<String, u64>,
+    pub(crate) upstream_servers: BTreeMap<String, u64>,
     /// Failed operations on the shared store (`crate::gate::store::errors`).
-    pub store_errors: u64,
+    pub(crate) store_errors: u64,
 }
 
 /// `decision` and `outcome` of a finished `tools/call`:
@@ -61,7 +61,7 @@ pub struct Gauges {
 /// | `refused` | `not_run` | stopped before the gate: too many pending, cancelled, stopping, draining |
 /// | `refused` | `invalid` | unknown tool, invalid arguments, unsupported kind, policy error |
 /// | `refused` | `audit` | the audit record could not be written (`[audit] fail_closed`) |
-pub fn classify(result: &Result<CallResult, CallError>) -> (&'static str, &'static str) {
+pub(crate) fn classify(result: &Result<CallResult, CallError>) -> (&'static str, &'static str) {
     match result {
         Ok(r) if r.is_error => ("allowed", "error"),
         Ok(_) => ("allowed", "ok"),
@@ -81,7 +81,7 @@ pub fn classify(result: &Result<CallResult, CallError>) -> (&'static str, &'stat
 impl Metrics {
     /// Count one finished call of `tool` (already bounded: a tool this
     /// server offers, or [`UNKNOWN_TOOL`]); `took` is observed when it ran.
-    pub fn call(&self, tool: &str, result: &Result<CallResult, CallError>, took: Duration) {
+    pub(crate) fn call(&self, tool: &str, result: &Result<CallResult, CallError>, took: Duration) {
         let (decision, outcome) = classify(result);
         *lock(&self.calls)
             .entry((tool.to_string(), decision, outcome))
@@ -103,7 +103,7 @@ impl Metrics {
     }
 
     /// The exposition text.
-    pub fn render(&self, g: &Gauges) -> String {
+    pub(crate) fn render(&self, g: &Gauges) -> String {
         let mut o = String::new();
         family(
             &mut o,
@@ -235,7 +235,7 @@ fn sample(o: &mut String, name: &str, labels: &[(&str, &str)], value: f64) {
 }
 
 /// A label value as the text format quotes it: `\` `"` and newline escaped.
-pub fn escape(v: &str) -> String {
+pub(crate) fn escape(v: &str) -> String {
     let mut out = String::with_capacity(v.len());
     for c in v.chars() {
         match c {

@@ -20,20 +20,20 @@ use std::time::{Duration, Instant};
 
 /// How long a server may take from exec to answering `initialize` and
 /// `tools/list` (`npx` may download first).
-pub const START_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
 const STDERR_TAIL: usize = 16 * 1024;
 
 /// Bounds on one listing of a server's tools (`tools/list` and its
 /// `nextCursor` pages): a server past any of them is stopped, with the
 /// reason `upstreams`, `check` and `list` show. An endless `nextCursor`
 /// once took `toolcage list` past 7 GiB.
-pub const MAX_LIST_PAGES: usize = 100;
-pub const MAX_LIST_TOOLS: usize = 1000;
-pub const MAX_LIST_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_LIST_PAGES: usize = 100;
+pub(crate) const MAX_LIST_TOOLS: usize = 1000;
+pub(crate) const MAX_LIST_BYTES: usize = 4 * 1024 * 1024;
 
 /// The last bytes a server wrote to stderr.
 #[derive(Debug, Default)]
-pub struct Tail {
+pub(crate) struct Tail {
     bytes: Mutex<Vec<u8>>,
     /// A reader has not yet seen the end of the server's stderr.
     reading: AtomicBool,
@@ -50,7 +50,7 @@ impl Tail {
     }
 
     /// The tail as text, its last `lines` lines.
-    pub fn text(&self, lines: usize) -> String {
+    pub(crate) fn text(&self, lines: usize) -> String {
         let b = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
         let s = String::from_utf8_lossy(&b);
         let all: Vec<&str> = s.lines().collect();
@@ -71,7 +71,7 @@ impl Tail {
 
 /// Why a call to a running server produced no result.
 #[derive(Debug)]
-pub enum CallFailure {
+pub(crate) enum CallFailure {
     /// The server exited or closed its output while the call was in flight.
     Gone(String),
     /// No answer within the call's timeout: the request was cancelled.
@@ -90,27 +90,25 @@ type StdioParts<'a> = (
     &'a Option<std::path::PathBuf>,
 );
 
-pub struct Instance {
-    pub server: String,
+pub(crate) struct Instance {
     service: RunningService<RoleClient, UpstreamClient>,
     /// Kills the server's process tree.
     kill: CancelToken,
-    pub stderr: Arc<Tail>,
+    pub(crate) stderr: Arc<Tail>,
     /// What confines it, as the sandbox reported at its start.
-    pub enforcement: EnforcementReport,
+    pub(crate) enforcement: EnforcementReport,
     /// Its tools, as last listed.
-    pub tools: Mutex<Vec<Tool>>,
-    pub last_used: Mutex<Instant>,
-    pub started: Instant,
+    pub(crate) tools: Mutex<Vec<Tool>>,
+    pub(crate) last_used: Mutex<Instant>,
     exited: Arc<Mutex<Option<String>>>,
     progress: super::client::ProgressRoutes,
     /// The host values its declaration read (`super::Launch::hidden`).
     hidden: Vec<(String, String)>,
     /// A re-listing runs; another was asked for meanwhile.
-    pub relisting: std::sync::atomic::AtomicBool,
-    pub relist_again: std::sync::atomic::AtomicBool,
+    pub(crate) relisting: std::sync::atomic::AtomicBool,
+    pub(crate) relist_again: std::sync::atomic::AtomicBool,
     /// Its calls in flight, for elicitation (`super::client::Elicits`).
-    pub elicits: Arc<super::client::Elicits>,
+    pub(crate) elicits: Arc<super::client::Elicits>,
 }
 
 impl Drop for Instance {
@@ -128,7 +126,7 @@ impl Instance {
     /// the message says why, with the stderr tail when there is one.
     /// `launch` is `spec` with its `${VAR}` expanded: what runs. Messages
     /// name the server as declared and never show an expanded value.
-    pub async fn start(
+    pub(crate) async fn start(
         spec: &UpstreamSpec,
         launch: &super::Launch,
         grant: &Grant,
@@ -193,14 +191,12 @@ impl Instance {
             }
         };
         let instance = Instance {
-            server: spec.name.clone(),
             service,
             kill: CancelToken::new().map_err(|e| format!("cancel token: {e}"))?,
             stderr: Arc::new(Tail::default()),
             enforcement: EnforcementReport::in_process(),
             tools: Mutex::new(Vec::new()),
             last_used: Mutex::new(Instant::now()),
-            started: Instant::now(),
             exited: Arc::new(Mutex::new(None)),
             progress,
             hidden: Vec::new(),
@@ -259,17 +255,14 @@ impl Instance {
             ))
         })()
         .map_err(|e| format!("pipes: {e}"))?;
-        let started = Instant::now();
         let service = handshake(spec, client, io, &kill, &stderr).await?;
         let instance = Instance {
-            server: spec.name.clone(),
             service,
             kill,
             stderr,
             enforcement,
             tools: Mutex::new(Vec::new()),
             last_used: Mutex::new(Instant::now()),
-            started,
             exited,
             progress,
             hidden: Vec::new(),
@@ -288,7 +281,7 @@ impl Instance {
 
     /// List the server's tools again (after `list_changed`), within the
     /// bounds ([`MAX_LIST_PAGES`], [`MAX_LIST_TOOLS`], [`MAX_LIST_BYTES`]).
-    pub async fn refresh_tools(&self) -> Result<Vec<Tool>, String> {
+    pub(crate) async fn refresh_tools(&self) -> Result<Vec<Tool>, String> {
         let tools =
             match tokio::time::timeout(START_TIMEOUT, list_bounded(self.service.peer())).await {
                 Ok(r) => r?,
@@ -299,7 +292,7 @@ impl Instance {
     }
 
     /// Why the server is gone, if it is.
-    pub fn exited(&self) -> Option<String> {
+    pub(crate) fn exited(&self) -> Option<String> {
         if let Some(why) = self
             .exited
             .lock()
@@ -316,7 +309,7 @@ impl Instance {
 
     /// Call `tool` with `args`. Never re-sent: a call the server took and
     /// did not answer fails.
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         tool: &str,
         args: serde_json::Map<String, serde_json::Value>,
@@ -393,10 +386,6 @@ impl Instance {
             false => format!("{why}; its stderr ends with:\n{tail}"),
         };
         super::hide(&text, &self.hidden)
-    }
-
-    pub fn peer(&self) -> &rmcp::Peer<RoleClient> {
-        self.service.peer()
     }
 }
 

@@ -22,17 +22,17 @@
 //! 1 s doubling to 30 s; a call in flight when it died fails (`isError`)
 //! and is never sent again.
 
-pub mod client;
-pub mod deferred;
-pub mod exposed;
-pub mod http_client;
-pub mod instance;
-pub mod names;
-pub mod pins;
+pub(crate) mod client;
+pub(crate) mod deferred;
+pub(crate) mod exposed;
+pub(crate) mod http_client;
+pub(crate) mod instance;
+pub(crate) mod names;
+pub(crate) mod pins;
 mod server;
-pub mod session;
+pub(crate) mod session;
 mod status;
-pub mod toolbox;
+pub(crate) mod toolbox;
 
 use crate::call::Engine;
 use client::{OnListChanged, UpstreamClient};
@@ -40,9 +40,9 @@ use instance::Instance;
 use pins::Pins;
 use rmcp::{Peer, RoleServer};
 use server::ToolPolicy;
-pub use server::{Launch, Server, hide};
-pub use session::Session;
-pub use status::{Renamed, Status, skipped_status};
+pub(crate) use server::{Launch, Server, hide};
+pub(crate) use session::Session;
+pub(crate) use status::{Status, skipped_status};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -61,21 +61,21 @@ enum Slot {
 
 /// Options a surface gives its gateway.
 #[derive(Clone, Default)]
-pub struct Wiring {
+pub(crate) struct Wiring {
     /// The downstream client (elicitation forwarding).
-    pub downstream: Option<Peer<RoleServer>>,
+    pub(crate) downstream: Option<Peer<RoleServer>>,
     /// Called when the tools the gateway exposes may have changed.
-    pub on_change: Option<Arc<dyn Fn() + Send + Sync>>,
-    pub elicitation_timeout: Duration,
+    pub(crate) on_change: Option<Arc<dyn Fn() + Send + Sync>>,
+    pub(crate) elicitation_timeout: Duration,
 }
 
 /// The upstream servers of one client session.
-pub struct Gateway {
-    pub servers: Vec<Server>,
-    pub pins: Pins,
+pub(crate) struct Gateway {
+    pub(crate) servers: Vec<Server>,
+    pub(crate) pins: Pins,
     slots: tokio::sync::Mutex<BTreeMap<String, Slot>>,
     /// Names taken by local tools: flat names avoid them.
-    pub local_names: Vec<String>,
+    pub(crate) local_names: Vec<String>,
     wiring: Wiring,
     /// The exposed tools, recomputed when an instance starts or re-lists.
     exposed: Mutex<Arc<exposed::Exposed>>,
@@ -93,7 +93,7 @@ pub struct Gateway {
 
 impl Gateway {
     /// The servers of `engine`'s project with their grants; nothing starts.
-    pub fn new(engine: &Engine, wiring: Wiring) -> Gateway {
+    pub(crate) fn new(engine: &Engine, wiring: Wiring) -> Gateway {
         let servers = engine
             .catalog
             .upstreams
@@ -123,11 +123,7 @@ impl Gateway {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.servers.is_empty()
-    }
-
-    pub fn server(&self, name: &str) -> Option<&Server> {
+    pub(crate) fn server(&self, name: &str) -> Option<&Server> {
         self.servers.iter().find(|s| s.spec.name == name)
     }
 
@@ -148,7 +144,7 @@ impl Gateway {
 
     /// Start every server that can run and is not running (in parallel),
     /// unless it failed and its backoff has not passed.
-    pub async fn ensure_started(self: &Arc<Self>) {
+    pub(crate) async fn ensure_started(self: &Arc<Self>) {
         let names: Vec<String> = self
             .servers
             .iter()
@@ -160,7 +156,7 @@ impl Gateway {
     }
 
     /// The running instance of `name`, started if needed.
-    pub async fn instance(self: &Arc<Self>, name: &str) -> Result<Arc<Instance>, String> {
+    pub(crate) async fn instance(self: &Arc<Self>, name: &str) -> Result<Arc<Instance>, String> {
         let server = self
             .server(name)
             .ok_or_else(|| format!("no upstream server '{name}'"))?;
@@ -340,7 +336,7 @@ impl Gateway {
 
     /// What is offered now, as the client is sent it in `tools/list`: from
     /// now on a change is announced with `list_changed`.
-    pub fn listed(&self) -> Arc<exposed::Exposed> {
+    pub(crate) fn listed(&self) -> Arc<exposed::Exposed> {
         self.listed
             .store(true, std::sync::atomic::Ordering::Relaxed);
         self.exposed()
@@ -349,7 +345,7 @@ impl Gateway {
     /// What is offered now. When the pins could not be read (a store that
     /// did not answer, a damaged file), they are read again first: a store
     /// that is back serves this very call, no new session needed.
-    pub fn exposed(&self) -> Arc<exposed::Exposed> {
+    pub(crate) fn exposed(&self) -> Arc<exposed::Exposed> {
         let cur = self
             .exposed
             .lock()
@@ -374,14 +370,18 @@ impl Gateway {
     /// Send the upstream progress of the call that `cancel` belongs to
     /// into `sink` (the surface forwards it to its client), until
     /// [`Gateway::unroute_progress`].
-    pub fn route_progress(&self, cancel: &crate::sandbox::CancelToken, sink: client::ProgressSink) {
+    pub(crate) fn route_progress(
+        &self,
+        cancel: &crate::sandbox::CancelToken,
+        sink: client::ProgressSink,
+    ) {
         self.progress
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(cancel.id(), sink);
     }
 
-    pub fn unroute_progress(&self, cancel: &crate::sandbox::CancelToken) {
+    pub(crate) fn unroute_progress(&self, cancel: &crate::sandbox::CancelToken) {
         self.progress
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -401,7 +401,7 @@ impl Gateway {
     }
 
     /// Stop servers unused for longer than their `idle_timeout`.
-    pub async fn stop_idle(&self) {
+    pub(crate) async fn stop_idle(&self) {
         let mut slots = self.slots.lock().await;
         let idle: Vec<String> = slots
             .iter()
@@ -419,7 +419,7 @@ impl Gateway {
     }
 
     /// Stop every server (their process trees are killed).
-    pub async fn stop_all(&self) {
+    pub(crate) async fn stop_all(&self) {
         self.slots.lock().await.clear();
     }
 
@@ -441,7 +441,7 @@ impl Gateway {
 }
 
 /// Stop `gw`'s idle servers every 30 s, for as long as it exists.
-pub fn stop_when_idle(gw: &Arc<Gateway>) {
+pub(crate) fn stop_when_idle(gw: &Arc<Gateway>) {
     let weak = Arc::downgrade(gw);
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(30));

@@ -8,25 +8,25 @@ use crate::discover::UpstreamSpec;
 use crate::policy::{Overrides, Resolved, ToolInput, UpstreamSettings};
 
 /// One declared server and what the policy gives it.
-pub struct Server {
+pub(crate) struct Server {
     /// As declared: `${VAR}` as written (what every surface shows).
-    pub spec: UpstreamSpec,
-    pub settings: UpstreamSettings,
+    pub(crate) spec: UpstreamSpec,
+    pub(crate) settings: UpstreamSettings,
     /// What is started: the declaration with `${VAR}` expanded as
     /// `env_from_host` allows, or why it cannot be (the server is refused).
-    pub launch: Result<Launch, String>,
+    pub(crate) launch: Result<Launch, String>,
     /// Its grant, or why it does not resolve (the server is refused).
-    pub grant: Result<Resolved, String>,
+    pub(crate) grant: Result<Resolved, String>,
 }
 
 /// A server's declaration with its `${VAR}` expanded: never printed.
-pub struct Launch {
-    pub transport: crate::discover::Transport,
+pub(crate) struct Launch {
+    pub(crate) transport: crate::discover::Transport,
     /// What it requests of the policy (an expanded url's host).
-    pub requests: crate::policy::Requests,
+    pub(crate) requests: crate::policy::Requests,
     /// The host values read, `(VAR, value)`: toolcage's own messages about
     /// the server show `${VAR}` where a value would appear.
-    pub hidden: Vec<(String, String)>,
+    pub(crate) hidden: Vec<(String, String)>,
 }
 
 impl Launch {
@@ -73,7 +73,7 @@ impl Launch {
 
 /// `text` with each host value in `hidden` shown as `${VAR}` (values
 /// shorter than 4 bytes are left: they would mangle ordinary text).
-pub fn hide(text: &str, hidden: &[(String, String)]) -> String {
+pub(crate) fn hide(text: &str, hidden: &[(String, String)]) -> String {
     let mut out = text.to_string();
     for (var, value) in hidden {
         if value.len() >= 4 {
@@ -110,7 +110,7 @@ impl Server {
     }
 
     /// What the server requests of the policy, as started.
-    pub fn requests(&self) -> &crate::policy::Requests {
+    pub(crate) fn requests(&self) -> &crate::policy::Requests {
         self.launch
             .as_ref()
             .map_or(&self.spec.requests, |l| &l.requests)
@@ -133,7 +133,7 @@ impl Gateway {
     /// concurrency of a `[tools."name"]` section where the operator wrote
     /// one (its files and network stay the server's: one process serves
     /// every tool of the server).
-    pub fn tool_grant(&self, server: &Server, name: &str) -> Result<Resolved, String> {
+    pub(crate) fn tool_grant(&self, server: &Server, name: &str) -> Result<Resolved, String> {
         let mut resolved = server.grant.clone()?;
         let p = &self.tool_policy;
         if !p.sections.iter().any(|s| s == name) {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// The upstream servers of one session (none when the project declares
 /// none), and the runtime their clients run on.
-pub struct Session {
+pub(crate) struct Session {
     upstream: Option<Upstream>,
 }
 
@@ -42,14 +42,14 @@ impl Upstream {
 
 impl Session {
     /// No upstream server: the toolbox is the local tools alone.
-    pub fn none() -> Session {
+    pub(crate) fn none() -> Session {
         Session { upstream: None }
     }
 
     /// For one command: the project's upstream servers started, on a
     /// runtime of the session's own, and stopped when it is dropped. No
     /// runtime is started when the project declares no upstream server.
-    pub fn for_command(engine: &Engine) -> Result<Session, String> {
+    pub(crate) fn for_command(engine: &Engine) -> Result<Session, String> {
         if engine.catalog.upstreams.is_empty() {
             return Ok(Session::none());
         }
@@ -72,7 +72,7 @@ impl Session {
     /// is the client elicitation is forwarded to and `list_changed` sent
     /// to; the gateway stops its servers when the session idles. `None`
     /// when the project declares no upstream server.
-    pub fn gateway_for_client(
+    pub(crate) fn gateway_for_client(
         engine: &Engine,
         peer: &Peer<RoleServer>,
         elicitation_timeout: Duration,
@@ -98,7 +98,7 @@ impl Session {
 
     /// For an MCP client session: its gateway, if it has made one, on the
     /// server's runtime (call it inside that runtime).
-    pub fn on_server(gateway: Option<Arc<Gateway>>) -> Session {
+    pub(crate) fn on_server(gateway: Option<Arc<Gateway>>) -> Session {
         Session {
             upstream: gateway.map(|gateway| Upstream {
                 gateway,
@@ -109,7 +109,7 @@ impl Session {
 
     /// The session's toolbox: `local`, and the upstream servers' tools
     /// by the names calls use. What the call pipeline runs through.
-    pub fn toolbox(&self, local: Arc<dyn Toolbox>) -> Arc<dyn Toolbox> {
+    pub(crate) fn toolbox(&self, local: Arc<dyn Toolbox>) -> Arc<dyn Toolbox> {
         match &self.upstream {
             Some(u) => Arc::new(SessionTools {
                 local,
@@ -121,17 +121,17 @@ impl Session {
     }
 
     /// The gateway, when the project declares upstream servers.
-    pub fn gateway(&self) -> Option<&Arc<Gateway>> {
+    pub(crate) fn gateway(&self) -> Option<&Arc<Gateway>> {
         self.upstream.as_ref().map(|u| &u.gateway)
     }
 
     /// The tools the servers offer (and hold back), when there are servers.
-    pub fn exposed(&self) -> Option<Arc<Exposed>> {
+    pub(crate) fn exposed(&self) -> Option<Arc<Exposed>> {
         self.gateway().map(|g| g.exposed())
     }
 
     /// Each server's state; empty when there are none.
-    pub fn status(&self) -> Vec<Status> {
+    pub(crate) fn status(&self) -> Vec<Status> {
         match &self.upstream {
             Some(u) => u.handle().block_on(u.gateway.status()),
             None => Vec::new(),
@@ -139,7 +139,7 @@ impl Session {
     }
 
     /// Run `f` on the servers' runtime, from outside it (a command).
-    pub fn block_on<F: Future>(&self, f: F) -> Option<F::Output> {
+    pub(crate) fn block_on<F: Future>(&self, f: F) -> Option<F::Output> {
         self.upstream.as_ref().map(|u| u.handle().block_on(f))
     }
 }

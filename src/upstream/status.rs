@@ -10,40 +10,40 @@ use serde::Serialize;
 
 /// What `toolcage upstreams` and `check` show of one server.
 #[derive(Debug, Clone, Serialize)]
-pub struct Status {
-    pub name: String,
-    pub source: String,
-    pub transport: String,
-    pub runs: String,
-    pub expose: crate::policy::Expose,
+pub(crate) struct Status {
+    pub(crate) name: String,
+    pub(crate) source: String,
+    pub(crate) transport: String,
+    pub(crate) runs: String,
+    pub(crate) expose: crate::policy::Expose,
     /// `running`, `failed`, `refused`, `disabled`, `stopped`; for a server
     /// skipped at load ([`skipped_status`]) `unsupported` or `skipped`.
-    pub state: String,
+    pub(crate) state: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    pub tools: usize,
-    pub pinned: usize,
+    pub(crate) reason: Option<String>,
+    pub(crate) tools: usize,
+    pub(crate) pinned: usize,
     /// Tools held back because their definition changed.
-    pub held: Vec<String>,
+    pub(crate) held: Vec<String>,
     /// Tools not offered because their pinned name is now a local tool's.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub displaced: Vec<Renamed>,
+    pub(crate) displaced: Vec<Renamed>,
     /// Tools offered under another name than `server__tool`, and why
     /// (a collision, a long name, characters replaced).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub renamed: Vec<Renamed>,
+    pub(crate) renamed: Vec<Renamed>,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Renamed {
-    pub tool: String,
-    pub name: String,
-    pub why: String,
+pub(crate) struct Renamed {
+    pub(crate) tool: String,
+    pub(crate) name: String,
+    pub(crate) why: String,
 }
 
 impl Gateway {
     /// Every server's state, for `upstreams` and `check`.
-    pub async fn status(&self) -> Vec<Status> {
+    pub(crate) async fn status(&self) -> Vec<Status> {
         let slots = self.slots.lock().await;
         let exposed = self.exposed();
         self.servers
@@ -145,7 +145,7 @@ fn renamed(exposed: &Exposed, server: &str) -> Vec<Renamed> {
 /// malformed entry), as `toolcage upstreams` lists them beside the
 /// gateway's: state `skipped` or `unsupported`, the reason and fix `check`
 /// gives. Nothing is started.
-pub fn skipped_status(engine: &Engine) -> Vec<Status> {
+pub(crate) fn skipped_status(engine: &Engine) -> Vec<Status> {
     let skipped = &engine.catalog.skipped_upstreams;
     if skipped.is_empty() {
         return Vec::new();

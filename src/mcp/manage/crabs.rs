@@ -16,9 +16,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use toml_edit::{ArrayOfTables, DocumentMut, Item, Table};
 
-pub const NAME: &str = "tool_manage";
+pub(crate) const NAME: &str = "tool_manage";
 
-pub fn definition() -> crate::call::Definition {
+pub(crate) fn definition() -> crate::call::Definition {
     crate::call::Definition {
         name: NAME.into(),
         description: "Runtime tool management over this project's tools.toml. Actions: list \
@@ -53,7 +53,7 @@ pub fn definition() -> crate::call::Definition {
     }
 }
 
-pub fn plan(project: &Path, args: &Value) -> Plan {
+pub(crate) fn plan(project: &Path, args: &Value) -> Plan {
     let action = args.get("action").and_then(Value::as_str).unwrap_or("");
     let file = project.join(FILE);
     let old = match super::read::text(project, &file) {

@@ -21,7 +21,7 @@
 mod clawd;
 mod crabs;
 mod read;
-pub mod write;
+pub(crate) mod write;
 
 use super::McpServer;
 use super::elicitation::Elicitation;
@@ -45,16 +45,16 @@ fn answer(text: String, is_error: bool) -> Handled {
 }
 
 /// The management tools of one server.
-pub struct Manager {
-    pub policy: ManagePolicy,
+pub(crate) struct Manager {
+    pub(crate) policy: ManagePolicy,
     /// The project root (symlinks resolved).
-    pub project: PathBuf,
+    pub(crate) project: PathBuf,
     /// For the audit log and the state directory (the lock).
-    pub gate: Arc<Gate>,
+    pub(crate) gate: Arc<Gate>,
 }
 
 /// What a management call comes to.
-pub enum Plan {
+pub(crate) enum Plan {
     /// Answered at once (list, view, a refusal).
     Answer {
         text: String,
@@ -80,22 +80,22 @@ impl Plan {
 }
 
 /// A validated change, not yet written.
-pub struct Change {
+pub(crate) struct Change {
     /// `custom_script` or `tool_manage`.
-    pub tool: &'static str,
-    pub action: String,
+    pub(crate) tool: &'static str,
+    pub(crate) action: String,
     /// The tool changed, as the agent sees it.
-    pub target: String,
-    pub format: &'static str,
+    pub(crate) target: String,
+    pub(crate) format: &'static str,
     /// The file that defines the tool.
-    pub source: PathBuf,
-    pub ops: Vec<Op>,
-    pub diff: String,
+    pub(crate) source: PathBuf,
+    pub(crate) ops: Vec<Op>,
+    pub(crate) diff: String,
     /// What the tool will run after the change (a `tools.toml` entry's
     /// command line, a clawd script's source), shown to the person first;
     /// `None` when the change makes nothing new runnable (delete, remove,
     /// disable, an edit of the description only).
-    pub runs: Option<String>,
+    pub(crate) runs: Option<String>,
 }
 
 fn refuse(text: String) -> Plan {
@@ -215,7 +215,7 @@ fn taken(server: &McpServer, project: &Path, name: &str) -> Option<String> {
 }
 
 /// What a management call asks of the call pipeline.
-pub enum Handled {
+pub(crate) enum Handled {
     Answer(CallToolResult),
     /// Call this tool instead (through the pipeline: grant, approval, audit).
     Run {
@@ -228,7 +228,7 @@ const CHANGING: [&str; 6] = ["add", "edit", "delete", "remove", "enable", "disab
 
 impl Manager {
     /// The management tools the policy enables.
-    pub fn definitions(&self) -> Vec<Definition> {
+    pub(crate) fn definitions(&self) -> Vec<Definition> {
         let mut out = Vec::new();
         if self.policy.custom_script {
             out.push(clawd::definition());
@@ -239,14 +239,14 @@ impl Manager {
         out
     }
 
-    pub fn offers(&self, name: &str) -> bool {
+    pub(crate) fn offers(&self, name: &str) -> bool {
         (name == clawd::NAME && self.policy.custom_script)
             || (name == crabs::NAME && self.policy.tool_manage)
     }
 
     /// Answer a call of a management tool `name` from `server`'s session:
     /// plan it under the lock, ask, record, write, rediscover.
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         server: &McpServer,
         peer: &Peer<RoleServer>,
