@@ -105,8 +105,17 @@ impl Metrics {
     /// The exposition text.
     pub(crate) fn render(&self, g: &Gauges) -> String {
         let mut o = String::new();
+        self.render_calls(&mut o);
+        self.render_duration(&mut o);
+        self.render_denials(&mut o);
+        render_gauges(&mut o, g);
+        o
+    }
+
+    /// `toolcage_calls_total`.
+    fn render_calls(&self, o: &mut String) {
         family(
-            &mut o,
+            o,
             "toolcage_calls_total",
             "counter",
             "tools/call requests by tool, gate decision and outcome.",
@@ -117,97 +126,97 @@ impl Metrics {
                 ("decision", decision),
                 ("outcome", outcome),
             ];
-            sample(&mut o, "toolcage_calls_total", &labels, *n as f64);
+            sample(o, "toolcage_calls_total", &labels, *n as f64);
         }
+    }
+
+    /// `toolcage_call_duration_seconds`, a histogram.
+    fn render_duration(&self, o: &mut String) {
         family(
-            &mut o,
+            o,
             "toolcage_call_duration_seconds",
             "histogram",
             "Time from tools/call to result, for calls the gate allowed.",
         );
-        {
-            let h = lock(&self.duration);
-            let mut cumulative = 0;
-            for (i, le) in BUCKETS.iter().enumerate() {
-                cumulative += h.counts[i];
-                let le = le.to_string();
-                sample(
-                    &mut o,
-                    "toolcage_call_duration_seconds_bucket",
-                    &[("le", &le)],
-                    cumulative as f64,
-                );
-            }
+        let h = lock(&self.duration);
+        let mut cumulative = 0;
+        for (i, le) in BUCKETS.iter().enumerate() {
+            cumulative += h.counts[i];
+            let le = le.to_string();
             sample(
-                &mut o,
+                o,
                 "toolcage_call_duration_seconds_bucket",
-                &[("le", "+Inf")],
-                h.count as f64,
-            );
-            sample(&mut o, "toolcage_call_duration_seconds_sum", &[], h.sum);
-            sample(
-                &mut o,
-                "toolcage_call_duration_seconds_count",
-                &[],
-                h.count as f64,
+                &[("le", &le)],
+                cumulative as f64,
             );
         }
+        sample(
+            o,
+            "toolcage_call_duration_seconds_bucket",
+            &[("le", "+Inf")],
+            h.count as f64,
+        );
+        sample(o, "toolcage_call_duration_seconds_sum", &[], h.sum);
+        sample(
+            o,
+            "toolcage_call_duration_seconds_count",
+            &[],
+            h.count as f64,
+        );
+    }
+
+    /// `toolcage_denials_total`.
+    fn render_denials(&self, o: &mut String) {
         family(
-            &mut o,
+            o,
             "toolcage_denials_total",
             "counter",
             "Calls the gate denied, by the layer that denied them.",
         );
         for (layer, n) in lock(&self.denials).iter() {
-            sample(
-                &mut o,
-                "toolcage_denials_total",
-                &[("layer", layer)],
-                *n as f64,
-            );
+            sample(o, "toolcage_denials_total", &[("layer", layer)], *n as f64);
         }
-        family(&mut o, "toolcage_sessions", "gauge", "MCP sessions open.");
-        sample(&mut o, "toolcage_sessions", &[], g.sessions as f64);
-        family(
-            &mut o,
-            "toolcage_pending_calls",
-            "gauge",
-            "Calls waiting for approval or a run slot, or running.",
-        );
-        sample(
-            &mut o,
-            "toolcage_pending_calls",
-            &[],
-            g.pending_calls as f64,
-        );
-        family(
-            &mut o,
-            "toolcage_upstream_servers",
-            "gauge",
-            "Upstream MCP server instances of open sessions, by state.",
-        );
-        for (state, n) in &g.upstream_servers {
-            sample(
-                &mut o,
-                "toolcage_upstream_servers",
-                &[("state", state)],
-                *n as f64,
-            );
-        }
-        family(
-            &mut o,
-            "toolcage_store_errors_total",
-            "counter",
-            "Failed operations on a shared state store.",
-        );
-        sample(
-            &mut o,
-            "toolcage_store_errors_total",
-            &[],
-            g.store_errors as f64,
-        );
-        o
     }
+}
+
+/// The gauges (sessions, pending calls, upstream servers) and the store's
+/// error count.
+fn render_gauges(o: &mut String, g: &Gauges) {
+    family(o, "toolcage_sessions", "gauge", "MCP sessions open.");
+    sample(o, "toolcage_sessions", &[], g.sessions as f64);
+    family(
+        o,
+        "toolcage_pending_calls",
+        "gauge",
+        "Calls waiting for approval or a run slot, or running.",
+    );
+    sample(o, "toolcage_pending_calls", &[], g.pending_calls as f64);
+    family(
+        o,
+        "toolcage_upstream_servers",
+        "gauge",
+        "Upstream MCP server instances of open sessions, by state.",
+    );
+    for (state, n) in &g.upstream_servers {
+        sample(
+            o,
+            "toolcage_upstream_servers",
+            &[("state", state)],
+            *n as f64,
+        );
+    }
+    family(
+        o,
+        "toolcage_store_errors_total",
+        "counter",
+        "Failed operations on a shared state store.",
+    );
+    sample(
+        o,
+        "toolcage_store_errors_total",
+        &[],
+        g.store_errors as f64,
+    );
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
