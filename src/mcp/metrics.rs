@@ -211,12 +211,7 @@ fn render_gauges(o: &mut String, g: &Gauges) {
         "counter",
         "Failed operations on a shared state store.",
     );
-    sample(
-        o,
-        "toolcage_store_errors_total",
-        &[],
-        g.store_errors as f64,
-    );
+    sample(o, "toolcage_store_errors_total", &[], g.store_errors as f64);
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
