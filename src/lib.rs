@@ -13,6 +13,7 @@ pub mod discover;
 pub mod gate;
 pub mod mcp;
 pub mod spec;
+pub mod upstream;
 
 // The library crates below this one, under the names the modules had
 // before the split, so `toolcage::policy::Grant` keeps working.

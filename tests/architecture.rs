@@ -44,15 +44,22 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "mcp",
+        "upstream",
         &[
             "call", "gate", "audit", "discover", "policy", "sandbox", "spec", "text",
         ],
     ),
     (
+        "mcp",
+        &[
+            "upstream", "call", "gate", "audit", "discover", "policy", "sandbox", "spec", "text",
+        ],
+    ),
+    (
         "cli",
         &[
-            "mcp", "call", "gate", "audit", "discover", "policy", "sandbox", "spec", "text",
+            "mcp", "upstream", "call", "gate", "audit", "discover", "policy", "sandbox", "spec",
+            "text",
         ],
     ),
 ];

@@ -19,24 +19,24 @@ use crate::audit::record::{AuditRecord, Phase, RecordedDecision};
 use clap::Args;
 
 #[derive(Debug, Args)]
-pub struct AuditArgs {
+pub(crate) struct AuditArgs {
     #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub(crate) policy: PolicyArgs,
     /// Only the last N records.
     #[arg(long, value_name = "N")]
-    pub tail: Option<usize>,
+    pub(crate) tail: Option<usize>,
     /// The records as JSON Lines.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Every record, also the `started` record of calls whose final record
     /// is in the log.
     #[arg(long)]
-    pub all: bool,
+    pub(crate) all: bool,
 }
 
 /// The records to show: without the `started` records whose call has a
 /// final record (same `call_id`), unless `all`.
-pub fn calls(records: &[(usize, AuditRecord)], all: bool) -> Vec<&AuditRecord> {
+pub(crate) fn calls(records: &[(usize, AuditRecord)], all: bool) -> Vec<&AuditRecord> {
     let finished: std::collections::HashSet<&str> = records
         .iter()
         .filter(|(_, r)| r.phase.is_none())
@@ -55,7 +55,7 @@ pub fn calls(records: &[(usize, AuditRecord)], all: bool) -> Vec<&AuditRecord> {
 /// One line of text for a record. Every field came from a client or a
 /// project (a tool name can hold `\r` and escape sequences that would forge
 /// an earlier line), so the whole line is neutralised ([`crate::text`]).
-pub fn summary(r: &AuditRecord) -> String {
+pub(crate) fn summary(r: &AuditRecord) -> String {
     crate::text::one_line(&summary_raw(r))
 }
 
@@ -104,7 +104,7 @@ fn summary_raw(r: &AuditRecord) -> String {
     s
 }
 
-pub fn run(global: &Global, args: &AuditArgs) -> u8 {
+pub(crate) fn run(global: &Global, args: &AuditArgs) -> u8 {
     let engine = match global.engine_without_tools(&args.policy) {
         Ok(e) => e,
         Err(e) => {

@@ -24,34 +24,35 @@ use crate::call::{CallError, CallErrorKind, NotRun, NotRunKind, Pipeline, Prepar
 use crate::gate::terminal::Terminal;
 use crate::gate::{ApprovalChannel, BoxFuture, Gate, PreApproved, SessionId};
 use crate::sandbox::Exit;
+use crate::upstream::Session;
 use clap::Args;
 use serde_json::{Map, Value};
 use std::sync::{Arc, OnceLock};
 
 #[derive(Debug, Args)]
-pub struct CallArgs {
+pub(crate) struct CallArgs {
     #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub(crate) policy: PolicyArgs,
     /// Arguments as a JSON object; KEY=VALUE pairs win over its keys.
     #[arg(long = "args", value_name = "JSON")]
-    pub args_json: Option<String>,
+    pub(crate) args_json: Option<String>,
     /// Pre-approve the call instead of being asked on the terminal (only
     /// where the policy's approval.allow_yes permits it).
     #[arg(long)]
-    pub yes: bool,
+    pub(crate) yes: bool,
     /// Print {text, is_error, outcome} as JSON instead of the text.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// After the result, print what the sandbox refused and what would grant it.
     #[arg(long)]
-    pub explain: bool,
+    pub(crate) explain: bool,
     /// The tool to call.
     #[arg(value_name = "NAME")]
-    pub name: String,
+    pub(crate) name: String,
     /// Arguments: a value is JSON when it parses as JSON and the parameter is
     /// not a string (count=3 → 3; name=3 → "3" when name is a string).
     #[arg(value_name = "KEY=VALUE")]
-    pub pairs: Vec<String>,
+    pub(crate) pairs: Vec<String>,
 }
 
 /// Whether the schema says `key` is a string (so its value is never parsed).
@@ -68,7 +69,7 @@ fn is_string_param(schema: &Value, key: &str) -> bool {
 }
 
 /// Build the arguments object from `--args` and the KEY=VALUE pairs.
-pub fn build_args(
+pub(crate) fn build_args(
     schema: Option<&Value>,
     args_json: Option<&str>,
     pairs: &[String],
@@ -131,7 +132,7 @@ fn fail_with(args: &CallArgs, message: &str, code: u8, denials: Vec<crate::sandb
     code
 }
 
-pub fn run(global: &Global, args: &CallArgs) -> u8 {
+pub(crate) fn run(global: &Global, args: &CallArgs) -> u8 {
     let mut engine = match global.engine(&args.policy) {
         Ok(e) => e,
         Err(e) => return fail(args, &e.to_string(), status::INTERNAL),
@@ -139,35 +140,63 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
     engine.explain = args.explain;
     // A name no local tool has may be an upstream server's tool.
     let upstream = match engine.catalog.get(&args.name) {
-        Some(_) => None,
-        None => match super::upstreams::CliGateway::start(&engine) {
+        Some(_) => Session::none(),
+        None => match Session::for_command(&engine) {
             Ok(g) => g,
             Err(e) => return fail(args, &e, status::INTERNAL),
         },
     };
-    let exposed = upstream.as_ref().map(|g| g.gateway.exposed());
-    let schema = match exposed.as_ref().and_then(|e| e.get(&args.name)) {
-        Some(t) => Some(&t.spec.input_schema),
-        None => engine.catalog.get(&args.name).map(|t| &t.input_schema),
-    };
-    let map = match build_args(schema, args.args_json.as_deref(), &args.pairs) {
+    let map = match call_arguments(args, &engine, &upstream) {
         Ok(m) => m,
-        Err(message) => {
-            let e = CallError::InvalidArguments {
-                tool: args.name.clone(),
-                message,
-            };
-            return fail(args, &e.to_string(), status::of_call(e.kind()));
-        }
+        Err(code) => return code,
     };
     let root = engine.project_root();
     let gate = match Gate::shared(&engine.gate_setup(&root)) {
         Ok(g) => g,
         Err(e) => return fail(args, &e.to_string(), status::INTERNAL),
     };
-    // SIGTERM, SIGINT and SIGHUP cancel the call (at the prompt, or its
-    // running process tree) and leave its audit record.
-    let interrupts = match Interrupts::watch() {
+    let surface = Arc::new(TerminalCall::new(args.yes, watch_interrupts()));
+    let engine = Arc::new(engine);
+    let pipeline = Pipeline {
+        tools: upstream.toolbox(engine.clone()),
+        gate: Some(Arc::new(gate)),
+    };
+    let called = pipeline.call(&args.name, Value::Object(map), surface.clone());
+    let called = futures::executor::block_on(called);
+    let received = surface.received();
+    let prepared = surface.prepared.get();
+    match called {
+        Ok(result) => finish(args, &result, prepared, &engine.ctx, received),
+        Err(e) => call_failed(args, e, prepared, &engine.ctx, received),
+    }
+}
+
+/// The call's arguments from `KEY=VALUE` and `--args`, typed by the
+/// tool's schema (a local tool's, or an upstream server's); a failure
+/// already said, as the exit status.
+fn call_arguments(
+    args: &CallArgs,
+    engine: &crate::call::Engine,
+    upstream: &Session,
+) -> Result<Map<String, Value>, u8> {
+    let exposed = upstream.exposed();
+    let schema = match exposed.as_ref().and_then(|e| e.get(&args.name)) {
+        Some(t) => Some(&t.spec.input_schema),
+        None => engine.catalog.get(&args.name).map(|t| &t.input_schema),
+    };
+    build_args(schema, args.args_json.as_deref(), &args.pairs).map_err(|message| {
+        let e = CallError::InvalidArguments {
+            tool: args.name.clone(),
+            message,
+        };
+        fail(args, &e.to_string(), status::of_call(e.kind()))
+    })
+}
+
+/// SIGTERM, SIGINT and SIGHUP cancel the call (at the prompt, or its
+/// running process tree) and leave its audit record.
+fn watch_interrupts() -> Option<Interrupts> {
+    match Interrupts::watch() {
         Ok(i) => Some(i),
         Err(e) => {
             super::notice(&format!(
@@ -175,47 +204,47 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
             ));
             None
         }
-    };
-    let surface = Arc::new(TerminalCall::new(args.yes, interrupts));
-    let engine = Arc::new(engine);
-    let tools: Arc<dyn crate::call::Toolbox> = match &upstream {
-        Some(g) => g.toolbox(engine.clone()),
-        None => engine.clone(),
-    };
-    let pipeline = Pipeline {
-        tools,
-        gate: Some(Arc::new(gate)),
-    };
-    let called = pipeline.call(&args.name, Value::Object(map), surface.clone());
-    let called = futures::executor::block_on(called);
-    let received = surface.received();
-    let prepared = surface.prepared.get();
-    let result = match called {
-        Ok(r) => r,
-        Err(CallError::Sandbox(e)) => {
-            // With the fix for this operator: the flag that grants the path.
-            let message = match prepared {
-                Some(p) => super::hints::explain(&e, &p.resolved, &engine.ctx),
-                None => e.to_string(),
-            };
-            let code = status::of_call(CallError::Sandbox(e).kind());
-            return fail(args, &message, code);
+    }
+}
+
+/// A call that did not return a result: the error said, its exit status.
+fn call_failed(
+    args: &CallArgs,
+    e: CallError,
+    prepared: Option<&Arc<PreparedCall>>,
+    ctx: &crate::policy::Context,
+    received: Option<i32>,
+) -> u8 {
+    if let CallError::Sandbox(e) = e {
+        // With the fix for this operator: the flag that grants the path.
+        let message = match prepared {
+            Some(p) => super::hints::explain(&e, &p.resolved, ctx),
+            None => e.to_string(),
+        };
+        let code = status::of_call(CallError::Sandbox(e).kind());
+        return fail(args, &message, code);
+    }
+    let code = match (received, e.kind()) {
+        (Some(sig), CallErrorKind::Denied(_) | CallErrorKind::NotRun | CallErrorKind::Audit) => {
+            signals::exit_status(sig)
         }
-        Err(e) => {
-            let code = match (received, e.kind()) {
-                (
-                    Some(sig),
-                    CallErrorKind::Denied(_) | CallErrorKind::NotRun | CallErrorKind::Audit,
-                ) => signals::exit_status(sig),
-                (_, kind) => status::of_call(kind),
-            };
-            let denials = match &e {
-                CallError::Denied(d) => vec![d.entry(&args.name)],
-                _ => Vec::new(),
-            };
-            return fail_with(args, &e.to_string(), code, denials);
-        }
+        (_, kind) => status::of_call(kind),
     };
+    let denials = match &e {
+        CallError::Denied(d) => vec![d.entry(&args.name)],
+        _ => Vec::new(),
+    };
+    fail_with(args, &e.to_string(), code, denials)
+}
+
+/// A call that ran: its warnings, the result printed, the exit status.
+fn finish(
+    args: &CallArgs,
+    result: &crate::call::CallResult,
+    prepared: Option<&Arc<PreparedCall>>,
+    ctx: &crate::policy::Context,
+    received: Option<i32>,
+) -> u8 {
     let outcome = &result.outcome;
     if let (Exit::Cancelled, Some(sig)) = (outcome.exit, received) {
         let message = format!(
@@ -236,8 +265,8 @@ pub fn run(global: &Global, args: &CallArgs) -> u8 {
     }
     if args.json {
         // The result, and the PATH directories the call did not get.
-        let dropped = prepared.map(|p| p.resolved.path_dropped(&engine.ctx));
-        let json = serde_json::to_value(&result).and_then(|mut v| {
+        let dropped = prepared.map(|p| p.resolved.path_dropped(ctx));
+        let json = serde_json::to_value(result).and_then(|mut v| {
             v["path_dropped"] = serde_json::to_value(dropped.unwrap_or_default())?;
             serde_json::to_string(&v)
         });

@@ -13,12 +13,12 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Args)]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub(crate) policy: PolicyArgs,
     /// Print the report as JSON.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -100,7 +100,7 @@ struct Report {
     tools: usize,
     /// Upstream MCP servers, each started to see whether it runs.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    upstreams: Vec<crate::mcp::gateway::Status>,
+    upstreams: Vec<crate::upstream::Status>,
     errors: usize,
     warnings: usize,
     ok: bool,
@@ -333,7 +333,6 @@ fn unmatched_sections(
 }
 
 fn print_text(r: &Report) {
-    let show = |line: String| outln!("{}", crate::text::one_line(&line));
     let upstream_tools: usize = r.upstreams.iter().map(|u| u.tools).sum();
     let from_upstreams = match upstream_tools {
         0 => String::new(),
@@ -348,33 +347,7 @@ fn print_text(r: &Report) {
         r.warnings
     ));
     for f in &r.files {
-        if !f.loaded.is_empty() {
-            show(format!(
-                "ok       {}: loaded {}",
-                f.file,
-                f.loaded.join(", ")
-            ));
-        } else if f.diagnostics.is_empty() {
-            show(format!("ok       {}: no tools defined", f.file));
-        }
-        for d in &f.diagnostics {
-            show(crate::discover::check_line(
-                d.severity,
-                &d.file,
-                d.line,
-                &d.message,
-                d.fix.as_deref(),
-            ));
-        }
-        for a in r.approvals.iter().filter(|a| a.file == f.file) {
-            let line = a.line.map(|l| format!(":{l}")).unwrap_or_default();
-            show(format!(
-                "note     {}{line}: tool {} {}",
-                a.file,
-                a.tool,
-                a.approval.text()
-            ));
-        }
+        print_file(r, f);
     }
     if let Some(t) = &r.tools_dir {
         show(format!("note     tools/: {}", t.message));
@@ -401,46 +374,87 @@ fn print_text(r: &Report) {
         }
     }
     for u in &r.upstreams {
-        let level = match u.state.as_str() {
-            "failed" | "refused" => "error   ",
-            "unsupported" => "warning ",
-            _ => "ok      ",
-        };
-        let what = match u.state.as_str() {
-            "running" => format!("started, {} tool(s)", u.tools),
-            other => other.to_string(),
-        };
-        let mut reason = u.reason.as_deref().unwrap_or_default().lines();
-        let first = reason.next().map(|l| format!(": {l}")).unwrap_or_default();
-        show(format!(
-            "{level} upstream {} ({}): {what}{first}",
-            u.name, u.source
-        ));
-        for line in reason {
-            show(format!("             {line}"));
-        }
-        for n in &u.renamed {
-            show(format!(
-                "warning  upstream {}: tool {} is offered as {}: {}",
-                u.name, n.tool, n.name, n.why
-            ));
-        }
-        for h in &u.held {
-            show(format!(
-                "warning  upstream {}: tool {h} changed its definition; held until the operator reviews it (`toolcage upstreams show {}`) and approves it",
-                u.name, u.name
-            ));
-        }
-        for n in &u.displaced {
-            show(format!(
-                "warning  upstream {}: tool {} ({}) is not offered: {}",
-                u.name, n.tool, n.name, n.why
-            ));
-        }
+        print_upstream(u);
     }
 }
 
-pub fn run(global: &Global, args: &CheckArgs) -> u8 {
+/// One line of `check`'s text, neutralised for the terminal.
+fn show(line: String) {
+    outln!("{}", crate::text::one_line(&line));
+}
+
+/// A tool file: what it loaded, its diagnostics, its tools' approvals.
+fn print_file(r: &Report, f: &FileReport) {
+    if !f.loaded.is_empty() {
+        show(format!(
+            "ok       {}: loaded {}",
+            f.file,
+            f.loaded.join(", ")
+        ));
+    } else if f.diagnostics.is_empty() {
+        show(format!("ok       {}: no tools defined", f.file));
+    }
+    for d in &f.diagnostics {
+        show(crate::discover::check_line(
+            d.severity,
+            &d.file,
+            d.line,
+            &d.message,
+            d.fix.as_deref(),
+        ));
+    }
+    for a in r.approvals.iter().filter(|a| a.file == f.file) {
+        let line = a.line.map(|l| format!(":{l}")).unwrap_or_default();
+        show(format!(
+            "note     {}{line}: tool {} {}",
+            a.file,
+            a.tool,
+            a.approval.text()
+        ));
+    }
+}
+
+/// An upstream server: its state, and its renamed, held and displaced tools.
+fn print_upstream(u: &crate::upstream::Status) {
+    let level = match u.state.as_str() {
+        "failed" | "refused" => "error   ",
+        "unsupported" => "warning ",
+        _ => "ok      ",
+    };
+    let what = match u.state.as_str() {
+        "running" => format!("started, {} tool(s)", u.tools),
+        other => other.to_string(),
+    };
+    let mut reason = u.reason.as_deref().unwrap_or_default().lines();
+    let first = reason.next().map(|l| format!(": {l}")).unwrap_or_default();
+    show(format!(
+        "{level} upstream {} ({}): {what}{first}",
+        u.name, u.source
+    ));
+    for line in reason {
+        show(format!("             {line}"));
+    }
+    for n in &u.renamed {
+        show(format!(
+            "warning  upstream {}: tool {} is offered as {}: {}",
+            u.name, n.tool, n.name, n.why
+        ));
+    }
+    for h in &u.held {
+        show(format!(
+            "warning  upstream {}: tool {h} changed its definition; held until the operator reviews it (`toolcage upstreams show {}`) and approves it",
+            u.name, u.name
+        ));
+    }
+    for n in &u.displaced {
+        show(format!(
+            "warning  upstream {}: tool {} ({}) is not offered: {}",
+            u.name, n.tool, n.name, n.why
+        ));
+    }
+}
+
+pub(crate) fn run(global: &Global, args: &CheckArgs) -> u8 {
     let project = match global.project.canonicalize() {
         Ok(p) if p.is_dir() => p,
         _ => {
@@ -463,63 +477,16 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
         catalog.clone(),
     ) {
         Ok(engine) => {
-            if let Ok(r) = engine.stack.resolve(&engine.ctx, &engine.overrides, None) {
-                tools_protected = Some(r.grant.protected.contains(&project.join("tools")));
-                found
-                    .interpreters
-                    .extend(toolnotes::nested_repositories(&project, &r.grant));
-                // Where the audit log and state would go: inside a write root
-                // every call is refused (exit 125); say so here.
-                if let Ok(session) = engine.stack.session(&engine.ctx) {
-                    use crate::audit::location;
-                    let state = location::state_dir(&project, &engine.ctx);
-                    let audit = location::audit_path(&session.audit, &state);
-                    found.policy.extend(
-                        location::misplaced(&audit, &state, &r.grant)
-                            .into_iter()
-                            .map(|message| PolicyProblem {
-                                tool: None,
-                                message,
-                            }),
-                    );
-                }
-            }
-            let mut upstream_tools = Vec::new();
-            match super::upstreams::CliGateway::start(&engine) {
-                Ok(Some(gw)) => {
-                    upstreams = gw.status();
-                    upstream_tools = gw.gateway.exposed().names();
-                }
-                Ok(None) => {}
-                Err(e) => super::say(&e),
-            }
+            tools_protected = project_notes(&engine, &project, &mut found);
+            let upstream_tools;
+            (upstreams, upstream_tools) = start_upstreams(&engine);
             found.policy_warnings = unmatched_sections(
                 &engine.stack.tool_sections(),
                 &engine.catalog,
                 &upstream_tools,
                 args.policy.policy.as_deref(),
             );
-            for t in &engine.catalog.tools {
-                match engine.resolve(t) {
-                    Ok(r) => {
-                        if let Some(d) = toolnotes::interpreter(t, &r, &engine.ctx) {
-                            found.interpreters.push(d);
-                        }
-                        if let Some(approval) = toolnotes::approval(t, &r) {
-                            found.approvals.push(ApprovalReport {
-                                tool: t.name.clone(),
-                                file: relative(&project, &t.source),
-                                line: t.line,
-                                approval,
-                            });
-                        }
-                    }
-                    Err(e) => found.policy.push(PolicyProblem {
-                        tool: Some(t.name.clone()),
-                        message: e.to_string(),
-                    }),
-                }
-            }
+            tool_notes(&engine, &project, &mut found);
         }
         Err(e) => found.policy.push(PolicyProblem {
             tool: None,
@@ -551,6 +518,76 @@ pub fn run(global: &Global, args: &CheckArgs) -> u8 {
         status::OK
     } else {
         status::TOOL_ERROR
+    }
+}
+
+/// What the project's own grant says: nested repositories calls may
+/// write, an audit log or state directory calls would be refused for.
+/// Whether `tools/` is protected, when the grant resolves.
+fn project_notes(engine: &Engine, project: &Path, found: &mut Found) -> Option<bool> {
+    let r = engine
+        .stack
+        .resolve(&engine.ctx, &engine.overrides, None)
+        .ok()?;
+    found
+        .interpreters
+        .extend(toolnotes::nested_repositories(project, &r.grant));
+    // Where the audit log and state would go: inside a write root
+    // every call is refused (exit 125); say so here.
+    if let Ok(session) = engine.stack.session(&engine.ctx) {
+        use crate::audit::location;
+        let state = location::state_dir(project, &engine.ctx);
+        let audit = location::audit_path(&session.audit, &state);
+        found.policy.extend(
+            location::misplaced(&audit, &state, &r.grant)
+                .into_iter()
+                .map(|message| PolicyProblem {
+                    tool: None,
+                    message,
+                }),
+        );
+    }
+    Some(r.grant.protected.contains(&project.join("tools")))
+}
+
+/// The upstream servers started for the check: each one's state, and the
+/// names their tools are offered by.
+fn start_upstreams(engine: &Engine) -> (Vec<crate::upstream::Status>, Vec<String>) {
+    match crate::upstream::Session::for_command(engine) {
+        Ok(upstream) => {
+            let names = upstream.exposed().map(|e| e.names()).unwrap_or_default();
+            (upstream.status(), names)
+        }
+        Err(e) => {
+            super::say(&e);
+            (Vec::new(), Vec::new())
+        }
+    }
+}
+
+/// Each tool's grant: an interpreter calls will not find, an approval it
+/// needs, or why it does not resolve.
+fn tool_notes(engine: &Engine, project: &Path, found: &mut Found) {
+    for t in &engine.catalog.tools {
+        match engine.resolve(t) {
+            Ok(r) => {
+                if let Some(d) = toolnotes::interpreter(t, &r, &engine.ctx) {
+                    found.interpreters.push(d);
+                }
+                if let Some(approval) = toolnotes::approval(t, &r) {
+                    found.approvals.push(ApprovalReport {
+                        tool: t.name.clone(),
+                        file: relative(project, &t.source),
+                        line: t.line,
+                        approval,
+                    });
+                }
+            }
+            Err(e) => found.policy.push(PolicyProblem {
+                tool: Some(t.name.clone()),
+                message: e.to_string(),
+            }),
+        }
     }
 }
 

@@ -6,29 +6,29 @@ use clap::{Args, CommandFactory};
 use clap_complete::Shell;
 
 #[derive(Debug, Args)]
-pub struct CompletionsArgs {
+pub(crate) struct CompletionsArgs {
     /// The shell: bash, zsh, fish, elvish, powershell.
     #[arg(value_name = "SHELL")]
-    pub shell: Shell,
+    pub(crate) shell: Shell,
 }
 
 /// The completion script for `args.shell` on stdout.
-pub fn completions(args: &CompletionsArgs) -> u8 {
+pub(crate) fn completions(args: &CompletionsArgs) -> u8 {
     let mut out = Vec::new();
     clap_complete::generate(args.shell, &mut Cli::command(), "toolcage", &mut out);
     write(&out)
 }
 
 #[derive(Debug, Args)]
-pub struct ManArgs {
+pub(crate) struct ManArgs {
     /// A command's own page (toolcage-exec(1), ...) instead of toolcage(1).
     #[arg(value_name = "COMMAND")]
-    pub command: Option<String>,
+    pub(crate) command: Option<String>,
 }
 
 /// The man page (roff) on stdout, starting with its `.TH` line:
 /// toolcage(1), or toolcage-COMMAND(1).
-pub fn man(args: &ManArgs) -> u8 {
+pub(crate) fn man(args: &ManArgs) -> u8 {
     let mut cmd = Cli::command();
     // Built, subcommands carry their display names (`toolcage-exec`).
     cmd.build();

@@ -12,10 +12,10 @@ use clap::Args;
 use serde_json::{Value, json};
 
 #[derive(Debug, Args)]
-pub struct DoctorArgs {
+pub(crate) struct DoctorArgs {
     /// Print one JSON object with the same facts (keys in the README).
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 /// The profiles whose full enforcement decides the exit status.
@@ -130,7 +130,7 @@ fn check_grant(grant: &crate::policy::Grant, host: &HostSupport) -> Checked {
 /// the enforcement level against Landlock (`standard` needs Landlock and
 /// its TCP rules when asked; `strict` refuses any uncompensated gap).
 /// `serve --http` answers `/readyz` with it.
-pub fn enforceable(grant: &crate::policy::Grant) -> Result<(), String> {
+pub(crate) fn enforceable(grant: &crate::policy::Grant) -> Result<(), String> {
     use crate::policy::Enforcement;
     let c = check_grant(grant, probe::host());
     if let Some(why) = c.refusal {
@@ -160,7 +160,7 @@ pub fn enforceable(grant: &crate::policy::Grant) -> Result<(), String> {
     }
 }
 
-pub fn run(global: &Global, args: &DoctorArgs) -> u8 {
+pub(crate) fn run(global: &Global, args: &DoctorArgs) -> u8 {
     let host = probe::host();
     let profiles: Vec<ProfileCheck> = profile_names()
         .into_iter()

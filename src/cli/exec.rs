@@ -9,23 +9,23 @@ use std::ffi::OsString;
 use std::path::Path;
 
 #[derive(Debug, Args)]
-pub struct ExecArgs {
+pub(crate) struct ExecArgs {
     #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub(crate) policy: PolicyArgs,
     /// Print the outcome and enforcement report as JSON on stderr after the command ends.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// After the command, print what the sandbox refused and what would grant it.
     #[arg(long)]
-    pub explain: bool,
+    pub(crate) explain: bool,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
-    pub command: Vec<OsString>,
+    pub(crate) command: Vec<OsString>,
 }
 
 /// Run `args` with `project`'s policy; `here` is the directory the command
 /// runs in when it lies below the project (found up from it).
-pub fn run(project: &Path, here: Option<&Path>, args: &ExecArgs) -> u8 {
+pub(crate) fn run(project: &Path, here: Option<&Path>, args: &ExecArgs) -> u8 {
     match try_run(project, here, args) {
         Ok(code) => code,
         Err(e) => {
@@ -94,17 +94,7 @@ fn try_run(project: &Path, here: Option<&Path>, args: &ExecArgs) -> Result<u8, E
     if let Some(note) = super::hints::shadowed(&program, &resolved, &ctx) {
         super::notice(&note);
     }
-    // SIGTERM, SIGINT and SIGHUP kill the command's tree and return here,
-    // so the terminal is put back on that way out too (SIGKILL cannot be).
-    let interrupts = match Interrupts::watch() {
-        Ok(i) => Some(i),
-        Err(e) => {
-            super::notice(&format!(
-                "warning: cannot catch SIGTERM/SIGINT/SIGHUP ({e}); a signal now leaves the terminal as the command left it"
-            ));
-            None
-        }
-    };
+    let interrupts = watch_interrupts();
     let terminal = super::terminal::Saved::take();
     let ran = sandbox::run(
         &resolved.grant,
@@ -126,6 +116,47 @@ fn try_run(project: &Path, here: Option<&Path>, args: &ExecArgs) -> Result<u8, E
         );
         return Ok(signals::exit_status(sig));
     }
+    report(args, &outcome, &resolved, &ctx)?;
+    // A change to a protected path toolcage could not undo fails the
+    // command, whatever its own status (never exit 0 with a warning).
+    if let Some(reason) = outcome.not_undone() {
+        super::say(&reason);
+        return Ok(status::INTERNAL);
+    }
+    Ok(match outcome.exit {
+        Exit::Timeout => {
+            eprintln!(
+                "toolcage: timed out after {} (raise it with --timeout)",
+                policy::format_duration(resolved.grant.timeout)
+            );
+            status::TIMEOUT
+        }
+        exit => u8::try_from(exit.shell_status()).unwrap_or(status::INTERNAL),
+    })
+}
+
+/// SIGTERM, SIGINT and SIGHUP kill the command's tree and return here,
+/// so the terminal is put back on that way out too (SIGKILL cannot be).
+fn watch_interrupts() -> Option<Interrupts> {
+    match Interrupts::watch() {
+        Ok(i) => Some(i),
+        Err(e) => {
+            super::notice(&format!(
+                "warning: cannot catch SIGTERM/SIGINT/SIGHUP ({e}); a signal now leaves the terminal as the command left it"
+            ));
+            None
+        }
+    }
+}
+
+/// What the run tells the operator on stderr: degraded enforcement,
+/// protected paths, refusals, and with `--json` the outcome.
+fn report(
+    args: &ExecArgs,
+    outcome: &sandbox::Outcome,
+    resolved: &policy::Resolved,
+    ctx: &Context,
+) -> Result<(), ExecError> {
     if !outcome.enforcement.degraded.is_empty() {
         super::notice(&format!(
             "warning: ran degraded: {}",
@@ -145,31 +176,16 @@ fn try_run(project: &Path, here: Option<&Path>, args: &ExecArgs) -> Result<u8, E
     super::explain::report(&outcome.denials, args.explain, false, args.explain);
     if args.json {
         // The outcome, and the PATH directories the call did not get.
-        let mut json = serde_json::to_value(&outcome).map_err(internal)?;
-        let dropped = resolved.path_dropped(&ctx);
+        let mut json = serde_json::to_value(outcome).map_err(internal)?;
+        let dropped = resolved.path_dropped(ctx);
         json["path_dropped"] = serde_json::to_value(dropped).map_err(internal)?;
         eprintln!("{json}");
     }
-    // A change to a protected path toolcage could not undo fails the
-    // command, whatever its own status (never exit 0 with a warning).
-    if let Some(reason) = outcome.not_undone() {
-        super::say(&reason);
-        return Ok(status::INTERNAL);
-    }
-    Ok(match outcome.exit {
-        Exit::Timeout => {
-            eprintln!(
-                "toolcage: timed out after {} (raise it with --timeout)",
-                policy::format_duration(resolved.grant.timeout)
-            );
-            status::TIMEOUT
-        }
-        exit => u8::try_from(exit.shell_status()).unwrap_or(status::INTERNAL),
-    })
+    Ok(())
 }
 
 /// The policy layers named on the command line.
-pub fn sources(args: &PolicyArgs) -> Sources {
+pub(crate) fn sources(args: &PolicyArgs) -> Sources {
     Sources {
         profile: args.profile.clone(),
         policy_file: args.policy.clone(),

@@ -5,7 +5,7 @@
 use crate::sandbox::Denial;
 
 /// One line per denial: `toolcage: blocked: /etc/x (why); to allow it: FIX`.
-pub fn lines(denials: &[Denial]) -> Vec<String> {
+pub(crate) fn lines(denials: &[Denial]) -> Vec<String> {
     denials
         .iter()
         .map(|d| match &d.fix {
@@ -20,7 +20,7 @@ pub fn lines(denials: &[Denial]) -> Vec<String> {
 /// none, and what could not be seen); without it, after a failure, one
 /// hint line when there was a denial. `captured`: whether the tool's
 /// output was read (file denials are inferred from it).
-pub fn report(denials: &[Denial], explain: bool, failed: bool, captured: bool) {
+pub(crate) fn report(denials: &[Denial], explain: bool, failed: bool, captured: bool) {
     if explain {
         if denials.is_empty() {
             let unseen = if captured {

@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// The message for `e`, with the fix named for this operator.
-pub fn explain(e: &SandboxError, resolved: &Resolved, ctx: &Context) -> String {
+pub(crate) fn explain(e: &SandboxError, resolved: &Resolved, ctx: &Context) -> String {
     match e {
         SandboxError::OutsideGrant {
             program,
@@ -56,7 +56,7 @@ pub fn explain(e: &SandboxError, resolved: &Resolved, ctx: &Context) -> String {
 
 /// A note when a bare `name` runs as another program than the operator's
 /// PATH finds first (that one is in a directory the grant cannot read).
-pub fn shadowed(name: &str, resolved: &Resolved, ctx: &Context) -> Option<String> {
+pub(crate) fn shadowed(name: &str, resolved: &Resolved, ctx: &Context) -> Option<String> {
     if name.contains('/') {
         return None;
     }
@@ -133,7 +133,7 @@ fn lookup(name: &str, grant: &Grant, ctx: &Context) -> Lookup {
 /// absolute path) cannot start under `resolved`, and the fix when a flag
 /// is one; `None` when it can. `extra_read` are the tool's own readable
 /// paths.
-pub fn unreachable(
+pub(crate) fn unreachable(
     program: &str,
     extra_read: &[PathBuf],
     resolved: &Resolved,
@@ -182,14 +182,14 @@ pub fn unreachable(
 /// A program a call would not find: what is wrong, and the flag that
 /// fixes it when one does (else the program is not installed).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unreachable {
-    pub what: String,
-    pub fix: Option<String>,
+pub(crate) struct Unreachable {
+    pub(crate) what: String,
+    pub(crate) fix: Option<String>,
 }
 
 /// Why the interpreter on `script`'s `#!` line cannot start under
 /// `resolved` (the path itself, or the NAME of `#!/usr/bin/env NAME`).
-pub fn shebang_unreachable(
+pub(crate) fn shebang_unreachable(
     script: &Path,
     extra_read: &[PathBuf],
     resolved: &Resolved,

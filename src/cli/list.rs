@@ -3,16 +3,17 @@
 use super::toolnotes::{self, Approval};
 use super::{Global, PolicyArgs, relative, status};
 use crate::text;
+use crate::upstream::Session;
 use clap::Args;
 use serde::Serialize;
 
 #[derive(Debug, Args)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub(crate) policy: PolicyArgs,
     /// Print a JSON array of {name, format, source, line, description, approval}.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -28,7 +29,7 @@ struct Row {
 }
 
 /// The first line of a description, at most `max` characters.
-pub fn one_line(text: &str, max: usize) -> String {
+pub(crate) fn one_line(text: &str, max: usize) -> String {
     let first = text
         .lines()
         .find(|l| !l.trim().is_empty())
@@ -42,14 +43,14 @@ pub fn one_line(text: &str, max: usize) -> String {
     }
 }
 
-pub fn format_name(f: crate::spec::Format) -> String {
+pub(crate) fn format_name(f: crate::spec::Format) -> String {
     serde_json::to_value(f)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
 }
 
-pub fn run(global: &Global, args: &ListArgs) -> u8 {
+pub(crate) fn run(global: &Global, args: &ListArgs) -> u8 {
     let engine = match global.engine(&args.policy) {
         Ok(e) => e,
         Err(e) => {
@@ -76,40 +77,45 @@ pub fn run(global: &Global, args: &ListArgs) -> u8 {
         })
         .collect();
     // Upstream servers' tools, by the names calls use.
-    match super::upstreams::CliGateway::start(&engine) {
-        Ok(Some(gw)) => {
-            for s in gw.status().iter().filter(|s| s.state != "running") {
-                super::notice(&format!(
-                    "note: upstream server '{}' is {}{} (toolcage upstreams)",
-                    text::one_line(&s.name),
-                    s.state,
-                    s.reason
-                        .as_deref()
-                        .and_then(|r| r.lines().next())
-                        .map(|r| format!(": {}", text::one_line(r)))
-                        .unwrap_or_default()
-                ));
-            }
-            for t in &gw.gateway.exposed().tools {
-                rows.push(Row {
-                    name: t.name.clone(),
-                    format: t.spec.format,
-                    source: relative(&root, &t.spec.source),
-                    line: t.spec.line,
-                    description: one_line(&t.spec.description, 100),
-                    approval: gw
-                        .gateway
-                        .server(&t.server)
-                        .and_then(|s| s.grant.as_ref().ok())
-                        .and_then(|r| toolnotes::approval(&t.spec, r)),
-                });
-            }
-            rows.sort_by(|a, b| a.name.cmp(&b.name));
-        }
-        Ok(None) => {}
+    match Session::for_command(&engine) {
+        Ok(upstream) => upstream_rows(&upstream, &root, &mut rows),
         Err(e) => super::say(&e),
     }
     print_rows(&root, rows, args.json)
+}
+
+/// The upstream servers' tools as rows (after a note for each server not
+/// running), sorted in with the local ones.
+fn upstream_rows(upstream: &Session, root: &std::path::Path, rows: &mut Vec<Row>) {
+    let Some(gw) = upstream.gateway() else {
+        return;
+    };
+    for s in upstream.status().iter().filter(|s| s.state != "running") {
+        super::notice(&format!(
+            "note: upstream server '{}' is {}{} (toolcage upstreams)",
+            text::one_line(&s.name),
+            s.state,
+            s.reason
+                .as_deref()
+                .and_then(|r| r.lines().next())
+                .map(|r| format!(": {}", text::one_line(r)))
+                .unwrap_or_default()
+        ));
+    }
+    for t in &gw.exposed().tools {
+        rows.push(Row {
+            name: t.name.clone(),
+            format: t.spec.format,
+            source: relative(root, &t.spec.source),
+            line: t.spec.line,
+            description: one_line(&t.spec.description, 100),
+            approval: gw
+                .server(&t.server)
+                .and_then(|s| s.grant.as_ref().ok())
+                .and_then(|r| toolnotes::approval(&t.spec, r)),
+        });
+    }
+    rows.sort_by(|a, b| a.name.cmp(&b.name));
 }
 
 fn print_rows(root: &std::path::Path, rows: Vec<Row>, json: bool) -> u8 {

@@ -18,12 +18,12 @@ macro_rules! outln {
 
 /// Write `s` to stdout as it is (and flush: a command's output is read by
 /// agents and scripts as it comes).
-pub fn text(s: &str) {
+pub(crate) fn text(s: &str) {
     bytes(s.as_bytes());
 }
 
 /// [`text`] for bytes.
-pub fn bytes(b: &[u8]) {
+pub(crate) fn bytes(b: &[u8]) {
     if READER_GONE.load(Ordering::Relaxed) || FAILED.load(Ordering::Relaxed) {
         return;
     }
@@ -41,10 +41,25 @@ pub fn bytes(b: &[u8]) {
 }
 
 /// The command's exit status, or 125 when its output could not be written.
-pub fn status(code: u8) -> u8 {
+pub(crate) fn status(code: u8) -> u8 {
     if FAILED.load(Ordering::Relaxed) {
         super::status::INTERNAL
     } else {
         code
+    }
+}
+
+/// `value` as pretty JSON on stdout. `Some(INTERNAL)`, said on stderr,
+/// when it cannot be encoded.
+pub(crate) fn print_json(value: &impl serde::Serialize) -> Option<u8> {
+    match serde_json::to_string_pretty(value) {
+        Ok(s) => {
+            outln!("{s}");
+            None
+        }
+        Err(e) => {
+            super::say(&e);
+            Some(super::status::INTERNAL)
+        }
     }
 }

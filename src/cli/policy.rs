@@ -7,18 +7,18 @@ use crate::policy::{PolicyError, Resolved, render_text};
 use clap::Args;
 
 #[derive(Debug, Args)]
-pub struct PolicyCmdArgs {
+pub(crate) struct PolicyCmdArgs {
     #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub(crate) policy: PolicyArgs,
     /// Print the resolved grant, provenance and requests as JSON.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// The tool (default: the policy defaults, for no tool).
     #[arg(value_name = "NAME")]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
 }
 
-pub fn run(global: &Global, args: &PolicyCmdArgs) -> u8 {
+pub(crate) fn run(global: &Global, args: &PolicyCmdArgs) -> u8 {
     // One engine: the grant, the PATH it leaves out and the session-wide
     // settings all come from its layers and context (tools only for NAME).
     let engine = match &args.name {
@@ -129,7 +129,7 @@ fn session_settings(engine: &Engine) -> Session {
 
 /// The defaults (no tool) under `policy`: what `toolcage policy` shows and
 /// what `toolcage doctor` checks for each shipped profile. No discovery.
-pub fn defaults(global: &Global, policy: &PolicyArgs) -> Result<Resolved, PolicyError> {
+pub(crate) fn defaults(global: &Global, policy: &PolicyArgs) -> Result<Resolved, PolicyError> {
     let engine = global.engine_without_tools(policy)?;
     engine.stack.resolve(&engine.ctx, &engine.overrides, None)
 }

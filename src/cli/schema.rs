@@ -3,18 +3,19 @@
 
 use super::{Global, PolicyArgs, status};
 use crate::call::CallError;
+use crate::upstream::Session;
 use clap::Args;
 
 #[derive(Debug, Args)]
-pub struct SchemaArgs {
+pub(crate) struct SchemaArgs {
     #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub(crate) policy: PolicyArgs,
     /// One tool: print its definition as one object (default: an array of all).
     #[arg(value_name = "NAME")]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
 }
 
-pub fn run(global: &Global, args: &SchemaArgs) -> u8 {
+pub(crate) fn run(global: &Global, args: &SchemaArgs) -> u8 {
     let engine = match global.engine(&args.policy) {
         Ok(e) => e,
         Err(e) => {
@@ -24,8 +25,8 @@ pub fn run(global: &Global, args: &SchemaArgs) -> u8 {
     };
     // Upstream servers' tools are known once their servers run.
     let upstream = match &args.name {
-        Some(n) if engine.catalog.get(n).is_some() => None,
-        _ => match super::upstreams::CliGateway::start(&engine) {
+        Some(n) if engine.catalog.get(n).is_some() => Session::none(),
+        _ => match Session::for_command(&engine) {
             Ok(g) => g,
             Err(e) => {
                 super::say(&e);
@@ -33,7 +34,7 @@ pub fn run(global: &Global, args: &SchemaArgs) -> u8 {
             }
         },
     };
-    let exposed = upstream.as_ref().map(|g| g.gateway.exposed());
+    let exposed = upstream.exposed();
     let tools: Vec<&crate::discover::ToolSpec> = match &args.name {
         Some(name) => {
             if let Some(t) = exposed.as_ref().and_then(|e| e.get(name)) {

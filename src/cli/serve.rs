@@ -11,48 +11,48 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub(crate) policy: PolicyArgs,
     /// Serve Streamable HTTP at ADDR (PORT or :PORT binds 127.0.0.1; or IP:PORT)
     /// on the path /mcp, instead of stdio. Clients must send the bearer token
     /// (see --token-file, --no-auth); GET /healthz and /readyz answer without it.
     #[arg(long, value_name = "ADDR")]
-    pub http: Option<String>,
+    pub(crate) http: Option<String>,
     /// Calls running at the same time, across all clients; more wait.
     #[arg(long, value_name = "N", default_value_t = 8)]
-    pub max_concurrent: usize,
+    pub(crate) max_concurrent: usize,
     /// Largest accepted JSON-RPC message (stdio line or HTTP body), e.g. 4MiB.
     #[arg(long, value_name = "SIZE", default_value = "4MiB")]
-    pub max_message_bytes: String,
+    pub(crate) max_message_bytes: String,
     /// Tools per tools/list page.
     #[arg(long, value_name = "N", default_value_t = 100)]
-    pub page_size: usize,
+    pub(crate) page_size: usize,
     /// Do not watch the tool dirs for changes (no hot reload).
     #[arg(long)]
-    pub no_watch: bool,
+    pub(crate) no_watch: bool,
     /// How long an approval request (MCP elicitation) waits for an answer;
     /// no answer denies the call.
     #[arg(long, value_name = "DUR", default_value = "2m")]
-    pub approval_timeout: String,
+    pub(crate) approval_timeout: String,
     /// HTTP sessions open at once; more get 503 until one ends.
     #[arg(long, value_name = "N", default_value_t = 256)]
-    pub max_sessions: usize,
+    pub(crate) max_sessions: usize,
     /// Calls pending (waiting or running) in one session; more are refused
     /// at once with an isError result.
     #[arg(long, value_name = "N", default_value_t = 32)]
-    pub max_pending_per_session: usize,
+    pub(crate) max_pending_per_session: usize,
     /// Calls pending across all sessions; more are refused at once.
     #[arg(long, value_name = "N", default_value_t = 256)]
-    pub max_pending: usize,
+    pub(crate) max_pending: usize,
     /// HTTP connections open at once; at the limit the server stops
     /// accepting until one closes.
     #[arg(long, value_name = "N", default_value_t = 512, requires = "http")]
-    pub max_connections: usize,
+    pub(crate) max_connections: usize,
     /// How long an HTTP client has to send a request's headers (and how long
     /// a kept-alive connection may idle).
     #[arg(long, value_name = "DUR", default_value = "10s", requires = "http")]
-    pub header_timeout: String,
+    pub(crate) header_timeout: String,
     /// The bearer token HTTP clients must send, read from FILE (mode 0600 or
     /// stricter). Default: a new random token at every start, written to
     /// http-token in the project's state directory.
@@ -62,27 +62,27 @@ pub struct ServeArgs {
         requires = "http",
         conflicts_with = "no_auth"
     )]
-    pub token_file: Option<PathBuf>,
+    pub(crate) token_file: Option<PathBuf>,
     /// Serve HTTP without a bearer token: any local process that reaches the
     /// port can call every tool. Only on a loopback address.
     #[arg(long, requires = "http")]
-    pub no_auth: bool,
+    pub(crate) no_auth: bool,
     /// Behind a proxy or load balancer: also accept NAME (or NAME:PORT) in
     /// the Host and Origin headers, besides the loopback names. Repeatable.
     /// The bearer token is still required.
     #[arg(long = "allow-host", value_name = "NAME", requires = "http")]
-    pub allow_host: Vec<String>,
+    pub(crate) allow_host: Vec<String>,
     /// Serve Prometheus metrics at http://ADDR/metrics (PORT or :PORT binds
     /// 127.0.0.1), on their own listener and without a token: bind it where
     /// only the scraper reaches.
     #[arg(long, value_name = "ADDR", requires = "http")]
-    pub metrics: Option<String>,
+    pub(crate) metrics: Option<String>,
     /// On SIGTERM, SIGINT or SIGHUP: refuse new sessions and calls (/readyz
     /// answers 503), let running calls finish for up to DUR (e.g. 30s), then
     /// cancel the rest. Exit 0 when all finished in time. Without it,
     /// running calls are cancelled at once.
     #[arg(long, value_name = "DUR", requires = "http")]
-    pub drain: Option<String>,
+    pub(crate) drain: Option<String>,
 }
 
 /// The flags of a served replica, checked before anything starts.
@@ -168,7 +168,7 @@ fn check_limits(args: &ServeArgs) -> Result<usize, String> {
     Ok(bytes)
 }
 
-pub fn run(global: &Global, args: &ServeArgs) -> u8 {
+pub(crate) fn run(global: &Global, args: &ServeArgs) -> u8 {
     let max_message_bytes = match check_limits(args) {
         Ok(n) => n,
         Err(e) => {
@@ -228,47 +228,12 @@ fn try_run(
     // Every network-off call takes a network namespace made while the
     // previous call ran (sandbox/netns.rs).
     crate::sandbox::keep_network_namespace_ready();
-    let approval_timeout = parse_duration(&args.approval_timeout)
-        .map_err(|e| anyhow::anyhow!("--approval-timeout: {e}"))?;
-    let header_timeout = parse_duration(&args.header_timeout)
-        .map_err(|e| anyhow::anyhow!("--header-timeout: {e}"))?;
-    let config = ServeConfig {
-        approval_timeout,
-        max_concurrent: args.max_concurrent,
-        max_message_bytes,
-        page_size: args.page_size,
-        max_sessions: args.max_sessions,
-        max_pending_per_session: args.max_pending_per_session,
-        max_pending: args.max_pending,
-        max_connections: connections_within(args, raise_open_files_limit()),
-        header_timeout: header_timeout.max(Duration::from_millis(100)),
-        watch: !args.no_watch,
-        ..ServeConfig::default()
-    };
-
+    let config = serve_config(args, max_message_bytes)?;
     let engine = global.engine(&args.policy)?;
     check_audit_target(&engine, addr.is_some())?;
     mcp::host::log_diagnostics(&engine.catalog.diagnostics);
     tracing::info!("{} tool(s) discovered", engine.catalog.tools.len());
-    // Approval, rate limits and the audit log; the rate limits are the
-    // project's shared state (with `toolcage call`), sessions are per client.
-    let root = engine.project_root();
-    let gate = crate::gate::Gate::for_server(&engine.gate_setup(&root))?;
-    tracing::info!("audit log: {}", gate.audit_path().display());
-    let state_dir = gate.state_dir().to_path_buf();
-    let manage = gate.session_policy().manage;
-    let ready = readiness(&engine);
-    let gate = Arc::new(gate);
-    let server = McpServer::new(Arc::new(EngineHost::new(engine)), config).with_gate(gate.clone());
-    if manage.custom_script || manage.tool_manage {
-        tracing::info!("[manage]: offering {manage:?}");
-        let _ = server.shared.manage.set(Arc::new(mcp::manage::Manager {
-            policy: manage,
-            project: root.clone(),
-            gate,
-        }));
-    }
-
+    let (server, served) = build_server(engine, config)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("toolcage-mcp")
@@ -281,96 +246,224 @@ fn try_run(
         };
         // SIGTERM, SIGINT, SIGHUP: cancel the calls in flight, record them,
         // exit 128+N.
-        let mut signals = super::signals::Signals::listen()?;
-        let got = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
-        let drained = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let served = match addr {
-            None => {
-                let serving = mcp::stdio::serve_stdio(server.clone());
-                tokio::pin!(serving);
-                tokio::select! {
-                    r = &mut serving => r,
-                    sig = signals.recv() => {
-                        got.store(sig, std::sync::atomic::Ordering::SeqCst);
-                        server.begin_stop_on_signal(sig, &super::signals::stopped_by(sig, "serve"));
-                        Ok(())
-                    }
-                }
-            }
+        let signals = super::signals::Signals::listen()?;
+        let caught = Caught::default();
+        let result = match addr {
+            None => serve_stdio(&server, signals, &caught).await,
             Some(addr) => {
-                let listener = mcp::http::bind(addr)
-                    .await
-                    .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
-                let local = listener.local_addr()?;
-                let metrics =
-                    match replica.metrics {
-                        Some(m) => Some(mcp::http::bind(m).await.map_err(|e| {
-                            anyhow::anyhow!("--metrics: cannot listen on {m}: {e}")
-                        })?),
-                        None => None,
-                    };
-                // The token file is in place before the address is printed:
-                // a client that waits for the address finds the token.
-                let (auth, written) = announce_auth(auth, args, &state_dir, local)?;
-                eprintln!(
-                    "toolcage: MCP over HTTP at http://{local}{}",
-                    mcp::http::PATH
-                );
-                if let Some(m) = metrics.as_ref().and_then(|m| m.local_addr().ok()) {
-                    eprintln!("toolcage: metrics at http://{m}/metrics");
-                }
-                let options = mcp::http::HttpOptions {
-                    allow_hosts: replica.allow_hosts.clone(),
-                    ready: Some(ready),
-                    metrics,
-                    ..mcp::http::HttpOptions::new(auth)
+                let http = HttpServe {
+                    args,
+                    addr,
+                    auth,
+                    replica: &replica,
+                    served,
                 };
-                let shutdown = tokio_util::sync::CancellationToken::new();
-                let stop = shutdown.clone();
-                let (seen, stopping) = (got.clone(), server.clone());
-                let (in_flight, drain, all_done) =
-                    (options.in_flight.clone(), replica.drain, drained.clone());
-                tokio::spawn(async move {
-                    let sig = signals.recv().await;
-                    seen.store(sig, std::sync::atomic::Ordering::SeqCst);
-                    if let Some(limit) = drain {
-                        // A second signal ends the drain at once.
-                        let done = tokio::select! {
-                            d = drain_calls(&stopping, &in_flight, sig, limit) => d,
-                            _ = signals.recv() => false,
-                        };
-                        all_done.store(done, std::sync::atomic::Ordering::SeqCst);
-                    }
-                    stopping.begin_stop_on_signal(sig, &super::signals::stopped_by(sig, "serve"));
-                    stop.cancel();
-                });
-                let served =
-                    mcp::http::serve_with(server.clone(), listener, options, shutdown).await;
-                if let Some((path, token)) = written {
-                    auth::remove_token_file(&path, &token);
-                }
-                served
+                serve_http(&server, http, signals, &caught).await
             }
         };
-        let sig = got.load(std::sync::atomic::Ordering::SeqCst);
-        if sig == 0 {
-            return served.map(|()| Stopped::Ended);
-        }
-        let reason = super::signals::stopped_by(sig, "serve");
-        if !server.stop_calls(&reason, Duration::from_secs(10)).await {
-            tracing::warn!(
-                "{reason}: some calls did not finish in 10s; their started records stay"
-            );
-        }
-        if drained.load(std::sync::atomic::Ordering::SeqCst) {
-            return served.map(|()| Stopped::Drained);
-        }
-        served.map(|()| Stopped::Signal(sig))
+        after_serving(&server, result, &caught).await
     });
     // Running calls were cancelled with their requests; don't wait on a
     // blocking stdin reader or a straggler.
     rt.shutdown_timeout(Duration::from_secs(2));
     result
+}
+
+/// The server's limits from the command line.
+fn serve_config(args: &ServeArgs, max_message_bytes: usize) -> anyhow::Result<ServeConfig> {
+    let approval_timeout = parse_duration(&args.approval_timeout)
+        .map_err(|e| anyhow::anyhow!("--approval-timeout: {e}"))?;
+    let header_timeout = parse_duration(&args.header_timeout)
+        .map_err(|e| anyhow::anyhow!("--header-timeout: {e}"))?;
+    Ok(ServeConfig {
+        approval_timeout,
+        max_concurrent: args.max_concurrent,
+        max_message_bytes,
+        page_size: args.page_size,
+        max_sessions: args.max_sessions,
+        max_pending_per_session: args.max_pending_per_session,
+        max_pending: args.max_pending,
+        max_connections: connections_within(args, raise_open_files_limit()),
+        header_timeout: header_timeout.max(Duration::from_millis(100)),
+        watch: !args.no_watch,
+        ..ServeConfig::default()
+    })
+}
+
+/// What serving HTTP needs besides the server: the project's state
+/// directory (the token file) and its readiness check.
+struct Served {
+    state_dir: PathBuf,
+    ready: mcp::http::ReadyCheck,
+}
+
+/// The MCP server over `engine`, with its gate (approval, rate limits,
+/// the audit log; the rate limits are the project's shared state, with
+/// `toolcage call`; sessions are per client) and the management tools
+/// `[manage]` enables.
+fn build_server(
+    engine: crate::call::Engine,
+    config: ServeConfig,
+) -> anyhow::Result<(McpServer, Served)> {
+    let root = engine.project_root();
+    let gate = crate::gate::Gate::for_server(&engine.gate_setup(&root))?;
+    tracing::info!("audit log: {}", gate.audit_path().display());
+    let state_dir = gate.state_dir().to_path_buf();
+    let manage = gate.session_policy().manage;
+    let ready = readiness(&engine);
+    let gate = Arc::new(gate);
+    let server = McpServer::new(Arc::new(EngineHost::new(engine)), config).with_gate(gate.clone());
+    if manage.custom_script || manage.tool_manage {
+        tracing::info!("[manage]: offering {manage:?}");
+        let _ = server.shared.manage.set(Arc::new(mcp::manage::Manager {
+            policy: manage,
+            project: root,
+            gate,
+        }));
+    }
+    Ok((server, Served { state_dir, ready }))
+}
+
+/// The signal that stopped serving (0: none), and whether a `--drain`
+/// saw every running call finish.
+#[derive(Default)]
+struct Caught {
+    signal: Arc<std::sync::atomic::AtomicI32>,
+    drained: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Serve stdio until the client goes or a signal comes.
+async fn serve_stdio(
+    server: &McpServer,
+    mut signals: super::signals::Signals,
+    caught: &Caught,
+) -> anyhow::Result<()> {
+    let serving = mcp::stdio::serve_stdio(server.clone());
+    tokio::pin!(serving);
+    tokio::select! {
+        r = &mut serving => r,
+        sig = signals.recv() => {
+            caught.signal.store(sig, std::sync::atomic::Ordering::SeqCst);
+            server.begin_stop_on_signal(sig, &super::signals::stopped_by(sig, "serve"));
+            Ok(())
+        }
+    }
+}
+
+/// Serving HTTP: the command line, the address, who may connect.
+struct HttpServe<'a> {
+    args: &'a ServeArgs,
+    addr: SocketAddr,
+    auth: Option<Auth>,
+    replica: &'a Replica,
+    served: Served,
+}
+
+/// Serve HTTP (and the metrics, with `--metrics`) until a signal, after a
+/// `--drain` if asked for.
+async fn serve_http(
+    server: &McpServer,
+    http: HttpServe<'_>,
+    signals: super::signals::Signals,
+    caught: &Caught,
+) -> anyhow::Result<()> {
+    let HttpServe {
+        args,
+        addr,
+        auth,
+        replica,
+        served,
+    } = http;
+    let listener = mcp::http::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+    let local = listener.local_addr()?;
+    let metrics = match replica.metrics {
+        Some(m) => Some(
+            mcp::http::bind(m)
+                .await
+                .map_err(|e| anyhow::anyhow!("--metrics: cannot listen on {m}: {e}"))?,
+        ),
+        None => None,
+    };
+    // The token file is in place before the address is printed:
+    // a client that waits for the address finds the token.
+    let (auth, written) = announce_auth(auth, args, &served.state_dir, local)?;
+    eprintln!(
+        "toolcage: MCP over HTTP at http://{local}{}",
+        mcp::http::PATH
+    );
+    if let Some(m) = metrics.as_ref().and_then(|m| m.local_addr().ok()) {
+        eprintln!("toolcage: metrics at http://{m}/metrics");
+    }
+    let options = mcp::http::HttpOptions {
+        allow_hosts: replica.allow_hosts.clone(),
+        ready: Some(served.ready),
+        metrics,
+        ..mcp::http::HttpOptions::new(auth)
+    };
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    stop_on_signal(
+        server,
+        signals,
+        &options.in_flight,
+        replica.drain,
+        caught,
+        shutdown.clone(),
+    );
+    let result = mcp::http::serve_with(server.clone(), listener, options, shutdown).await;
+    if let Some((path, token)) = written {
+        auth::remove_token_file(&path, &token);
+    }
+    result
+}
+
+/// On the first signal: drain (with `--drain`; a second signal ends the
+/// drain at once), stop the calls and cancel `shutdown`.
+fn stop_on_signal(
+    server: &McpServer,
+    mut signals: super::signals::Signals,
+    in_flight: &mcp::http::InFlight,
+    drain: Option<Duration>,
+    caught: &Caught,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    let (seen, all_done) = (caught.signal.clone(), caught.drained.clone());
+    let (stopping, in_flight) = (server.clone(), in_flight.clone());
+    tokio::spawn(async move {
+        let sig = signals.recv().await;
+        seen.store(sig, std::sync::atomic::Ordering::SeqCst);
+        if let Some(limit) = drain {
+            let done = tokio::select! {
+                d = drain_calls(&stopping, &in_flight, sig, limit) => d,
+                _ = signals.recv() => false,
+            };
+            all_done.store(done, std::sync::atomic::Ordering::SeqCst);
+        }
+        stopping.begin_stop_on_signal(sig, &super::signals::stopped_by(sig, "serve"));
+        shutdown.cancel();
+    });
+}
+
+/// How serving ended: after a signal, the calls in flight are cancelled
+/// and given 10 s to write their records.
+async fn after_serving(
+    server: &McpServer,
+    served: anyhow::Result<()>,
+    caught: &Caught,
+) -> anyhow::Result<Stopped> {
+    let sig = caught.signal.load(std::sync::atomic::Ordering::SeqCst);
+    if sig == 0 {
+        return served.map(|()| Stopped::Ended);
+    }
+    let reason = super::signals::stopped_by(sig, "serve");
+    if !server.stop_calls(&reason, Duration::from_secs(10)).await {
+        tracing::warn!("{reason}: some calls did not finish in 10s; their started records stay");
+    }
+    if caught.drained.load(std::sync::atomic::Ordering::SeqCst) {
+        return served.map(|()| Stopped::Drained);
+    }
+    served.map(|()| Stopped::Signal(sig))
 }
 
 /// `--drain`: refuse new sessions and calls, then wait up to `limit` for

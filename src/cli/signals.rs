@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// The three signals, listened to together. Create inside a tokio runtime.
-pub struct Signals {
+pub(crate) struct Signals {
     term: Signal,
     int: Signal,
     hup: Signal,
@@ -24,7 +24,7 @@ pub struct Signals {
 impl Signals {
     /// Install the handlers (from now on these signals no longer kill
     /// toolcage).
-    pub fn listen() -> std::io::Result<Signals> {
+    pub(crate) fn listen() -> std::io::Result<Signals> {
         Ok(Signals {
             term: signal(SignalKind::terminate())?,
             int: signal(SignalKind::interrupt())?,
@@ -33,7 +33,7 @@ impl Signals {
     }
 
     /// The number of the next signal received.
-    pub async fn recv(&mut self) -> i32 {
+    pub(crate) async fn recv(&mut self) -> i32 {
         tokio::select! {
             _ = self.term.recv() => libc::SIGTERM,
             _ = self.int.recv() => libc::SIGINT,
@@ -43,7 +43,7 @@ impl Signals {
 }
 
 /// `SIGTERM`, `SIGINT`, `SIGHUP`, or `signal N`.
-pub fn name(sig: i32) -> String {
+pub(crate) fn name(sig: i32) -> String {
     match sig {
         libc::SIGTERM => "SIGTERM".into(),
         libc::SIGINT => "SIGINT".into(),
@@ -53,27 +53,27 @@ pub fn name(sig: i32) -> String {
 }
 
 /// What the audit record's `stopped_by` says.
-pub fn stopped_by(sig: i32, command: &str) -> String {
+pub(crate) fn stopped_by(sig: i32, command: &str) -> String {
     format!("{} to toolcage {command}", name(sig))
 }
 
 /// The exit status after signal `sig`: 128 + its number, as the shell
 /// reports a process killed by it.
-pub fn exit_status(sig: i32) -> u8 {
+pub(crate) fn exit_status(sig: i32) -> u8 {
     u8::try_from(128 + sig).unwrap_or(255)
 }
 
 /// For a blocking command (`toolcage call`): a thread that waits for the
 /// first signal, remembers it and cancels [`Interrupts::token`]; later ones
 /// are ignored while the records are written.
-pub struct Interrupts {
+pub(crate) struct Interrupts {
     token: CancelToken,
     got: Arc<AtomicI32>,
 }
 
 impl Interrupts {
     /// Start watching; returns once the handlers are installed.
-    pub fn watch() -> std::io::Result<Interrupts> {
+    pub(crate) fn watch() -> std::io::Result<Interrupts> {
         let token = CancelToken::new()?;
         let got = Arc::new(AtomicI32::new(0));
         let (ready, installed) = std::sync::mpsc::channel::<std::io::Result<()>>();
@@ -115,12 +115,12 @@ impl Interrupts {
     }
 
     /// Cancelled when the first signal arrives.
-    pub fn token(&self) -> &CancelToken {
+    pub(crate) fn token(&self) -> &CancelToken {
         &self.token
     }
 
     /// The first signal received, if any.
-    pub fn received(&self) -> Option<i32> {
+    pub(crate) fn received(&self) -> Option<i32> {
         match self.got.load(Ordering::SeqCst) {
             0 => None,
             n => Some(n),

@@ -15,7 +15,7 @@ use nix::sys::termios::{self, FlowArg, SetArg, Termios};
 use std::os::fd::{AsFd, BorrowedFd};
 
 /// The saved settings, put back when dropped (also on a panic).
-pub struct Saved {
+pub(crate) struct Saved {
     /// (stdin 0, stdout 1 or stderr 2, its settings, whether it was in
     /// exclusive mode) for each that is a terminal.
     saved: Vec<(u8, Termios, bool)>,
@@ -32,7 +32,7 @@ fn on_std<R>(n: u8, f: impl FnOnce(BorrowedFd<'_>) -> R) -> R {
 
 impl Saved {
     /// The settings of every standard descriptor that is a terminal now.
-    pub fn take() -> Saved {
+    pub(crate) fn take() -> Saved {
         let saved = (0..3u8)
             .filter_map(|n| {
                 on_std(n, |fd| {

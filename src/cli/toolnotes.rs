@@ -11,16 +11,16 @@ use serde::Serialize;
 
 /// A tool whose calls wait for a person's yes.
 #[derive(Debug, Clone, Serialize)]
-pub struct Approval {
+pub(crate) struct Approval {
     /// `always`, `once` or `once-per-args`.
-    pub mode: &'static str,
+    pub(crate) mode: &'static str,
     /// Where the mode came from, with what would change it.
-    pub why: String,
+    pub(crate) why: String,
 }
 
 impl Approval {
     /// One line: "asks for approval before every call: <why>".
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let when = match self.mode {
             "always" => "before every call",
             "once" => "at its first call in a session",
@@ -34,7 +34,7 @@ impl Approval {
 /// default that raised it (an OpenCrabs tool without `requires_approval`)
 /// is named with the key that changes it; otherwise the policy line the
 /// mode came from, as `toolcage policy` shows it.
-pub fn approval(tool: &ToolSpec, resolved: &Resolved) -> Option<Approval> {
+pub(crate) fn approval(tool: &ToolSpec, resolved: &Resolved) -> Option<Approval> {
     let mode = resolved.grant.approval;
     if mode == ApprovalMode::Never {
         return None;
@@ -58,7 +58,11 @@ pub fn approval(tool: &ToolSpec, resolved: &Resolved) -> Option<Approval> {
 /// be readable inside the call: a clawd tool's
 /// interpreter, or the `#!` line of a script that runs itself (Octomind, a
 /// clawd entry point without an interpreter). The tool stays listed.
-pub fn interpreter(tool: &ToolSpec, resolved: &Resolved, ctx: &Context) -> Option<Diagnostic> {
+pub(crate) fn interpreter(
+    tool: &ToolSpec,
+    resolved: &Resolved,
+    ctx: &Context,
+) -> Option<Diagnostic> {
     let extra = &tool.needs_read;
     let (line, what, fix) = match &tool.runner {
         Runner::Clawd {
@@ -132,7 +136,7 @@ const NESTED_REPO_DIRS: usize = 5000;
 /// run commands when someone uses git there later, outside the sandbox.
 /// Only the project's own `.git` is protected by default. A submodule's
 /// `.git` is a file pointing into the project's `.git`, so it is covered.
-pub fn nested_repositories(
+pub(crate) fn nested_repositories(
     root: &std::path::Path,
     grant: &crate::policy::Grant,
 ) -> Vec<Diagnostic> {

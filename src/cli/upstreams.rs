@@ -6,16 +6,11 @@
 //! `toolcage upstreams approve NAME --digest HEX` pins exactly those
 //! definitions (NAME a server, or one tool by its flat name or
 //! `server__tool`); it refuses when the server now reports others.
-//!
-//! Also the gateway the other commands use for upstream tools
-//! ([`CliGateway`]): `list`, `schema`, `call` and `check` start the
-//! servers for the one command and stop them when it ends.
 
 use super::{Global, PolicyArgs, status};
-use crate::call::{Engine, Toolbox};
-use crate::mcp::gateway::pins::{self, Pin};
-use crate::mcp::gateway::{Gateway, Status, Wiring, toolbox::SessionTools};
 use crate::text;
+use crate::upstream::pins::{self, Pin};
+use crate::upstream::{Gateway, Session, Status};
 use clap::{Args, Subcommand};
 use rmcp::model::Tool;
 use serde::Serialize;
@@ -23,18 +18,18 @@ use serde_json::Value;
 use std::sync::Arc;
 
 #[derive(Debug, Args)]
-pub struct UpstreamsArgs {
+pub(crate) struct UpstreamsArgs {
     #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub(crate) policy: PolicyArgs,
     /// Print a JSON array of {name, source, transport, runs, expose, state, reason, tools, pinned, held, renamed, displaced}.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     #[command(subcommand)]
-    pub action: Option<UpstreamsAction>,
+    pub(crate) action: Option<UpstreamsAction>,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum UpstreamsAction {
+pub(crate) enum UpstreamsAction {
     /// Show what is held of server NAME, or of one tool (its flat name, or server__tool): each definition now, its diff against the pinned one, and the digest `approve` takes.
     Show {
         name: String,
@@ -71,49 +66,13 @@ impl UpstreamsAction {
     }
 }
 
-/// The upstream servers of one command, started for it.
-pub struct CliGateway {
-    pub runtime: tokio::runtime::Runtime,
-    pub gateway: Arc<Gateway>,
+/// A command's session whose project declares upstream servers.
+struct Started<'a> {
+    session: &'a Session,
+    gateway: &'a Arc<Gateway>,
 }
 
-impl CliGateway {
-    /// `None` when the project declares no upstream server.
-    pub fn start(engine: &Engine) -> Result<Option<CliGateway>, String> {
-        if engine.catalog.upstreams.is_empty() {
-            return Ok(None);
-        }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| format!("cannot start the gateway's runtime: {e}"))?;
-        let gateway = Arc::new(Gateway::new(engine, Wiring::default()));
-        runtime.block_on(gateway.ensure_started());
-        Ok(Some(CliGateway { runtime, gateway }))
-    }
-
-    /// The local tools and these servers' tools, for the call pipeline.
-    pub fn toolbox(&self, local: Arc<dyn Toolbox>) -> Arc<dyn Toolbox> {
-        Arc::new(SessionTools {
-            local,
-            gateway: self.gateway.clone(),
-            runtime: self.runtime.handle().clone(),
-        })
-    }
-
-    pub fn status(&self) -> Vec<Status> {
-        self.runtime.block_on(self.gateway.status())
-    }
-}
-
-impl Drop for CliGateway {
-    fn drop(&mut self) {
-        self.runtime.block_on(self.gateway.stop_all());
-    }
-}
-
-pub fn run(global: &Global, args: &UpstreamsArgs) -> u8 {
+pub(crate) fn run(global: &Global, args: &UpstreamsArgs) -> u8 {
     // The policy options may come before or after `approve NAME`.
     let policy = match args.action.as_ref().map(UpstreamsAction::policy) {
         Some(policy) if policy.profile.is_some() || policy.policy.is_some() => policy,
@@ -127,7 +86,7 @@ pub fn run(global: &Global, args: &UpstreamsArgs) -> u8 {
         }
     };
     // Servers skipped at load are listed too, with why.
-    let skipped = crate::mcp::gateway::skipped_status(&engine);
+    let skipped = crate::upstream::skipped_status(&engine);
     if let Some(name) = args.action.as_ref().map(UpstreamsAction::name)
         && let Some(s) = skipped.iter().find(|s| s.name == name)
     {
@@ -138,39 +97,19 @@ pub fn run(global: &Global, args: &UpstreamsArgs) -> u8 {
         ));
         return status::INVALID;
     }
-    let gw = match CliGateway::start(&engine) {
-        Ok(Some(g)) => g,
-        Ok(None) if args.action.is_none() && !skipped.is_empty() => {
-            return show(skipped, args.json);
-        }
-        Ok(None) => {
-            if let Some(name) = args.action.as_ref().map(UpstreamsAction::name)
-                && !skipped.is_empty()
-            {
-                let names: Vec<&str> = skipped.iter().map(|s| s.name.as_str()).collect();
-                super::say(&format!(
-                    "no upstream server '{name}' (skipped at load: {}; see toolcage upstreams)",
-                    names.join(", ")
-                ));
-                return status::INVALID;
-            }
-            if args.action.is_some() {
-                super::say(
-                    &"no upstream servers: the project has no .mcp.json and no A3S kind: mcp tools",
-                );
-                return status::INVALID;
-            }
-            if args.json {
-                outln!("[]");
-            } else {
-                outln!("no upstream servers (none in .mcp.json or tools/*.md kind: mcp)");
-            }
-            return status::OK;
-        }
+    let session = match Session::for_command(&engine) {
+        Ok(s) => s,
         Err(e) => {
             super::say(&e);
             return status::INTERNAL;
         }
+    };
+    let Some(gateway) = session.gateway() else {
+        return no_servers(args, skipped);
+    };
+    let gw = Started {
+        session: &session,
+        gateway,
     };
     match &args.action {
         Some(UpstreamsAction::Show { name, json, .. }) => show_held(&gw, name, *json || args.json),
@@ -178,12 +117,40 @@ pub fn run(global: &Global, args: &UpstreamsArgs) -> u8 {
             approve(&gw, name, digest.as_deref())
         }
         None => {
-            let mut rows = gw.status();
+            let mut rows = session.status();
             rows.extend(skipped);
             rows.sort_by(|a, b| a.name.cmp(&b.name));
             show(rows, args.json)
         }
     }
+}
+
+/// The project declares no server toolcage could start: the skipped ones,
+/// or that there are none.
+fn no_servers(args: &UpstreamsArgs, skipped: Vec<Status>) -> u8 {
+    if args.action.is_none() && !skipped.is_empty() {
+        return show(skipped, args.json);
+    }
+    if let Some(name) = args.action.as_ref().map(UpstreamsAction::name)
+        && !skipped.is_empty()
+    {
+        let names: Vec<&str> = skipped.iter().map(|s| s.name.as_str()).collect();
+        super::say(&format!(
+            "no upstream server '{name}' (skipped at load: {}; see toolcage upstreams)",
+            names.join(", ")
+        ));
+        return status::INVALID;
+    }
+    if args.action.is_some() {
+        super::say(&"no upstream servers: the project has no .mcp.json and no A3S kind: mcp tools");
+        return status::INVALID;
+    }
+    if args.json {
+        outln!("[]");
+    } else {
+        outln!("no upstream servers (none in .mcp.json or tools/*.md kind: mcp)");
+    }
+    status::OK
 }
 
 fn show(rows: Vec<Status>, json: bool) -> u8 {
@@ -246,7 +213,7 @@ struct Target {
 
 /// NAME as a server, a tool's flat name (offered, held or pinned), or
 /// `server__tool`.
-fn target(gw: &CliGateway, name: &str) -> Result<Target, String> {
+fn target(gw: &Started, name: &str) -> Result<Target, String> {
     let g = &gw.gateway;
     if g.server(name).is_some() {
         return Ok(Target {
@@ -301,15 +268,16 @@ struct HeldNow {
 
 /// The held definitions of `t`, as the server reports them in one
 /// listing: what `show` prints and `approve` pins are the same objects.
-fn held_now(gw: &CliGateway, t: &Target) -> Result<Vec<HeldNow>, String> {
+fn held_now(gw: &Started, t: &Target) -> Result<Vec<HeldNow>, String> {
     let g = &gw.gateway;
     let exposed = g.exposed();
     if let Some(why) = &exposed.unusable {
         return Err(why.clone());
     }
     let instance = gw
-        .runtime
+        .session
         .block_on(g.instance(&t.server))
+        .unwrap_or_else(|| Err("no upstream servers".into()))
         .map_err(|e| format!("cannot start '{}' to read its tools: {e}", t.server))?;
     let tools = instance
         .tools
@@ -368,7 +336,7 @@ struct Shown {
 
 /// The server or tool `name` names, and what of it is held now; the
 /// error already said, as the exit status.
-fn held_target(gw: &CliGateway, name: &str) -> Result<(Target, Vec<HeldNow>), u8> {
+fn held_target(gw: &Started, name: &str) -> Result<(Target, Vec<HeldNow>), u8> {
     let t = target(gw, name).map_err(|e| {
         super::say(&e);
         status::INVALID
@@ -380,7 +348,7 @@ fn held_target(gw: &CliGateway, name: &str) -> Result<(Target, Vec<HeldNow>), u8
     Ok((t, held))
 }
 
-fn show_held(gw: &CliGateway, name: &str, json: bool) -> u8 {
+fn show_held(gw: &Started, name: &str, json: bool) -> u8 {
     let (t, held) = match held_target(gw, name) {
         Ok(found) => found,
         Err(status) => return status,
@@ -471,7 +439,7 @@ fn show_held(gw: &CliGateway, name: &str, json: bool) -> u8 {
     status::OK
 }
 
-fn approve(gw: &CliGateway, name: &str, digest: Option<&str>) -> u8 {
+fn approve(gw: &Started, name: &str, digest: Option<&str>) -> u8 {
     let Some(given) = digest else {
         super::say(&format!(
             "approve pins only what you reviewed: run `toolcage upstreams show {name}`, then \

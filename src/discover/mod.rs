@@ -102,7 +102,7 @@ pub enum Runner {
         max_output_bytes: Option<u64>,
     },
     /// A tool of an upstream MCP server, as the gateway exposes it
-    /// (`crate::mcp::gateway`): calls go to the server's running instance.
+    /// (`crate::upstream`): calls go to the server's running instance.
     Upstream {
         server: String,
         /// The tool's name on the server.

@@ -1,6 +1,6 @@
 //! Upstream MCP servers: what `.mcp.json` and A3S `kind: mcp` files
 //! declare. A server is not a tool: its tools are known only once it runs
-//! (the gateway, `crate::mcp::gateway`), so discovery hands out the
+//! (the gateway, `crate::upstream`), so discovery hands out the
 //! servers and their diagnostics.
 //!
 //! `${VAR}` and `${VAR:-default}` stay as written here: discovery checks

@@ -22,7 +22,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The token file's name in the state directory.
-pub const TOKEN_FILE: &str = "http-token";
+pub(crate) const TOKEN_FILE: &str = "http-token";
 
 /// Largest token file read (a token is a line, not a document).
 const MAX_TOKEN_FILE: u64 = 4096;
@@ -54,13 +54,13 @@ impl Token {
     }
 
     /// 32 random bytes from the OS, as 64 hex digits.
-    pub fn generate() -> std::io::Result<Token> {
+    pub(crate) fn generate() -> std::io::Result<Token> {
         let mut raw = [0u8; 32];
         std::fs::File::open("/dev/urandom")?.read_exact(&mut raw)?;
         Ok(Token(raw.iter().map(|b| format!("{b:02x}")).collect()))
     }
 
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 
@@ -79,7 +79,7 @@ impl Token {
 
     /// Constant-time comparison: both sides are hashed first, so neither
     /// the content nor the length of the token leaks through timing.
-    pub fn matches(&self, presented: &str) -> bool {
+    pub(crate) fn matches(&self, presented: &str) -> bool {
         let a = Sha256::digest(self.0.as_bytes());
         let b = Sha256::digest(presented.as_bytes());
         a.iter()
@@ -91,7 +91,7 @@ impl Token {
 
 /// Why a request was not admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
+pub(crate) enum Refused {
     /// No `Authorization: Bearer` header.
     Missing,
     /// A bearer token that is not this server's.
@@ -100,7 +100,7 @@ pub enum Refused {
 
 impl Auth {
     /// `Ok` when `headers` carry what this server requires.
-    pub fn admit(&self, headers: &HeaderMap) -> Result<(), Refused> {
+    pub(crate) fn admit(&self, headers: &HeaderMap) -> Result<(), Refused> {
         let Auth::Bearer(token) = self else {
             return Ok(());
         };
@@ -120,7 +120,7 @@ impl Auth {
 }
 
 /// 401 with a JSON-RPC error (`id` null) and `WWW-Authenticate: Bearer`.
-pub fn unauthorized(why: Refused) -> Response<BoxBody<Bytes, Infallible>> {
+pub(crate) fn unauthorized(why: Refused) -> Response<BoxBody<Bytes, Infallible>> {
     let (message, challenge) = match why {
         Refused::Missing => (
             "unauthorized: this server requires \"Authorization: Bearer <token>\"; the token is \
@@ -154,7 +154,7 @@ pub fn unauthorized(why: Refused) -> Response<BoxBody<Bytes, Infallible>> {
 /// Read the operator's token from `path` (`--token-file`): a regular file
 /// not readable or writable by group or others; surrounding whitespace is
 /// trimmed; empty is an error.
-pub fn read_token_file(path: &Path) -> Result<Token, String> {
+pub(crate) fn read_token_file(path: &Path) -> Result<Token, String> {
     let shown = path.display();
     let file = std::fs::File::open(path).map_err(|e| {
         format!("--token-file {shown}: cannot open: {e} (fix: give a readable file)")
@@ -193,7 +193,7 @@ pub fn read_token_file(path: &Path) -> Result<Token, String> {
 /// Write `token` to `<dir>/http-token` (0600; `dir` created 0700, and made
 /// 0700 when it is ours and looser), atomically: a temporary file in the
 /// same directory, renamed into place. Returns the file's path.
-pub fn write_token_file(dir: &Path, token: &Token) -> Result<PathBuf, String> {
+pub(crate) fn write_token_file(dir: &Path, token: &Token) -> Result<PathBuf, String> {
     crate::audit::location::private_dir(dir)?;
     let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     if !meta.is_dir() {
@@ -229,7 +229,7 @@ pub fn write_token_file(dir: &Path, token: &Token) -> Result<PathBuf, String> {
 
 /// Remove the token file at shutdown, unless another server has replaced
 /// it with its own token since.
-pub fn remove_token_file(path: &Path, token: &Token) {
+pub(crate) fn remove_token_file(path: &Path, token: &Token) {
     if let Ok(text) = std::fs::read_to_string(path)
         && text.trim() == token.as_str()
     {

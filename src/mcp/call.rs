@@ -21,8 +21,6 @@
 
 use super::McpServer;
 use super::elicitation::Elicitation;
-use super::gateway::exposed::{CALL_MCP_TOOL, FIND_TOOLS};
-use super::gateway::{Gateway, deferred};
 use super::manage::Handled;
 use super::queue::Place;
 use crate::audit::record::not_ran;
@@ -30,6 +28,8 @@ use crate::call::pipeline::{Job, JobDone, Turn};
 use crate::call::{CallError, CallResult, NotRun, NotRunKind, Surface};
 use crate::gate::{ApprovalChannel, BoxFuture, Denial, SessionId};
 use crate::sandbox::{CancelToken, Exit};
+use crate::upstream::exposed::{CALL_MCP_TOOL, FIND_TOOLS};
+use crate::upstream::{Gateway, deferred};
 use rmcp::model::{CallToolRequestParams, CallToolResult, LoggingLevel, ProgressNotificationParam};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, Peer, RoleServer};
@@ -37,7 +37,7 @@ use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-pub async fn call_tool(
+pub(crate) async fn call_tool(
     server: &McpServer,
     request: CallToolRequestParams,
     context: RequestContext<RoleServer>,
@@ -523,7 +523,7 @@ async fn log_outcome(server: &McpServer, peer: &Peer<RoleServer>, name: &str, r:
 }
 
 /// The result of a call that ran (successfully or not).
-pub fn success(name: &str, r: &CallResult) -> CallToolResult {
+pub(crate) fn success(name: &str, r: &CallResult) -> CallToolResult {
     let mut text = r.text.clone();
     if let Some(note) = exit_note(name, r) {
         if !text.is_empty() && !text.ends_with('\n') {

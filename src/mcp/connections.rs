@@ -18,7 +18,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 /// The open connections of one HTTP server.
-pub struct Connections {
+pub(crate) struct Connections {
     places: Arc<Semaphore>,
     max: usize,
     next_id: AtomicU64,
@@ -35,13 +35,13 @@ struct Entry {
 }
 
 /// One open connection's place; dropping it frees the place.
-pub struct Place {
+pub(crate) struct Place {
     id: u64,
     connections: Arc<Connections>,
     /// Set when the connection sends an admitted request.
-    pub trusted: Arc<AtomicBool>,
+    pub(crate) trusted: Arc<AtomicBool>,
     /// Cancelled when a new connection takes this one's place: close it.
-    pub evicted: CancellationToken,
+    pub(crate) evicted: CancellationToken,
     _permit: OwnedSemaphorePermit,
 }
 
@@ -55,7 +55,7 @@ impl Drop for Place {
 }
 
 impl Connections {
-    pub fn new(max: usize) -> Arc<Connections> {
+    pub(crate) fn new(max: usize) -> Arc<Connections> {
         let max = max.max(1);
         Arc::new(Connections {
             places: Arc::new(Semaphore::new(max)),
@@ -73,7 +73,7 @@ impl Connections {
     /// A place for a connection just accepted: a free one, else the place
     /// of the oldest untrusted connection (closed for it), else wait until a
     /// connection closes. `None` only if the places were torn down.
-    pub async fn admit(self: &Arc<Self>) -> Option<Place> {
+    pub(crate) async fn admit(self: &Arc<Self>) -> Option<Place> {
         let permit = match self.places.clone().try_acquire_owned() {
             Ok(p) => {
                 self.warned.store(false, Ordering::Relaxed);
@@ -117,7 +117,7 @@ impl Connections {
 
     /// Out of file descriptors: close the oldest connection that never sent
     /// an admitted request, if there is one.
-    pub fn make_room(&self) {
+    pub(crate) fn make_room(&self) {
         if self.evict_oldest_untrusted() {
             tracing::debug!("closed the oldest untrusted connection to free a descriptor");
         }
@@ -143,7 +143,7 @@ impl Connections {
 /// How many connections fit in `open_files` descriptors: what the server
 /// itself, its `max_concurrent` running calls (pipes, Landlock rule
 /// descriptors, pidfds) and the accept loop need comes first. At least 4.
-pub fn connection_budget(open_files: u64, max_concurrent: usize) -> usize {
+pub(crate) fn connection_budget(open_files: u64, max_concurrent: usize) -> usize {
     let reserved = 64 + 16 * max_concurrent as u64;
     let left = open_files.saturating_sub(reserved);
     usize::try_from(left).unwrap_or(usize::MAX).max(4)
@@ -152,12 +152,12 @@ pub fn connection_budget(open_files: u64, max_concurrent: usize) -> usize {
 /// After a failed accept (EMFILE, ENFILE, ENOBUFS...): wait, longer each
 /// time up to a second, and log once per run of failures.
 #[derive(Default)]
-pub struct AcceptBackoff {
+pub(crate) struct AcceptBackoff {
     failures: u32,
 }
 
 impl AcceptBackoff {
-    pub fn failed(&mut self, e: &std::io::Error) -> Duration {
+    pub(crate) fn failed(&mut self, e: &std::io::Error) -> Duration {
         if self.failures == 0 {
             tracing::warn!("accept failed: {e}; backing off until it succeeds");
         } else {
@@ -167,7 +167,7 @@ impl AcceptBackoff {
         Duration::from_millis(10u64 << self.failures.min(7)).min(Duration::from_secs(1))
     }
 
-    pub fn succeeded(&mut self) {
+    pub(crate) fn succeeded(&mut self) {
         if self.failures > 0 {
             tracing::info!("accepting connections again");
         }

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 /// Asks the person behind the MCP client: a form elicitation with nothing
 /// to fill in, whose accept / decline / cancel is the answer.
-pub struct Elicitation {
-    pub peer: Peer<RoleServer>,
-    pub timeout: Duration,
+pub(crate) struct Elicitation {
+    pub(crate) peer: Peer<RoleServer>,
+    pub(crate) timeout: Duration,
 }
 
 impl ApprovalChannel for Elicitation {
@@ -34,7 +34,7 @@ impl ApprovalChannel for Elicitation {
 
 impl Elicitation {
     /// Ask the person to accept or decline what `message` describes.
-    pub async fn confirm(&self, message: String) -> ApprovalAnswer {
+    pub(crate) async fn confirm(&self, message: String) -> ApprovalAnswer {
         {
             if self.peer.supported_elicitation_modes().is_empty() {
                 return ApprovalAnswer::NoChannel;

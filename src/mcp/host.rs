@@ -103,7 +103,7 @@ impl ToolHost for EngineHost {
 /// warning line with the counts that points at `toolcage check` (which
 /// explains each with its fix), so a start or a reload prints one line
 /// however many files have something to say.
-pub fn log_diagnostics(diagnostics: &[crate::discover::Diagnostic]) {
+pub(crate) fn log_diagnostics(diagnostics: &[crate::discover::Diagnostic]) {
     use crate::discover::Severity;
     for d in diagnostics {
         tracing::debug!("{d}");

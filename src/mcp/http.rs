@@ -22,6 +22,9 @@
 //! `header_timeout` to send a request's headers, or to start the next one on
 //! a kept-alive connection.
 
+mod answers;
+mod probes;
+
 use super::McpServer;
 use super::auth::{self, Auth};
 use super::connections::{AcceptBackoff, Connections};
@@ -29,6 +32,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::{Request, Response, StatusCode, body::Incoming};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use probes::Readiness;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use std::convert::Infallible;
@@ -40,36 +44,33 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 /// The MCP endpoint path.
-pub const PATH: &str = "/mcp";
+pub(crate) const PATH: &str = "/mcp";
 /// Liveness: 200 while the process answers.
-pub const HEALTHZ: &str = "/healthz";
+pub(crate) const HEALTHZ: &str = "/healthz";
 /// Readiness: 200 when calls can be enforced here and the server is not
 /// draining.
-pub const READYZ: &str = "/readyz";
-/// How long a readiness answer is reused before it is decided again.
-const READY_TTL: Duration = Duration::from_secs(5);
-
+pub(crate) const READYZ: &str = "/readyz";
 /// Whether calls can be enforced here (the caller's decision: `doctor`'s,
 /// for the served policy); `Err` says why not.
-pub type ReadyCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+pub(crate) type ReadyCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 /// What `serve --http` adds to the endpoint beyond the server itself.
-pub struct HttpOptions {
-    pub auth: Auth,
+pub(crate) struct HttpOptions {
+    pub(crate) auth: Auth,
     /// `--allow-host`: names (`NAME` or `NAME:PORT`) accepted in `Host` and
     /// `Origin` besides the loopback ones.
-    pub allow_hosts: Vec<String>,
+    pub(crate) allow_hosts: Vec<String>,
     /// Readiness beyond "not draining"; `None`: always ready.
-    pub ready: Option<ReadyCheck>,
+    pub(crate) ready: Option<ReadyCheck>,
     /// `--metrics`: its own listener serving `/metrics`.
-    pub metrics: Option<TcpListener>,
+    pub(crate) metrics: Option<TcpListener>,
     /// Responses to POSTs still being written (a call's result travels in
     /// one): a drain waits for them after the calls are done.
-    pub in_flight: InFlight,
+    pub(crate) in_flight: InFlight,
 }
 
 impl HttpOptions {
-    pub fn new(auth: Auth) -> HttpOptions {
+    pub(crate) fn new(auth: Auth) -> HttpOptions {
         HttpOptions {
             auth,
             allow_hosts: Vec::new(),
@@ -82,7 +83,7 @@ impl HttpOptions {
 
 /// Counts POST responses not yet fully written.
 #[derive(Clone, Default)]
-pub struct InFlight(Arc<AtomicUsize>);
+pub(crate) struct InFlight(Arc<AtomicUsize>);
 
 struct InFlightGuard(Arc<AtomicUsize>);
 
@@ -100,7 +101,7 @@ impl InFlight {
 
     /// Wait until no POST response is being written, up to `limit`. True
     /// when none is.
-    pub async fn settled(&self, limit: Duration) -> bool {
+    pub(crate) async fn settled(&self, limit: Duration) -> bool {
         let until = Instant::now() + limit;
         while self.0.load(Ordering::SeqCst) > 0 {
             if Instant::now() >= until {
@@ -114,7 +115,7 @@ impl InFlight {
 
 /// `--allow-host NAME[:PORT]`: a DNS name or an IP, with an optional port;
 /// no scheme, path, wildcard or user part.
-pub fn parse_allowed_host(s: &str) -> Result<String, String> {
+pub(crate) fn parse_allowed_host(s: &str) -> Result<String, String> {
     let fail = |why: &str| {
         format!(
             "--allow-host {s:?}: {why} (give the name clients and the load balancer use in \
@@ -146,34 +147,9 @@ pub fn parse_allowed_host(s: &str) -> Result<String, String> {
     Ok(authority.as_str().to_ascii_lowercase())
 }
 
-/// The readiness answer, decided at most every [`READY_TTL`].
-struct Readiness {
-    check: Option<ReadyCheck>,
-    last: Mutex<Option<(Instant, Result<(), String>)>>,
-}
-
-impl Readiness {
-    async fn decide(&self) -> Result<(), String> {
-        let Some(check) = &self.check else {
-            return Ok(());
-        };
-        if let Some((at, r)) = &*self.last.lock().unwrap_or_else(|p| p.into_inner())
-            && at.elapsed() < READY_TTL
-        {
-            return r.clone();
-        }
-        let check = check.clone();
-        let r = tokio::task::spawn_blocking(move || check())
-            .await
-            .unwrap_or_else(|e| Err(format!("the readiness check failed: {e}")));
-        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), r.clone()));
-        r
-    }
-}
-
 /// `8080` and `:8080` mean 127.0.0.1:8080; otherwise `IP:PORT` or
 /// `HOST:PORT`.
-pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+pub(crate) fn parse_addr(s: &str) -> Result<SocketAddr, String> {
     let port_only = s.strip_prefix(':').unwrap_or(s);
     if let Ok(port) = port_only.parse::<u16>() {
         return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
@@ -250,7 +226,7 @@ pub async fn serve_http(
 }
 
 /// [`serve_http`] with the options of a served replica.
-pub async fn serve_with(
+pub(crate) async fn serve_with(
     server: McpServer,
     listener: TcpListener,
     options: HttpOptions,
@@ -259,7 +235,6 @@ pub async fn serve_with(
     let local = listener.local_addr()?;
     let factory = server.clone();
     let sessions = Arc::new(LocalSessionManager::default());
-    let max_sessions = server.shared.config.max_sessions;
     let service = Arc::new(StreamableHttpService::new(
         move || Ok(factory.session()),
         sessions.clone(),
@@ -267,20 +242,32 @@ pub async fn serve_with(
     ));
     tracing::info!("MCP over HTTP at http://{local}{PATH}");
     if let Some(m) = options.metrics {
-        tokio::spawn(serve_metrics(
+        tokio::spawn(probes::serve_metrics(
             m,
             server.clone(),
             sessions.clone(),
             shutdown.clone(),
         ));
     }
-    let ready = Arc::new(Readiness {
-        check: options.ready,
-        last: Mutex::new(None),
-    });
-    let (auth, in_flight) = (options.auth, options.in_flight);
-    let connections = Connections::new(server.shared.config.max_connections);
-    let header_timeout = server.shared.config.header_timeout;
+    let handler = Handler {
+        service,
+        sessions,
+        auth: options.auth,
+        ready: Arc::new(Readiness {
+            check: options.ready,
+            last: Mutex::new(None),
+        }),
+        in_flight: options.in_flight,
+        max_sessions: server.shared.config.max_sessions,
+        server,
+    };
+    accept_loop(&handler, listener, &shutdown).await;
+    Ok(())
+}
+
+/// Accept connections until `shutdown`, each served on a task of its own.
+async fn accept_loop(handler: &Handler, listener: TcpListener, shutdown: &CancellationToken) {
+    let connections = Connections::new(handler.server.shared.config.max_connections);
     let mut accept_failures = AcceptBackoff::default();
     loop {
         let (stream, peer) = tokio::select! {
@@ -311,81 +298,111 @@ pub async fn serve_with(
             },
             _ = shutdown.cancelled() => break,
         };
-        let service = service.clone();
-        let sessions = sessions.clone();
-        let auth = auth.clone();
-        let conn_shutdown = shutdown.clone();
-        let (ready, in_flight, server) = (ready.clone(), in_flight.clone(), server.clone());
-        tokio::spawn(async move {
-            let trusted = place.trusted.clone();
-            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let (service, sessions) = (service.clone(), sessions.clone());
-                let (ready, in_flight, server) = (ready.clone(), in_flight.clone(), server.clone());
-                let probe = matches!(req.uri().path(), HEALTHZ | READYZ);
-                let admitted = auth.admit(req.headers());
-                if admitted.is_ok() && !probe {
-                    trusted.store(true, Ordering::Relaxed);
+        tokio::spawn(
+            handler
+                .clone()
+                .connection(stream, peer, place, shutdown.clone()),
+        );
+    }
+}
+
+/// What answering a request needs; one clone per connection.
+#[derive(Clone)]
+struct Handler {
+    service: Arc<Service>,
+    sessions: Arc<LocalSessionManager>,
+    auth: Auth,
+    ready: Arc<Readiness>,
+    in_flight: InFlight,
+    server: McpServer,
+    max_sessions: usize,
+}
+
+impl Handler {
+    /// Serve one connection until it ends, is evicted to make room, or
+    /// the server shuts down (gracefully: a request in progress finishes).
+    async fn connection(
+        self,
+        stream: tokio::net::TcpStream,
+        peer: SocketAddr,
+        place: super::connections::Place,
+        shutdown: CancellationToken,
+    ) {
+        let header_timeout = self.server.shared.config.header_timeout;
+        let trusted = place.trusted.clone();
+        let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+            let handler = self.clone();
+            let probe = matches!(req.uri().path(), HEALTHZ | READYZ);
+            let admitted = handler.auth.admit(req.headers());
+            if admitted.is_ok() && !probe {
+                trusted.store(true, Ordering::Relaxed);
+            }
+            async move {
+                // The probes answer without a token: they say only
+                // "alive" and "ready or why not".
+                if probe {
+                    let answer = probes::probe_answer(&req, &handler.server, &handler.ready);
+                    return Ok::<_, Infallible>(answer.await);
                 }
-                async move {
-                    // The probes answer without a token: they say only
-                    // "alive" and "ready or why not".
-                    if probe {
-                        return Ok::<_, Infallible>(probe_answer(&req, &server, &ready).await);
-                    }
-                    if let Err(why) = admitted {
-                        tracing::info!("refused a request from {peer}: {why:?} bearer token");
-                        return Ok::<_, Infallible>(auth::unauthorized(why));
-                    }
-                    if opens_session(&req) && server.shared.draining.is_cancelled() {
-                        return Ok::<_, Infallible>(draining());
-                    }
-                    if opens_session(&req) && sessions.sessions.read().await.len() >= max_sessions {
-                        return Ok::<_, Infallible>(too_many_sessions(max_sessions));
-                    }
-                    if let Some(id) = unknown_session(&req, &sessions).await {
-                        return Ok::<_, Infallible>(no_such_session(&id));
-                    }
-                    let post = req.method() == hyper::Method::POST;
-                    let resp = route(&service, req).await;
-                    if !post {
-                        return Ok::<_, Infallible>(resp);
-                    }
-                    // Counted until the body (a call's result) is written.
-                    let guard = in_flight.enter();
-                    Ok::<_, Infallible>(resp.map(move |b| {
-                        b.map_frame(move |f| {
-                            let _ = &guard;
-                            f
-                        })
-                        .boxed()
-                    }))
+                if let Err(why) = admitted {
+                    tracing::info!("refused a request from {peer}: {why:?} bearer token");
+                    return Ok::<_, Infallible>(auth::unauthorized(why));
                 }
-            });
-            // A client that does not finish its headers within the timeout
-            // (or idles that long between requests) is disconnected.
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(header_timeout)
-                .serve_connection(TokioIo::new(stream), svc);
-            tokio::pin!(conn);
-            tokio::select! {
-                r = conn.as_mut() => {
-                    if let Err(e) = r {
-                        tracing::debug!("connection from {peer}: {e}");
-                    }
-                }
-                _ = place.evicted.cancelled() => {
-                    tracing::debug!("connection from {peer}: closed to make room (--max-connections)");
-                }
-                _ = conn_shutdown.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.as_mut().await;
+                Ok::<_, Infallible>(handler.answer(req).await)
+            }
+        });
+        // A client that does not finish its headers within the timeout
+        // (or idles that long between requests) is disconnected.
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(header_timeout)
+            .serve_connection(TokioIo::new(stream), svc);
+        tokio::pin!(conn);
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    tracing::debug!("connection from {peer}: {e}");
                 }
             }
-            drop(place);
-        });
+            _ = place.evicted.cancelled() => {
+                tracing::debug!("connection from {peer}: closed to make room (--max-connections)");
+            }
+            _ = shutdown.cancelled() => {
+                conn.as_mut().graceful_shutdown();
+                let _ = conn.as_mut().await;
+            }
+        }
+        drop(place);
     }
-    Ok(())
+
+    /// An admitted request: refused while draining, past `--max-sessions`
+    /// or for a session this server does not hold; otherwise rmcp's answer,
+    /// a POST's counted in flight until its body is written.
+    async fn answer(&self, req: Request<Incoming>) -> Response<BoxBody<Bytes, Infallible>> {
+        if opens_session(&req) && self.server.shared.draining.is_cancelled() {
+            return answers::draining();
+        }
+        if opens_session(&req) && self.sessions.sessions.read().await.len() >= self.max_sessions {
+            return answers::too_many_sessions(self.max_sessions);
+        }
+        if let Some(id) = unknown_session(&req, &self.sessions).await {
+            return answers::no_such_session(&id);
+        }
+        let post = req.method() == hyper::Method::POST;
+        let resp = route(&self.service, req).await;
+        if !post {
+            return resp;
+        }
+        // Counted until the body (a call's result) is written.
+        let guard = self.in_flight.enter();
+        resp.map(move |b| {
+            b.map_frame(move |f| {
+                let _ = &guard;
+                f
+            })
+            .boxed()
+        })
+    }
 }
 
 type Service = StreamableHttpService<McpServer, LocalSessionManager>;
@@ -426,7 +443,7 @@ async fn route(service: &Service, req: Request<Incoming>) -> Response<BoxBody<By
     let mut resp = service.handle(req).await;
     if json_post && resp.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
         let body = std::mem::take(&mut *seen.lock().unwrap_or_else(|p| p.into_inner()));
-        return undecodable(resp, &body).await;
+        return answers::undecodable(resp, &body).await;
     }
     // rmcp answers a session DELETE with 202; clients (the Python SDK) expect
     // 200 for a terminated session and warn otherwise.
@@ -434,43 +451,6 @@ async fn route(service: &Service, req: Request<Incoming>) -> Response<BoxBody<By
         *resp.status_mut() = StatusCode::OK;
     }
     resp
-}
-
-/// `/healthz` and `/readyz`.
-async fn probe_answer(
-    req: &Request<Incoming>,
-    server: &McpServer,
-    ready: &Readiness,
-) -> Response<BoxBody<Bytes, Infallible>> {
-    if !matches!(*req.method(), hyper::Method::GET | hyper::Method::HEAD) {
-        return text(StatusCode::METHOD_NOT_ALLOWED, "use GET\n".into());
-    }
-    if req.uri().path() == HEALTHZ {
-        return text(StatusCode::OK, "ok\n".into());
-    }
-    if server.shared.draining.is_cancelled() {
-        return text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: draining (shutting down; running calls finish)\n".into(),
-        );
-    }
-    match ready.decide().await {
-        Ok(()) => text(StatusCode::OK, "ready\n".into()),
-        Err(why) => text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: {}\n", crate::text::one_line(&why)),
-        ),
-    }
-}
-
-fn text(status: StatusCode, body: String) -> Response<BoxBody<Bytes, Infallible>> {
-    let mut out = Response::new(Full::new(Bytes::from(body)).boxed());
-    *out.status_mut() = status;
-    out.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    out
 }
 
 /// The `Mcp-Session-Id` of a request to the endpoint when this server does
@@ -489,212 +469,12 @@ async fn unknown_session(
     (!held).then_some(id)
 }
 
-/// 404, as the MCP transport spec says for an unknown session: the client
-/// starts a new one.
-fn no_such_session(id: &str) -> Response<BoxBody<Bytes, Infallible>> {
-    tracing::info!(
-        "a request for session {:?}, which this server does not hold: 404",
-        crate::text::one_line(id)
-    );
-    json_error(
-        StatusCode::NOT_FOUND,
-        -32001,
-        "session not found: this server does not hold the Mcp-Session-Id sent (it ended, the \
-         server restarted, or a load balancer sent the request to another replica); start a \
-         new session with initialize",
-    )
-}
-
-/// 503 with `Retry-After` for a new session while draining: a balancer or
-/// the client's retry reaches another replica.
-fn draining() -> Response<BoxBody<Bytes, Infallible>> {
-    let mut out = json_error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        -32000,
-        "this server is draining (shutting down; it only finishes the calls already running): \
-         open the session on another replica",
-    );
-    out.headers_mut().insert(
-        hyper::header::RETRY_AFTER,
-        hyper::header::HeaderValue::from_static("1"),
-    );
-    out
-}
-
-fn json_error(
-    status: StatusCode,
-    code: i64,
-    message: &str,
-) -> Response<BoxBody<Bytes, Infallible>> {
-    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
-        "code": code,
-        "message": message,
-    }});
-    let mut out = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
-    *out.status_mut() = status;
-    out.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json"),
-    );
-    out
-}
-
-/// `--metrics`: `GET /metrics` in Prometheus text format on its own
-/// listener, without a token (bind it where only the scraper reaches).
-async fn serve_metrics(
-    listener: TcpListener,
-    server: McpServer,
-    sessions: Arc<LocalSessionManager>,
-    shutdown: CancellationToken,
-) {
-    if let Ok(a) = listener.local_addr() {
-        tracing::info!("metrics at http://{a}/metrics");
-    }
-    // A scraper needs one or two connections; more wait.
-    let room = Arc::new(tokio::sync::Semaphore::new(16));
-    loop {
-        let permit = tokio::select! {
-            p = room.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
-            _ = shutdown.cancelled() => return,
-        };
-        let stream = tokio::select! {
-            r = listener.accept() => match r {
-                Ok((s, _)) => s,
-                Err(e) => {
-                    tracing::debug!("metrics: accept: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.cancelled() => return,
-        };
-        let (server, sessions) = (server.clone(), sessions.clone());
-        tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let (server, sessions) = (server.clone(), sessions.clone());
-                async move {
-                    if req.uri().path() != "/metrics" {
-                        return Ok::<_, Infallible>(text(
-                            StatusCode::NOT_FOUND,
-                            "not found: the metrics are at /metrics\n".into(),
-                        ));
-                    }
-                    let gauges = super::metrics::Gauges {
-                        sessions: sessions.sessions.read().await.len(),
-                        pending_calls: server.shared.queue.pending(),
-                        upstream_servers: server.upstream_states().await,
-                        store_errors: crate::gate::store::errors(),
-                    };
-                    let mut out = text(StatusCode::OK, server.shared.metrics.render(&gauges));
-                    out.headers_mut().insert(
-                        hyper::header::CONTENT_TYPE,
-                        hyper::header::HeaderValue::from_static(
-                            "text/plain; version=0.0.4; charset=utf-8",
-                        ),
-                    );
-                    Ok::<_, Infallible>(out)
-                }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(10))
-                .serve_connection(TokioIo::new(stream), svc);
-            let _ = tokio::time::timeout(Duration::from_secs(60), conn).await;
-            drop(permit);
-        });
-    }
-}
-
 /// A POST to the endpoint without a session id: an `initialize` that would
 /// open a session.
 fn opens_session(req: &Request<Incoming>) -> bool {
     req.method() == hyper::Method::POST
         && req.uri().path() == PATH
         && !req.headers().contains_key("mcp-session-id")
-}
-
-fn too_many_sessions(max: usize) -> Response<BoxBody<Bytes, Infallible>> {
-    tracing::warn!("refused a new session: {max} are open (--max-sessions)");
-    json_error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        -32000,
-        &format!(
-            "too many open sessions ({max}); end one with DELETE /mcp, wait for an idle one \
-             to expire, or raise --max-sessions"
-        ),
-    )
-}
-
-/// rmcp answers a JSON body it cannot decode with 415 and a text line. The
-/// media type was right, the body was not: 400 with a JSON-RPC error, as
-/// JSON-RPC 2.0 and the MCP transport spec expect. Not JSON (or not UTF-8):
-/// -32700 Parse error, `id` null. JSON that is not a message (a batch array,
-/// which 2025-11-25 no longer has, a number, a string, `null`, an object
-/// without a method): -32600 Invalid Request, with the object's id when it
-/// has a usable one, else `id` null.
-async fn undecodable(
-    resp: Response<BoxBody<Bytes, Infallible>>,
-    body: &[u8],
-) -> Response<BoxBody<Bytes, Infallible>> {
-    let (parts, rmcp_body) = resp.into_parts();
-    let text = match rmcp_body.collect().await {
-        Ok(b) => String::from_utf8_lossy(&b.to_bytes()).into_owned(),
-        Err(never) => match never {},
-    };
-    let Some(why) = text.strip_prefix("fail to deserialize request body") else {
-        return Response::from_parts(parts, Full::new(Bytes::from(text)).boxed());
-    };
-    let (code, id, message) = match serde_json::from_slice::<serde_json::Value>(body) {
-        Err(_) => (
-            -32700,
-            serde_json::Value::Null,
-            format!(
-                "Parse error:{} (the body must be one JSON-RPC message in UTF-8 JSON)",
-                why.trim_end()
-            ),
-        ),
-        Ok(serde_json::Value::Object(m)) => (
-            -32600,
-            m.get("id")
-                .filter(|id| id.is_string() || id.is_number())
-                .cloned()
-                .unwrap_or_default(),
-            format!(
-                "Invalid Request:{} (a request needs \"jsonrpc\": \"2.0\", a method, and an id unless it is a notification)",
-                why.trim_end()
-            ),
-        ),
-        Ok(other) => (
-            -32600,
-            serde_json::Value::Null,
-            format!(
-                "Invalid Request: the body is JSON {} but must be one JSON-RPC message, a JSON object (batches are not supported)",
-                kind(&other)
-            ),
-        ),
-    };
-    let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {
-        "code": code,
-        "message": message,
-    }});
-    let mut out = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
-    *out.status_mut() = StatusCode::BAD_REQUEST;
-    out.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json"),
-    );
-    out
-}
-
-fn kind(v: &serde_json::Value) -> &'static str {
-    match v {
-        serde_json::Value::Array(_) => "an array",
-        serde_json::Value::String(_) => "a string",
-        serde_json::Value::Number(_) => "a number",
-        serde_json::Value::Bool(_) => "a boolean",
-        serde_json::Value::Null => "null",
-        serde_json::Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// The label a tool name not offered by this server is counted under.
-pub const UNKNOWN_TOOL: &str = "(unknown)";
+pub(crate) const UNKNOWN_TOOL: &str = "(unknown)";
 
 /// Upper bounds of the call duration buckets, in seconds: milliseconds
 /// (an `echo`) to ten minutes (a build).
@@ -34,7 +34,7 @@ struct Histogram {
 
 /// The counters one server keeps; gauges are read when scraped ([`Gauges`]).
 #[derive(Default)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     calls: Mutex<BTreeMap<(String, &'static str, &'static str), u64>>,
     denials: Mutex<BTreeMap<&'static str, u64>>,
     duration: Mutex<Histogram>,
@@ -42,13 +42,13 @@ pub struct Metrics {
 
 /// What is read at scrape time.
 #[derive(Debug, Default)]
-pub struct Gauges {
-    pub sessions: usize,
-    pub pending_calls: usize,
+pub(crate) struct Gauges {
+    pub(crate) sessions: usize,
+    pub(crate) pending_calls: usize,
     /// Upstream servers by state (`running`, `failed`, ...), over sessions.
-    pub upstream_servers: BTreeMap<String, u64>,
+    pub(crate) upstream_servers: BTreeMap<String, u64>,
     /// Failed operations on the shared store (`crate::gate::store::errors`).
-    pub store_errors: u64,
+    pub(crate) store_errors: u64,
 }
 
 /// `decision` and `outcome` of a finished `tools/call`:
@@ -61,7 +61,7 @@ pub struct Gauges {
 /// | `refused` | `not_run` | stopped before the gate: too many pending, cancelled, stopping, draining |
 /// | `refused` | `invalid` | unknown tool, invalid arguments, unsupported kind, policy error |
 /// | `refused` | `audit` | the audit record could not be written (`[audit] fail_closed`) |
-pub fn classify(result: &Result<CallResult, CallError>) -> (&'static str, &'static str) {
+pub(crate) fn classify(result: &Result<CallResult, CallError>) -> (&'static str, &'static str) {
     match result {
         Ok(r) if r.is_error => ("allowed", "error"),
         Ok(_) => ("allowed", "ok"),
@@ -81,7 +81,7 @@ pub fn classify(result: &Result<CallResult, CallError>) -> (&'static str, &'stat
 impl Metrics {
     /// Count one finished call of `tool` (already bounded: a tool this
     /// server offers, or [`UNKNOWN_TOOL`]); `took` is observed when it ran.
-    pub fn call(&self, tool: &str, result: &Result<CallResult, CallError>, took: Duration) {
+    pub(crate) fn call(&self, tool: &str, result: &Result<CallResult, CallError>, took: Duration) {
         let (decision, outcome) = classify(result);
         *lock(&self.calls)
             .entry((tool.to_string(), decision, outcome))
@@ -103,10 +103,19 @@ impl Metrics {
     }
 
     /// The exposition text.
-    pub fn render(&self, g: &Gauges) -> String {
+    pub(crate) fn render(&self, g: &Gauges) -> String {
         let mut o = String::new();
+        self.render_calls(&mut o);
+        self.render_duration(&mut o);
+        self.render_denials(&mut o);
+        render_gauges(&mut o, g);
+        o
+    }
+
+    /// `toolcage_calls_total`.
+    fn render_calls(&self, o: &mut String) {
         family(
-            &mut o,
+            o,
             "toolcage_calls_total",
             "counter",
             "tools/call requests by tool, gate decision and outcome.",
@@ -117,97 +126,92 @@ impl Metrics {
                 ("decision", decision),
                 ("outcome", outcome),
             ];
-            sample(&mut o, "toolcage_calls_total", &labels, *n as f64);
+            sample(o, "toolcage_calls_total", &labels, *n as f64);
         }
+    }
+
+    /// `toolcage_call_duration_seconds`, a histogram.
+    fn render_duration(&self, o: &mut String) {
         family(
-            &mut o,
+            o,
             "toolcage_call_duration_seconds",
             "histogram",
             "Time from tools/call to result, for calls the gate allowed.",
         );
-        {
-            let h = lock(&self.duration);
-            let mut cumulative = 0;
-            for (i, le) in BUCKETS.iter().enumerate() {
-                cumulative += h.counts[i];
-                let le = le.to_string();
-                sample(
-                    &mut o,
-                    "toolcage_call_duration_seconds_bucket",
-                    &[("le", &le)],
-                    cumulative as f64,
-                );
-            }
+        let h = lock(&self.duration);
+        let mut cumulative = 0;
+        for (i, le) in BUCKETS.iter().enumerate() {
+            cumulative += h.counts[i];
+            let le = le.to_string();
             sample(
-                &mut o,
+                o,
                 "toolcage_call_duration_seconds_bucket",
-                &[("le", "+Inf")],
-                h.count as f64,
-            );
-            sample(&mut o, "toolcage_call_duration_seconds_sum", &[], h.sum);
-            sample(
-                &mut o,
-                "toolcage_call_duration_seconds_count",
-                &[],
-                h.count as f64,
+                &[("le", &le)],
+                cumulative as f64,
             );
         }
+        sample(
+            o,
+            "toolcage_call_duration_seconds_bucket",
+            &[("le", "+Inf")],
+            h.count as f64,
+        );
+        sample(o, "toolcage_call_duration_seconds_sum", &[], h.sum);
+        sample(
+            o,
+            "toolcage_call_duration_seconds_count",
+            &[],
+            h.count as f64,
+        );
+    }
+
+    /// `toolcage_denials_total`.
+    fn render_denials(&self, o: &mut String) {
         family(
-            &mut o,
+            o,
             "toolcage_denials_total",
             "counter",
             "Calls the gate denied, by the layer that denied them.",
         );
         for (layer, n) in lock(&self.denials).iter() {
-            sample(
-                &mut o,
-                "toolcage_denials_total",
-                &[("layer", layer)],
-                *n as f64,
-            );
+            sample(o, "toolcage_denials_total", &[("layer", layer)], *n as f64);
         }
-        family(&mut o, "toolcage_sessions", "gauge", "MCP sessions open.");
-        sample(&mut o, "toolcage_sessions", &[], g.sessions as f64);
-        family(
-            &mut o,
-            "toolcage_pending_calls",
-            "gauge",
-            "Calls waiting for approval or a run slot, or running.",
-        );
-        sample(
-            &mut o,
-            "toolcage_pending_calls",
-            &[],
-            g.pending_calls as f64,
-        );
-        family(
-            &mut o,
-            "toolcage_upstream_servers",
-            "gauge",
-            "Upstream MCP server instances of open sessions, by state.",
-        );
-        for (state, n) in &g.upstream_servers {
-            sample(
-                &mut o,
-                "toolcage_upstream_servers",
-                &[("state", state)],
-                *n as f64,
-            );
-        }
-        family(
-            &mut o,
-            "toolcage_store_errors_total",
-            "counter",
-            "Failed operations on a shared state store.",
-        );
-        sample(
-            &mut o,
-            "toolcage_store_errors_total",
-            &[],
-            g.store_errors as f64,
-        );
-        o
     }
+}
+
+/// The gauges (sessions, pending calls, upstream servers) and the store's
+/// error count.
+fn render_gauges(o: &mut String, g: &Gauges) {
+    family(o, "toolcage_sessions", "gauge", "MCP sessions open.");
+    sample(o, "toolcage_sessions", &[], g.sessions as f64);
+    family(
+        o,
+        "toolcage_pending_calls",
+        "gauge",
+        "Calls waiting for approval or a run slot, or running.",
+    );
+    sample(o, "toolcage_pending_calls", &[], g.pending_calls as f64);
+    family(
+        o,
+        "toolcage_upstream_servers",
+        "gauge",
+        "Upstream MCP server instances of open sessions, by state.",
+    );
+    for (state, n) in &g.upstream_servers {
+        sample(
+            o,
+            "toolcage_upstream_servers",
+            &[("state", state)],
+            *n as f64,
+        );
+    }
+    family(
+        o,
+        "toolcage_store_errors_total",
+        "counter",
+        "Failed operations on a shared state store.",
+    );
+    sample(o, "toolcage_store_errors_total", &[], g.store_errors as f64);
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -235,7 +239,7 @@ fn sample(o: &mut String, name: &str, labels: &[(&str, &str)], value: f64) {
 }
 
 /// A label value as the text format quotes it: `\` `"` and newline escaped.
-pub fn escape(v: &str) -> String {
+pub(crate) fn escape(v: &str) -> String {
     let mut out = String::with_capacity(v.len());
     for c in v.chars() {
         match c {

@@ -18,17 +18,16 @@
 //! - [`manage`]: `custom_script` and `tool_manage`, when `[manage]` enables them.
 
 pub mod auth;
-pub mod call;
-pub mod connections;
-pub mod elicitation;
-pub mod gateway;
-pub mod host;
+pub(crate) mod call;
+pub(crate) mod connections;
+pub(crate) mod elicitation;
+pub(crate) mod host;
 pub mod http;
-pub mod manage;
-pub mod metrics;
-pub mod queue;
+pub(crate) mod manage;
+pub(crate) mod metrics;
+pub(crate) mod queue;
 pub mod reload;
-pub mod server;
+pub(crate) mod server;
 pub mod stdio;
 
 pub use host::{EngineHost, ToolHost};

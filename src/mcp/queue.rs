@@ -21,17 +21,17 @@ use tokio::sync::oneshot;
 /// The limits, from `serve --max-concurrent`, `--max-pending`,
 /// `--max-pending-per-session`.
 #[derive(Debug, Clone, Copy)]
-pub struct QueueLimits {
-    pub max_concurrent: usize,
-    pub max_pending: usize,
-    pub max_pending_per_session: usize,
+pub(crate) struct QueueLimits {
+    pub(crate) max_concurrent: usize,
+    pub(crate) max_pending: usize,
+    pub(crate) max_pending_per_session: usize,
 }
 
 /// Which session a call belongs to (a number per MCP session).
-pub type SessionKey = u64;
+pub(crate) type SessionKey = u64;
 
 /// Pending counts and run slots of one server.
-pub struct CallQueue {
+pub(crate) struct CallQueue {
     limits: QueueLimits,
     state: Mutex<State>,
 }
@@ -54,7 +54,7 @@ struct SessionQueue {
 
 /// A call refused because too many are pending.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Busy {
+pub(crate) enum Busy {
     Session { pending: usize, limit: usize },
     Server { pending: usize, limit: usize },
 }
@@ -75,7 +75,7 @@ impl std::fmt::Display for Busy {
 }
 
 impl CallQueue {
-    pub fn new(limits: QueueLimits) -> Arc<CallQueue> {
+    pub(crate) fn new(limits: QueueLimits) -> Arc<CallQueue> {
         let limits = QueueLimits {
             max_concurrent: limits.max_concurrent.max(1),
             max_pending: limits.max_pending.max(1),
@@ -87,17 +87,13 @@ impl CallQueue {
         })
     }
 
-    pub fn limits(&self) -> QueueLimits {
-        self.limits
-    }
-
     /// Calls pending now (waiting or running), across sessions.
-    pub fn pending(&self) -> usize {
+    pub(crate) fn pending(&self) -> usize {
         self.lock().pending
     }
 
     /// Admit one more call of `session`, or refuse it at once.
-    pub fn enqueue(self: &Arc<Self>, session: SessionKey) -> Result<Place, Busy> {
+    pub(crate) fn enqueue(self: &Arc<Self>, session: SessionKey) -> Result<Place, Busy> {
         let mut st = self.lock();
         let mine = st.sessions.get(&session).map_or(0, |s| s.pending);
         if mine >= self.limits.max_pending_per_session {
@@ -173,7 +169,7 @@ impl CallQueue {
 }
 
 /// A call's place in the queue: counts it as pending until dropped.
-pub struct Place {
+pub(crate) struct Place {
     queue: Arc<CallQueue>,
     session: SessionKey,
 }
@@ -181,7 +177,7 @@ pub struct Place {
 impl Place {
     /// Wait for a run slot, in this session's turn. `None` only if the
     /// slot can never come (the queue was torn down).
-    pub async fn slot(&self) -> Option<RunSlot> {
+    pub(crate) async fn slot(&self) -> Option<RunSlot> {
         let rx = {
             let mut st = self.queue.lock();
             if st.running < self.queue.limits.max_concurrent && st.turn.is_empty() {
@@ -263,7 +259,7 @@ impl Drop for Waiting<'_> {
 }
 
 /// One of the `--max-concurrent` run slots, held while the call runs.
-pub struct RunSlot {
+pub(crate) struct RunSlot {
     queue: Arc<CallQueue>,
     session: SessionKey,
 }

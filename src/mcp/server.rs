@@ -5,11 +5,11 @@
 // target 2025-11-25, where it is current.
 #![allow(deprecated)]
 
-use super::gateway::{self, Gateway, Wiring, toolbox::SessionTools};
 use super::queue::{CallQueue, QueueLimits, SessionKey};
 use super::{ServeConfig, ToolHost};
 use crate::call::{Definition, Pipeline};
 use crate::gate::Gatekeeper;
+use crate::upstream::{self, Gateway};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ListToolsResult, LoggingLevel,
     LoggingMessageNotificationParam, PaginatedRequestParams, ProtocolVersion, ServerConfig,
@@ -25,34 +25,34 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 /// State shared by every client of one server.
-pub struct Shared {
-    pub host: Arc<dyn ToolHost>,
-    pub config: ServeConfig,
+pub(crate) struct Shared {
+    pub(crate) host: Arc<dyn ToolHost>,
+    pub(crate) config: ServeConfig,
     /// Pending-call caps and the `--max-concurrent` run slots, handed out
     /// round robin across sessions.
-    pub queue: Arc<CallQueue>,
+    pub(crate) queue: Arc<CallQueue>,
     clients: Mutex<Vec<Client>>,
     info: ServerConfig,
     /// Approval, rate limits and the audit log of every call.
-    pub gate: Option<Arc<dyn Gatekeeper>>,
+    pub(crate) gate: Option<Arc<dyn Gatekeeper>>,
     /// Cancelled when the server stops ([`McpServer::stop_calls`]): calls
     /// in flight are cancelled and new ones refused.
-    pub stopping: CancellationToken,
+    pub(crate) stopping: CancellationToken,
     /// Why the server stops (`SIGTERM to toolcage serve`), for the records
     /// of the calls it cancels.
-    pub stop_reason: OnceLock<String>,
+    pub(crate) stop_reason: OnceLock<String>,
     /// The signal that stops the server, if one does: a call it cancels is
     /// recorded with exit status 128 + its number, as the server exits.
-    pub stop_signal: OnceLock<i32>,
+    pub(crate) stop_signal: OnceLock<i32>,
     /// Every `tools/call` in flight, until its audit record is written.
-    pub calls: TaskTracker,
+    pub(crate) calls: TaskTracker,
     /// The management tools (`[manage]`), set once before serving.
-    pub manage: OnceLock<Arc<super::manage::Manager>>,
+    pub(crate) manage: OnceLock<Arc<super::manage::Manager>>,
     /// Cancelled when a drain begins (`serve --drain`, on a signal): new
     /// sessions and calls are refused while running calls finish.
-    pub draining: CancellationToken,
+    pub(crate) draining: CancellationToken,
     /// Counters for `--metrics`.
-    pub metrics: Arc<super::metrics::Metrics>,
+    pub(crate) metrics: Arc<super::metrics::Metrics>,
 }
 
 struct Client {
@@ -64,12 +64,12 @@ struct Client {
 
 /// Per-client state (one per stdio connection or HTTP session).
 #[derive(Debug)]
-pub struct Session {
+pub(crate) struct Session {
     /// Approvals for `once` / `once-per-args` are remembered per session,
     /// and the audit log names it.
-    pub id: crate::gate::SessionId,
+    pub(crate) id: crate::gate::SessionId,
     /// This session's place in the [`CallQueue`].
-    pub key: SessionKey,
+    pub(crate) key: SessionKey,
     /// Minimum level of `notifications/message` this client wants
     /// ([`level_rank`]); `warning` until it sends `logging/setLevel`.
     log_level: AtomicU8,
@@ -94,8 +94,8 @@ impl Default for Session {
 /// the handler for a new HTTP session (same tools, own log level).
 #[derive(Clone)]
 pub struct McpServer {
-    pub shared: Arc<Shared>,
-    pub session: Arc<Session>,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) session: Arc<Session>,
 }
 
 impl McpServer {
@@ -151,52 +151,33 @@ impl McpServer {
 
     /// The call pipeline through this session's tools (the server's, and
     /// its upstream servers') and the server's gate.
-    pub fn pipeline(&self) -> Pipeline {
-        let tools: Arc<dyn crate::call::Toolbox> = match self.session.gateway.get() {
-            Some(Some(gw)) => Arc::new(SessionTools {
-                local: self.shared.host.clone(),
-                gateway: gw.clone(),
-                runtime: tokio::runtime::Handle::current(),
-            }),
-            _ => self.shared.host.clone(),
-        };
+    pub(crate) fn pipeline(&self) -> Pipeline {
+        let upstream = upstream::Session::on_server(self.session_gateway());
         Pipeline {
-            tools,
+            tools: upstream.toolbox(self.shared.host.clone()),
             gate: self.shared.gate.clone(),
         }
     }
 
     /// This session's gateway, if it has made one.
-    pub fn session_gateway(&self) -> Option<Arc<Gateway>> {
+    pub(crate) fn session_gateway(&self) -> Option<Arc<Gateway>> {
         self.session.gateway.get().cloned().flatten()
     }
 
     /// This session's gateway (made on first use, with `peer` as the
     /// client elicitation is forwarded to and list_changed is sent to),
     /// its servers started; `None` when the project declares none.
-    pub async fn gateway(&self, peer: &Peer<RoleServer>) -> Option<Arc<Gateway>> {
+    pub(crate) async fn gateway(&self, peer: &Peer<RoleServer>) -> Option<Arc<Gateway>> {
         let gw = self
             .session
             .gateway
             .get_or_init(|| {
                 let engine = self.shared.host.engine()?;
-                if engine.catalog.upstreams.is_empty() {
-                    return None;
-                }
-                let notify = peer.clone();
-                let wiring = Wiring {
-                    downstream: Some(peer.clone()),
-                    on_change: Some(Arc::new(move || {
-                        let peer = notify.clone();
-                        tokio::spawn(async move {
-                            let _ = peer.notify_tool_list_changed().await;
-                        });
-                    })),
-                    elicitation_timeout: self.shared.config.approval_timeout,
-                };
-                let gw = Arc::new(Gateway::new(&engine, wiring));
-                gateway::stop_when_idle(&gw);
-                Some(gw)
+                upstream::Session::gateway_for_client(
+                    &engine,
+                    peer,
+                    self.shared.config.approval_timeout,
+                )
             })
             .clone()?;
         gw.ensure_started().await;
@@ -204,7 +185,7 @@ impl McpServer {
     }
 
     /// A handler for a new client: shares tools and limits, owns its session.
-    pub fn session(&self) -> McpServer {
+    pub(crate) fn session(&self) -> McpServer {
         McpServer {
             shared: self.shared.clone(),
             session: Arc::new(Session::default()),
@@ -215,7 +196,7 @@ impl McpServer {
     /// tree killed) and refuse new ones; wait up to `grace` until each has
     /// written its audit record (`stopped_by` = `reason`). True when all
     /// did in time.
-    pub async fn stop_calls(&self, reason: &str, grace: std::time::Duration) -> bool {
+    pub(crate) async fn stop_calls(&self, reason: &str, grace: std::time::Duration) -> bool {
         self.begin_stop(reason);
         let n = self.shared.calls.len();
         if n > 0 {
@@ -227,7 +208,7 @@ impl McpServer {
     }
 
     /// [`McpServer::begin_stop`] because the server got signal `sig`.
-    pub fn begin_stop_on_signal(&self, sig: i32, reason: &str) {
+    pub(crate) fn begin_stop_on_signal(&self, sig: i32, reason: &str) {
         let _ = self.shared.stop_signal.set(sig);
         self.begin_stop(reason);
     }
@@ -235,7 +216,7 @@ impl McpServer {
     /// The first half of [`McpServer::stop_calls`], without waiting: call it
     /// before a transport is torn down, so calls cancelled by the teardown
     /// are recorded with `reason` too. Only the first reason is kept.
-    pub fn begin_stop(&self, reason: &str) {
+    pub(crate) fn begin_stop(&self, reason: &str) {
         let _ = self.shared.stop_reason.set(reason.to_string());
         self.shared.stopping.cancel();
         self.shared.calls.close();
@@ -243,14 +224,14 @@ impl McpServer {
 
     /// Begin a drain: new sessions and calls are refused (readyz says
     /// 503) while the calls in flight go on. Returns at once.
-    pub fn begin_drain(&self) {
+    pub(crate) fn begin_drain(&self) {
         self.shared.draining.cancel();
         self.shared.calls.close();
     }
 
     /// Wait until every call in flight has written its record, up to
     /// `limit`. True when they all did.
-    pub async fn calls_finished(&self, limit: std::time::Duration) -> bool {
+    pub(crate) async fn calls_finished(&self, limit: std::time::Duration) -> bool {
         self.shared.calls.close();
         tokio::time::timeout(limit, self.shared.calls.wait())
             .await
@@ -258,7 +239,7 @@ impl McpServer {
     }
 
     /// The upstream server instances of the open sessions, by state.
-    pub async fn upstream_states(&self) -> std::collections::BTreeMap<String, u64> {
+    pub(crate) async fn upstream_states(&self) -> std::collections::BTreeMap<String, u64> {
         let gateways: Vec<Arc<Gateway>> = {
             let mut clients = lock(&self.shared.clients);
             clients.retain(|c| !c.peer.is_transport_closed());
@@ -285,7 +266,7 @@ impl McpServer {
     }
 
     /// Send `notifications/tools/list_changed` to every connected client.
-    pub async fn notify_tools_changed(&self) {
+    pub(crate) async fn notify_tools_changed(&self) {
         let peers: Vec<Peer<RoleServer>> = {
             let mut clients = lock(&self.shared.clients);
             clients.retain(|c| !c.peer.is_transport_closed());
@@ -300,7 +281,7 @@ impl McpServer {
     }
 
     /// Send a `notifications/message` to this client if it asked for `level`.
-    pub async fn log(&self, peer: &Peer<RoleServer>, level: LoggingLevel, data: Value) {
+    pub(crate) async fn log(&self, peer: &Peer<RoleServer>, level: LoggingLevel, data: Value) {
         if level_rank(level) < self.session.log_level.load(Ordering::Relaxed) {
             return;
         }
@@ -331,7 +312,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// RFC 5424 order, as MCP uses it.
-pub fn level_rank(level: LoggingLevel) -> u8 {
+pub(crate) fn level_rank(level: LoggingLevel) -> u8 {
     match level {
         LoggingLevel::Debug => 0,
         LoggingLevel::Info => 1,

@@ -22,7 +22,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::mpsc;
 
 /// Serve one client on this process's stdin/stdout until stdin closes.
-pub async fn serve_stdio(server: McpServer) -> anyhow::Result<()> {
+pub(crate) async fn serve_stdio(server: McpServer) -> anyhow::Result<()> {
     let (read, write) = rmcp::transport::stdio_pipes();
     serve_io(server, read, write).await
 }

@@ -14,7 +14,7 @@ use crate::discover::clawd::{DIR, parse_tool_json, valid_clawd_name};
 use serde_json::{Map, Value, json};
 use std::path::Path;
 
-pub const NAME: &str = "custom_script";
+pub(crate) const NAME: &str = "custom_script";
 /// Scripts are shown up to this many bytes by `view`.
 const VIEW_CAP: usize = 64 * 1024;
 /// Metadata keys `add` and `edit` take from the arguments.
@@ -26,7 +26,7 @@ const META: [&str; 5] = [
     "timeout",
 ];
 
-pub fn definition() -> crate::call::Definition {
+pub(crate) fn definition() -> crate::call::Definition {
     crate::call::Definition {
         name: NAME.into(),
         description: "Manage this project's custom tools (.clawd/tools/<tool_id>/: tool.json + \
@@ -56,7 +56,7 @@ pub fn definition() -> crate::call::Definition {
     }
 }
 
-pub fn plan(project: &Path, args: &Value) -> Plan {
+pub(crate) fn plan(project: &Path, args: &Value) -> Plan {
     let mode = args.get("mode").and_then(Value::as_str).unwrap_or("");
     if mode == "list" {
         return list(project);

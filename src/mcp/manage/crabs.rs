@@ -16,9 +16,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use toml_edit::{ArrayOfTables, DocumentMut, Item, Table};
 
-pub const NAME: &str = "tool_manage";
+pub(crate) const NAME: &str = "tool_manage";
 
-pub fn definition() -> crate::call::Definition {
+pub(crate) fn definition() -> crate::call::Definition {
     crate::call::Definition {
         name: NAME.into(),
         description: "Runtime tool management over this project's tools.toml. Actions: list \
@@ -53,7 +53,7 @@ pub fn definition() -> crate::call::Definition {
     }
 }
 
-pub fn plan(project: &Path, args: &Value) -> Plan {
+pub(crate) fn plan(project: &Path, args: &Value) -> Plan {
     let action = args.get("action").and_then(Value::as_str).unwrap_or("");
     let file = project.join(FILE);
     let old = match super::read::text(project, &file) {
@@ -183,6 +183,8 @@ fn new_entry(name: &str, args: &Value) -> Result<Table, String> {
     Ok(t)
 }
 
+/// `action` on the entry `name` of `doc` (the file's text `old`): the
+/// change to write, or why not.
 fn change(
     project: &Path,
     action: &str,
@@ -192,67 +194,8 @@ fn change(
     mut doc: DocumentMut,
 ) -> Plan {
     let file = project.join(FILE);
-    let index = entries(&doc).iter().position(|t| name_of(t) == name);
-    match (action, index) {
-        ("add", Some(_)) => {
-            return refuse(format!(
-                "{NAME}: a tool named '{name}' is already in {FILE} (fix: remove it first, or \
-                 choose another name)"
-            ));
-        }
-        ("add", None) => {
-            let entry = match new_entry(name, args) {
-                Ok(t) => t,
-                Err(e) => return refuse(format!("{NAME}: {e}")),
-            };
-            if doc.get("tools").is_none() {
-                doc["tools"] = Item::ArrayOfTables(ArrayOfTables::new());
-            }
-            let Some(aot) = doc.get_mut("tools").and_then(Item::as_array_of_tables_mut) else {
-                return refuse(format!(
-                    "{NAME}: {FILE} declares 'tools' other than as [[tools]] tables; toolcage \
-                     edits only those (fix: rewrite it with [[tools]])"
-                ));
-            };
-            aot.push(entry);
-        }
-        (_, None) => {
-            return refuse(format!(
-                "{NAME}: no tool named '{name}' in {FILE} (fix: action list shows them)"
-            ));
-        }
-        (_, Some(i)) => {
-            let Some(aot) = doc.get_mut("tools").and_then(Item::as_array_of_tables_mut) else {
-                return refuse(format!("{NAME}: no [[tools]] in {FILE}"));
-            };
-            if action == "remove" {
-                // Comments directly above the entry go with it; what a
-                // blank line separates from it (a file header) stays.
-                let detached = aot
-                    .get(i)
-                    .and_then(|t| t.decor().prefix())
-                    .and_then(|p| p.as_str())
-                    .and_then(|p| p.rfind("\n\n").map(|at| p[..at + 2].to_string()));
-                aot.remove(i);
-                if let Some(keep) = detached {
-                    match aot.get_mut(i) {
-                        Some(next) => {
-                            let old = next.decor().prefix().and_then(|p| p.as_str());
-                            let old = old.unwrap_or_default().to_string();
-                            let old = old.strip_prefix('\n').unwrap_or(&old);
-                            next.decor_mut().set_prefix(format!("{keep}{old}"));
-                        }
-                        None => {
-                            let trailing = doc.trailing().as_str().unwrap_or_default();
-                            let trailing = format!("{keep}{trailing}");
-                            doc.set_trailing(trailing);
-                        }
-                    }
-                }
-            } else if let Some(t) = aot.get_mut(i) {
-                set_enabled(t, action == "enable");
-            }
-        }
+    if let Err(why) = edit(&mut doc, action, name, args) {
+        return refuse(why);
     }
     let new = doc.to_string();
     if Some(new.as_str()) == old {
@@ -260,31 +203,10 @@ fn change(
             "{NAME}: '{name}' is already {action}d; nothing to change"
         ));
     }
-    if action == "add" || action == "enable" {
-        let (_, before) = parse_tools_toml(old.unwrap_or(""), &file);
-        let (tools, after) = parse_tools_toml(&new, &file);
-        let fresh: Vec<_> = after
-            .iter()
-            .filter(|d| d.severity == Severity::Error && !before.contains(d))
-            .cloned()
-            .collect();
-        let wanted = args.get("enabled").and_then(Value::as_bool).unwrap_or(true);
-        let missing = wanted && !tools.iter().any(|t| t.name == name);
-        if !fresh.is_empty() || missing {
-            let shown: Vec<_> = if fresh.is_empty() {
-                let tag = format!("('{name}')");
-                after
-                    .into_iter()
-                    .filter(|d| d.message.contains(&tag))
-                    .collect()
-            } else {
-                fresh
-            };
-            return refuse(format!(
-                "{NAME}: not written: '{name}' would not load:\n{}",
-                render(project, &shown)
-            ));
-        }
+    if (action == "add" || action == "enable")
+        && let Some(why) = would_not_load(project, &file, name, args, old, &new)
+    {
+        return refuse(why);
     }
     let mode = std::fs::metadata(&file)
         .map(|m| m.permissions().mode() & 0o777)
@@ -312,6 +234,112 @@ fn change(
         }],
         runs,
     })
+}
+
+/// Apply `action` to `doc`: add the entry, remove it, enable or disable it.
+fn edit(doc: &mut DocumentMut, action: &str, name: &str, args: &Value) -> Result<(), String> {
+    let index = entries(doc).iter().position(|t| name_of(t) == name);
+    match (action, index) {
+        ("add", Some(_)) => Err(format!(
+            "{NAME}: a tool named '{name}' is already in {FILE} (fix: remove it first, or \
+             choose another name)"
+        )),
+        ("add", None) => {
+            let entry = new_entry(name, args).map_err(|e| format!("{NAME}: {e}"))?;
+            if doc.get("tools").is_none() {
+                doc["tools"] = Item::ArrayOfTables(ArrayOfTables::new());
+            }
+            let Some(aot) = doc.get_mut("tools").and_then(Item::as_array_of_tables_mut) else {
+                return Err(format!(
+                    "{NAME}: {FILE} declares 'tools' other than as [[tools]] tables; toolcage \
+                     edits only those (fix: rewrite it with [[tools]])"
+                ));
+            };
+            aot.push(entry);
+            Ok(())
+        }
+        (_, None) => Err(format!(
+            "{NAME}: no tool named '{name}' in {FILE} (fix: action list shows them)"
+        )),
+        (_, Some(i)) => {
+            let Some(aot) = doc.get_mut("tools").and_then(Item::as_array_of_tables_mut) else {
+                return Err(format!("{NAME}: no [[tools]] in {FILE}"));
+            };
+            if action == "remove" {
+                remove_entry(doc, i);
+            } else if let Some(t) = aot.get_mut(i) {
+                set_enabled(t, action == "enable");
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Remove entry `i`. Comments directly above the entry go with it; what a
+/// blank line separates from it (a file header) stays.
+fn remove_entry(doc: &mut DocumentMut, i: usize) {
+    let Some(aot) = doc.get_mut("tools").and_then(Item::as_array_of_tables_mut) else {
+        return;
+    };
+    let detached = aot
+        .get(i)
+        .and_then(|t| t.decor().prefix())
+        .and_then(|p| p.as_str())
+        .and_then(|p| p.rfind("\n\n").map(|at| p[..at + 2].to_string()));
+    aot.remove(i);
+    let Some(keep) = detached else {
+        return;
+    };
+    match aot.get_mut(i) {
+        Some(next) => {
+            let old = next.decor().prefix().and_then(|p| p.as_str());
+            let old = old.unwrap_or_default().to_string();
+            let old = old.strip_prefix('\n').unwrap_or(&old);
+            next.decor_mut().set_prefix(format!("{keep}{old}"));
+        }
+        None => {
+            let trailing = doc.trailing().as_str().unwrap_or_default();
+            let trailing = format!("{keep}{trailing}");
+            doc.set_trailing(trailing);
+        }
+    }
+}
+
+/// Why the file `new` would not load `name` (errors `old` did not have,
+/// or the entry missing though it should be enabled), if so.
+fn would_not_load(
+    project: &Path,
+    file: &Path,
+    name: &str,
+    args: &Value,
+    old: Option<&str>,
+    new: &str,
+) -> Option<String> {
+    let (_, before) = parse_tools_toml(old.unwrap_or(""), file);
+    let (tools, after) = parse_tools_toml(new, file);
+    let fresh: Vec<_> = after
+        .iter()
+        .filter(|d| d.severity == Severity::Error && !before.contains(d))
+        .cloned()
+        .collect();
+    let wanted = args.get("enabled").and_then(Value::as_bool).unwrap_or(true);
+    let missing = wanted && !tools.iter().any(|t| t.name == name);
+    if fresh.is_empty() && !missing {
+        return None;
+    }
+    let shown: Vec<_> = if fresh.is_empty() {
+        let tag = format!("('{name}')");
+        after
+            .into_iter()
+            .filter(|d| d.message.contains(&tag))
+            .collect()
+    } else {
+        fresh
+    };
+    Some(format!(
+        "{NAME}: not written: '{name}' would not load:\n{}",
+        render(project, &shown)
+    ))
 }
 
 /// Set `enabled`, keeping the comment after an existing value.

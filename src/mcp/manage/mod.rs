@@ -21,7 +21,7 @@
 mod clawd;
 mod crabs;
 mod read;
-pub mod write;
+pub(crate) mod write;
 
 use super::McpServer;
 use super::elicitation::Elicitation;
@@ -39,17 +39,22 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use write::Op;
 
+/// A management tool's answer as MCP shows it.
+fn answer(text: String, is_error: bool) -> Handled {
+    Handled::Answer(super::call::build(text, is_error, json!({})))
+}
+
 /// The management tools of one server.
-pub struct Manager {
-    pub policy: ManagePolicy,
+pub(crate) struct Manager {
+    pub(crate) policy: ManagePolicy,
     /// The project root (symlinks resolved).
-    pub project: PathBuf,
+    pub(crate) project: PathBuf,
     /// For the audit log and the state directory (the lock).
-    pub gate: Arc<Gate>,
+    pub(crate) gate: Arc<Gate>,
 }
 
 /// What a management call comes to.
-pub enum Plan {
+pub(crate) enum Plan {
     /// Answered at once (list, view, a refusal).
     Answer {
         text: String,
@@ -75,22 +80,22 @@ impl Plan {
 }
 
 /// A validated change, not yet written.
-pub struct Change {
+pub(crate) struct Change {
     /// `custom_script` or `tool_manage`.
-    pub tool: &'static str,
-    pub action: String,
+    pub(crate) tool: &'static str,
+    pub(crate) action: String,
     /// The tool changed, as the agent sees it.
-    pub target: String,
-    pub format: &'static str,
+    pub(crate) target: String,
+    pub(crate) format: &'static str,
     /// The file that defines the tool.
-    pub source: PathBuf,
-    pub ops: Vec<Op>,
-    pub diff: String,
+    pub(crate) source: PathBuf,
+    pub(crate) ops: Vec<Op>,
+    pub(crate) diff: String,
     /// What the tool will run after the change (a `tools.toml` entry's
     /// command line, a clawd script's source), shown to the person first;
     /// `None` when the change makes nothing new runnable (delete, remove,
     /// disable, an edit of the description only).
-    pub runs: Option<String>,
+    pub(crate) runs: Option<String>,
 }
 
 fn refuse(text: String) -> Plan {
@@ -210,7 +215,7 @@ fn taken(server: &McpServer, project: &Path, name: &str) -> Option<String> {
 }
 
 /// What a management call asks of the call pipeline.
-pub enum Handled {
+pub(crate) enum Handled {
     Answer(CallToolResult),
     /// Call this tool instead (through the pipeline: grant, approval, audit).
     Run {
@@ -223,7 +228,7 @@ const CHANGING: [&str; 6] = ["add", "edit", "delete", "remove", "enable", "disab
 
 impl Manager {
     /// The management tools the policy enables.
-    pub fn definitions(&self) -> Vec<Definition> {
+    pub(crate) fn definitions(&self) -> Vec<Definition> {
         let mut out = Vec::new();
         if self.policy.custom_script {
             out.push(clawd::definition());
@@ -234,13 +239,14 @@ impl Manager {
         out
     }
 
-    pub fn offers(&self, name: &str) -> bool {
+    pub(crate) fn offers(&self, name: &str) -> bool {
         (name == clawd::NAME && self.policy.custom_script)
             || (name == crabs::NAME && self.policy.tool_manage)
     }
 
-    /// Answer a call of a management tool `name` from `server`'s session.
-    pub async fn call(
+    /// Answer a call of a management tool `name` from `server`'s session:
+    /// plan it under the lock, ask, record, write, rediscover.
+    pub(crate) async fn call(
         &self,
         server: &McpServer,
         peer: &Peer<RoleServer>,
@@ -248,103 +254,32 @@ impl Manager {
         name: &str,
         args: &Value,
     ) -> Handled {
-        let answer = |text: String, is_error: bool| {
-            Handled::Answer(super::call::build(text, is_error, json!({})))
-        };
-        let (project, state) = (self.project.clone(), self.gate.state_dir().to_path_buf());
-        let (tool, a) = (name.to_string(), args.clone());
-        let planned = tokio::task::spawn_blocking(move || {
-            let lock = write::lock(&state)?;
-            let plan = if tool == clawd::NAME {
-                clawd::plan(&project, &a)
-            } else {
-                crabs::plan(&project, &a)
-            };
-            Ok::<_, String>((lock, plan))
-        })
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|r| r);
-        let (lock, plan) = match planned {
+        let (lock, plan) = match self.plan(name, args).await {
             Ok(p) => p,
             Err(e) => return answer(format!("{name}: {e}"), true),
         };
         let change = match plan {
+            Plan::Change(c) => c,
             Plan::Answer { text, is_error } => {
                 drop(lock);
-                let mode = args
-                    .get("mode")
-                    .or_else(|| args.get("action"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                if is_error && CHANGING.contains(&mode) {
-                    let denied = RecordedDecision::Denied {
-                        reason: "invalid".into(),
-                        message: text.clone(),
-                    };
-                    let _ = self.record(server, name, args, denied, None, None);
-                }
-                return answer(text, is_error);
+                return self.answered(server, name, args, text, is_error);
             }
             Plan::Run { name, args } => return Handled::Run { name, args },
             Plan::Reload => {
                 drop(lock);
-                let changed = self.reload(server).await;
-                let n = server.shared.host.tools().len();
-                return answer(
-                    format!("{name}: reloaded; {n} tool(s); the tool list changed: {changed}"),
-                    false,
-                );
+                return self.reloaded(server, name).await;
             }
-            Plan::Change(c) => c,
         };
-        if change.action == "add"
-            && let Some(by) = taken(server, &self.project, &change.target)
-        {
+        if let Some(text) = self.refuse_taken(server, name, args, &change) {
             drop(lock);
-            let text = format!(
-                "{name}: not added: a tool named '{}' already exists ({by}); an added tool may \
-                 not take another tool's name or its grant (fix: choose another name)",
-                change.target
-            );
-            let denied = RecordedDecision::Denied {
-                reason: "name_taken".into(),
-                message: text.clone(),
-            };
-            let _ = self.record(server, name, args, denied, Some(&change), None);
             return answer(text, true);
         }
-        let decision = if self.policy.approval {
-            let asker = Elicitation {
-                peer: peer.clone(),
-                timeout: server.shared.config.approval_timeout,
-            };
-            let message = crate::gate::terminal::sanitize(&prompt(&self.project, &change));
-            // The client's cancellation or a stopping server withdraws the question.
-            let answered = tokio::select! {
-                a = asker.confirm(message) => a,
-                _ = cancel.cancelled() => ApprovalAnswer::Cancelled,
-                _ = server.shared.stopping.cancelled() => ApprovalAnswer::Cancelled,
-            };
-            match answered {
-                ApprovalAnswer::Approved { by } => RecordedDecision::Approved {
-                    by,
-                    remembered: false,
-                },
-                other => {
-                    drop(lock);
-                    let (reason, why) = refusal(&other);
-                    let text = format!("{name}: not written: {why}");
-                    let denied = RecordedDecision::Denied {
-                        reason: reason.into(),
-                        message: text.clone(),
-                    };
-                    let _ = self.record(server, name, args, denied, Some(&change), None);
-                    return answer(text, true);
-                }
+        let decision = match self.decide(server, peer, cancel, name, args, &change).await {
+            Ok(d) => d,
+            Err(text) => {
+                drop(lock);
+                return answer(text, true);
             }
-        } else {
-            RecordedDecision::Allowed
         };
         // Recorded before it is written: under [audit] fail_closed a change
         // the log cannot hold is not made.
@@ -357,6 +292,142 @@ impl Manager {
                 true,
             );
         }
+        self.write(server, name, args, lock, change, decision).await
+    }
+
+    /// Take the lock and plan the call (reading the files), off the runtime.
+    async fn plan(
+        &self,
+        name: &str,
+        args: &Value,
+    ) -> Result<(nix::fcntl::Flock<std::fs::File>, Plan), String> {
+        let (project, state) = (self.project.clone(), self.gate.state_dir().to_path_buf());
+        let (tool, a) = (name.to_string(), args.clone());
+        tokio::task::spawn_blocking(move || {
+            let lock = write::lock(&state)?;
+            let plan = if tool == clawd::NAME {
+                clawd::plan(&project, &a)
+            } else {
+                crabs::plan(&project, &a)
+            };
+            Ok::<_, String>((lock, plan))
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r)
+    }
+
+    /// A plan answered at once; a refused change is recorded.
+    fn answered(
+        &self,
+        server: &McpServer,
+        name: &str,
+        args: &Value,
+        text: String,
+        is_error: bool,
+    ) -> Handled {
+        let mode = args
+            .get("mode")
+            .or_else(|| args.get("action"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if is_error && CHANGING.contains(&mode) {
+            let denied = RecordedDecision::Denied {
+                reason: "invalid".into(),
+                message: text.clone(),
+            };
+            let _ = self.record(server, name, args, denied, None, None);
+        }
+        answer(text, is_error)
+    }
+
+    /// `tool_manage reload`.
+    async fn reloaded(&self, server: &McpServer, name: &str) -> Handled {
+        let changed = self.reload(server).await;
+        let n = server.shared.host.tools().len();
+        answer(
+            format!("{name}: reloaded; {n} tool(s); the tool list changed: {changed}"),
+            false,
+        )
+    }
+
+    /// An `add` that would take another tool's name: the refusal's text,
+    /// recorded.
+    fn refuse_taken(
+        &self,
+        server: &McpServer,
+        name: &str,
+        args: &Value,
+        change: &Change,
+    ) -> Option<String> {
+        if change.action != "add" {
+            return None;
+        }
+        let by = taken(server, &self.project, &change.target)?;
+        let text = format!(
+            "{name}: not added: a tool named '{}' already exists ({by}); an added tool may \
+             not take another tool's name or its grant (fix: choose another name)",
+            change.target
+        );
+        let denied = RecordedDecision::Denied {
+            reason: "name_taken".into(),
+            message: text.clone(),
+        };
+        let _ = self.record(server, name, args, denied, Some(change), None);
+        Some(text)
+    }
+
+    /// Ask the person (unless `[manage] approval = false`); a refusal is
+    /// recorded and its text returned. The client's cancellation or a
+    /// stopping server withdraws the question.
+    async fn decide(
+        &self,
+        server: &McpServer,
+        peer: &Peer<RoleServer>,
+        cancel: &tokio_util::sync::CancellationToken,
+        name: &str,
+        args: &Value,
+        change: &Change,
+    ) -> Result<RecordedDecision, String> {
+        if !self.policy.approval {
+            return Ok(RecordedDecision::Allowed);
+        }
+        let asker = Elicitation {
+            peer: peer.clone(),
+            timeout: server.shared.config.approval_timeout,
+        };
+        let message = crate::gate::terminal::sanitize(&prompt(&self.project, change));
+        let answered = tokio::select! {
+            a = asker.confirm(message) => a,
+            _ = cancel.cancelled() => ApprovalAnswer::Cancelled,
+            _ = server.shared.stopping.cancelled() => ApprovalAnswer::Cancelled,
+        };
+        if let ApprovalAnswer::Approved { by } = answered {
+            return Ok(RecordedDecision::Approved {
+                by,
+                remembered: false,
+            });
+        }
+        let (reason, why) = refusal(&answered);
+        let text = format!("{name}: not written: {why}");
+        let denied = RecordedDecision::Denied {
+            reason: reason.into(),
+            message: text.clone(),
+        };
+        let _ = self.record(server, name, args, denied, Some(change), None);
+        Err(text)
+    }
+
+    /// Write the change atomically, release the lock, rediscover.
+    async fn write(
+        &self,
+        server: &McpServer,
+        name: &str,
+        args: &Value,
+        lock: nix::fcntl::Flock<std::fs::File>,
+        change: Change,
+        decision: RecordedDecision,
+    ) -> Handled {
         let (ops, project) = (change.ops.clone(), self.project.clone());
         let written = tokio::task::spawn_blocking(move || {
             let r = write::apply(&project, &ops);

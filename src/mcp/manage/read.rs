@@ -14,7 +14,7 @@ const READ_CAP: u64 = 4 << 20;
 
 /// Why a file is not read, or what it holds.
 #[derive(Debug)]
-pub enum Got {
+pub(crate) enum Got {
     /// It is not there.
     Missing,
     /// It is there, and is not read: a link, out of the project, not a
@@ -27,7 +27,7 @@ pub enum Got {
 /// link anywhere on the way: the file opened is checked, after opening,
 /// to be the one at `path` inside the project (a directory swapped for a
 /// link between a check and the open is caught).
-pub fn file(project: &Path, path: &Path) -> Got {
+pub(crate) fn file(project: &Path, path: &Path) -> Got {
     match path.symlink_metadata() {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Got::Missing,
         Err(e) => return Got::Refused(format!("cannot read: {e}")),
@@ -66,7 +66,7 @@ pub fn file(project: &Path, path: &Path) -> Got {
 }
 
 /// [`file`] as text: `None` when missing, `Err` with why when refused.
-pub fn text(project: &Path, path: &Path) -> Result<Option<String>, String> {
+pub(crate) fn text(project: &Path, path: &Path) -> Result<Option<String>, String> {
     match file(project, path) {
         Got::Missing => Ok(None),
         Got::Refused(why) => Err(format!("{}: {why}", path.display())),

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// One step of a change, applied in order.
 #[derive(Debug, Clone)]
-pub enum Op {
+pub(crate) enum Op {
     /// Replace (or create) a file atomically, with this mode.
     Write {
         path: PathBuf,
@@ -30,7 +30,7 @@ pub enum Op {
 
 impl Op {
     /// The files the step writes or removes.
-    pub fn paths(&self) -> Vec<PathBuf> {
+    pub(crate) fn paths(&self) -> Vec<PathBuf> {
         match self {
             Op::Write { path, .. } | Op::Remove(path) | Op::RemoveDir(path) => vec![path.clone()],
             Op::NewDir { dir, files } => files.iter().map(|(n, _, _)| dir.join(n)).collect(),
@@ -41,7 +41,7 @@ impl Op {
 /// Refuse to write through a link: `path` must not be a symlink, and its
 /// nearest existing ancestor must resolve inside `project` (discovery does
 /// not read tool files that lead out of the project either).
-pub fn inside(project: &Path, path: &Path) -> Result<(), String> {
+pub(crate) fn inside(project: &Path, path: &Path) -> Result<(), String> {
     if path
         .symlink_metadata()
         .is_ok_and(|m| m.file_type().is_symlink())
@@ -86,7 +86,7 @@ fn write_new(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
 
 /// Write `text` to `path` atomically: readers see the old file or the new
 /// one, never a part.
-pub fn atomic_write(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
+pub(crate) fn atomic_write(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
     let tmp = hidden_sibling(path, "tmp");
     if let Err(e) = write_new(&tmp, text, mode).and_then(|()| std::fs::rename(&tmp, path)) {
         let _ = std::fs::remove_file(&tmp);
@@ -97,7 +97,7 @@ pub fn atomic_write(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
 
 /// Apply `ops` in order; the first failure stops (and is returned with the
 /// path it concerned).
-pub fn apply(project: &Path, ops: &[Op]) -> Result<(), String> {
+pub(crate) fn apply(project: &Path, ops: &[Op]) -> Result<(), String> {
     for op in ops {
         match op {
             Op::NewDir { dir, .. } => inside(project, dir)?,
@@ -148,7 +148,7 @@ pub fn apply(project: &Path, ops: &[Op]) -> Result<(), String> {
 /// reading the files to writing them: `manage.lock` in the state
 /// directory, an `flock` (per open file, so it serializes sessions of one
 /// server as well as several servers).
-pub fn lock(state_dir: &Path) -> Result<Flock<File>, String> {
+pub(crate) fn lock(state_dir: &Path) -> Result<Flock<File>, String> {
     std::fs::create_dir_all(state_dir)
         .map_err(|e| format!("cannot create {}: {e}", state_dir.display()))?;
     let path = state_dir.join("manage.lock");
@@ -170,7 +170,7 @@ const CONTEXT: usize = 3;
 
 /// A unified diff of `old` → `new` labelled `label` (`None` old: a new
 /// file; `None` new: removed).
-pub fn diff(label: &str, old: Option<&str>, new: Option<&str>) -> String {
+pub(crate) fn diff(label: &str, old: Option<&str>, new: Option<&str>) -> String {
     let a: Vec<&str> = old.map(|t| t.lines().collect()).unwrap_or_default();
     let b: Vec<&str> = new.map(|t| t.lines().collect()).unwrap_or_default();
     if old == new {

@@ -20,17 +20,16 @@
 //! upstream tool too, until it answers again.
 
 use super::names;
-use crate::gate::store::{DocError, FileStore, Store};
+use crate::gate::store::{DocError, Store};
 use rmcp::model::Tool;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::sync::Arc;
 
 /// What is pinned of a tool: what an agent reads and what it sends.
-pub fn definition(tool: &Tool) -> Value {
+pub(crate) fn definition(tool: &Tool) -> Value {
     serde_json::json!({
         "name": tool.name,
         "description": tool.description,
@@ -47,7 +46,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// The digest of a tool's definition.
-pub fn digest(tool: &Tool) -> String {
+pub(crate) fn digest(tool: &Tool) -> String {
     // serde_json keeps object keys sorted (no preserve_order): stable text.
     sha256_hex(
         serde_json::to_string(&definition(tool))
@@ -59,7 +58,7 @@ pub fn digest(tool: &Tool) -> String {
 /// The digest an operator approves a set of held definitions with
 /// (`(tool, sha256 now)`): a single definition's own digest, or one over
 /// every one of them, so approving a server approves exactly the set shown.
-pub fn approval_digest(held: &[(String, String)]) -> String {
+pub(crate) fn approval_digest(held: &[(String, String)]) -> String {
     if let [(_, one)] = held {
         return one.clone();
     }
@@ -70,14 +69,14 @@ pub fn approval_digest(held: &[(String, String)]) -> String {
 
 /// One pinned tool.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Pin {
-    pub sha256: String,
+pub(crate) struct Pin {
+    pub(crate) sha256: String,
     /// The flat name it was given (absent in pins of older versions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// The definition pinned (absent in pins of older versions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub definition: Option<Value>,
+    pub(crate) definition: Option<Value>,
 }
 
 /// A pin as stored: the current form, or an older file's bare digest.
@@ -151,7 +150,7 @@ impl PinFile {
 /// What a tool's definition is against its pin.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum PinState {
+pub(crate) enum PinState {
     /// Seen for the first time now: pinned as it is, with a new name.
     New,
     /// As pinned.
@@ -165,15 +164,15 @@ pub enum PinState {
 
 /// A tool of a server against the pins: its flat name and its state.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Checked {
-    pub name: String,
-    pub state: PinState,
+pub(crate) struct Checked {
+    pub(crate) name: String,
+    pub(crate) state: PinState,
 }
 
 /// The pins of one project, in its store ([`crate::gate::store`]): the
 /// state directory's `pins.json`, or Redis shared by every replica.
 #[derive(Debug, Clone)]
-pub struct Pins {
+pub(crate) struct Pins {
     store: Arc<dyn Store>,
 }
 
@@ -181,17 +180,12 @@ pub struct Pins {
 const DOC: &str = "pins";
 
 impl Pins {
-    /// The pins in `state_dir` (`pins.json`).
-    pub fn new(state_dir: &Path) -> Pins {
-        Pins::in_store(Arc::new(FileStore::new(state_dir)))
-    }
-
-    pub fn in_store(store: Arc<dyn Store>) -> Pins {
+    pub(crate) fn in_store(store: Arc<dyn Store>) -> Pins {
         Pins { store }
     }
 
     /// Where the pins are: a path, or a key in a store.
-    pub fn location(&self) -> String {
+    pub(crate) fn location(&self) -> String {
         self.store.doc_location(DOC)
     }
 
@@ -259,7 +253,7 @@ impl Pins {
     /// Check `tools` of `server` against their pins, in their order; pin
     /// the new ones with a name unique against `reserved` (local tools,
     /// names given to other servers) and every name ever pinned.
-    pub fn check(
+    pub(crate) fn check(
         &self,
         server: &str,
         tools: &[Tool],
@@ -339,7 +333,7 @@ impl Pins {
     /// Pin the definitions of `tools` of `server` as they are (the
     /// operator approved exactly these); each keeps its name. The names of
     /// the tools pinned anew.
-    pub fn approve(&self, server: &str, tools: &[&Tool]) -> Result<Vec<String>, String> {
+    pub(crate) fn approve(&self, server: &str, tools: &[&Tool]) -> Result<Vec<String>, String> {
         self.update(|f| Ok(Self::approve_in(f, server, tools)))
     }
 
@@ -368,7 +362,7 @@ impl Pins {
     }
 
     /// The pin of `tool` of `server`.
-    pub fn pin(&self, server: &str, tool: &str) -> Result<Option<Pin>, String> {
+    pub(crate) fn pin(&self, server: &str, tool: &str) -> Result<Option<Pin>, String> {
         Ok(self
             .load()?
             .servers
@@ -378,7 +372,7 @@ impl Pins {
     }
 
     /// The server and tool pinned under the flat name `name`.
-    pub fn by_name(&self, name: &str) -> Result<Option<(String, String)>, String> {
+    pub(crate) fn by_name(&self, name: &str) -> Result<Option<(String, String)>, String> {
         let f = self.load()?;
         Ok(f.servers.iter().find_map(|(s, tools)| {
             tools
@@ -390,7 +384,7 @@ impl Pins {
 
     /// How many tools of `server` are pinned (0 when the pins cannot be
     /// read: every tool is refused then).
-    pub fn count(&self, server: &str) -> usize {
+    pub(crate) fn count(&self, server: &str) -> usize {
         self.load()
             .ok()
             .and_then(|f| f.servers.get(server).map(BTreeMap::len))
@@ -401,6 +395,15 @@ impl Pins {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gate::store::FileStore;
+    use std::path::Path;
+
+    impl Pins {
+        /// The pins in `state_dir` (`pins.json`).
+        fn new(state_dir: &Path) -> Pins {
+            Pins::in_store(Arc::new(FileStore::new(state_dir)))
+        }
+    }
 
     fn tool(name: &str, desc: &str) -> Tool {
         serde_json::from_value(serde_json::json!({

@@ -12,9 +12,9 @@
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 
-pub const MAX_NAME: usize = 64;
+pub(crate) const MAX_NAME: usize = 64;
 
-pub fn sanitize(s: &str) -> String {
+pub(crate) fn sanitize(s: &str) -> String {
     s.chars()
         .map(|c| match c {
             'A'..='Z' | 'a'..='z' | '0'..='9' | '_' | '-' => c,
@@ -24,7 +24,7 @@ pub fn sanitize(s: &str) -> String {
 }
 
 /// Whether `name` is a flat name any client accepts.
-pub fn valid(name: &str) -> bool {
+pub(crate) fn valid(name: &str) -> bool {
     !name.is_empty() && name.len() <= MAX_NAME && sanitize(name) == name
 }
 
@@ -34,7 +34,7 @@ fn suffix(key: &str) -> String {
 }
 
 /// `server__tool` with the characters outside the set replaced.
-pub fn plain(server: &str, tool: &str) -> String {
+pub(crate) fn plain(server: &str, tool: &str) -> String {
     format!("{}__{}", sanitize(server), sanitize(tool))
 }
 
@@ -42,7 +42,7 @@ pub fn plain(server: &str, tool: &str) -> String {
 /// against `taken`: `server__tool` when it is free and short enough, else
 /// the name cut with a suffix hashed from `server/tool` (and a counter
 /// only if that too is taken).
-pub fn fresh(server: &str, tool: &str, taken: &BTreeSet<String>) -> String {
+pub(crate) fn fresh(server: &str, tool: &str, taken: &BTreeSet<String>) -> String {
     let plain = plain(server, tool);
     if plain.len() <= MAX_NAME && !taken.contains(&plain) {
         return plain;
@@ -63,7 +63,7 @@ pub fn fresh(server: &str, tool: &str, taken: &BTreeSet<String>) -> String {
 
 /// Why `name`, the flat name of `tool` of `server`, is not plain
 /// `server__tool`, if it is not.
-pub fn why(server: &str, tool: &str, name: &str) -> Option<String> {
+pub(crate) fn why(server: &str, tool: &str, name: &str) -> Option<String> {
     let plain = plain(server, tool);
     if name == format!("{server}__{tool}") {
         return None;

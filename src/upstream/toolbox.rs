@@ -18,10 +18,10 @@ use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub struct SessionTools {
-    pub local: Arc<dyn Toolbox>,
-    pub gateway: Arc<Gateway>,
-    pub runtime: tokio::runtime::Handle,
+pub(crate) struct SessionTools {
+    pub(crate) local: Arc<dyn Toolbox>,
+    pub(crate) gateway: Arc<Gateway>,
+    pub(crate) runtime: tokio::runtime::Handle,
 }
 
 impl Toolbox for SessionTools {
@@ -101,7 +101,7 @@ impl Toolbox for SessionTools {
 impl Gateway {
     /// Call `tool` of `server` on this session's instance (started if
     /// needed). A failure of the server is a result with `isError`.
-    pub async fn call(
+    pub(crate) async fn call(
         self: &Arc<Self>,
         server: &str,
         tool: &str,

@@ -24,17 +24,17 @@ const MAX_BODY: usize = 16 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct HttpFailure(String);
+pub(crate) struct HttpFailure(String);
 
 type Failed = StreamableHttpError<HttpFailure>;
 
 #[derive(Clone)]
-pub struct PolicyHttpClient {
-    pub server: String,
-    pub network: Network,
+pub(crate) struct PolicyHttpClient {
+    pub(crate) server: String,
+    pub(crate) network: Network,
     /// The `.mcp.json` entry's headers.
-    pub headers: Vec<(String, String)>,
-    pub timeout: Duration,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) timeout: Duration,
 }
 
 impl PolicyHttpClient {

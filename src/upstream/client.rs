@@ -24,13 +24,13 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Elicitation requests forwarded per call of a server, at most.
-pub const ELICIT_PER_CALL: usize = 10;
+pub(crate) const ELICIT_PER_CALL: usize = 10;
 /// Elicitation requests forwarded per client session (all its servers).
-pub const ELICIT_PER_SESSION: usize = 50;
+pub(crate) const ELICIT_PER_SESSION: usize = 50;
 
 /// The calls of one server in flight, and what each has elicited.
 #[derive(Debug, Default)]
-pub struct Elicits {
+pub(crate) struct Elicits {
     calls: Mutex<Vec<InFlight>>,
     next: AtomicU64,
 }
@@ -45,7 +45,7 @@ struct InFlight {
 impl Elicits {
     /// A call of the server starts: elicitation may reach the person until
     /// [`CallElicits::finish`] (or its drop).
-    pub fn begin(self: &Arc<Self>) -> CallElicits {
+    pub(crate) fn begin(self: &Arc<Self>) -> CallElicits {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         self.lock().push(InFlight {
             id,
@@ -102,14 +102,14 @@ impl Elicits {
 }
 
 /// One call's hold on its server's elicitation.
-pub struct CallElicits {
+pub(crate) struct CallElicits {
     elicits: Arc<Elicits>,
     id: u64,
 }
 
 impl CallElicits {
     /// The call ended: the reasons of the requests declined during it.
-    pub fn finish(self) -> Vec<String> {
+    pub(crate) fn finish(self) -> Vec<String> {
         let mut calls = self.elicits.lock();
         match calls.iter().position(|c| c.id == self.id) {
             Some(i) => calls.remove(i).declined,
@@ -125,31 +125,31 @@ impl Drop for CallElicits {
 }
 
 /// Told when a server's tool list changed (the gateway re-lists it).
-pub type OnListChanged = Arc<dyn Fn(String) + Send + Sync>;
+pub(crate) type OnListChanged = Arc<dyn Fn(String) + Send + Sync>;
 
 /// Where a server's progress notifications for one request go.
-pub type ProgressSink = tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>;
+pub(crate) type ProgressSink = tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>;
 
 /// The requests in flight whose progress is wanted, by progress token.
-pub type ProgressRoutes =
+pub(crate) type ProgressRoutes =
     Arc<std::sync::Mutex<std::collections::HashMap<rmcp::model::ProgressToken, ProgressSink>>>;
 
 #[derive(Clone)]
-pub struct UpstreamClient {
-    pub server: String,
+pub(crate) struct UpstreamClient {
+    pub(crate) server: String,
     /// The downstream client, when it declared elicitation: the upstream's
     /// elicitation requests go to it, prefixed with the server's name.
-    pub downstream: Option<Peer<RoleServer>>,
-    pub on_list_changed: Option<OnListChanged>,
+    pub(crate) downstream: Option<Peer<RoleServer>>,
+    pub(crate) on_list_changed: Option<OnListChanged>,
     /// `file://` URIs of the server's read roots.
-    pub roots: Vec<String>,
+    pub(crate) roots: Vec<String>,
     /// How long a person has to answer a forwarded elicitation.
-    pub elicitation_timeout: std::time::Duration,
-    pub progress: ProgressRoutes,
+    pub(crate) elicitation_timeout: std::time::Duration,
+    pub(crate) progress: ProgressRoutes,
     /// This server's calls in flight (elicitation is forwarded only then).
-    pub elicits: Arc<Elicits>,
+    pub(crate) elicits: Arc<Elicits>,
     /// Elicitation requests forwarded in this client session.
-    pub session_elicits: Arc<AtomicUsize>,
+    pub(crate) session_elicits: Arc<AtomicUsize>,
 }
 
 impl UpstreamClient {

@@ -15,51 +15,51 @@ use std::collections::BTreeSet;
 
 /// One upstream tool the session can call.
 #[derive(Debug, Clone)]
-pub struct Offered {
+pub(crate) struct Offered {
     /// Its flat name (`server__tool`, sanitised): how calls name it.
-    pub name: String,
-    pub server: String,
-    pub tool: Tool,
+    pub(crate) name: String,
+    pub(crate) server: String,
+    pub(crate) tool: Tool,
     /// Why the flat name is not plain `server__tool`, when it is not.
-    pub renamed: Option<String>,
-    pub expose: Expose,
+    pub(crate) renamed: Option<String>,
+    pub(crate) expose: Expose,
     /// Its definition as a tool of this session (annotations from the
     /// server's grant).
-    pub definition: Definition,
-    pub spec: ToolSpec,
+    pub(crate) definition: Definition,
+    pub(crate) spec: ToolSpec,
 }
 
 /// A tool not offered: its definition changed since it was pinned, or
 /// its pinned name is now a local tool's (`displaced`).
 #[derive(Debug, Clone)]
-pub struct Held {
-    pub server: String,
-    pub tool: String,
+pub(crate) struct Held {
+    pub(crate) server: String,
+    pub(crate) tool: String,
     /// Its pinned flat name.
-    pub name: String,
-    pub pinned: String,
-    pub now: String,
-    pub displaced: bool,
+    pub(crate) name: String,
+    pub(crate) pinned: String,
+    pub(crate) now: String,
+    pub(crate) displaced: bool,
 }
 
 #[derive(Debug, Default)]
-pub struct Exposed {
+pub(crate) struct Exposed {
     /// Every callable upstream tool, sorted by flat name.
-    pub tools: Vec<Offered>,
-    pub held: Vec<Held>,
+    pub(crate) tools: Vec<Offered>,
+    pub(crate) held: Vec<Held>,
     /// Whether `find_tools` and `call_mcp_tool` are offered.
-    pub deferred: bool,
+    pub(crate) deferred: bool,
     /// Why the pins cannot be read (a damaged `pins.json`): no upstream
     /// tool is offered and every call of one is refused with this.
-    pub unusable: Option<String>,
+    pub(crate) unusable: Option<String>,
 }
 
-pub const FIND_TOOLS: &str = "find_tools";
-pub const CALL_MCP_TOOL: &str = "call_mcp_tool";
+pub(crate) const FIND_TOOLS: &str = "find_tools";
+pub(crate) const CALL_MCP_TOOL: &str = "call_mcp_tool";
 
 impl Exposed {
     /// From the tool lists of running servers (`(index in gw.servers, tools)`).
-    pub fn build(gw: &Gateway, running: &[(usize, Vec<Tool>)]) -> Exposed {
+    pub(crate) fn build(gw: &Gateway, running: &[(usize, Vec<Tool>)]) -> Exposed {
         let mut taken: BTreeSet<String> = gw.local_names.iter().cloned().collect();
         let deferred = gw
             .servers
@@ -149,7 +149,7 @@ impl Exposed {
 
     /// The definitions `tools/list` adds: flat tools, and the two deferred
     /// tools when a server is deferred.
-    pub fn definitions(&self) -> Vec<Definition> {
+    pub(crate) fn definitions(&self) -> Vec<Definition> {
         let mut defs: Vec<Definition> = self
             .tools
             .iter()
@@ -164,18 +164,18 @@ impl Exposed {
 
     /// Every upstream tool's name, flat or deferred, held or not: the
     /// names a `[tools.NAME]` section can give.
-    pub fn names(&self) -> Vec<String> {
+    pub(crate) fn names(&self) -> Vec<String> {
         let mut names: Vec<String> = self.tools.iter().map(|t| t.name.clone()).collect();
         names.extend(self.held.iter().map(|h| h.name.clone()));
         names
     }
 
-    pub fn offered_names(&self) -> Vec<String> {
+    pub(crate) fn offered_names(&self) -> Vec<String> {
         self.definitions().into_iter().map(|d| d.name).collect()
     }
 
     /// The tool called `name` (its flat name).
-    pub fn get(&self, name: &str) -> Option<&Offered> {
+    pub(crate) fn get(&self, name: &str) -> Option<&Offered> {
         self.tools
             .binary_search_by(|t| t.name.as_str().cmp(name))
             .ok()
@@ -184,7 +184,7 @@ impl Exposed {
 
     /// The held tool `name` is (its pinned name, or `server__tool`), if
     /// one is held for a changed definition.
-    pub fn held_as(&self, name: &str) -> Option<&Held> {
+    pub(crate) fn held_as(&self, name: &str) -> Option<&Held> {
         self.held.iter().find(|h| {
             !h.displaced && (h.name == name || format!("{}__{}", h.server, h.tool) == name)
         })
@@ -192,7 +192,7 @@ impl Exposed {
 
     /// Why a call of `name` is refused because the pins cannot be read:
     /// when they cannot and `name` is one of `servers`' (`server__...`).
-    pub fn unusable_for(&self, name: &str, servers: &[super::Server]) -> Option<&str> {
+    pub(crate) fn unusable_for(&self, name: &str, servers: &[super::Server]) -> Option<&str> {
         let why = self.unusable.as_deref()?;
         servers
             .iter()

@@ -23,7 +23,7 @@ const TOP: usize = 15;
 const DESCRIPTION_CHARS: usize = 200;
 
 /// The two tools' definitions.
-pub fn definitions() -> Vec<Definition> {
+pub(crate) fn definitions() -> Vec<Definition> {
     vec![
         Definition {
             name: CALL_MCP_TOOL.into(),
@@ -76,7 +76,7 @@ fn callable<'a>(exposed: &'a Exposed, t: &'a Offered) -> &'a str {
 }
 
 /// `find_tools(query)`'s answer.
-pub fn find_tools(exposed: &Exposed, servers: &[String], query: &str) -> String {
+pub(crate) fn find_tools(exposed: &Exposed, servers: &[String], query: &str) -> String {
     let words: Vec<String> = query
         .to_lowercase()
         .split_whitespace()
@@ -118,7 +118,7 @@ pub fn find_tools(exposed: &Exposed, servers: &[String], query: &str) -> String 
 
 /// Which tool `call_mcp_tool(tool_name)` means: its flat name, or the
 /// text to answer with.
-pub fn resolve(exposed: &Exposed, tool_name: &str) -> Result<String, String> {
+pub(crate) fn resolve(exposed: &Exposed, tool_name: &str) -> Result<String, String> {
     if let Some(why) = &exposed.unusable {
         return Err(format!("[Error] {why}"));
     }

@@ -1,14 +1,20 @@
-//! The MCP gateway: upstream servers (`.mcp.json`, A3S `kind: mcp`), each
-//! a long-lived child in the sandbox under its own grant (`[upstreams.NAME]`,
-//! by default the `untrusted` profile: project read-only, no network),
-//! one instance per (server, client session), never one per call.
+//! Upstream MCP servers (`.mcp.json`, A3S `kind: mcp`) and the gateway to
+//! them: each a long-lived child in the sandbox under its own grant
+//! (`[upstreams.NAME]`, by default the `untrusted` profile: project
+//! read-only, no network), one instance per (server, client session),
+//! never one per call. Uses nothing of the surfaces (`cli`, `mcp`); they
+//! use it through [`Session`].
 //!
+//! - [`session`]: a session's servers and the one constructor of its
+//!   toolbox (local tools plus upstream tools), for every surface.
 //! - [`instance`]: one running server (sandbox + rmcp client).
 //! - [`client`]: what toolcage declares to a server and does with its
 //!   requests (elicitation forwarded only to a client that declared it).
 //! - [`exposed`]: the tools offered: flat `server__tool`, or deferred
 //!   behind Octo's `find_tools` / `call_mcp_tool` ([`deferred`]).
 //! - [`pins`]: a changed tool definition is held until approved.
+//! - `server`: one declared server, its launch and grants; `status`: what
+//!   `upstreams` and `check` show of each.
 //! - [`toolbox`]: the gateway's tools as part of the call pipeline, so an
 //!   upstream call passes the same gate (approval, rate limits, audit).
 //!
@@ -16,105 +22,33 @@
 //! 1 s doubling to 30 s; a call in flight when it died fails (`isError`)
 //! and is never sent again.
 
-pub mod client;
-pub mod deferred;
-pub mod exposed;
-pub mod http_client;
-pub mod instance;
-pub mod names;
-pub mod pins;
-pub mod toolbox;
+pub(crate) mod client;
+pub(crate) mod deferred;
+pub(crate) mod exposed;
+pub(crate) mod http_client;
+pub(crate) mod instance;
+pub(crate) mod names;
+pub(crate) mod pins;
+mod server;
+pub(crate) mod session;
+mod status;
+pub(crate) mod toolbox;
 
 use crate::call::Engine;
-use crate::discover::UpstreamSpec;
-use crate::policy::{Overrides, Resolved, ToolInput, UpstreamSettings};
 use client::{OnListChanged, UpstreamClient};
 use instance::Instance;
 use pins::Pins;
 use rmcp::{Peer, RoleServer};
-use serde::Serialize;
+use server::ToolPolicy;
+pub(crate) use server::{Launch, Server, hide};
+pub(crate) use session::Session;
+pub(crate) use status::{Status, skipped_status};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const BACKOFF_FIRST: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
-
-/// One declared server and what the policy gives it.
-pub struct Server {
-    /// As declared: `${VAR}` as written (what every surface shows).
-    pub spec: UpstreamSpec,
-    pub settings: UpstreamSettings,
-    /// What is started: the declaration with `${VAR}` expanded as
-    /// `env_from_host` allows, or why it cannot be (the server is refused).
-    pub launch: Result<Launch, String>,
-    /// Its grant, or why it does not resolve (the server is refused).
-    pub grant: Result<Resolved, String>,
-}
-
-/// A server's declaration with its `${VAR}` expanded: never printed.
-pub struct Launch {
-    pub transport: crate::discover::Transport,
-    /// What it requests of the policy (an expanded url's host).
-    pub requests: crate::policy::Requests,
-    /// The host values read, `(VAR, value)`: toolcage's own messages about
-    /// the server show `${VAR}` where a value would appear.
-    pub hidden: Vec<(String, String)>,
-}
-
-impl Launch {
-    /// `spec` expanded with the host variables `allowed` names.
-    fn of(spec: &UpstreamSpec, allowed: &[String]) -> Result<Launch, String> {
-        use crate::discover::upstream::Unexpanded;
-        let at = match spec.line {
-            Some(l) => format!("{}:{l}", spec.source.display()),
-            None => spec.source.display().to_string(),
-        };
-        let name = &spec.name;
-        let lookup = |v: &str| std::env::var(v).ok();
-        let (transport, hidden) = spec.transport.expand(allowed, &lookup).map_err(|e| {
-            let field = &e.field;
-            match e.why {
-                Unexpanded::NotAllowed(var) => format!(
-                    "{at}: {field}: ${{{var}}} would read the operator's environment, which no \
-                     policy file allows for this server (fix: if the server should have it, add \
-                     env_from_host = [\"{var}\"] to [upstreams.{name}] in your --policy file; \
-                     a project's own files cannot allow it)"
-                ),
-                Unexpanded::Unset(var) => format!(
-                    "{at}: {field}: environment variable {var} is not set (fix: set it before \
-                     starting toolcage, or write ${{{var}:-default}})"
-                ),
-                Unexpanded::Syntax(why) => format!("{at}: {field}: {why}"),
-            }
-        })?;
-        let mut requests = spec.requests.clone();
-        if let crate::discover::Transport::Http { url, .. } = &transport
-            && spec.format == crate::spec::Format::McpJson
-            && requests.domains.is_none()
-        {
-            requests = crate::discover::upstream::url_requests(url)
-                .map_err(|(m, fix)| format!("{at}: {} (fix: {fix})", hide(&m, &hidden)))?;
-        }
-        Ok(Launch {
-            transport,
-            requests,
-            hidden,
-        })
-    }
-}
-
-/// `text` with each host value in `hidden` shown as `${VAR}` (values
-/// shorter than 4 bytes are left: they would mangle ordinary text).
-pub fn hide(text: &str, hidden: &[(String, String)]) -> String {
-    let mut out = text.to_string();
-    for (var, value) in hidden {
-        if value.len() >= 4 {
-            out = out.replace(value.as_str(), &format!("${{{var}}}"));
-        }
-    }
-    out
-}
 
 enum Slot {
     Running(Arc<Instance>),
@@ -127,21 +61,21 @@ enum Slot {
 
 /// Options a surface gives its gateway.
 #[derive(Clone, Default)]
-pub struct Wiring {
+pub(crate) struct Wiring {
     /// The downstream client (elicitation forwarding).
-    pub downstream: Option<Peer<RoleServer>>,
+    pub(crate) downstream: Option<Peer<RoleServer>>,
     /// Called when the tools the gateway exposes may have changed.
-    pub on_change: Option<Arc<dyn Fn() + Send + Sync>>,
-    pub elicitation_timeout: Duration,
+    pub(crate) on_change: Option<Arc<dyn Fn() + Send + Sync>>,
+    pub(crate) elicitation_timeout: Duration,
 }
 
 /// The upstream servers of one client session.
-pub struct Gateway {
-    pub servers: Vec<Server>,
-    pub pins: Pins,
+pub(crate) struct Gateway {
+    pub(crate) servers: Vec<Server>,
+    pub(crate) pins: Pins,
     slots: tokio::sync::Mutex<BTreeMap<String, Slot>>,
     /// Names taken by local tools: flat names avoid them.
-    pub local_names: Vec<String>,
+    pub(crate) local_names: Vec<String>,
     wiring: Wiring,
     /// The exposed tools, recomputed when an instance starts or re-lists.
     exposed: Mutex<Arc<exposed::Exposed>>,
@@ -157,125 +91,14 @@ pub struct Gateway {
     session_elicits: Arc<std::sync::atomic::AtomicUsize>,
 }
 
-struct ToolPolicy {
-    stack: crate::policy::PolicyStack,
-    ctx: crate::policy::Context,
-    sections: Vec<String>,
-}
-
-/// The grant keys that decide a call at the gate, which an upstream tool's
-/// own section may set; the rest of its grant is its server's.
-const GATE_KEYS: [&str; 4] = ["approval", "approval.allow_yes", "rate_limit", "concurrent"];
-
-/// What `toolcage upstreams` and `check` show of one server.
-#[derive(Debug, Clone, Serialize)]
-pub struct Status {
-    pub name: String,
-    pub source: String,
-    pub transport: String,
-    pub runs: String,
-    pub expose: crate::policy::Expose,
-    /// `running`, `failed`, `refused`, `disabled`, `stopped`; for a server
-    /// skipped at load ([`skipped_status`]) `unsupported` or `skipped`.
-    pub state: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    pub tools: usize,
-    pub pinned: usize,
-    /// Tools held back because their definition changed.
-    pub held: Vec<String>,
-    /// Tools not offered because their pinned name is now a local tool's.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub displaced: Vec<Renamed>,
-    /// Tools offered under another name than `server__tool`, and why
-    /// (a collision, a long name, characters replaced).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub renamed: Vec<Renamed>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Renamed {
-    pub tool: String,
-    pub name: String,
-    pub why: String,
-}
-
-impl Server {
-    /// What the server requests of the policy, as started.
-    pub fn requests(&self) -> &crate::policy::Requests {
-        self.launch
-            .as_ref()
-            .map_or(&self.spec.requests, |l| &l.requests)
-    }
-}
-
 impl Gateway {
-    /// The grant a call of `name`, an exposed tool of `server`, passes the
-    /// gate with: its server's, with the approval, rate limit and
-    /// concurrency of a `[tools."name"]` section where the operator wrote
-    /// one (its files and network stay the server's: one process serves
-    /// every tool of the server).
-    pub fn tool_grant(&self, server: &Server, name: &str) -> Result<Resolved, String> {
-        let mut resolved = server.grant.clone()?;
-        let p = &self.tool_policy;
-        if !p.sections.iter().any(|s| s == name) {
-            return Ok(resolved);
-        }
-        let input = ToolInput {
-            name,
-            requests: server.requests(),
-            extra_read: Vec::new(),
-        };
-        let own = p
-            .stack
-            .upstream_tool_stack(&server.spec.name)
-            .and_then(|s| s.resolve(&p.ctx, &Overrides::default(), Some(&input)))
-            .map_err(|e| e.to_string())?;
-        let g = &mut resolved.grant;
-        g.approval = own.grant.approval;
-        g.allow_yes = own.grant.allow_yes;
-        g.rate_limit = own.grant.rate_limit;
-        g.concurrent = own.grant.concurrent;
-        resolved
-            .provenance
-            .retain(|l| !GATE_KEYS.contains(&l.key.as_str()));
-        resolved.provenance.extend(
-            own.provenance
-                .into_iter()
-                .filter(|l| GATE_KEYS.contains(&l.key.as_str())),
-        );
-        Ok(resolved)
-    }
-
     /// The servers of `engine`'s project with their grants; nothing starts.
-    pub fn new(engine: &Engine, wiring: Wiring) -> Gateway {
+    pub(crate) fn new(engine: &Engine, wiring: Wiring) -> Gateway {
         let servers = engine
             .catalog
             .upstreams
             .iter()
-            .map(|spec| {
-                let settings = engine.stack.upstream_settings(&spec.name);
-                let launch = Launch::of(spec, &settings.env_from_host);
-                let requests = launch.as_ref().map_or(&spec.requests, |l| &l.requests);
-                let grant = engine
-                    .stack
-                    .upstream_stack(&spec.name)
-                    .and_then(|stack| {
-                        let input = ToolInput {
-                            name: &spec.name,
-                            requests,
-                            extra_read: Vec::new(),
-                        };
-                        stack.resolve(&engine.ctx, &Overrides::default(), Some(&input))
-                    })
-                    .map_err(|e| e.to_string());
-                Server {
-                    spec: spec.clone(),
-                    settings,
-                    launch,
-                    grant,
-                }
-            })
+            .map(|spec| Server::of(spec, engine))
             .collect();
         Gateway {
             servers,
@@ -300,11 +123,7 @@ impl Gateway {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.servers.is_empty()
-    }
-
-    pub fn server(&self, name: &str) -> Option<&Server> {
+    pub(crate) fn server(&self, name: &str) -> Option<&Server> {
         self.servers.iter().find(|s| s.spec.name == name)
     }
 
@@ -325,7 +144,7 @@ impl Gateway {
 
     /// Start every server that can run and is not running (in parallel),
     /// unless it failed and its backoff has not passed.
-    pub async fn ensure_started(self: &Arc<Self>) {
+    pub(crate) async fn ensure_started(self: &Arc<Self>) {
         let names: Vec<String> = self
             .servers
             .iter()
@@ -337,7 +156,7 @@ impl Gateway {
     }
 
     /// The running instance of `name`, started if needed.
-    pub async fn instance(self: &Arc<Self>, name: &str) -> Result<Arc<Instance>, String> {
+    pub(crate) async fn instance(self: &Arc<Self>, name: &str) -> Result<Arc<Instance>, String> {
         let server = self
             .server(name)
             .ok_or_else(|| format!("no upstream server '{name}'"))?;
@@ -517,7 +336,7 @@ impl Gateway {
 
     /// What is offered now, as the client is sent it in `tools/list`: from
     /// now on a change is announced with `list_changed`.
-    pub fn listed(&self) -> Arc<exposed::Exposed> {
+    pub(crate) fn listed(&self) -> Arc<exposed::Exposed> {
         self.listed
             .store(true, std::sync::atomic::Ordering::Relaxed);
         self.exposed()
@@ -526,7 +345,7 @@ impl Gateway {
     /// What is offered now. When the pins could not be read (a store that
     /// did not answer, a damaged file), they are read again first: a store
     /// that is back serves this very call, no new session needed.
-    pub fn exposed(&self) -> Arc<exposed::Exposed> {
+    pub(crate) fn exposed(&self) -> Arc<exposed::Exposed> {
         let cur = self
             .exposed
             .lock()
@@ -551,14 +370,18 @@ impl Gateway {
     /// Send the upstream progress of the call that `cancel` belongs to
     /// into `sink` (the surface forwards it to its client), until
     /// [`Gateway::unroute_progress`].
-    pub fn route_progress(&self, cancel: &crate::sandbox::CancelToken, sink: client::ProgressSink) {
+    pub(crate) fn route_progress(
+        &self,
+        cancel: &crate::sandbox::CancelToken,
+        sink: client::ProgressSink,
+    ) {
         self.progress
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(cancel.id(), sink);
     }
 
-    pub fn unroute_progress(&self, cancel: &crate::sandbox::CancelToken) {
+    pub(crate) fn unroute_progress(&self, cancel: &crate::sandbox::CancelToken) {
         self.progress
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -578,7 +401,7 @@ impl Gateway {
     }
 
     /// Stop servers unused for longer than their `idle_timeout`.
-    pub async fn stop_idle(&self) {
+    pub(crate) async fn stop_idle(&self) {
         let mut slots = self.slots.lock().await;
         let idle: Vec<String> = slots
             .iter()
@@ -596,7 +419,7 @@ impl Gateway {
     }
 
     /// Stop every server (their process trees are killed).
-    pub async fn stop_all(&self) {
+    pub(crate) async fn stop_all(&self) {
         self.slots.lock().await.clear();
     }
 
@@ -615,128 +438,10 @@ impl Gateway {
             },
         );
     }
-
-    /// Every server's state, for `upstreams` and `check`.
-    pub async fn status(&self) -> Vec<Status> {
-        let slots = self.slots.lock().await;
-        let exposed = self.exposed();
-        self.servers
-            .iter()
-            .map(|s| {
-                let name = &s.spec.name;
-                let (state, reason, tools) = match (Self::refusal(s), slots.get(name)) {
-                    (Some((state, why)), _) => (state.to_string(), Some(why), 0),
-                    (None, Some(Slot::Running(i))) => match i.exited() {
-                        Some(why) => ("failed".into(), Some(why), 0),
-                        None => (
-                            "running".into(),
-                            None,
-                            i.tools.lock().unwrap_or_else(|p| p.into_inner()).len(),
-                        ),
-                    },
-                    (None, Some(Slot::Failed { why, .. })) => {
-                        ("failed".into(), Some(why.clone()), 0)
-                    }
-                    (None, None) => ("stopped".into(), None, 0),
-                };
-                // Pins that cannot be read refuse every server's tools.
-                let (state, reason) = match &exposed.unusable {
-                    Some(why) if state == "running" => ("refused".into(), Some(why.clone())),
-                    _ => (state, reason),
-                };
-                Status {
-                    name: name.clone(),
-                    source: match s.spec.line {
-                        Some(l) => format!("{}:{l}", s.spec.source.display()),
-                        None => s.spec.source.display().to_string(),
-                    },
-                    transport: match s.spec.stdio() {
-                        true => "stdio".into(),
-                        false => "http".into(),
-                    },
-                    runs: s.spec.transport.describe(),
-                    expose: s.settings.expose,
-                    state,
-                    reason,
-                    tools,
-                    pinned: self.pins.count(name),
-                    held: exposed
-                        .held
-                        .iter()
-                        .filter(|h| &h.server == name && !h.displaced)
-                        .map(|h| h.tool.clone())
-                        .collect(),
-                    displaced: exposed
-                        .held
-                        .iter()
-                        .filter(|h| &h.server == name && h.displaced)
-                        .map(|h| Renamed {
-                            tool: h.tool.clone(),
-                            name: h.name.clone(),
-                            why: "its pinned name is now a local tool's; rename the local tool \
-                                  to offer it again"
-                                .into(),
-                        })
-                        .collect(),
-                    renamed: exposed
-                        .tools
-                        .iter()
-                        .filter(|t| &t.server == name)
-                        .filter_map(|t| {
-                            Some(Renamed {
-                                tool: t.tool.name.to_string(),
-                                name: t.name.clone(),
-                                why: t.renamed.clone()?,
-                            })
-                        })
-                        .collect(),
-                }
-            })
-            .collect()
-    }
-}
-
-/// The servers discovery skipped (an unset `${VAR}`, `"type": "sse"`, a
-/// malformed entry), as `toolcage upstreams` lists them beside the
-/// gateway's: state `skipped` or `unsupported`, the reason and fix `check`
-/// gives. Nothing is started.
-pub fn skipped_status(engine: &Engine) -> Vec<Status> {
-    let skipped = &engine.catalog.skipped_upstreams;
-    if skipped.is_empty() {
-        return Vec::new();
-    }
-    let pins = Pins::in_store(engine.store.clone());
-    skipped
-        .iter()
-        .map(|s| {
-            let d = &s.diagnostic;
-            let reason = match &d.fix {
-                Some(fix) => format!("{} (fix: {fix})", d.message),
-                None => d.message.clone(),
-            };
-            Status {
-                name: s.name.clone(),
-                source: match s.line {
-                    Some(l) => format!("{}:{l}", s.source.display()),
-                    None => s.source.display().to_string(),
-                },
-                transport: s.transport.clone(),
-                runs: s.runs.clone(),
-                expose: engine.stack.upstream_settings(&s.name).expose,
-                state: s.state.to_string(),
-                reason: Some(reason),
-                tools: 0,
-                pinned: pins.count(&s.name),
-                held: Vec::new(),
-                displaced: Vec::new(),
-                renamed: Vec::new(),
-            }
-        })
-        .collect()
 }
 
 /// Stop `gw`'s idle servers every 30 s, for as long as it exists.
-pub fn stop_when_idle(gw: &Arc<Gateway>) {
+pub(crate) fn stop_when_idle(gw: &Arc<Gateway>) {
     let weak = Arc::downgrade(gw);
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(30));

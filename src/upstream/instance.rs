@@ -20,20 +20,20 @@ use std::time::{Duration, Instant};
 
 /// How long a server may take from exec to answering `initialize` and
 /// `tools/list` (`npx` may download first).
-pub const START_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
 const STDERR_TAIL: usize = 16 * 1024;
 
 /// Bounds on one listing of a server's tools (`tools/list` and its
 /// `nextCursor` pages): a server past any of them is stopped, with the
 /// reason `upstreams`, `check` and `list` show. An endless `nextCursor`
 /// once took `toolcage list` past 7 GiB.
-pub const MAX_LIST_PAGES: usize = 100;
-pub const MAX_LIST_TOOLS: usize = 1000;
-pub const MAX_LIST_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_LIST_PAGES: usize = 100;
+pub(crate) const MAX_LIST_TOOLS: usize = 1000;
+pub(crate) const MAX_LIST_BYTES: usize = 4 * 1024 * 1024;
 
 /// The last bytes a server wrote to stderr.
 #[derive(Debug, Default)]
-pub struct Tail {
+pub(crate) struct Tail {
     bytes: Mutex<Vec<u8>>,
     /// A reader has not yet seen the end of the server's stderr.
     reading: AtomicBool,
@@ -50,7 +50,7 @@ impl Tail {
     }
 
     /// The tail as text, its last `lines` lines.
-    pub fn text(&self, lines: usize) -> String {
+    pub(crate) fn text(&self, lines: usize) -> String {
         let b = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
         let s = String::from_utf8_lossy(&b);
         let all: Vec<&str> = s.lines().collect();
@@ -71,7 +71,7 @@ impl Tail {
 
 /// Why a call to a running server produced no result.
 #[derive(Debug)]
-pub enum CallFailure {
+pub(crate) enum CallFailure {
     /// The server exited or closed its output while the call was in flight.
     Gone(String),
     /// No answer within the call's timeout: the request was cancelled.
@@ -90,27 +90,25 @@ type StdioParts<'a> = (
     &'a Option<std::path::PathBuf>,
 );
 
-pub struct Instance {
-    pub server: String,
+pub(crate) struct Instance {
     service: RunningService<RoleClient, UpstreamClient>,
     /// Kills the server's process tree.
     kill: CancelToken,
-    pub stderr: Arc<Tail>,
+    pub(crate) stderr: Arc<Tail>,
     /// What confines it, as the sandbox reported at its start.
-    pub enforcement: EnforcementReport,
+    pub(crate) enforcement: EnforcementReport,
     /// Its tools, as last listed.
-    pub tools: Mutex<Vec<Tool>>,
-    pub last_used: Mutex<Instant>,
-    pub started: Instant,
+    pub(crate) tools: Mutex<Vec<Tool>>,
+    pub(crate) last_used: Mutex<Instant>,
     exited: Arc<Mutex<Option<String>>>,
     progress: super::client::ProgressRoutes,
     /// The host values its declaration read (`super::Launch::hidden`).
     hidden: Vec<(String, String)>,
     /// A re-listing runs; another was asked for meanwhile.
-    pub relisting: std::sync::atomic::AtomicBool,
-    pub relist_again: std::sync::atomic::AtomicBool,
+    pub(crate) relisting: std::sync::atomic::AtomicBool,
+    pub(crate) relist_again: std::sync::atomic::AtomicBool,
     /// Its calls in flight, for elicitation (`super::client::Elicits`).
-    pub elicits: Arc<super::client::Elicits>,
+    pub(crate) elicits: Arc<super::client::Elicits>,
 }
 
 impl Drop for Instance {
@@ -128,7 +126,7 @@ impl Instance {
     /// the message says why, with the stderr tail when there is one.
     /// `launch` is `spec` with its `${VAR}` expanded: what runs. Messages
     /// name the server as declared and never show an expanded value.
-    pub async fn start(
+    pub(crate) async fn start(
         spec: &UpstreamSpec,
         launch: &super::Launch,
         grant: &Grant,
@@ -193,14 +191,12 @@ impl Instance {
             }
         };
         let instance = Instance {
-            server: spec.name.clone(),
             service,
             kill: CancelToken::new().map_err(|e| format!("cancel token: {e}"))?,
             stderr: Arc::new(Tail::default()),
             enforcement: EnforcementReport::in_process(),
             tools: Mutex::new(Vec::new()),
             last_used: Mutex::new(Instant::now()),
-            started: Instant::now(),
             exited: Arc::new(Mutex::new(None)),
             progress,
             hidden: Vec::new(),
@@ -215,103 +211,41 @@ impl Instance {
         Ok(instance)
     }
 
+    /// A stdio server: a long-lived child in the sandbox, spoken to over
+    /// its stdin and stdout; its stderr kept in a [`Tail`].
     async fn start_stdio(
         spec: &UpstreamSpec,
-        (command, args, env, cwd): StdioParts<'_>,
+        parts: StdioParts<'_>,
         grant: &Grant,
         client: UpstreamClient,
     ) -> Result<Instance, String> {
-        let (stdin_r, stdin_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
-        let (stdout_r, stdout_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
-        let (stderr_r, stderr_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
+        let pipes = Pipes::new()?;
         let (report_tx, report_rx) = std::sync::mpsc::sync_channel(1);
-        let mut argv = vec![command.into()];
-        argv.extend(args.iter().map(Into::into));
-        let cmd = crate::sandbox::Command {
-            argv,
-            env: env.iter().cloned().collect::<BTreeMap<_, _>>(),
-            cwd: cwd.clone(),
-            stdio_fds: Some([
-                stdin_r.as_raw_fd(),
-                stdout_w.as_raw_fd(),
-                stderr_w.as_raw_fd(),
-            ]),
-            report_to: Some(report_tx),
-            ..Default::default()
-        };
-        // The server lives until it is killed: its calls have their own
-        // timeout (the grant's), not its process.
-        let mut grant = grant.clone();
-        grant.timeout = Duration::from_secs(u64::from(u32::MAX));
+        let cmd = stdio_command(parts, &pipes, report_tx);
         let kill = CancelToken::new().map_err(|e| format!("cancel token: {e}"))?;
         let exited = Arc::new(Mutex::new(None));
         let stderr = Arc::new(Tail::default());
-        let (setup_tx, setup_rx) = tokio::sync::oneshot::channel::<String>();
-        {
-            let kill = kill.clone();
-            let exited = exited.clone();
-            let name = spec.name.clone();
-            std::thread::Builder::new()
-                .name(format!("upstream-{name}"))
-                .spawn(move || {
-                    let result = crate::sandbox::run(&grant, &cmd, Some(&kill));
-                    // Our copies of the child's ends: the server's output
-                    // ends only once they are closed too.
-                    drop((stdin_r, stdout_w, stderr_w));
-                    let why = match result {
-                        Ok(o) => format!("the server exited ({})", exit_text(o.exit)),
-                        Err(e) => {
-                            let text =
-                                unreachable_program(&e, &name).unwrap_or_else(|| e.to_string());
-                            let _ = setup_tx.send(text.clone());
-                            text
-                        }
-                    };
-                    *exited.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
-                })
-                .map_err(|e| format!("cannot start a thread: {e}"))?;
-        }
-        {
-            let stderr = stderr.clone();
-            let mut file = std::fs::File::from(stderr_r);
-            stderr.reading.store(true, Ordering::Release);
-            let _ = std::thread::Builder::new()
-                .name(format!("upstream-{}-stderr", spec.name))
-                .spawn(move || {
-                    let mut buf = [0u8; 4096];
-                    while let Ok(n) = file.read(&mut buf) {
-                        if n == 0 {
-                            break;
-                        }
-                        stderr.push(&buf[..n]);
-                    }
-                    stderr.reading.store(false, Ordering::Release);
-                });
-        }
-        let failed = |why: String, stderr: &Tail| {
-            let tail = stderr.text(20);
-            match tail.trim().is_empty() {
-                true => why,
-                false => format!("{why}; its stderr ends with:\n{tail}"),
-            }
-        };
-        let enforcement = match tokio::task::spawn_blocking(move || {
-            report_rx.recv_timeout(Duration::from_secs(30))
-        })
-        .await
-        {
-            Ok(Ok(r)) => r,
-            _ => {
-                kill.cancel();
-                let why = match setup_rx.await {
-                    Ok(setup) => setup,
-                    Err(_) => "the sandbox did not start it".into(),
-                };
-                return Err(failed(
-                    format!("cannot start '{}': {why}", spec.name),
-                    &stderr,
-                ));
-            }
+        let Pipes {
+            stdin_r,
+            stdin_w,
+            stdout_r,
+            stdout_w,
+            stderr_r,
+            stderr_w,
+        } = pipes;
+        let child_ends = (stdin_r, stdout_w, stderr_w);
+        let setup_rx = run_sandboxed(&spec.name, grant, cmd, child_ends, &kill, &exited)?;
+        read_stderr(&spec.name, stderr_r, &stderr);
+        let Some(enforcement) = enforcement_report(report_rx).await else {
+            kill.cancel();
+            let why = match setup_rx.await {
+                Ok(setup) => setup,
+                Err(_) => "the sandbox did not start it".into(),
+            };
+            return Err(with_stderr(
+                format!("cannot start '{}': {why}", spec.name),
+                &stderr,
+            ));
         };
         let progress = client.progress.clone();
         let io = (|| {
@@ -321,39 +255,14 @@ impl Instance {
             ))
         })()
         .map_err(|e| format!("pipes: {e}"))?;
-        let started = Instant::now();
-        let service = match tokio::time::timeout(START_TIMEOUT, client.serve(io)).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                kill.cancel();
-                // What it wrote before it went: read to the end, not slept for.
-                stderr.settled(Duration::from_secs(1)).await;
-                return Err(failed(
-                    format!("'{}' did not complete the MCP handshake: {e}", spec.name),
-                    &stderr,
-                ));
-            }
-            Err(_) => {
-                kill.cancel();
-                return Err(failed(
-                    format!(
-                        "'{}' did not answer initialize within {}s",
-                        spec.name,
-                        START_TIMEOUT.as_secs()
-                    ),
-                    &stderr,
-                ));
-            }
-        };
+        let service = handshake(spec, client, io, &kill, &stderr).await?;
         let instance = Instance {
-            server: spec.name.clone(),
             service,
             kill,
             stderr,
             enforcement,
             tools: Mutex::new(Vec::new()),
             last_used: Mutex::new(Instant::now()),
-            started,
             exited,
             progress,
             hidden: Vec::new(),
@@ -362,7 +271,7 @@ impl Instance {
             elicits: Default::default(),
         };
         instance.refresh_tools().await.map_err(|e| {
-            failed(
+            with_stderr(
                 format!("'{}' did not list its tools: {e}", spec.name),
                 &instance.stderr,
             )
@@ -372,7 +281,7 @@ impl Instance {
 
     /// List the server's tools again (after `list_changed`), within the
     /// bounds ([`MAX_LIST_PAGES`], [`MAX_LIST_TOOLS`], [`MAX_LIST_BYTES`]).
-    pub async fn refresh_tools(&self) -> Result<Vec<Tool>, String> {
+    pub(crate) async fn refresh_tools(&self) -> Result<Vec<Tool>, String> {
         let tools =
             match tokio::time::timeout(START_TIMEOUT, list_bounded(self.service.peer())).await {
                 Ok(r) => r?,
@@ -383,7 +292,7 @@ impl Instance {
     }
 
     /// Why the server is gone, if it is.
-    pub fn exited(&self) -> Option<String> {
+    pub(crate) fn exited(&self) -> Option<String> {
         if let Some(why) = self
             .exited
             .lock()
@@ -400,7 +309,7 @@ impl Instance {
 
     /// Call `tool` with `args`. Never re-sent: a call the server took and
     /// did not answer fails.
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         tool: &str,
         args: serde_json::Map<String, serde_json::Value>,
@@ -478,10 +387,6 @@ impl Instance {
         };
         super::hide(&text, &self.hidden)
     }
-
-    pub fn peer(&self) -> &rmcp::Peer<RoleClient> {
-        self.service.peer()
-    }
 }
 
 /// Every page of `tools/list`, stopping at the first bound passed.
@@ -521,6 +426,172 @@ async fn list_bounded(peer: &rmcp::Peer<RoleClient>) -> Result<Vec<Tool>, String
     Err(past(format!(
         "{MAX_LIST_PAGES} pages (every answer named another nextCursor)"
     )))
+}
+
+/// A stdio server's pipes: the child's ends (`stdin_r`, `stdout_w`,
+/// `stderr_w`) and ours.
+struct Pipes {
+    stdin_r: OwnedFd,
+    stdin_w: OwnedFd,
+    stdout_r: OwnedFd,
+    stdout_w: OwnedFd,
+    stderr_r: OwnedFd,
+    stderr_w: OwnedFd,
+}
+
+impl Pipes {
+    fn new() -> Result<Pipes, String> {
+        let (stdin_r, stdin_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
+        let (stdout_r, stdout_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
+        let (stderr_r, stderr_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
+        Ok(Pipes {
+            stdin_r,
+            stdin_w,
+            stdout_r,
+            stdout_w,
+            stderr_r,
+            stderr_w,
+        })
+    }
+}
+
+/// The sandbox command of a stdio server, on the child's ends of `pipes`,
+/// its enforcement report sent to `report_to`.
+fn stdio_command(
+    (command, args, env, cwd): StdioParts<'_>,
+    pipes: &Pipes,
+    report_to: std::sync::mpsc::SyncSender<EnforcementReport>,
+) -> crate::sandbox::Command {
+    let mut argv = vec![command.into()];
+    argv.extend(args.iter().map(Into::into));
+    crate::sandbox::Command {
+        argv,
+        env: env.iter().cloned().collect::<BTreeMap<_, _>>(),
+        cwd: cwd.clone(),
+        stdio_fds: Some([
+            pipes.stdin_r.as_raw_fd(),
+            pipes.stdout_w.as_raw_fd(),
+            pipes.stderr_w.as_raw_fd(),
+        ]),
+        report_to: Some(report_to),
+        ..Default::default()
+    }
+}
+
+/// Run `cmd` in the sandbox on a thread of its own until `kill`; when it
+/// ends, `exited` says why. The receiver gets the sandbox's refusal if it
+/// could not start it.
+fn run_sandboxed(
+    name: &str,
+    grant: &Grant,
+    cmd: crate::sandbox::Command,
+    child_ends: (OwnedFd, OwnedFd, OwnedFd),
+    kill: &CancelToken,
+    exited: &Arc<Mutex<Option<String>>>,
+) -> Result<tokio::sync::oneshot::Receiver<String>, String> {
+    // The server lives until it is killed: its calls have their own
+    // timeout (the grant's), not its process.
+    let mut grant = grant.clone();
+    grant.timeout = Duration::from_secs(u64::from(u32::MAX));
+    let (setup_tx, setup_rx) = tokio::sync::oneshot::channel::<String>();
+    let kill = kill.clone();
+    let exited = exited.clone();
+    let name = name.to_string();
+    std::thread::Builder::new()
+        .name(format!("upstream-{name}"))
+        .spawn(move || {
+            let result = crate::sandbox::run(&grant, &cmd, Some(&kill));
+            // Our copies of the child's ends: the server's output
+            // ends only once they are closed too.
+            drop(child_ends);
+            let why = match result {
+                Ok(o) => format!("the server exited ({})", exit_text(o.exit)),
+                Err(e) => {
+                    let text = unreachable_program(&e, &name).unwrap_or_else(|| e.to_string());
+                    let _ = setup_tx.send(text.clone());
+                    text
+                }
+            };
+            *exited.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+        })
+        .map_err(|e| format!("cannot start a thread: {e}"))?;
+    Ok(setup_rx)
+}
+
+/// Keep what the server writes to stderr in `tail`, on a thread of its own.
+fn read_stderr(name: &str, stderr_r: OwnedFd, tail: &Arc<Tail>) {
+    let stderr = tail.clone();
+    let mut file = std::fs::File::from(stderr_r);
+    stderr.reading.store(true, Ordering::Release);
+    let _ = std::thread::Builder::new()
+        .name(format!("upstream-{name}-stderr"))
+        .spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = file.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                stderr.push(&buf[..n]);
+            }
+            stderr.reading.store(false, Ordering::Release);
+        });
+}
+
+/// The sandbox's enforcement report, once the child is set up; `None`
+/// when it did not come within 30 s.
+async fn enforcement_report(
+    report: std::sync::mpsc::Receiver<EnforcementReport>,
+) -> Option<EnforcementReport> {
+    match tokio::task::spawn_blocking(move || report.recv_timeout(Duration::from_secs(30))).await {
+        Ok(Ok(r)) => Some(r),
+        _ => None,
+    }
+}
+
+/// `initialize` with the server over `io`, within [`START_TIMEOUT`]; a
+/// server that fails it is killed.
+async fn handshake(
+    spec: &UpstreamSpec,
+    client: UpstreamClient,
+    io: (
+        tokio::net::unix::pipe::Receiver,
+        tokio::net::unix::pipe::Sender,
+    ),
+    kill: &CancelToken,
+    stderr: &Tail,
+) -> Result<RunningService<RoleClient, UpstreamClient>, String> {
+    match tokio::time::timeout(START_TIMEOUT, client.serve(io)).await {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => {
+            kill.cancel();
+            // What it wrote before it went: read to the end, not slept for.
+            stderr.settled(Duration::from_secs(1)).await;
+            Err(with_stderr(
+                format!("'{}' did not complete the MCP handshake: {e}", spec.name),
+                stderr,
+            ))
+        }
+        Err(_) => {
+            kill.cancel();
+            Err(with_stderr(
+                format!(
+                    "'{}' did not answer initialize within {}s",
+                    spec.name,
+                    START_TIMEOUT.as_secs()
+                ),
+                stderr,
+            ))
+        }
+    }
+}
+
+/// `why`, and the end of what the server wrote to stderr.
+fn with_stderr(why: String, stderr: &Tail) -> String {
+    let tail = stderr.text(20);
+    match tail.trim().is_empty() {
+        true => why,
+        false => format!("{why}; its stderr ends with:\n{tail}"),
+    }
 }
 
 fn exit_text(exit: crate::sandbox::Exit) -> String {

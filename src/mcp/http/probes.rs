@@ -1,0 +1,138 @@
+//! What operators' tooling asks the server, without a token: `/healthz`,
+//! `/readyz` (its answer reused for [`READY_TTL`]), and `--metrics`'
+//! `/metrics` on a listener of its own.
+
+use super::answers::text;
+use super::{HEALTHZ, McpServer, ReadyCheck};
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// How long a readiness answer is reused before it is decided again.
+const READY_TTL: Duration = Duration::from_secs(5);
+
+/// The readiness answer, decided at most every [`READY_TTL`].
+pub(super) struct Readiness {
+    pub(super) check: Option<ReadyCheck>,
+    pub(super) last: Mutex<Option<(Instant, Result<(), String>)>>,
+}
+
+impl Readiness {
+    async fn decide(&self) -> Result<(), String> {
+        let Some(check) = &self.check else {
+            return Ok(());
+        };
+        if let Some((at, r)) = &*self.last.lock().unwrap_or_else(|p| p.into_inner())
+            && at.elapsed() < READY_TTL
+        {
+            return r.clone();
+        }
+        let check = check.clone();
+        let r = tokio::task::spawn_blocking(move || check())
+            .await
+            .unwrap_or_else(|e| Err(format!("the readiness check failed: {e}")));
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), r.clone()));
+        r
+    }
+}
+
+/// `/healthz` and `/readyz`.
+pub(super) async fn probe_answer(
+    req: &Request<Incoming>,
+    server: &McpServer,
+    ready: &Readiness,
+) -> Response<BoxBody<Bytes, Infallible>> {
+    if !matches!(*req.method(), hyper::Method::GET | hyper::Method::HEAD) {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "use GET\n".into());
+    }
+    if req.uri().path() == HEALTHZ {
+        return text(StatusCode::OK, "ok\n".into());
+    }
+    if server.shared.draining.is_cancelled() {
+        return text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: draining (shutting down; running calls finish)\n".into(),
+        );
+    }
+    match ready.decide().await {
+        Ok(()) => text(StatusCode::OK, "ready\n".into()),
+        Err(why) => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {}\n", crate::text::one_line(&why)),
+        ),
+    }
+}
+
+/// `--metrics`: `GET /metrics` in Prometheus text format on its own
+/// listener, without a token (bind it where only the scraper reaches).
+pub(super) async fn serve_metrics(
+    listener: TcpListener,
+    server: McpServer,
+    sessions: Arc<LocalSessionManager>,
+    shutdown: CancellationToken,
+) {
+    if let Ok(a) = listener.local_addr() {
+        tracing::info!("metrics at http://{a}/metrics");
+    }
+    // A scraper needs one or two connections; more wait.
+    let room = Arc::new(tokio::sync::Semaphore::new(16));
+    loop {
+        let permit = tokio::select! {
+            p = room.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+            _ = shutdown.cancelled() => return,
+        };
+        let stream = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    tracing::debug!("metrics: accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.cancelled() => return,
+        };
+        let (server, sessions) = (server.clone(), sessions.clone());
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let (server, sessions) = (server.clone(), sessions.clone());
+                async move {
+                    if req.uri().path() != "/metrics" {
+                        return Ok::<_, Infallible>(text(
+                            StatusCode::NOT_FOUND,
+                            "not found: the metrics are at /metrics\n".into(),
+                        ));
+                    }
+                    let gauges = crate::mcp::metrics::Gauges {
+                        sessions: sessions.sessions.read().await.len(),
+                        pending_calls: server.shared.queue.pending(),
+                        upstream_servers: server.upstream_states().await,
+                        store_errors: crate::gate::store::errors(),
+                    };
+                    let mut out = text(StatusCode::OK, server.shared.metrics.render(&gauges));
+                    out.headers_mut().insert(
+                        hyper::header::CONTENT_TYPE,
+                        hyper::header::HeaderValue::from_static(
+                            "text/plain; version=0.0.4; charset=utf-8",
+                        ),
+                    );
+                    Ok::<_, Infallible>(out)
+                }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(10))
+                .serve_connection(TokioIo::new(stream), svc);
+            let _ = tokio::time::timeout(Duration::from_secs(60), conn).await;
+            drop(permit);
+        });
+    }
+}
