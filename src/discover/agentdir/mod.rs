@@ -179,62 +179,19 @@ const MCP_KEYS: [&str; 5] = ["transport", "command", "args", "url", "env"];
 /// Parse and validate a tool `.md` file's text. `Ok(None)`: no front matter
 /// (not a tool). Diagnostics (warnings) come back with the doc.
 pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
+    let (yaml, yaml_line, body) = match front_matter(text, file) {
+        Ok(parts) => parts,
+        Err(diag) => return (None, vec![diag]),
+    };
     let mut cx = Cx {
         file,
         diags: Vec::new(),
         bad: false,
-        key_lines: Vec::new(),
+        key_lines: scan_key_lines(yaml, yaml_line),
     };
-    let (yaml, yaml_line, body) = match split_front_matter(text) {
-        None => {
-            cx.diags.push(
-                Diagnostic::warning(file, Some(1), "no YAML front matter; not a tool")
-                    .fix("start the file with a `---` line, `kind: ...` and `name: ...`"),
-            );
-            return (None, cx.diags);
-        }
-        Some(Err(e)) => {
-            cx.diags.push(
-                Diagnostic::error(file, Some(1), format!("{e}; tool skipped"))
-                    .fix("close the front matter with `---`"),
-            );
-            return (None, cx.diags);
-        }
-        Some(Ok(parts)) => parts,
-    };
-    if yaml.len() > MAX_FRONT_MATTER || flow_depth(yaml) > MAX_FLOW_DEPTH {
-        cx.diags.push(
-            Diagnostic::error(
-                file,
-                Some(yaml_line),
-                format!(
-                    "front matter larger than {} KiB or nested deeper than {MAX_FLOW_DEPTH} brackets; tool skipped",
-                    MAX_FRONT_MATTER / 1024
-                ),
-            )
-            .fix("simplify the front matter"),
-        );
-        return (None, cx.diags);
-    }
-    cx.key_lines = scan_key_lines(yaml, yaml_line);
     let v: Yaml = match serde_yaml_ng::from_str(yaml) {
         Ok(v) => v,
-        Err(e) => {
-            let line = e
-                .location()
-                .map(|l| l.line() + yaml_line - 1)
-                .unwrap_or(yaml_line);
-            let msg = e.to_string().replace('\n', " ");
-            cx.diags.push(
-                Diagnostic::error(
-                    file,
-                    Some(line),
-                    format!("invalid YAML front matter: {msg}; tool skipped"),
-                )
-                .fix("fix the YAML"),
-            );
-            return (None, cx.diags);
-        }
+        Err(e) => return (None, vec![yaml_error(&e, file, yaml_line)]),
     };
     let Yaml::Mapping(m) = v else {
         cx.err(
@@ -244,49 +201,9 @@ pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
         return (None, cx.diags);
     };
     let kind = cx.string(&m, "kind").unwrap_or_default();
-    let allowed: &[&str] = match kind.as_str() {
-        "script" => &SCRIPT_KEYS,
-        "mcp" => &MCP_KEYS,
-        _ => &[],
-    };
-    for k in m.keys() {
-        match k.as_str() {
-            Some(k) if COMMON_KEYS.contains(&k) || allowed.contains(&k) || allowed.is_empty() => {}
-            Some(k) => cx.diags.push(
-                Diagnostic::warning(file, Some(cx.line(k)), format!("unknown key '{k}' ignored"))
-                    .fix("remove it, or check its spelling"),
-            ),
-            None => cx.diags.push(
-                Diagnostic::warning(file, Some(1), "non-string key ignored").fix("remove it"),
-            ),
-        }
-    }
-    let name = match cx.string(&m, "name") {
-        Some(n) if valid_tool_name(&n) && n.len() <= 64 => n,
-        Some(n) => {
-            cx.err_at(
-                "name",
-                format!("invalid name '{n}'"),
-                "use letters, digits, '_' and '-', at most 64",
-            );
-            String::new()
-        }
-        None => {
-            cx.err("missing 'name'", "add `name: my-tool`");
-            String::new()
-        }
-    };
-    let description = cx
-        .string(&m, "description")
-        .map(|d| d.trim().to_owned())
-        .filter(|d| !d.is_empty())
-        .unwrap_or_else(|| first_paragraph(body));
-    if description.is_empty() {
-        cx.err(
-            "no description",
-            "write a paragraph after the front matter, or a `description` key",
-        );
-    }
+    unknown_keys(&m, &kind, &mut cx);
+    let name = doc_name(&m, &mut cx);
+    let description = description(&m, body, &mut cx);
     let kind = match kind.as_str() {
         "script" => parse_script(&m, &mut cx),
         "mcp" => parse_mcp(&m, &mut cx),
@@ -316,6 +233,112 @@ pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
         ),
         _ => (None, cx.diags),
     }
+}
+
+/// The front matter (its text and first line) and the body, or the one
+/// diagnostic that says why the file is not a tool.
+fn front_matter<'t>(text: &'t str, file: &Path) -> Result<(&'t str, usize, &'t str), Diagnostic> {
+    let (yaml, yaml_line, body) = match split_front_matter(text) {
+        None => {
+            return Err(
+                Diagnostic::warning(file, Some(1), "no YAML front matter; not a tool")
+                    .fix("start the file with a `---` line, `kind: ...` and `name: ...`"),
+            );
+        }
+        Some(Err(e)) => {
+            return Err(
+                Diagnostic::error(file, Some(1), format!("{e}; tool skipped"))
+                    .fix("close the front matter with `---`"),
+            );
+        }
+        Some(Ok(parts)) => parts,
+    };
+    if yaml.len() > MAX_FRONT_MATTER || flow_depth(yaml) > MAX_FLOW_DEPTH {
+        return Err(Diagnostic::error(
+            file,
+            Some(yaml_line),
+            format!(
+                "front matter larger than {} KiB or nested deeper than {MAX_FLOW_DEPTH} brackets; tool skipped",
+                MAX_FRONT_MATTER / 1024
+            ),
+        )
+        .fix("simplify the front matter"));
+    }
+    Ok((yaml, yaml_line, body))
+}
+
+fn yaml_error(e: &serde_yaml_ng::Error, file: &Path, yaml_line: usize) -> Diagnostic {
+    let line = e
+        .location()
+        .map(|l| l.line() + yaml_line - 1)
+        .unwrap_or(yaml_line);
+    let msg = e.to_string().replace('\n', " ");
+    Diagnostic::error(
+        file,
+        Some(line),
+        format!("invalid YAML front matter: {msg}; tool skipped"),
+    )
+    .fix("fix the YAML")
+}
+
+/// Keys neither common nor of `kind` are warnings (all pass when the kind
+/// is unknown: its own error says enough).
+fn unknown_keys(m: &Mapping, kind: &str, cx: &mut Cx) {
+    let allowed: &[&str] = match kind {
+        "script" => &SCRIPT_KEYS,
+        "mcp" => &MCP_KEYS,
+        _ => &[],
+    };
+    for k in m.keys() {
+        match k.as_str() {
+            Some(k) if COMMON_KEYS.contains(&k) || allowed.contains(&k) || allowed.is_empty() => {}
+            Some(k) => cx.diags.push(
+                Diagnostic::warning(
+                    cx.file,
+                    Some(cx.line(k)),
+                    format!("unknown key '{k}' ignored"),
+                )
+                .fix("remove it, or check its spelling"),
+            ),
+            None => cx.diags.push(
+                Diagnostic::warning(cx.file, Some(1), "non-string key ignored").fix("remove it"),
+            ),
+        }
+    }
+}
+
+fn doc_name(m: &Mapping, cx: &mut Cx) -> String {
+    match cx.string(m, "name") {
+        Some(n) if valid_tool_name(&n) && n.len() <= 64 => n,
+        Some(n) => {
+            cx.err_at(
+                "name",
+                format!("invalid name '{n}'"),
+                "use letters, digits, '_' and '-', at most 64",
+            );
+            String::new()
+        }
+        None => {
+            cx.err("missing 'name'", "add `name: my-tool`");
+            String::new()
+        }
+    }
+}
+
+/// The `description` key, else the body's first paragraph.
+fn description(m: &Mapping, body: &str, cx: &mut Cx) -> String {
+    let description = cx
+        .string(m, "description")
+        .map(|d| d.trim().to_owned())
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| first_paragraph(body));
+    if description.is_empty() {
+        cx.err(
+            "no description",
+            "write a paragraph after the front matter, or a `description` key",
+        );
+    }
+    description
 }
 
 /// File-system checks (script path) and env expansion; the tool.

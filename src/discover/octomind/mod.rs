@@ -160,13 +160,15 @@ pub fn parse_header_bytes(
 }
 
 fn parse_lines(text: &str, file: &Path) -> (Option<Header>, Vec<Diagnostic>, Stop) {
+    let mut r = Reading {
+        file,
+        diags: Vec::new(),
+        desc: None,
+        params: Vec::new(),
+        fatal: false,
+        cur: Cur::None,
+    };
     let mut stop = Stop::Eof;
-    let mut diags = Vec::new();
-    let mut desc: Option<(String, usize)> = None;
-    let mut params: Vec<HeaderParam> = Vec::new();
-    let mut fatal = false;
-    let mut cur = Cur::None;
-
     for (i, line) in text.lines().enumerate() {
         let lno = i + 1;
         if i == MAX_HEADER_LINES {
@@ -177,7 +179,7 @@ fn parse_lines(text: &str, file: &Path) -> (Option<Header>, Vec<Diagnostic>, Sto
             continue;
         }
         if line.trim().is_empty() {
-            cur = Cur::None;
+            r.cur = Cur::None;
             continue;
         }
         let Some(body) = comment_body(line) else {
@@ -185,56 +187,84 @@ fn parse_lines(text: &str, file: &Path) -> (Option<Header>, Vec<Diagnostic>, Sto
             break;
         };
         if body.is_empty() {
-            cur = Cur::None;
-            continue;
+            r.cur = Cur::None;
+        } else if let Some(tagged) = body.strip_prefix('@') {
+            r.tag(tagged, lno);
+        } else {
+            r.continuation(body);
         }
-        if let Some(tagged) = body.strip_prefix('@') {
-            let (tag, rest) = match tagged.find(char::is_whitespace) {
-                Some(p) => (&tagged[..p], tagged[p..].trim()),
-                None => (tagged, ""),
-            };
-            match tag.to_ascii_lowercase().as_str() {
-                "description" | "desc" => {
-                    if desc.is_some() {
-                        diags.push(
-                            Diagnostic::warning(file, Some(lno), "second @description ignored")
-                                .fix("merge the descriptions into one tag"),
-                        );
-                        cur = Cur::Unknown;
-                    } else {
-                        desc = Some((rest.split_whitespace().collect::<Vec<_>>().join(" "), lno));
-                        cur = Cur::Desc;
-                    }
-                }
-                "param" => {
-                    cur = Cur::Unknown;
-                    match parse_param(rest, lno, file, &mut diags) {
-                        Some(p) if params.iter().any(|q| q.name == p.name) => {
-                            diags.push(
-                                Diagnostic::error(
-                                    file,
-                                    Some(lno),
-                                    format!("duplicate @param '{}'; tool skipped", p.name),
-                                )
-                                .fix("declare each parameter once"),
-                            );
-                            fatal = true;
-                        }
-                        Some(p) => {
-                            params.push(p);
-                            cur = Cur::Param(params.len() - 1);
-                        }
-                        None => fatal = true,
-                    }
-                }
-                _ => cur = Cur::Unknown,
+    }
+    let (header, diags) = r.finish(stop);
+    (header, diags, stop)
+}
+
+/// The header read so far, line by line.
+struct Reading<'a> {
+    file: &'a Path,
+    diags: Vec<Diagnostic>,
+    /// The description and its line.
+    desc: Option<(String, usize)>,
+    params: Vec<HeaderParam>,
+    /// An error skips the tool.
+    fatal: bool,
+    /// The tag a continuation line appends to.
+    cur: Cur,
+}
+
+impl Reading<'_> {
+    /// `@tag rest` at line `lno`.
+    fn tag(&mut self, tagged: &str, lno: usize) {
+        let (tag, rest) = match tagged.find(char::is_whitespace) {
+            Some(p) => (&tagged[..p], tagged[p..].trim()),
+            None => (tagged, ""),
+        };
+        match tag.to_ascii_lowercase().as_str() {
+            "description" | "desc" => self.description(rest, lno),
+            "param" => self.param(rest, lno),
+            _ => self.cur = Cur::Unknown,
+        }
+    }
+
+    fn description(&mut self, rest: &str, lno: usize) {
+        if self.desc.is_some() {
+            self.diags.push(
+                Diagnostic::warning(self.file, Some(lno), "second @description ignored")
+                    .fix("merge the descriptions into one tag"),
+            );
+            self.cur = Cur::Unknown;
+        } else {
+            self.desc = Some((rest.split_whitespace().collect::<Vec<_>>().join(" "), lno));
+            self.cur = Cur::Desc;
+        }
+    }
+
+    fn param(&mut self, rest: &str, lno: usize) {
+        self.cur = Cur::Unknown;
+        match parse_param(rest, lno, self.file, &mut self.diags) {
+            Some(p) if self.params.iter().any(|q| q.name == p.name) => {
+                self.diags.push(
+                    Diagnostic::error(
+                        self.file,
+                        Some(lno),
+                        format!("duplicate @param '{}'; tool skipped", p.name),
+                    )
+                    .fix("declare each parameter once"),
+                );
+                self.fatal = true;
             }
-            continue;
+            Some(p) => {
+                self.params.push(p);
+                self.cur = Cur::Param(self.params.len() - 1);
+            }
+            None => self.fatal = true,
         }
-        // Continuation line.
-        let target = match cur {
-            Cur::Desc => desc.as_mut().map(|d| &mut d.0),
-            Cur::Param(k) => params.get_mut(k).map(|p| &mut p.description),
+    }
+
+    /// A line without a tag: its words go on the current tag's text.
+    fn continuation(&mut self, body: &str) {
+        let target = match self.cur {
+            Cur::Desc => self.desc.as_mut().map(|d| &mut d.0),
+            Cur::Param(k) => self.params.get_mut(k).map(|p| &mut p.description),
             Cur::None | Cur::Unknown => None,
         };
         if let Some(t) = target {
@@ -247,40 +277,43 @@ fn parse_lines(text: &str, file: &Path) -> (Option<Header>, Vec<Diagnostic>, Sto
         }
     }
 
-    let (description, description_line) = match desc {
-        Some((d, l)) if !d.is_empty() => (d, l),
-        Some((_, l)) => {
-            diags.push(
-                Diagnostic::error(file, Some(l), "@description is empty; tool skipped")
-                    .fix("write what the tool does after @description"),
-            );
-            return (None, diags, stop);
+    /// The header, once a non-empty description is there and nothing was
+    /// fatal.
+    fn finish(mut self, stop: Stop) -> (Option<Header>, Vec<Diagnostic>) {
+        let (description, description_line) = match self.desc {
+            Some((d, l)) if !d.is_empty() => (d, l),
+            Some((_, l)) => {
+                self.diags.push(
+                    Diagnostic::error(self.file, Some(l), "@description is empty; tool skipped")
+                        .fix("write what the tool does after @description"),
+                );
+                return (None, self.diags);
+            }
+            None => {
+                let fix = match stop {
+                    Stop::Code(l) => format!(
+                        "add a comment line `# @description What the tool does` before line {l}, where the header ends"
+                    ),
+                    _ => "add a comment line `# @description What the tool does` near the top"
+                        .to_string(),
+                };
+                self.diags.push(
+                    Diagnostic::error(self.file, None, "missing @description; tool skipped")
+                        .fix(fix),
+                );
+                return (None, self.diags);
+            }
+        };
+        if self.fatal {
+            return (None, self.diags);
         }
-        None => {
-            let fix = match stop {
-                Stop::Code(l) => format!(
-                    "add a comment line `# @description What the tool does` before line {l}, where the header ends"
-                ),
-                _ => "add a comment line `# @description What the tool does` near the top"
-                    .to_string(),
-            };
-            diags
-                .push(Diagnostic::error(file, None, "missing @description; tool skipped").fix(fix));
-            return (None, diags, stop);
-        }
-    };
-    if fatal {
-        return (None, diags, stop);
-    }
-    (
-        Some(Header {
+        let header = Header {
             description,
             description_line,
-            params,
-        }),
-        diags,
-        stop,
-    )
+            params: self.params,
+        };
+        (Some(header), self.diags)
+    }
 }
 
 fn parse_param(
