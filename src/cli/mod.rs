@@ -36,7 +36,7 @@ pub struct Cli {
     pub options: GlobalOptions,
 
     #[command(subcommand)]
-    pub command: Command,
+    pub command: CliCommand,
 }
 
 /// The options every subcommand takes.
@@ -153,7 +153,7 @@ fn parse_from(args: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
         } = ExecCli::try_parse_from(args)?;
         return Ok(Cli {
             options,
-            command: Command::Exec(args),
+            command: CliCommand::Exec(args),
         });
     }
     Cli::try_parse_from(args)
@@ -408,8 +408,10 @@ impl PolicyArgs {
     }
 }
 
+/// A toolcage subcommand, as parsed (not `sandbox::Command`, what a call
+/// runs).
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub enum CliCommand {
     #[command(about = EXEC_ABOUT)]
     Exec(exec::ExecArgs),
     /// Serve the project's tools over MCP (stdio, or Streamable HTTP with --http).
@@ -436,21 +438,21 @@ pub enum Command {
     Man(docs::ManArgs),
 }
 
-impl Command {
+impl CliCommand {
     /// The policy options of a command that discovers tools or runs
     /// anything: it needs a project. `audit` (a read of the log),
     /// `doctor`, `completions` and `man` work anywhere.
     fn policy_args(&self) -> Option<&PolicyArgs> {
         match self {
-            Command::Exec(a) => Some(&a.policy),
-            Command::Serve(a) => Some(&a.policy),
-            Command::List(a) => Some(&a.policy),
-            Command::Schema(a) => Some(&a.policy),
-            Command::Check(a) => Some(&a.policy),
-            Command::Call(a) => Some(&a.policy),
-            Command::Policy(a) => Some(&a.policy),
-            Command::Upstreams(a) => Some(&a.policy),
-            Command::Audit(_) | Command::Doctor(_) | Command::Completions(_) | Command::Man(_) => {
+            CliCommand::Exec(a) => Some(&a.policy),
+            CliCommand::Serve(a) => Some(&a.policy),
+            CliCommand::List(a) => Some(&a.policy),
+            CliCommand::Schema(a) => Some(&a.policy),
+            CliCommand::Check(a) => Some(&a.policy),
+            CliCommand::Call(a) => Some(&a.policy),
+            CliCommand::Policy(a) => Some(&a.policy),
+            CliCommand::Upstreams(a) => Some(&a.policy),
+            CliCommand::Audit(_) | CliCommand::Doctor(_) | CliCommand::Completions(_) | CliCommand::Man(_) => {
                 None
             }
         }
@@ -462,9 +464,9 @@ pub fn main() -> ExitCode {
     // The script runner is a child of toolcage, never typed by a person:
     // not a clap subcommand, so not in --help.
     let mut raw = std::env::args_os();
-    if raw.nth(1).as_deref() == Some(crate::call::script::runner::SUBCOMMAND.as_ref()) {
+    if raw.nth(1).as_deref() == Some(crate::call::script::child::SUBCOMMAND.as_ref()) {
         let rest: Vec<String> = raw.map(|a| a.to_string_lossy().into_owned()).collect();
-        return crate::call::script::runner::main(&rest);
+        return crate::call::script::child::main(&rest);
     }
     let cli = match parse_from(std::env::args_os().collect()) {
         Ok(cli) => cli,
@@ -486,7 +488,7 @@ pub fn main() -> ExitCode {
     // exec's path (policy, sandbox) logs nothing: it reports on stderr
     // itself. Setting up the subscriber would cost ~40 us of every exec.
     QUIET.store(cli.options.quiet, Ordering::Relaxed);
-    if !matches!(cli.command, Command::Exec(_)) {
+    if !matches!(cli.command, CliCommand::Exec(_)) {
         let level = match (&cli.options.log, cli.options.quiet) {
             (Some(level), _) => level.as_str(),
             (None, true) => "error",
@@ -507,18 +509,18 @@ pub fn main() -> ExitCode {
         store: cli.options.store(),
     };
     let code = match &cli.command {
-        Command::Exec(args) => exec::run(&project, here.as_deref(), args),
-        Command::Serve(args) => serve::run(&global, args),
-        Command::List(args) => list::run(&global, args),
-        Command::Schema(args) => schema::run(&global, args),
-        Command::Check(args) => check::run(&global, args),
-        Command::Call(args) => call::run(&global, args),
-        Command::Policy(args) => policy::run(&global, args),
-        Command::Audit(args) => audit::run(&global, args),
-        Command::Doctor(args) => doctor::run(&global, args),
-        Command::Upstreams(args) => upstreams::run(&global, args),
-        Command::Completions(args) => docs::completions(args),
-        Command::Man(args) => docs::man(args),
+        CliCommand::Exec(args) => exec::run(&project, here.as_deref(), args),
+        CliCommand::Serve(args) => serve::run(&global, args),
+        CliCommand::List(args) => list::run(&global, args),
+        CliCommand::Schema(args) => schema::run(&global, args),
+        CliCommand::Check(args) => check::run(&global, args),
+        CliCommand::Call(args) => call::run(&global, args),
+        CliCommand::Policy(args) => policy::run(&global, args),
+        CliCommand::Audit(args) => audit::run(&global, args),
+        CliCommand::Doctor(args) => doctor::run(&global, args),
+        CliCommand::Upstreams(args) => upstreams::run(&global, args),
+        CliCommand::Completions(args) => docs::completions(args),
+        CliCommand::Man(args) => docs::man(args),
     };
     ExitCode::from(out::status(code))
 }

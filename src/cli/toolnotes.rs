@@ -4,7 +4,7 @@
 
 use super::hints;
 use crate::discover::clawd::INTERPRETERS;
-use crate::discover::{Diagnostic, Runner, ToolSpec};
+use crate::discover::{Diagnostic, ToolKind, ToolSpec};
 use crate::gate::mode_name;
 use crate::policy::{ApprovalMode, Context, Resolved};
 use serde::Serialize;
@@ -60,8 +60,8 @@ pub fn approval(tool: &ToolSpec, resolved: &Resolved) -> Option<Approval> {
 /// clawd entry point without an interpreter). The tool stays listed.
 pub fn interpreter(tool: &ToolSpec, resolved: &Resolved, ctx: &Context) -> Option<Diagnostic> {
     let extra = &tool.needs_read;
-    let (line, what, fix) = match &tool.runner {
-        Runner::Clawd {
+    let (line, what, fix) = match &tool.kind {
+        ToolKind::Clawd {
             interpreter: Some(name),
             ..
         } => {
@@ -77,14 +77,14 @@ pub fn interpreter(tool: &ToolSpec, resolved: &Resolved, ctx: &Context) -> Optio
             let what = format!("interpreter {}; its calls will exit 127", u.what);
             (tool.line, what, fix)
         }
-        Runner::Octomind { program }
-        | Runner::Clawd {
+        ToolKind::Octomind { program }
+        | ToolKind::Clawd {
             interpreter: None,
             entrypoint: program,
         } => {
             if let Some(why) = not_runnable(program) {
-                let fix = match tool.runner {
-                    Runner::Clawd { .. } => {
+                let fix = match tool.kind {
+                    ToolKind::Clawd { .. } => {
                         "add a #! line (e.g. #!/bin/sh), or set \"interpreter\" in tool.json"
                     }
                     _ => "add a #! line naming its interpreter (e.g. #!/bin/sh)",
@@ -101,8 +101,8 @@ pub fn interpreter(tool: &ToolSpec, resolved: &Resolved, ctx: &Context) -> Optio
         }
         _ => return None,
     };
-    let file = match &tool.runner {
-        Runner::Octomind { program } => program.as_path(),
+    let file = match &tool.kind {
+        ToolKind::Octomind { program } => program.as_path(),
         _ => tool.source.as_path(),
     };
     let message = format!("tool {}: {what}", tool.name);

@@ -58,17 +58,20 @@ pub struct ToolSpec {
     pub input_schema: serde_json::Value,
     /// What the tool's own files ask for (network, timeout, approval, rate).
     pub requests: Requests,
-    /// How to run it.
-    pub runner: Runner,
+    /// Its kind and what a call of it needs. Serialized as `runner`, the
+    /// name the definition digests were computed with.
+    #[serde(rename = "runner")]
+    pub kind: ToolKind,
     /// Paths the call must be able to read and execute (the script, its
     /// directory) even if the policy's roots don't cover them.
     pub needs_read: Vec<PathBuf>,
 }
 
-/// How a tool runs; the per-format encoding lives in `call`.
+/// A tool's kind, with what a call of it needs; how each kind runs is
+/// its `call::runner::ToolRunner`.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Runner {
+pub enum ToolKind {
     /// Octomind: exec the script; params on stdin (JSON) and as
     /// `OCTOMIND_PARAM_<UPPER>`.
     Octomind { program: PathBuf },

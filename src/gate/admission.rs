@@ -20,7 +20,7 @@
 //! the real one; tests install fakes that decide and record differently.
 
 use super::approval::{ApprovalChannel, BoxFuture};
-use super::verdict::{Denial, Permit, Verdict};
+use super::verdict::{GateDenial, Permit, Verdict};
 use super::{PreparedCall, SessionId};
 use crate::discover::ToolSpec;
 use crate::sandbox::Outcome;
@@ -124,7 +124,7 @@ pub struct Rejected<'a> {
 /// A denied call: the denial, and whether its record was written.
 #[derive(Debug)]
 pub struct DeniedCall {
-    pub denial: Denial,
+    pub denial: GateDenial,
     /// `Err`: the denial's record could not be written.
     pub recorded: Result<(), String>,
 }

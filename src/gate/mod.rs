@@ -45,7 +45,7 @@ pub use approval::{
     PreApproved, Refusal,
 };
 pub use prepared::PreparedCall;
-pub use verdict::{Approval, Denial, DenyReason, Permit, Verdict};
+pub use verdict::{Approval, GateDenial, DenyReason, Permit, Verdict};
 
 use crate::audit::location;
 use crate::policy::{Context, Overrides, PolicyError, PolicyStack, RateLimit, SessionPolicy};
@@ -279,17 +279,17 @@ impl Gate {
         call: &PreparedCall,
         session: &SessionId,
         unanswerable: Option<Refusal>,
-    ) -> Result<(Slot, Need, String), Denial> {
+    ) -> Result<(Slot, Need, String), GateDenial> {
         let grant = &call.resolved.grant;
         let name = &call.tool.name;
         self.journal
             .check_locations(grant)
-            .map_err(|m| Denial::new(DenyReason::Unavailable, m))?;
+            .map_err(|m| GateDenial::new(DenyReason::Unavailable, m))?;
         let slot = match self.slots.try_enter(name, grant.concurrent) {
             Ok(Some(s)) => s,
             Ok(None) => {
                 let cap = grant.concurrent.unwrap_or(0);
-                return Err(Denial::new(
+                return Err(GateDenial::new(
                     DenyReason::Concurrency,
                     format!(
                         "tool '{name}' already has {cap} call(s) running, its cap \
@@ -297,7 +297,7 @@ impl Gate {
                     ),
                 ));
             }
-            Err(e) => return Err(Denial::new(DenyReason::Unavailable, e.0)),
+            Err(e) => return Err(GateDenial::new(DenyReason::Unavailable, e.0)),
         };
         let digest = approval::args_digest(&serde_json::Value::Object(call.args.clone()));
         let bound = approval::Bound {
@@ -315,7 +315,7 @@ impl Gate {
             Ok(()) => {}
             Err(RateRefusal::Limited(l)) => {
                 let (_, limit, what) = &limits[l.index];
-                let mut d = Denial::new(
+                let mut d = GateDenial::new(
                     DenyReason::RateLimited,
                     format!(
                         "rate limit: {what} allows {} call(s) per {}; try again in {}",
@@ -330,7 +330,7 @@ impl Gate {
             Err(RateRefusal::Unavailable(e)) => {
                 // The limits cannot be counted: the call is refused, not
                 // let through uncounted.
-                return Err(Denial::new(DenyReason::Unavailable, e.0));
+                return Err(GateDenial::new(DenyReason::Unavailable, e.0));
             }
         }
         Ok((slot, need, digest))
@@ -389,8 +389,8 @@ impl Gate {
         }
     }
 
-    fn refusal(&self, call: &PreparedCall, r: Refusal) -> Denial {
-        Denial::new(
+    fn refusal(&self, call: &PreparedCall, r: Refusal) -> GateDenial {
+        GateDenial::new(
             DenyReason::Approval(r),
             approval::refusal_message(
                 r,

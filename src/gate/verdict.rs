@@ -1,5 +1,5 @@
 //! What the gate decided about one call: a [`Verdict`], allowed with a
-//! [`Permit`] or denied with a [`Denial`].
+//! [`Permit`] or denied with a [`GateDenial`].
 
 use super::approval::Refusal;
 use super::persist::Slot;
@@ -12,7 +12,7 @@ pub enum Verdict {
     /// Run it; the permit holds the tool's concurrency slot until the
     /// call's [`super::Admission`] ends.
     Allowed(Permit),
-    Denied(Denial),
+    Denied(GateDenial),
 }
 
 /// How an allowed call got past approval.
@@ -116,18 +116,20 @@ impl DenyReason {
     }
 }
 
-/// A denied call: the reason, the text for the caller, and for rate limits
-/// how long to wait.
+/// A call the gate denied: the reason, the text for the caller, and for
+/// rate limits how long to wait. Not `sandbox::Denial`, one operation
+/// refused while a call ran; [`GateDenial::entry`] makes one of those for
+/// a result's `denials` list.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Denial {
+pub struct GateDenial {
     pub reason: DenyReason,
     pub message: String,
     pub retry_after: Option<Duration>,
 }
 
-impl Denial {
-    pub fn new(reason: DenyReason, message: String) -> Denial {
-        Denial {
+impl GateDenial {
+    pub fn new(reason: DenyReason, message: String) -> GateDenial {
+        GateDenial {
             reason,
             message,
             retry_after: None,

@@ -32,7 +32,7 @@ pub fn load<'js>(ctx: Ctx<'js>, code: &Bytecode) -> rquickjs::Result<Module<'js,
 /// Syscalls a running script never needs: no new program, process,
 /// socket, file or namespace. Denied with EPERM on top of the sandbox's
 /// own filter (filters stack; this one only takes away).
-const RUNNER_DENIED: &[i64] = &[
+const SCRIPT_DENIED: &[i64] = &[
     libc::SYS_execve,
     libc::SYS_execveat,
     libc::SYS_clone,
@@ -76,8 +76,8 @@ pub(crate) fn host_arch() -> TargetArch {
 /// Put the runner's stricter filter on the calling (single) thread: after
 /// it, the process can still compute, allocate and use the descriptors it
 /// has (its protocol pipes), nothing more.
-pub fn lock_down_runner() -> Result<(), String> {
-    let rules: BTreeMap<i64, Vec<_>> = RUNNER_DENIED.iter().map(|&n| (n, vec![])).collect();
+pub fn lock_down_script() -> Result<(), String> {
+    let rules: BTreeMap<i64, Vec<_>> = SCRIPT_DENIED.iter().map(|&n| (n, vec![])).collect();
     let program: BpfProgram = SeccompFilter::new(
         rules,
         SeccompAction::Allow,

@@ -30,7 +30,7 @@ mod tooldir;
 
 use super::fsread::{self, io_message};
 use super::{
-    Diagnostic, Found, Runner, SkippedUpstream, ToolSpec, Transport, UpstreamSpec, valid_tool_name,
+    Diagnostic, Found, ToolKind, SkippedUpstream, ToolSpec, Transport, UpstreamSpec, valid_tool_name,
 };
 use crate::policy::Requests;
 use crate::spec::Format;
@@ -345,7 +345,7 @@ fn description(m: &Mapping, body: &str, cx: &mut Cx) -> String {
 fn to_spec(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -> Option<ToolSpec> {
     let mut requests = Requests::default();
     let mut needs_read = Vec::new();
-    let (runner, input_schema) = match doc.kind {
+    let (kind, input_schema) = match doc.kind {
         Kind::Script {
             path,
             allowed_tools,
@@ -389,7 +389,7 @@ fn to_spec(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -
                 "additionalProperties": false
             });
             (
-                Runner::AgentdirScript {
+                ToolKind::AgentdirScript {
                     path: real,
                     allowed_tools,
                     timeout,
@@ -410,7 +410,7 @@ fn to_spec(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -
         description: doc.description,
         input_schema,
         requests,
-        runner,
+        kind,
         needs_read,
     })
 }

@@ -21,7 +21,7 @@ mod params;
 
 use super::fsread::{self, io_message};
 use super::schema::{self, Param};
-use super::{Diagnostic, Found, Runner, ToolSpec, valid_tool_name};
+use super::{Diagnostic, Found, ToolKind, ToolSpec, valid_tool_name};
 use crate::policy::Requests;
 use crate::spec::Format;
 use params::{parse_param, unwrap_json_schema};
@@ -599,7 +599,7 @@ fn to_spec(
             timeout: Some(def.timeout),
             ..Requests::default()
         },
-        runner: Runner::Clawd {
+        kind: ToolKind::Clawd {
             interpreter: def.interpreter,
             entrypoint: entry,
         },

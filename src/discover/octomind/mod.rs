@@ -22,7 +22,7 @@
 
 use super::fsread::{self, io_message};
 use super::schema::{self, Param};
-use super::{Diagnostic, Found, Runner, ToolSpec, valid_env_name, valid_tool_name};
+use super::{Diagnostic, Found, ToolKind, ToolSpec, valid_env_name, valid_tool_name};
 use crate::policy::Requests;
 use crate::spec::Format;
 use std::os::unix::fs::PermissionsExt;
@@ -415,7 +415,7 @@ pub fn to_spec(name: &str, path: &Path, header: Header) -> ToolSpec {
         description: header.description,
         input_schema: schema::object_schema(&params),
         requests: Requests::default(),
-        runner: Runner::Octomind {
+        kind: ToolKind::Octomind {
             program: path.to_path_buf(),
         },
         needs_read,

@@ -38,7 +38,7 @@ pub mod template;
 
 use super::fsread::{self, io_message};
 use super::schema::{self, Param};
-use super::{CrabParam, Diagnostic, Found, Runner, ToolSpec, valid_tool_name};
+use super::{CrabParam, Diagnostic, Found, ToolKind, ToolSpec, valid_tool_name};
 use crate::policy::RateLimit;
 use crate::policy::Requests;
 use crate::spec::Format;
@@ -274,9 +274,9 @@ fn parse_tool(item: &Toml, cx: &mut Cx) -> Option<ToolSpec> {
     let params = parse_params(t.get("params"), cx);
     let declared: Vec<&str> = params.iter().map(|(p, _)| p.name.as_str()).collect();
     let crab: Vec<CrabParam> = params.iter().map(|(_, c)| c.clone()).collect();
-    let runner = match executor.as_str() {
-        "shell" => shell_runner(t, &declared, crab, cx),
-        "http" => http_runner(t, &declared, crab, &mut requests, cx),
+    let kind = match executor.as_str() {
+        "shell" => shell_tool(t, &declared, crab, cx),
+        "http" => http_tool(t, &declared, crab, &mut requests, cx),
         "" => return None, // already reported (missing or not a string)
         other => {
             cx.err(
@@ -310,7 +310,7 @@ fn parse_tool(item: &Toml, cx: &mut Cx) -> Option<ToolSpec> {
         description: description.trim().to_owned(),
         input_schema: schema::object_schema(&schema_params),
         requests,
-        runner,
+        kind,
         needs_read: Vec::new(),
     })
 }
@@ -372,7 +372,7 @@ fn tool_requests(t: &Table, cx: &mut Cx) -> Requests {
     }
 }
 
-fn shell_runner(t: &Table, declared: &[&str], params: Vec<CrabParam>, cx: &mut Cx) -> Runner {
+fn shell_tool(t: &Table, declared: &[&str], params: Vec<CrabParam>, cx: &mut Cx) -> ToolKind {
     let command = cx.string(t, "command", true).unwrap_or_default();
     if let Err(e) = template::check_declared(&command, declared, true) {
         cx.err("command", e, "declare the param, or fix the template");
@@ -382,18 +382,18 @@ fn shell_runner(t: &Table, declared: &[&str], params: Vec<CrabParam>, cx: &mut C
             cx.warn(k, "ignored by the shell executor");
         }
     }
-    Runner::OpencrabsShell { command, params }
+    ToolKind::OpencrabsShell { command, params }
 }
 
 /// An http tool: its method, its url (whose fixed host it asks to reach),
 /// its headers.
-fn http_runner(
+fn http_tool(
     t: &Table,
     declared: &[&str],
     params: Vec<CrabParam>,
     requests: &mut Requests,
     cx: &mut Cx,
-) -> Runner {
+) -> ToolKind {
     let method = cx
         .string(t, "method", true)
         .unwrap_or_default()
@@ -411,7 +411,7 @@ fn http_runner(
         cx.warn("command", "ignored by the http executor");
     }
     requests.network = Some(true);
-    Runner::OpencrabsHttp {
+    ToolKind::OpencrabsHttp {
         method,
         url,
         headers,
