@@ -417,7 +417,7 @@ impl Gatekeeper for RefuseSleep {
         _session: &'a toolcage::gate::SessionId,
         _channel: &'a dyn toolcage::gate::ApprovalChannel,
     ) -> toolcage::gate::BoxFuture<'a, toolcage::gate::Verdict> {
-        use toolcage::gate::{Approval, GateDenial, DenyReason, Permit, Refusal, Verdict};
+        use toolcage::gate::{Approval, DenyReason, GateDenial, Permit, Refusal, Verdict};
         let name = call.tool.name.clone();
         Box::pin(async move {
             if name == "sleep" {

@@ -39,7 +39,7 @@ pub use definition::Definition;
 pub use engine::Engine;
 pub use pipeline::{NotRun, NotRunKind, Pipeline, Surface, Toolbox};
 
-use crate::gate::{GateDenial, DenyReason};
+use crate::gate::{DenyReason, GateDenial};
 use crate::policy::PolicyError;
 use crate::sandbox::{Outcome, SandboxError};
 use serde::Serialize;

@@ -23,7 +23,7 @@ use super::definition;
 use super::{CallError, CallResult, PreparedCall};
 use crate::discover::ToolSpec;
 use crate::gate::{
-    Admission, Approval, ApprovalChannel, BoxFuture, GateDenial, DenyReason, Gatekeeper, Gone, Ran,
+    Admission, Approval, ApprovalChannel, BoxFuture, DenyReason, GateDenial, Gatekeeper, Gone, Ran,
     Rejected, SessionId, StoppedBy, admit,
 };
 use crate::sandbox::{CancelToken, Exit};

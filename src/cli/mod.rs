@@ -452,9 +452,10 @@ impl CliCommand {
             CliCommand::Call(a) => Some(&a.policy),
             CliCommand::Policy(a) => Some(&a.policy),
             CliCommand::Upstreams(a) => Some(&a.policy),
-            CliCommand::Audit(_) | CliCommand::Doctor(_) | CliCommand::Completions(_) | CliCommand::Man(_) => {
-                None
-            }
+            CliCommand::Audit(_)
+            | CliCommand::Doctor(_)
+            | CliCommand::Completions(_)
+            | CliCommand::Man(_) => None,
         }
     }
 }

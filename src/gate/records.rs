@@ -24,7 +24,7 @@ fn format_name(format: crate::spec::Format) -> String {
 
 /// The record of a call that reached the gate; `redact`: keep only the
 /// arguments' digest.
-pub fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
+pub(crate) fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
     let call = event.call;
     let args = serde_json::Value::Object(call.args.clone());
     let call_id = match event.verdict {
@@ -118,7 +118,7 @@ pub fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
 
 /// The record of a call refused before the gate (nothing ran): the tool
 /// when the name is known, the reason code and message say why.
-pub fn of_rejected(rejected: &Rejected<'_>, redact: bool) -> AuditRecord {
+pub(crate) fn of_rejected(rejected: &Rejected<'_>, redact: bool) -> AuditRecord {
     let tool = rejected.tool;
     let r = AuditRecord {
         time: rfc3339(SystemTime::now()),

@@ -85,7 +85,7 @@ pub enum DenyReason {
 
 impl DenyReason {
     /// The machine code recorded in the audit log.
-    pub fn code(self) -> &'static str {
+    pub(crate) fn code(self) -> &'static str {
         match self {
             DenyReason::Approval(Refusal::Declined) => "approval_declined",
             DenyReason::Approval(Refusal::Cancelled) => "approval_cancelled",
@@ -103,7 +103,7 @@ impl DenyReason {
     }
 
     /// The layer that refused, as a result's `denials` name it.
-    pub fn layer(self) -> &'static str {
+    pub(crate) fn layer(self) -> &'static str {
         match self {
             DenyReason::Approval(_) => "approval",
             DenyReason::RateLimited => "rate_limit",
@@ -138,7 +138,7 @@ impl GateDenial {
 
     /// The entry of a result's `denials` list for a call of `tool` this
     /// refused: by its layer and rule, as the sandbox's own are.
-    pub fn entry(&self, tool: &str) -> crate::sandbox::Denial {
+    pub(crate) fn entry(&self, tool: &str) -> crate::sandbox::Denial {
         crate::sandbox::Denial {
             layer: self.reason.layer(),
             op: "call",

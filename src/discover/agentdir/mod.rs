@@ -30,23 +30,25 @@ mod tooldir;
 
 use super::fsread::{self, io_message};
 use super::{
-    Diagnostic, Found, ToolKind, SkippedUpstream, ToolSpec, Transport, UpstreamSpec, valid_tool_name,
+    Diagnostic, Found, SkippedUpstream, ToolKind, ToolSpec, Transport, UpstreamSpec,
+    valid_tool_name,
 };
 use crate::policy::Requests;
 use crate::spec::Format;
-pub use frontmatter::split_front_matter;
+pub(crate) use frontmatter::split_front_matter;
 use frontmatter::{MAX_FLOW_DEPTH, MAX_FRONT_MATTER, first_paragraph, flow_depth};
 use kinds::{parse_mcp, parse_script};
 use serde_yaml_ng::{Mapping, Value as Yaml};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-pub use tooldir::{a3s_tool_files, holds_a3s_tools};
+pub(crate) use tooldir::a3s_tool_files;
+pub use tooldir::holds_a3s_tools;
 
 const READ_CAP: usize = 1024 * 1024;
 
 /// What the front matter declares (validated without the file system).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Doc {
+pub(crate) struct Doc {
     pub name: String,
     pub description: String,
     pub kind: Kind,
@@ -84,7 +86,7 @@ pub(crate) fn scan_key_lines(yaml: &str, first_line: usize) -> Vec<(String, usiz
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Script {
         /// As written, relative to the AgentDir root.
         path: String,
@@ -178,7 +180,7 @@ const MCP_KEYS: [&str; 5] = ["transport", "command", "args", "url", "env"];
 
 /// Parse and validate a tool `.md` file's text. `Ok(None)`: no front matter
 /// (not a tool). Diagnostics (warnings) come back with the doc.
-pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
+pub(crate) fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
     let (yaml, yaml_line, body) = match front_matter(text, file) {
         Ok(parts) => parts,
         Err(diag) => return (None, vec![diag]),
@@ -538,7 +540,7 @@ fn skipped_upstream(file: &Path, doc: &Doc, why: &Diagnostic) -> SkippedUpstream
 }
 
 /// Where A3S AgentDir tools live (`<name>.md`), relative to the project.
-pub const DIR: &str = "tools";
+pub(crate) const DIR: &str = "tools";
 
 /// Scan `<project>/tools/*.md`.
 pub(crate) fn scan(project: &Path) -> Found {

@@ -32,7 +32,7 @@ use std::time::Duration;
 
 const READ_CAP: usize = 1024 * 1024;
 /// The interpreters clawd knows.
-pub const INTERPRETERS: [&str; 6] = ["bash", "sh", "python3", "python", "bun", "node"];
+pub(crate) const INTERPRETERS: [&str; 6] = ["bash", "sh", "python3", "python", "bun", "node"];
 const KNOWN_KEYS: [&str; 7] = [
     "name",
     "description",
@@ -45,7 +45,7 @@ const KNOWN_KEYS: [&str; 7] = [
 
 /// A validated `tool.json` (everything that needs no file system).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ToolJson {
+pub(crate) struct ToolJson {
     pub name: String,
     pub description: String,
     pub params: Vec<Param>,
@@ -59,7 +59,7 @@ pub struct ToolJson {
 }
 
 /// The interpreter for an entrypoint without an explicit one.
-pub fn detect_interpreter(entrypoint: &str) -> Option<&'static str> {
+pub(crate) fn detect_interpreter(entrypoint: &str) -> Option<&'static str> {
     let ext = entrypoint.rsplit_once('.').map(|(_, e)| e)?;
     match ext {
         "sh" => Some("bash"),
@@ -70,7 +70,7 @@ pub fn detect_interpreter(entrypoint: &str) -> Option<&'static str> {
 }
 
 /// `name`: lowercase alphanumeric, hyphens, underscores, at most 64.
-pub fn valid_clawd_name(s: &str) -> bool {
+pub(crate) fn valid_clawd_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
         && s.bytes()
@@ -79,7 +79,7 @@ pub fn valid_clawd_name(s: &str) -> bool {
 
 /// The 1-based line of the first `"key":` in a JSON text (a good guess at
 /// where a key is defined; nested keys of the same name may come first).
-pub fn key_line(text: &str, key: &str) -> Option<usize> {
+pub(crate) fn key_line(text: &str, key: &str) -> Option<usize> {
     let needle = format!("\"{key}\"");
     let mut from = 0;
     while let Some(p) = text[from..].find(&needle) {
@@ -95,7 +95,7 @@ pub fn key_line(text: &str, key: &str) -> Option<usize> {
 
 /// Validate a `tool.json`'s bytes. Returns the definition when usable, and
 /// every diagnostic (labelled with `file`).
-pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diagnostic>) {
+pub(crate) fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diagnostic>) {
     let obj = match parse_object(bytes, file) {
         Ok(obj) => obj,
         Err(diag) => return (None, vec![diag]),
@@ -406,7 +406,7 @@ impl Check<'_> {
 }
 
 /// Where clawd tools live (`<id>/tool.json`), relative to the project.
-pub const DIR: &str = ".clawd/tools";
+pub(crate) const DIR: &str = ".clawd/tools";
 
 /// Scan `<project>/.clawd/tools/*/tool.json`.
 pub(crate) fn scan(project: &Path) -> Found {

@@ -29,13 +29,13 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 /// Lines examined for the header, shebang included.
-pub const MAX_HEADER_LINES: usize = 80;
+pub(crate) const MAX_HEADER_LINES: usize = 80;
 /// Bytes read from each script: 80 lines of header fit easily.
 const READ_CAP: usize = 64 * 1024;
 
 /// A parsed header.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Header {
+pub(crate) struct Header {
     pub description: String,
     /// 1-based line of `@description`.
     pub description_line: usize,
@@ -44,7 +44,7 @@ pub struct Header {
 
 /// One `@param`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HeaderParam {
+pub(crate) struct HeaderParam {
     pub name: String,
     /// Normalized JSON Schema type.
     pub kind: &'static str,
@@ -55,7 +55,7 @@ pub struct HeaderParam {
 
 /// Normalize a `@param` type: the six JSON types and the aliases `str`,
 /// `int`, `bool`, `list`, `obj`, case-insensitively.
-pub fn normalize_type(t: &str) -> Option<&'static str> {
+pub(crate) fn normalize_type(t: &str) -> Option<&'static str> {
     Some(match t.to_ascii_lowercase().as_str() {
         "string" | "str" => "string",
         "number" => "number",
@@ -98,7 +98,8 @@ enum Stop {
 /// Parse the header of a script's text. Returns the header when the tool
 /// is usable, and every diagnostic (warnings alongside a header; at least
 /// one Error without). `file` is only used to label the diagnostics.
-pub fn parse_header(text: &str, file: &Path) -> (Option<Header>, Vec<Diagnostic>) {
+#[cfg(test)]
+pub(crate) fn parse_header(text: &str, file: &Path) -> (Option<Header>, Vec<Diagnostic>) {
     let (h, d, _) = parse_lines(text, file);
     (h, d)
 }
@@ -107,7 +108,7 @@ pub fn parse_header(text: &str, file: &Path) -> (Option<Header>, Vec<Diagnostic>
 /// the file goes on). Invalid UTF-8 inside the header, or a header that
 /// does not end within the bytes read, is an Error: a header must never
 /// lose a `@param` silently.
-pub fn parse_header_bytes(
+pub(crate) fn parse_header_bytes(
     bytes: &[u8],
     truncated: bool,
     file: &Path,
@@ -395,7 +396,7 @@ fn parse_param(
 }
 
 /// The tool for a parsed header.
-pub fn to_spec(name: &str, path: &Path, header: Header) -> ToolSpec {
+pub(crate) fn to_spec(name: &str, path: &Path, header: Header) -> ToolSpec {
     let params: Vec<Param> = header
         .params
         .iter()
@@ -423,7 +424,7 @@ pub fn to_spec(name: &str, path: &Path, header: Header) -> ToolSpec {
 }
 
 /// Where Octomind tools live, relative to the project.
-pub const DIR: &str = ".agents/tools";
+pub(crate) const DIR: &str = ".agents/tools";
 
 /// Scan `<project>/.agents/tools`.
 pub(crate) fn scan(project: &Path) -> Found {

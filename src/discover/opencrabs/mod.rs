@@ -31,10 +31,10 @@
 //! engine, and the shell context each placeholder sits in), `http.rs` (an
 //! http tool's fixed host and header names).
 
-pub mod http;
+pub(crate) mod http;
 mod params;
-pub mod shellctx;
-pub mod template;
+pub(crate) mod shellctx;
+pub(crate) mod template;
 
 use super::fsread::{self, io_message};
 use super::schema::{self, Param};
@@ -44,7 +44,8 @@ use crate::policy::Requests;
 use crate::spec::Format;
 use crate::text::line_at;
 use params::parse_params;
-pub use params::{convert_default, parse_coerce};
+#[cfg(test)]
+pub(crate) use params::{convert_default, parse_coerce};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::{Table, Value as Toml};
@@ -70,7 +71,7 @@ const METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OP
 /// diagnostics. Disabled tools are not returned. A TOML syntax error loses
 /// only the `[[tools]]` entry it is in: the file is parsed again entry by
 /// entry, and the entries that parse on their own are kept.
-pub fn parse_tools_toml(text: &str, file: &Path) -> (Vec<ToolSpec>, Vec<Diagnostic>) {
+pub(crate) fn parse_tools_toml(text: &str, file: &Path) -> (Vec<ToolSpec>, Vec<Diagnostic>) {
     match toml::from_str::<Table>(text) {
         Ok(table) => parse_table(&table, text, file, 0),
         Err(e) => entry_by_entry(text, file, &e),
@@ -538,7 +539,7 @@ fn scan_file(path: &Path, required: bool, f: &mut Found) {
 /// Whether `path`, given as `--tools-toml`, is a file that can be read:
 /// the commands that discover tools refuse to start without it (`check`
 /// reports it), rather than quietly leave its tools out.
-pub fn usable_extra(path: &Path) -> Result<(), String> {
+pub(crate) fn usable_extra(path: &Path) -> Result<(), String> {
     let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => "no such file (or a dangling symlink)".to_string(),
         _ => io_message(&e),
@@ -552,7 +553,7 @@ pub fn usable_extra(path: &Path) -> Result<(), String> {
 }
 
 /// The project's OpenCrabs file, relative to the project.
-pub const FILE: &str = "tools.toml";
+pub(crate) const FILE: &str = "tools.toml";
 
 /// Scan `<project>/tools.toml` and the `--tools-toml` file.
 pub(crate) fn scan(project: &Path, extra: Option<&Path>) -> Found {

@@ -177,7 +177,7 @@ fn coercions(m: usize, t: &Table, cx: &mut Cx) -> Option<[Coerce; 2]> {
 }
 
 /// `keep` / `omit` / `null` / `error`.
-pub fn parse_coerce(s: &str) -> Option<Coerce> {
+pub(crate) fn parse_coerce(s: &str) -> Option<Coerce> {
     Some(match s {
         "keep" => Coerce::Keep,
         "omit" => Coerce::Omit,
@@ -191,7 +191,7 @@ pub fn parse_coerce(s: &str) -> Option<Coerce> {
 /// (`"50"` → 50 for integer, `"true"` → true for boolean, JSON text for
 /// array/object); `"null"` is JSON null for any type. Native TOML values
 /// must already have the right type.
-pub fn convert_default(kind: &str, v: &Toml) -> Result<Value, String> {
+pub(crate) fn convert_default(kind: &str, v: &Toml) -> Result<Value, String> {
     if let Toml::String(s) = v {
         if s == "null" {
             return Ok(Value::Null);

@@ -4,7 +4,7 @@ use super::{Proj, assert_one_line_with_fix, names, rendered};
 use crate::discover::clawd::{
     ToolJson, detect_interpreter, key_line, parse_tool_json, valid_clawd_name,
 };
-use crate::discover::{ToolKind, Severity};
+use crate::discover::{Severity, ToolKind};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 
 use super::{Proj, assert_one_line_with_fix, names, rendered};
 use crate::discover::opencrabs::{convert_default, parse_coerce, parse_tools_toml};
-use crate::discover::{Coerce, CrabParam, Diagnostic, Options, ToolKind, Severity, ToolSpec};
+use crate::discover::{Coerce, CrabParam, Diagnostic, Options, Severity, ToolKind, ToolSpec};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;

@@ -10,7 +10,7 @@ use super::instance::CallFailure;
 use crate::call::runner::runner_for;
 use crate::call::{CallError, CallResult, PreparedCall, Toolbox, definition, validate};
 use crate::discover::{ToolKind, ToolSpec};
-use crate::gate::{GateDenial, DenyReason};
+use crate::gate::{DenyReason, GateDenial};
 use crate::policy::Grant;
 use crate::sandbox::output::truncation_marker;
 use crate::sandbox::{CancelToken, Captured, Exit, Outcome};
