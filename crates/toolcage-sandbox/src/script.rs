@@ -1,6 +1,7 @@
-//! The two pieces of the script runner (`toolcage __script-runner`) that
-//! need `unsafe` or raw seccomp: loading QuickJS bytecode, and the stricter
-//! filter the runner puts on itself once its script is compiled.
+//! The two pieces of the script child (`toolcage __script-runner`,
+//! `call::script::child` in the top crate) that need `unsafe` or raw
+//! seccomp: loading QuickJS bytecode, and the stricter filter the child
+//! puts on itself once its script is compiled.
 //!
 //! A script is compiled in a full QuickJS context and run in one without
 //! the `Eval` intrinsic: every string-to-code path (`eval`, `Function`,
@@ -73,7 +74,7 @@ pub(crate) fn host_arch() -> TargetArch {
     target
 }
 
-/// Put the runner's stricter filter on the calling (single) thread: after
+/// Put the script child's stricter filter on the calling (single) thread: after
 /// it, the process can still compute, allocate and use the descriptors it
 /// has (its protocol pipes), nothing more.
 pub fn lock_down_script() -> Result<(), String> {

@@ -2,7 +2,7 @@
 //! STACK TIMEOUT_MS`, started by [`super::execute`] inside the tool's
 //! sandbox. It never runs in toolcage's own process.
 //!
-//! Protocol (JSON lines): the parent writes `{"inputs":…}`; the runner
+//! Protocol (JSON lines): the parent writes `{"inputs":…}`; the child
 //! answers with any number of `{"op":"tool","name":…,"args":…}` (each
 //! answered by `{"ok":"text"}` or `{"error":"text"}`), then one
 //! `{"op":"done","result":"text"}` or `{"op":"error","message":"text"}`.
