@@ -63,18 +63,7 @@ fn parse_param(
         }
     }
     let name = param_name(m, t, earlier, cx)?;
-    let kind = match t.get("type") {
-        None => "string".to_owned(),
-        Some(Toml::String(s)) if schema::TYPES.contains(&s.as_str()) => s.clone(),
-        Some(v) => {
-            cx.err(
-                &key(m, "type"),
-                format!("unsupported type {v}"),
-                "use string, number, integer, boolean, array or object",
-            );
-            return None;
-        }
-    };
+    let kind = param_type(m, t, cx)?;
     let description = match t.get("description") {
         None => String::new(),
         Some(Toml::String(s)) => s.clone(),
@@ -99,18 +88,7 @@ fn parse_param(
             return None;
         }
     };
-    let default = match t.get("default").map(|d| convert_default(&kind, d)) {
-        None => None,
-        Some(Ok(v)) => Some(v),
-        Some(Err(e)) => {
-            cx.err(
-                &key(m, "default"),
-                e,
-                "write a default matching the param's type",
-            );
-            return None;
-        }
-    };
+    let default = param_default(m, t, &kind, cx)?;
     let [coerce_empty_to, coerce_null_to] = coercions(m, t, cx)?;
     let mut p = Param::new(&name, &kind, &description, required);
     if let Some(d) = &default {
@@ -125,6 +103,39 @@ fn parse_param(
         coerce_null_to,
     };
     Some((p, c))
+}
+
+/// `type`, `string` when absent.
+fn param_type(m: usize, t: &Table, cx: &mut Cx) -> Option<String> {
+    match t.get("type") {
+        None => Some("string".to_owned()),
+        Some(Toml::String(s)) if schema::TYPES.contains(&s.as_str()) => Some(s.clone()),
+        Some(v) => {
+            cx.err(
+                &key(m, "type"),
+                format!("unsupported type {v}"),
+                "use string, number, integer, boolean, array or object",
+            );
+            None
+        }
+    }
+}
+
+/// `default`, converted to JSON by the param's type: `Some(None)` when
+/// absent, `None` once an error is reported.
+fn param_default(m: usize, t: &Table, kind: &str, cx: &mut Cx) -> Option<Option<Value>> {
+    match t.get("default").map(|d| convert_default(kind, d)) {
+        None => Some(None),
+        Some(Ok(v)) => Some(Some(v)),
+        Some(Err(e)) => {
+            cx.err(
+                &key(m, "default"),
+                e,
+                "write a default matching the param's type",
+            );
+            None
+        }
+    }
 }
 
 /// A valid name no earlier param has.
