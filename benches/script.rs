@@ -128,7 +128,7 @@ fn main() {
     // Measured first: RUSAGE_CHILDREN's peak is the largest child so far.
     let rss = runner_rss_kib(root);
 
-    toolcage::call::script::set_runner(EXE.into());
+    toolcage::call::script::set_child_binary(EXE.into());
     let engine = Engine::load(
         root,
         &Sources::default(),

@@ -4,6 +4,29 @@
 //! ARCHITECTURE.md maps the modules and the way their dependencies point
 //! (checked by `tests/architecture.rs`). Only `sandbox` may use `unsafe`,
 //! and every block there says why it is sound.
+//!
+//! # Public surface
+//!
+//! Every module is `pub` because the binary (`src/main.rs`), the
+//! integration tests (`tests/`), the benches (`benches/`) or the fuzz
+//! targets (`fuzz/`) reach into it; inside a module an item is `pub` only
+//! when one of those uses it (or a `pub` item's signature names it), and
+//! `pub(crate)` otherwise. What they use:
+//!
+//! - `cli::main` (the binary) and `cli::status` (exit statuses);
+//! - `discover`: `discover`, `Options`, `Catalog`, `ToolSpec`, `ToolKind`,
+//!   `CrabParam`, `Coerce`, `agentdir::holds_a3s_tools`, and the fuzz
+//!   entry points `discover::fuzz`;
+//! - `gate`: `Gate`, `Gatekeeper`, `admit`, `Admission`, `Verdict`,
+//!   `Permit`, `GateDenial`, `DenyReason`, the approval channel types,
+//!   `SessionId`, `PreparedCall`, and the rate-limit and store parts the
+//!   tests and benches drive (`ratelimit`, `persist`, `store::RedisStore`);
+//! - `audit`: `AuditRecord`, `RecordedDecision`, `audit::read`;
+//! - `spec::Format`;
+//! - `call` (the engine, `Toolbox`, `PreparedCall`, `CallError`,
+//!   `script::set_child_binary`) and `mcp` (the server, its transports
+//!   and the stdio fuzz entry points);
+//! - the crates below, re-exported as `policy`, `sandbox` and `text`.
 #![forbid(unsafe_code)]
 
 pub mod audit;

@@ -9,12 +9,12 @@ use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use toolcage::call::{CallError, Engine};
-use toolcage::discover::{Catalog, Coerce, CrabParam, Options, Runner, ToolSpec};
+use toolcage::discover::{Catalog, Coerce, CrabParam, Options, ToolKind, ToolSpec};
 use toolcage::policy::Requests;
 use toolcage::policy::{Overrides, Sources};
 use toolcage::spec::Format;
 
-fn spec(name: &str, format: Format, source: &Path, schema: Value, runner: Runner) -> ToolSpec {
+fn spec(name: &str, format: Format, source: &Path, schema: Value, runner: ToolKind) -> ToolSpec {
     ToolSpec {
         name: name.into(),
         format,
@@ -23,7 +23,7 @@ fn spec(name: &str, format: Format, source: &Path, schema: Value, runner: Runner
         description: format!("{name} test tool"),
         input_schema: schema,
         requests: Requests::default(),
-        runner,
+        kind: runner,
         needs_read: vec![source.parent().unwrap().to_path_buf()],
     }
 }
@@ -36,7 +36,7 @@ fn octomind(p: &Project, name: &str, body: &str, schema: Value) -> ToolSpec {
         Format::Octomind,
         &path,
         schema,
-        Runner::Octomind {
+        ToolKind::Octomind {
             program: path.clone(),
         },
     )
@@ -69,7 +69,7 @@ fn crab(p: &Project, name: &str, command: &str, params: Vec<CrabParam>) -> ToolS
         Format::Opencrabs,
         &path,
         json!({"type": "object", "properties": props, "required": required}),
-        Runner::OpencrabsShell {
+        ToolKind::OpencrabsShell {
             command: command.into(),
             params,
         },
@@ -163,7 +163,7 @@ fn clawd_gets_json_on_stdin_through_its_interpreter() {
         Format::Clawd,
         &path,
         json!({"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}),
-        Runner::Clawd {
+        ToolKind::Clawd {
             interpreter: Some("sh".into()),
             entrypoint: path.clone(),
         },
@@ -328,7 +328,7 @@ fn an_http_tool_without_network_is_refused_and_a_script_is_prepared() {
         Format::Opencrabs,
         &src,
         json!({"type": "object"}),
-        Runner::OpencrabsHttp {
+        ToolKind::OpencrabsHttp {
             method: "GET".into(),
             url: "https://example.com".into(),
             headers: vec![],
@@ -341,7 +341,7 @@ fn an_http_tool_without_network_is_refused_and_a_script_is_prepared() {
         Format::Agentdir,
         &md,
         json!({"type": "object"}),
-        Runner::AgentdirScript {
+        ToolKind::AgentdirScript {
             path: md.clone(),
             allowed_tools: vec![],
             timeout: None,

@@ -923,7 +923,7 @@ fn an_engine_used_directly_stops_scripts_at_depth_4_too() {
     recursing(p.path(), "a", "b");
     recursing(p.path(), "b", "a");
     chain(p.path());
-    toolcage::call::script::set_runner(EXE.into());
+    toolcage::call::script::set_child_binary(EXE.into());
     let engine = toolcage::call::Engine::load(
         p.path(),
         &toolcage::policy::Sources::default(),

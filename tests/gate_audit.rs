@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use toolcage::audit::RecordedDecision as Recorded;
 use toolcage::call::Engine;
-use toolcage::discover::{Catalog, Options, Runner};
+use toolcage::discover::{Catalog, Options, ToolKind};
 use toolcage::gate::ratelimit::FakeClock;
 use toolcage::gate::{ApprovalAnswer, DeniedCall, DenyReason, Gate, Ran, SessionId};
 use toolcage::policy::{Overrides, Requests, Sources};
@@ -25,7 +25,7 @@ fn audit_records_allowed_denied_and_failed_calls() {
         Requests::default(),
     );
     let mut broken = env.tool("broken", ECHO, Requests::default());
-    broken.runner = Runner::Octomind {
+    broken.kind = ToolKind::Octomind {
         program: env.p.path(".agents/tools/missing"),
     };
     let e = env.engine(

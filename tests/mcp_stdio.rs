@@ -417,11 +417,11 @@ impl Gatekeeper for RefuseSleep {
         _session: &'a toolcage::gate::SessionId,
         _channel: &'a dyn toolcage::gate::ApprovalChannel,
     ) -> toolcage::gate::BoxFuture<'a, toolcage::gate::Verdict> {
-        use toolcage::gate::{Approval, Denial, DenyReason, Permit, Refusal, Verdict};
+        use toolcage::gate::{Approval, DenyReason, GateDenial, Permit, Refusal, Verdict};
         let name = call.tool.name.clone();
         Box::pin(async move {
             if name == "sleep" {
-                Verdict::Denied(Denial::new(
+                Verdict::Denied(GateDenial::new(
                     DenyReason::Approval(Refusal::Declined),
                     format!("{name}: approval refused by the operator"),
                 ))

@@ -17,7 +17,7 @@ pub struct GrantSummary {
 }
 
 impl GrantSummary {
-    pub fn of(g: &Grant) -> GrantSummary {
+    pub(crate) fn of(g: &Grant) -> GrantSummary {
         let network = g.network.summary();
         GrantSummary {
             read: g.read.clone(),
@@ -28,7 +28,7 @@ impl GrantSummary {
     }
 
     /// `30s`, `2m`, ...
-    pub fn timeout_text(&self) -> String {
+    pub(crate) fn timeout_text(&self) -> String {
         format_duration(std::time::Duration::from_secs_f64(
             self.timeout_secs.max(0.0),
         ))

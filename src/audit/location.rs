@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
 /// First 16 hex digits of SHA-256 of the canonical project path.
-pub fn project_hash(project: &Path) -> String {
+pub(crate) fn project_hash(project: &Path) -> String {
     let canon = canonical_lenient(project);
     let d = Sha256::digest(canon.as_os_str().as_encoded_bytes());
     d.iter().take(8).map(|b| format!("{b:02x}")).collect()
@@ -21,13 +21,13 @@ pub fn project_hash(project: &Path) -> String {
 /// The state directory of `project`: beneath [`Context::state_base`], the
 /// base that every grant denies (the rule itself lives in the policy layer,
 /// `crate::policy::state_base`).
-pub fn state_dir(project: &Path, ctx: &Context) -> PathBuf {
+pub(crate) fn state_dir(project: &Path, ctx: &Context) -> PathBuf {
     ctx.state_base().join(project_hash(project))
 }
 
 /// Create `dir` (and parents) private to the user (mode 0700): the state
 /// directory, the audit log's directory.
-pub fn private_dir(dir: &Path) -> Result<(), String> {
+pub(crate) fn private_dir(dir: &Path) -> Result<(), String> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -37,7 +37,7 @@ pub fn private_dir(dir: &Path) -> Result<(), String> {
 }
 
 /// The audit log: `[audit] path`, else `<state dir>/audit.jsonl`.
-pub fn audit_path(policy: &AuditPolicy, state_dir: &Path) -> PathBuf {
+pub(crate) fn audit_path(policy: &AuditPolicy, state_dir: &Path) -> PathBuf {
     policy
         .path
         .clone()
@@ -45,13 +45,17 @@ pub fn audit_path(policy: &AuditPolicy, state_dir: &Path) -> PathBuf {
 }
 
 /// `[audit] path = "-"`: the records go to standard output.
-pub fn is_stdout(path: &Path) -> bool {
+pub(crate) fn is_stdout(path: &Path) -> bool {
     path.as_os_str() == AuditPolicy::STDOUT
 }
 
 /// Refuse `path` (what) when a call under `grant` could write it: inside a
 /// write root. `/dev/null` is not a root that contains anything.
-pub fn check_outside_write_roots(what: &str, path: &Path, grant: &Grant) -> Result<(), String> {
+pub(crate) fn check_outside_write_roots(
+    what: &str,
+    path: &Path,
+    grant: &Grant,
+) -> Result<(), String> {
     let p = canonical_lenient(path);
     for root in &grant.write {
         if root.as_os_str() == "/dev/null" {
@@ -74,7 +78,7 @@ pub fn check_outside_write_roots(what: &str, path: &Path, grant: &Grant) -> Resu
 /// Each of the operator's files a grant could write (the audit log, the
 /// state directory): the reason for each, empty when none. The gate
 /// refuses the call on the first; `check` reports them all.
-pub fn misplaced(audit: &Path, state: &Path, grant: &Grant) -> Vec<String> {
+pub(crate) fn misplaced(audit: &Path, state: &Path, grant: &Grant) -> Vec<String> {
     [("audit log", audit), ("state directory", state)]
         .into_iter()
         .filter(|(_, path)| !is_stdout(path))

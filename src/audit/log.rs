@@ -25,13 +25,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 static STDOUT_ALLOWED: AtomicBool = AtomicBool::new(false);
 
 /// Let `[audit] path = "-"` write the records to this process's stdout.
-pub fn allow_stdout() {
+pub(crate) fn allow_stdout() {
     STDOUT_ALLOWED.store(true, Ordering::SeqCst);
 }
 
 /// An open audit log.
 #[derive(Debug)]
-pub struct AuditLog {
+pub(crate) struct AuditLog {
     path: PathBuf,
     file: Mutex<Option<File>>,
     /// `fdatasync` after each record.
@@ -43,7 +43,7 @@ pub struct AuditLog {
 
 impl AuditLog {
     /// Open (create, 0600, parent directories 0700) for appending.
-    pub fn open(path: &Path) -> Result<AuditLog, String> {
+    pub(crate) fn open(path: &Path) -> Result<AuditLog, String> {
         if super::location::is_stdout(path) {
             return open_stdout();
         }
@@ -67,12 +67,8 @@ impl AuditLog {
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Append one record as one line.
-    pub fn append(&self, record: &AuditRecord) -> Result<(), String> {
+    pub(crate) fn append(&self, record: &AuditRecord) -> Result<(), String> {
         let line = record
             .to_line()
             .map_err(|e| format!("cannot encode audit record: {e}"))?;
@@ -80,7 +76,7 @@ impl AuditLog {
     }
 
     /// Append `line` (which ends with a newline) in one write.
-    pub fn append_bytes(&self, line: &[u8]) -> Result<(), String> {
+    pub(crate) fn append_bytes(&self, line: &[u8]) -> Result<(), String> {
         let shown = self.path.display();
         let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
         if self.stdout {

@@ -14,15 +14,15 @@
 //!   write root.
 
 mod grant_summary;
-pub mod location;
-pub mod log;
+pub(crate) mod location;
+pub(crate) mod log;
 pub mod read;
-pub mod record;
-pub mod redact;
+pub(crate) mod record;
+pub(crate) mod redact;
 
 #[cfg(test)]
 mod tests;
 
-pub use grant_summary::GrantSummary;
-pub use log::AuditLog;
-pub use record::{AuditRecord, RecordedDecision, StreamBytes};
+pub(crate) use grant_summary::GrantSummary;
+pub(crate) use log::AuditLog;
+pub use record::{AuditRecord, RecordedDecision};

@@ -23,7 +23,7 @@ pub struct Parsed {
 }
 
 /// Parse the bytes of a log.
-pub fn parse(bytes: &[u8]) -> Parsed {
+pub(crate) fn parse(bytes: &[u8]) -> Parsed {
     let mut out = Parsed::default();
     let ends_clean = bytes.is_empty() || bytes.ends_with(b"\n");
     let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();

@@ -19,13 +19,13 @@ use sha2::{Digest, Sha256};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Tool names longer than this many bytes are stored cut, with their hash.
-pub const MAX_TOOL_NAME: usize = 256;
+pub(crate) const MAX_TOOL_NAME: usize = 256;
 /// Argument JSON longer than this many bytes is not stored (see `args_cut`).
-pub const MAX_ARGS_TEXT: usize = 4096;
+pub(crate) const MAX_ARGS_TEXT: usize = 4096;
 /// Denial messages and errors longer than this are stored cut, with a hash.
-pub const MAX_MESSAGE: usize = 4096;
+pub(crate) const MAX_MESSAGE: usize = 4096;
 /// How much of a cut text is kept.
-pub const PREFIX_KEPT: usize = 64;
+pub(crate) const PREFIX_KEPT: usize = 64;
 
 /// The arguments of a call whose JSON text was too long to store.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,7 +47,7 @@ fn head(s: &str, max: usize) -> &str {
 
 /// `s` itself when it is at most `max` bytes; otherwise its first
 /// [`PREFIX_KEPT`] bytes, then `… [N bytes, sha256 HEX]`.
-pub fn cap_text(s: &str, max: usize) -> String {
+pub(crate) fn cap_text(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }
@@ -193,19 +193,19 @@ pub struct ChangeRecord {
 /// The enforcement report of a call that did not run (refused, unknown,
 /// invalid): no report of what the kernel enforced, and why. Results and
 /// audit records carry it where a run's report would be.
-pub fn not_ran(note: String) -> serde_json::Value {
+pub(crate) fn not_ran(note: String) -> serde_json::Value {
     serde_json::json!({"mode": "not-run", "note": note})
 }
 
 /// A change's diff longer than this is stored cut (its hash is whole).
-pub const MAX_DIFF: usize = 16 * 1024;
+pub(crate) const MAX_DIFF: usize = 16 * 1024;
 
 impl AuditRecord {
     /// The record under `[audit] redact = true`: no arguments, and every
     /// text that could quote one of them (the denial message, the error,
     /// the denials, the enforcement note) scrubbed of their values
     /// ([`super::redact`]).
-    pub fn redacted(mut self, args: &serde_json::Value) -> AuditRecord {
+    pub(crate) fn redacted(mut self, args: &serde_json::Value) -> AuditRecord {
         let needles = super::redact::Needles::of(args);
         self.args = None;
         self.args_cut = None;
@@ -226,7 +226,7 @@ impl AuditRecord {
 
     /// One line of JSON, with its newline; long fields capped first
     /// ([`AuditRecord::capped`]).
-    pub fn to_line(&self) -> Result<String, serde_json::Error> {
+    pub(crate) fn to_line(&self) -> Result<String, serde_json::Error> {
         let mut s = serde_json::to_string(&self.clone().capped())?;
         s.push('\n');
         Ok(s)
@@ -234,7 +234,7 @@ impl AuditRecord {
 
     /// The record with the tool name, arguments, denial message and error
     /// capped (see the module documentation for the limits).
-    pub fn capped(mut self) -> AuditRecord {
+    pub(crate) fn capped(mut self) -> AuditRecord {
         self.tool = cap_text(&self.tool, MAX_TOOL_NAME);
         if let Some(args) = &self.args {
             let text = serde_json::to_string(args).unwrap_or_default();
@@ -257,7 +257,7 @@ impl AuditRecord {
 }
 
 /// `2024-05-01T12:34:56.789Z`.
-pub fn rfc3339(t: SystemTime) -> String {
+pub(crate) fn rfc3339(t: SystemTime) -> String {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs();
     let (days, rem) = (secs / 86_400, secs % 86_400);

@@ -13,14 +13,14 @@
 use serde_json::Value;
 
 /// What a scrubbed value becomes.
-pub const MARK: &str = "<redacted>";
+pub(crate) const MARK: &str = "<redacted>";
 
 /// Raw forms at least this long are scrubbed wherever they occur.
 const MIN_RAW: usize = 4;
 
 /// The values to scrub, longest first (so a value that contains another is
 /// replaced whole).
-pub struct Needles(Vec<Needle>);
+pub(crate) struct Needles(Vec<Needle>);
 
 struct Needle {
     text: String,
@@ -30,7 +30,7 @@ struct Needle {
 impl Needles {
     /// Every string and number inside `args`, keys excluded (they are the
     /// tool's parameter names).
-    pub fn of(args: &Value) -> Needles {
+    pub(crate) fn of(args: &Value) -> Needles {
         let mut out = Vec::new();
         collect(args, &mut out);
         out.sort_by(|a, b| b.text.len().cmp(&a.text.len()).then(a.text.cmp(&b.text)));
@@ -39,7 +39,7 @@ impl Needles {
     }
 
     /// `text` with every needle replaced by [`MARK`].
-    pub fn scrub(&self, text: &str) -> String {
+    pub(crate) fn scrub(&self, text: &str) -> String {
         let mut s = text.to_string();
         for n in &self.0 {
             s = if n.anywhere {
@@ -52,7 +52,7 @@ impl Needles {
     }
 
     /// Every string inside `v` scrubbed, keys included.
-    pub fn scrub_value(&self, v: &mut Value) {
+    pub(crate) fn scrub_value(&self, v: &mut Value) {
         match v {
             Value::String(s) => *s = self.scrub(s),
             Value::Array(items) => items.iter_mut().for_each(|i| self.scrub_value(i)),

@@ -20,7 +20,7 @@
 //!   GET, HEAD, OPTIONS, PUT, DELETE are idempotent (`idempotentHint`).
 //! - `openWorldHint`: any network access in the grant.
 
-use crate::discover::{Runner, ToolSpec};
+use crate::discover::{ToolKind, ToolSpec};
 use crate::policy::{Grant, Network};
 use serde_json::{Value, json};
 
@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 /// where the tool declares it) for `tool` run under `grant`.
 pub fn annotations(tool: &ToolSpec, grant: &Grant) -> Value {
     let open_world = grant.network != Network::Off;
-    if let Runner::OpencrabsHttp { method, .. } = &tool.runner {
+    if let ToolKind::OpencrabsHttp { method, .. } = &tool.kind {
         let method = method.to_ascii_uppercase();
         let safe = matches!(method.as_str(), "GET" | "HEAD" | "OPTIONS");
         let idempotent = safe || matches!(method.as_str(), "PUT" | "DELETE");
@@ -51,7 +51,7 @@ pub fn annotations(tool: &ToolSpec, grant: &Grant) -> Value {
 mod tests {
     use super::*;
 
-    fn tool(runner: Runner) -> ToolSpec {
+    fn tool(runner: ToolKind) -> ToolSpec {
         ToolSpec {
             name: "t".into(),
             format: crate::spec::Format::Opencrabs,
@@ -60,20 +60,20 @@ mod tests {
             description: String::new(),
             input_schema: json!({"type": "object"}),
             requests: Default::default(),
-            runner,
+            kind: runner,
             needs_read: vec![],
         }
     }
 
     fn shell() -> ToolSpec {
-        tool(Runner::OpencrabsShell {
+        tool(ToolKind::OpencrabsShell {
             command: "true".into(),
             params: vec![],
         })
     }
 
     fn http(method: &str) -> ToolSpec {
-        tool(Runner::OpencrabsHttp {
+        tool(ToolKind::OpencrabsHttp {
             method: method.into(),
             url: "https://example.com/".into(),
             headers: vec![],

@@ -142,7 +142,7 @@ pub fn digest(tool: &ToolSpec, grant: &Grant) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discover::Runner;
+    use crate::discover::ToolKind;
     use crate::policy::Requests;
     use crate::spec::Format;
     use std::os::unix::fs::PermissionsExt;
@@ -159,7 +159,7 @@ mod tests {
             description: "d".into(),
             input_schema: serde_json::json!({"type": "object"}),
             requests: Requests::default(),
-            runner: Runner::Octomind { program: script },
+            kind: ToolKind::Octomind { program: script },
             needs_read: vec![],
         }
     }
@@ -180,7 +180,7 @@ mod tests {
         // The runner (another command under the same name).
         let mut shell = t2.clone();
         shell.format = Format::Opencrabs;
-        shell.runner = Runner::OpencrabsShell {
+        shell.kind = ToolKind::OpencrabsShell {
             command: "echo hi".into(),
             params: vec![],
         };
@@ -197,13 +197,13 @@ mod tests {
         let t = octomind(dir.path(), "#!/bin/sh\n");
         assert_eq!(runs(&t), dir.path().join("deploy").display().to_string());
         let mut c = t.clone();
-        c.runner = Runner::Clawd {
+        c.kind = ToolKind::Clawd {
             interpreter: Some("python3".into()),
             entrypoint: "/p/.clawd/tools/x/main.py".into(),
         };
         assert_eq!(runs(&c), "python3 /p/.clawd/tools/x/main.py");
         assert_eq!(files(&c).len(), 2);
-        c.runner = Runner::OpencrabsShell {
+        c.kind = ToolKind::OpencrabsShell {
             command: "echo {{a}}".into(),
             params: vec![],
         };

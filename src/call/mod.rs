@@ -39,7 +39,7 @@ pub use definition::Definition;
 pub use engine::Engine;
 pub use pipeline::{NotRun, NotRunKind, Pipeline, Surface, Toolbox};
 
-use crate::gate::{Denial, DenyReason};
+use crate::gate::{DenyReason, GateDenial};
 use crate::policy::PolicyError;
 use crate::sandbox::{Outcome, SandboxError};
 use serde::Serialize;
@@ -83,7 +83,7 @@ pub enum CallError {
     /// The gate refused it: approval, a rate limit, the concurrency cap, or
     /// a gate that cannot work safely.
     #[error("{}", .0.message)]
-    Denied(Denial),
+    Denied(GateDenial),
     /// Its surface stopped it before it ran (too many pending, cancelled,
     /// stopping, a signal).
     #[error("{}", .0.text)]

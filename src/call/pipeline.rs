@@ -23,7 +23,7 @@ use super::definition;
 use super::{CallError, CallResult, PreparedCall};
 use crate::discover::ToolSpec;
 use crate::gate::{
-    Admission, Approval, ApprovalChannel, BoxFuture, Denial, DenyReason, Gatekeeper, Gone, Ran,
+    Admission, Approval, ApprovalChannel, BoxFuture, DenyReason, GateDenial, Gatekeeper, Gone, Ran,
     Rejected, SessionId, StoppedBy, admit,
 };
 use crate::sandbox::{CancelToken, Exit};
@@ -240,7 +240,7 @@ impl Pipeline {
             &call.definition_sha256[..12.min(call.definition_sha256.len())],
             &now[..12.min(now.len())],
         );
-        let denied = CallError::Denied(Denial::new(
+        let denied = CallError::Denied(GateDenial::new(
             DenyReason::ChangedSinceApproval,
             message.clone(),
         ));

@@ -2,7 +2,7 @@
 //! OpenCrabs defaults and `coerce_empty_to` / `coerce_null_to` apply; then
 //! the tool's JSON Schema decides.
 
-use crate::discover::{Coerce, CrabParam, Runner, ToolSpec};
+use crate::discover::{Coerce, CrabParam, ToolKind, ToolSpec};
 use serde_json::{Map, Value};
 
 /// The validated arguments, or a one-line reason naming the parameter.
@@ -17,8 +17,8 @@ pub fn arguments(tool: &ToolSpec, args: Value) -> Result<Map<String, Value>, Str
             ));
         }
     };
-    let crab_params = match &tool.runner {
-        Runner::OpencrabsShell { params, .. } | Runner::OpencrabsHttp { params, .. } => {
+    let crab_params = match &tool.kind {
+        ToolKind::OpencrabsShell { params, .. } | ToolKind::OpencrabsHttp { params, .. } => {
             Some(params.as_slice())
         }
         _ => None,

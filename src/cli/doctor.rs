@@ -70,14 +70,6 @@ impl ProfileCheck {
     }
 }
 
-fn mode_name(mode: IsolationMode) -> &'static str {
-    match mode {
-        IsolationMode::Namespaces => "namespaces",
-        IsolationMode::NamespaceFree => "namespace-free",
-        IsolationMode::InProcess => "in-process",
-    }
-}
-
 /// The profile's default grant, resolved as `toolcage policy --profile NAME`
 /// does, and what it gets on `host`.
 fn check_profile(global: &Global, name: &'static str, host: &HostSupport) -> ProfileCheck {
@@ -237,7 +229,7 @@ fn to_json(
         .map(|p| {
             let (mode, landlock, lacking, refusal, error) = match &p.result {
                 Ok(c) => (
-                    Some(mode_name(c.mode)),
+                    Some(c.mode.name()),
                     Some(c.landlock.status),
                     c.lacking
                         .iter()
@@ -386,7 +378,7 @@ fn profile_text(out: &mut String, p: &ProfileCheck, block: Option<&str>) {
         (None, true) => "runs fully".into(),
         (None, false) => "runs with gaps".into(),
     };
-    out.push_str(&format!("{label:<20}{:<16}{verdict}\n", mode_name(c.mode)));
+    out.push_str(&format!("{label:<20}{:<16}{verdict}\n", c.mode.name()));
     for l in &c.lacking {
         let how = match &l.compensated_by {
             Some(by) => format!("compensated: {by}"),

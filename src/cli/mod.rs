@@ -41,7 +41,7 @@ pub(crate) struct Cli {
     pub(crate) options: GlobalOptions,
 
     #[command(subcommand)]
-    pub(crate) command: Command,
+    pub(crate) command: CliCommand,
 }
 
 /// The options every subcommand takes.
@@ -318,8 +318,10 @@ impl PolicyArgs {
     }
 }
 
+/// A toolcage subcommand, as parsed (not `sandbox::Command`, what a call
+/// runs).
 #[derive(Debug, Subcommand)]
-pub(crate) enum Command {
+pub(crate) enum CliCommand {
     #[command(about = EXEC_ABOUT)]
     Exec(exec::ExecArgs),
     /// Serve the project's tools over MCP (stdio, or Streamable HTTP with --http).
@@ -346,23 +348,24 @@ pub(crate) enum Command {
     Man(docs::ManArgs),
 }
 
-impl Command {
+impl CliCommand {
     /// The policy options of a command that discovers tools or runs
     /// anything: it needs a project. `audit` (a read of the log),
     /// `doctor`, `completions` and `man` work anywhere.
     fn policy_args(&self) -> Option<&PolicyArgs> {
         match self {
-            Command::Exec(a) => Some(&a.policy),
-            Command::Serve(a) => Some(&a.policy),
-            Command::List(a) => Some(&a.policy),
-            Command::Schema(a) => Some(&a.policy),
-            Command::Check(a) => Some(&a.policy),
-            Command::Call(a) => Some(&a.policy),
-            Command::Policy(a) => Some(&a.policy),
-            Command::Upstreams(a) => Some(&a.policy),
-            Command::Audit(_) | Command::Doctor(_) | Command::Completions(_) | Command::Man(_) => {
-                None
-            }
+            CliCommand::Exec(a) => Some(&a.policy),
+            CliCommand::Serve(a) => Some(&a.policy),
+            CliCommand::List(a) => Some(&a.policy),
+            CliCommand::Schema(a) => Some(&a.policy),
+            CliCommand::Check(a) => Some(&a.policy),
+            CliCommand::Call(a) => Some(&a.policy),
+            CliCommand::Policy(a) => Some(&a.policy),
+            CliCommand::Upstreams(a) => Some(&a.policy),
+            CliCommand::Audit(_)
+            | CliCommand::Doctor(_)
+            | CliCommand::Completions(_)
+            | CliCommand::Man(_) => None,
         }
     }
 }
@@ -372,9 +375,9 @@ pub fn main() -> ExitCode {
     // The script runner is a child of toolcage, never typed by a person:
     // not a clap subcommand, so not in --help.
     let mut raw = std::env::args_os();
-    if raw.nth(1).as_deref() == Some(crate::call::script::runner::SUBCOMMAND.as_ref()) {
+    if raw.nth(1).as_deref() == Some(crate::call::script::child::SUBCOMMAND.as_ref()) {
         let rest: Vec<String> = raw.map(|a| a.to_string_lossy().into_owned()).collect();
-        return crate::call::script::runner::main(&rest);
+        return crate::call::script::child::main(&rest);
     }
     let cli = match parse::parse_from(std::env::args_os().collect()) {
         Ok(cli) => cli,
@@ -396,7 +399,7 @@ pub fn main() -> ExitCode {
     // exec's path (policy, sandbox) logs nothing: it reports on stderr
     // itself. Setting up the subscriber would cost ~40 us of every exec.
     stderr::QUIET.store(cli.options.quiet, Ordering::Relaxed);
-    if !matches!(cli.command, Command::Exec(_)) {
+    if !matches!(cli.command, CliCommand::Exec(_)) {
         let level = match (&cli.options.log, cli.options.quiet) {
             (Some(level), _) => level.as_str(),
             (None, true) => "error",
@@ -417,18 +420,18 @@ pub fn main() -> ExitCode {
         store: cli.options.store(),
     };
     let code = match &cli.command {
-        Command::Exec(args) => exec::run(&project, here.as_deref(), args),
-        Command::Serve(args) => serve::run(&global, args),
-        Command::List(args) => list::run(&global, args),
-        Command::Schema(args) => schema::run(&global, args),
-        Command::Check(args) => check::run(&global, args),
-        Command::Call(args) => call::run(&global, args),
-        Command::Policy(args) => policy::run(&global, args),
-        Command::Audit(args) => audit::run(&global, args),
-        Command::Doctor(args) => doctor::run(&global, args),
-        Command::Upstreams(args) => upstreams::run(&global, args),
-        Command::Completions(args) => docs::completions(args),
-        Command::Man(args) => docs::man(args),
+        CliCommand::Exec(args) => exec::run(&project, here.as_deref(), args),
+        CliCommand::Serve(args) => serve::run(&global, args),
+        CliCommand::List(args) => list::run(&global, args),
+        CliCommand::Schema(args) => schema::run(&global, args),
+        CliCommand::Check(args) => check::run(&global, args),
+        CliCommand::Call(args) => call::run(&global, args),
+        CliCommand::Policy(args) => policy::run(&global, args),
+        CliCommand::Audit(args) => audit::run(&global, args),
+        CliCommand::Doctor(args) => doctor::run(&global, args),
+        CliCommand::Upstreams(args) => upstreams::run(&global, args),
+        CliCommand::Completions(args) => docs::completions(args),
+        CliCommand::Man(args) => docs::man(args),
     };
     ExitCode::from(out::status(code))
 }

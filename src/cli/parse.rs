@@ -2,7 +2,7 @@
 //! fast path: the rest of [`Cli`] is not built), and the tip for an `exec`
 //! whose command is missing its `--`.
 
-use super::{ABOUT, Cli, Command, EXEC_ABOUT, GlobalOptions, exec};
+use super::{ABOUT, Cli, CliCommand, EXEC_ABOUT, GlobalOptions, exec};
 use clap::{Parser, Subcommand};
 
 /// [`Cli`] with `exec` alone: clap builds every subcommand's arguments
@@ -56,7 +56,7 @@ pub(super) fn parse_from(args: Vec<std::ffi::OsString>) -> Result<Cli, clap::Err
         } = ExecCli::try_parse_from(args)?;
         return Ok(Cli {
             options,
-            command: Command::Exec(args),
+            command: CliCommand::Exec(args),
         });
     }
     Cli::try_parse_from(args)

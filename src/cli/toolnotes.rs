@@ -4,7 +4,7 @@
 
 use super::hints;
 use crate::discover::clawd::INTERPRETERS;
-use crate::discover::{Diagnostic, Runner, ToolSpec};
+use crate::discover::{Diagnostic, ToolKind, ToolSpec};
 use crate::gate::mode_name;
 use crate::policy::{ApprovalMode, Context, Resolved};
 use serde::Serialize;
@@ -64,8 +64,8 @@ pub(crate) fn interpreter(
     ctx: &Context,
 ) -> Option<Diagnostic> {
     let extra = &tool.needs_read;
-    let (line, what, fix) = match &tool.runner {
-        Runner::Clawd {
+    let (line, what, fix) = match &tool.kind {
+        ToolKind::Clawd {
             interpreter: Some(name),
             ..
         } => {
@@ -81,14 +81,14 @@ pub(crate) fn interpreter(
             let what = format!("interpreter {}; its calls will exit 127", u.what);
             (tool.line, what, fix)
         }
-        Runner::Octomind { program }
-        | Runner::Clawd {
+        ToolKind::Octomind { program }
+        | ToolKind::Clawd {
             interpreter: None,
             entrypoint: program,
         } => {
             if let Some(why) = not_runnable(program) {
-                let fix = match tool.runner {
-                    Runner::Clawd { .. } => {
+                let fix = match tool.kind {
+                    ToolKind::Clawd { .. } => {
                         "add a #! line (e.g. #!/bin/sh), or set \"interpreter\" in tool.json"
                     }
                     _ => "add a #! line naming its interpreter (e.g. #!/bin/sh)",
@@ -105,8 +105,8 @@ pub(crate) fn interpreter(
         }
         _ => return None,
     };
-    let file = match &tool.runner {
-        Runner::Octomind { program } => program.as_path(),
+    let file = match &tool.kind {
+        ToolKind::Octomind { program } => program.as_path(),
         _ => tool.source.as_path(),
     };
     let message = format!("tool {}: {what}", tool.name);

@@ -17,7 +17,7 @@ use super::{Diagnostic, Shadowed, ToolSpec, UpstreamSpec};
 use crate::spec::Format;
 
 /// Higher wins.
-pub fn tier(format: Format) -> u8 {
+pub(crate) fn tier(format: Format) -> u8 {
     match format {
         Format::Agentdir | Format::McpJson => 3,
         Format::Opencrabs => 2,
@@ -34,7 +34,7 @@ fn label(t: &ToolSpec) -> String {
 }
 
 /// Keep one tool per name; the winners sorted by name.
-pub fn resolve(mut tools: Vec<ToolSpec>) -> (Vec<ToolSpec>, Vec<Shadowed>, Vec<Diagnostic>) {
+pub(crate) fn resolve(mut tools: Vec<ToolSpec>) -> (Vec<ToolSpec>, Vec<Shadowed>, Vec<Diagnostic>) {
     tools.sort_by(|a, b| {
         a.name
             .cmp(&b.name)
@@ -90,7 +90,10 @@ pub fn resolve(mut tools: Vec<ToolSpec>) -> (Vec<ToolSpec>, Vec<Shadowed>, Vec<D
 /// Keep one upstream server per name: `.mcp.json` (the configuration)
 /// over A3S `kind: mcp`; the one left out is an error naming the winner.
 /// Sorted by name.
-pub fn upstreams(mut servers: Vec<UpstreamSpec>, diags: &mut Vec<Diagnostic>) -> Vec<UpstreamSpec> {
+pub(crate) fn upstreams(
+    mut servers: Vec<UpstreamSpec>,
+    diags: &mut Vec<Diagnostic>,
+) -> Vec<UpstreamSpec> {
     servers.sort_by(|a, b| {
         a.name
             .cmp(&b.name)

@@ -26,22 +26,22 @@ use std::time::Duration;
 
 // The formats: one folder each, holding everything that format needs.
 pub mod agentdir;
-pub mod clawd;
-pub mod mcp_json;
-pub mod octomind;
-pub mod opencrabs;
+pub(crate) mod clawd;
+pub(crate) mod mcp_json;
+pub(crate) mod octomind;
+pub(crate) mod opencrabs;
 
 // Shared by several formats (or by discovery as a whole).
-pub mod collide;
+pub(crate) mod collide;
 mod fsread;
 #[doc(hidden)]
 pub mod fuzz;
-pub mod schema;
+pub(crate) mod schema;
 #[cfg(test)]
 mod tests;
-pub mod upstream;
+pub(crate) mod upstream;
 
-pub use upstream::{SkippedUpstream, Transport, UpstreamSpec};
+pub(crate) use upstream::{SkippedUpstream, Transport, UpstreamSpec};
 
 /// One discovered tool, format-neutral.
 #[derive(Debug, Clone, Serialize)]
@@ -58,17 +58,20 @@ pub struct ToolSpec {
     pub input_schema: serde_json::Value,
     /// What the tool's own files ask for (network, timeout, approval, rate).
     pub requests: Requests,
-    /// How to run it.
-    pub runner: Runner,
+    /// Its kind and what a call of it needs. Serialized as `runner`, the
+    /// name the definition digests were computed with.
+    #[serde(rename = "runner")]
+    pub kind: ToolKind,
     /// Paths the call must be able to read and execute (the script, its
     /// directory) even if the policy's roots don't cover them.
     pub needs_read: Vec<PathBuf>,
 }
 
-/// How a tool runs; the per-format encoding lives in `call`.
+/// A tool's kind, with what a call of it needs; how each kind runs is
+/// its `call::runner::ToolRunner`.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Runner {
+pub enum ToolKind {
     /// Octomind: exec the script; params on stdin (JSON) and as
     /// `OCTOMIND_PARAM_<UPPER>`.
     Octomind { program: PathBuf },
@@ -201,7 +204,7 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    pub fn get(&self, name: &str) -> Option<&ToolSpec> {
+    pub(crate) fn get(&self, name: &str) -> Option<&ToolSpec> {
         self.tools
             .binary_search_by(|t| t.name.as_str().cmp(name))
             .ok()
@@ -213,7 +216,7 @@ impl Catalog {
     /// directory), a message about that tool, a disabled entry, or an
     /// error in a file whose text defines that name (`name = "x"`,
     /// `"name": "x"`, `name: x`) and could not be used.
-    pub fn why_not_loaded(&self, name: &str) -> Option<&Diagnostic> {
+    pub(crate) fn why_not_loaded(&self, name: &str) -> Option<&Diagnostic> {
         let quoted = format!("'{name}'");
         let about_it = |d: &Diagnostic| {
             d.message.starts_with(&format!("tool {quoted}"))
@@ -238,12 +241,6 @@ impl Catalog {
                     .find(|d| fsread::defines_name(&d.file, name))
             })
     }
-
-    pub fn has_errors(&self) -> bool {
-        self.diagnostics
-            .iter()
-            .any(|d| d.severity == Severity::Error)
-    }
 }
 
 /// Where to look besides the project's own files.
@@ -255,7 +252,11 @@ pub struct Options {
 
 impl Diagnostic {
     /// An Error-severity diagnostic (the file or tool was skipped).
-    pub fn error(file: &Path, line: Option<usize>, message: impl Into<String>) -> Diagnostic {
+    pub(crate) fn error(
+        file: &Path,
+        line: Option<usize>,
+        message: impl Into<String>,
+    ) -> Diagnostic {
         Diagnostic {
             file: file.to_path_buf(),
             line,
@@ -266,7 +267,11 @@ impl Diagnostic {
     }
 
     /// A Warning-severity diagnostic (loaded, but something is off).
-    pub fn warning(file: &Path, line: Option<usize>, message: impl Into<String>) -> Diagnostic {
+    pub(crate) fn warning(
+        file: &Path,
+        line: Option<usize>,
+        message: impl Into<String>,
+    ) -> Diagnostic {
         Diagnostic {
             severity: Severity::Warning,
             ..Diagnostic::error(file, line, message)
@@ -274,13 +279,13 @@ impl Diagnostic {
     }
 
     /// Attach the fix.
-    pub fn fix(mut self, fix: impl Into<String>) -> Diagnostic {
+    pub(crate) fn fix(mut self, fix: impl Into<String>) -> Diagnostic {
         self.fix = Some(fix.into());
         self
     }
 
     /// The line `toolcage check` prints for it, its file shown as `file`.
-    pub fn check_line(&self, file: &str) -> String {
+    pub(crate) fn check_line(&self, file: &str) -> String {
         check_line(
             self.severity,
             file,
@@ -326,7 +331,7 @@ fn tool_dir(project: &Path, rel: &str, f: &mut Found) -> Option<(PathBuf, Vec<fs
 
 /// A diagnostic as `toolcage check` prints it (and the management tools
 /// quote it): `error    file:line: message (fix: ...)`.
-pub fn check_line(
+pub(crate) fn check_line(
     severity: Severity,
     file: &str,
     line: Option<usize>,
@@ -343,14 +348,14 @@ pub fn check_line(
 }
 
 /// `[A-Za-z0-9_-]+`: the names every format accepts for a tool.
-pub fn valid_tool_name(s: &str) -> bool {
+pub(crate) fn valid_tool_name(s: &str) -> bool {
     !s.is_empty()
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// `[A-Za-z_][A-Za-z0-9_]*`: usable as (part of) an environment variable.
-pub fn valid_env_name(s: &str) -> bool {
+pub(crate) fn valid_env_name(s: &str) -> bool {
     let mut b = s.bytes();
     matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
         && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
@@ -358,7 +363,7 @@ pub fn valid_env_name(s: &str) -> bool {
 
 /// Every file and directory discovery reads for `project`: what a reloader
 /// watches (a change there may change the catalog).
-pub fn watch_paths(project: &Path, options: &Options) -> Vec<PathBuf> {
+pub(crate) fn watch_paths(project: &Path, options: &Options) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = [
         octomind::DIR,
         clawd::DIR,
@@ -381,7 +386,7 @@ pub fn watch_paths(project: &Path, options: &Options) -> Vec<PathBuf> {
 /// `tools/`) or a `.git`; `start` itself when none does. The search stops
 /// below `stop` (the user's home) and `/`: a dotfiles repository in home
 /// must not make all of home the project, and so a write root.
-pub fn project_root(start: &Path, stop: Option<&Path>) -> PathBuf {
+pub(crate) fn project_root(start: &Path, stop: Option<&Path>) -> PathBuf {
     let marks = |dir: &Path| {
         [
             octomind::DIR,

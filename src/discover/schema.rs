@@ -29,11 +29,11 @@ use serde_json::{Map, Value, json};
 use std::path::Path;
 
 /// The JSON Schema type names toolcage accepts.
-pub const TYPES: [&str; 6] = ["string", "number", "integer", "boolean", "array", "object"];
+pub(crate) const TYPES: [&str; 6] = ["string", "number", "integer", "boolean", "array", "object"];
 
 /// One parameter, format-neutral.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Param {
+pub(crate) struct Param {
     pub name: String,
     /// One of [`TYPES`], or empty for a definition that is only a `$ref`
     /// (no `"type"` is written then).
@@ -46,7 +46,7 @@ pub struct Param {
 }
 
 impl Param {
-    pub fn new(name: &str, kind: &str, description: &str, required: bool) -> Param {
+    pub(crate) fn new(name: &str, kind: &str, description: &str, required: bool) -> Param {
         Param {
             name: name.to_owned(),
             kind: kind.to_owned(),
@@ -58,7 +58,7 @@ impl Param {
 }
 
 /// The object schema for `params` (see the module doc).
-pub fn object_schema(params: &[Param]) -> Value {
+pub(crate) fn object_schema(params: &[Param]) -> Value {
     let mut props = Map::new();
     let mut required = Vec::new();
     for p in params {
@@ -87,11 +87,6 @@ pub fn object_schema(params: &[Param]) -> Value {
     }
     schema.insert("additionalProperties".into(), Value::Bool(false));
     Value::Object(schema)
-}
-
-/// An object schema accepting anything (tools without declared params).
-pub fn open_object() -> Value {
-    json!({"type": "object", "properties": {}})
 }
 
 /// The meta-schemas the validator has built in (with and without the
@@ -123,13 +118,13 @@ const NAME_MAPS: [&str; 6] = [
 /// `$ref` / `$dynamicRef` / `$recursiveRef` that is not a `#` fragment
 /// (`http:`, `https:`, `file:`, a relative file name, ...), or a `$schema`
 /// that is not a built-in draft. Returns `(keyword, value)`.
-pub fn remote_reference(schema: &Value) -> Option<(&'static str, String)> {
+pub(crate) fn remote_reference(schema: &Value) -> Option<(&'static str, String)> {
     walk(schema, false)
 }
 
 /// [`remote_reference`] for a map of names to schemas (the value of
 /// `properties`, or clawd's `parameters`).
-pub fn remote_reference_in_properties(map: &Value) -> Option<(&'static str, String)> {
+pub(crate) fn remote_reference_in_properties(map: &Value) -> Option<(&'static str, String)> {
     walk(map, true)
 }
 
@@ -163,7 +158,7 @@ fn walk(v: &Value, names: bool) -> Option<(&'static str, String)> {
 
 /// The error for a tool skipped over [`remote_reference`]: names the
 /// reference, and its line when `text` (the tool file) holds it verbatim.
-pub fn remote_reference_error(
+pub(crate) fn remote_reference_error(
     file: &Path,
     text: Option<&str>,
     fallback_line: Option<usize>,

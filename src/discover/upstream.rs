@@ -76,7 +76,7 @@ pub enum Transport {
 
 impl Transport {
     /// What a person approving a call is shown.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Transport::Stdio { command, args, .. } => {
                 let mut words = vec![command.clone()];
@@ -90,7 +90,7 @@ impl Transport {
 
 /// Why a `${...}` could not be expanded.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Unexpanded {
+pub(crate) enum Unexpanded {
     /// `${VAR}` without a default, and VAR is not in `env_from_host`.
     NotAllowed(String),
     /// `${VAR}` allowed, without a default, and VAR is unset.
@@ -102,7 +102,7 @@ pub enum Unexpanded {
 /// One field that could not be expanded: its label (`args[1]`,
 /// `env.TOKEN`, `url`) and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExpandError {
+pub(crate) struct ExpandError {
     pub field: String,
     pub why: Unexpanded,
 }
@@ -114,7 +114,10 @@ pub(crate) fn check_template(s: &str) -> Result<(), String> {
 
 /// Expand `${VAR}` and `${VAR:-default}` with `lookup`; the error names
 /// an unset variable that has no default.
-pub fn expand_env(s: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+pub(crate) fn expand_env(
+    s: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<String, String> {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(p) = rest.find("${") {
@@ -149,7 +152,7 @@ pub fn expand_env(s: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<St
 /// `lookup`) only when `allowed` names it; a VAR not allowed gives its
 /// default, never the host's value, and without a default is an error.
 /// Each host value read is added to `read` as `(VAR, value)`.
-pub fn expand_allowed(
+pub(crate) fn expand_allowed(
     s: &str,
     allowed: &[String],
     lookup: &dyn Fn(&str) -> Option<String>,
@@ -188,7 +191,7 @@ impl Transport {
     /// The transport with every `${...}` expanded ([`expand_allowed`]),
     /// and the host values it read (`(VAR, value)`), which nothing may
     /// print.
-    pub fn expand(
+    pub(crate) fn expand(
         &self,
         allowed: &[String],
         lookup: &dyn Fn(&str) -> Option<String>,
@@ -237,7 +240,7 @@ impl Transport {
 
 /// What an http server's `url` requests of the policy: network, and its
 /// host and port. Err: the message and the fix.
-pub fn url_requests(url: &str) -> Result<Requests, (String, &'static str)> {
+pub(crate) fn url_requests(url: &str) -> Result<Requests, (String, &'static str)> {
     let parsed = url::Url::parse(url).map_err(|e| {
         (
             format!("url '{url}': {e}"),
@@ -264,7 +267,7 @@ pub fn url_requests(url: &str) -> Result<Requests, (String, &'static str)> {
 /// A server name a person could take for toolcage itself (`toolcage`,
 /// `TOOLCAGE`, `tool-cage`): its elicitation requests would seem to come
 /// from toolcage.
-pub fn impersonates_toolcage(name: &str) -> bool {
+pub(crate) fn impersonates_toolcage(name: &str) -> bool {
     let plain: String = name
         .chars()
         .filter(char::is_ascii_alphanumeric)
@@ -283,7 +286,7 @@ fn redact<S: serde::Serializer>(pairs: &[(String, String)], s: S) -> Result<S::O
 }
 
 impl UpstreamSpec {
-    pub fn stdio(&self) -> bool {
+    pub(crate) fn stdio(&self) -> bool {
         matches!(self.transport, Transport::Stdio { .. })
     }
 }

@@ -20,7 +20,7 @@
 //! the real one; tests install fakes that decide and record differently.
 
 use super::approval::{ApprovalChannel, BoxFuture};
-use super::verdict::{Denial, Permit, Verdict};
+use super::verdict::{GateDenial, Permit, Verdict};
 use super::{PreparedCall, SessionId};
 use crate::discover::ToolSpec;
 use crate::sandbox::Outcome;
@@ -31,7 +31,7 @@ use std::time::Duration;
 /// The text recorded for a call that was dropped before it ran ("the
 /// client went away before the call ran", "the server stopped ..."):
 /// asked when it happens, since the reason may be known only then.
-pub type Gone = Arc<dyn Fn() -> String + Send + Sync>;
+pub(crate) type Gone = Arc<dyn Fn() -> String + Send + Sync>;
 
 /// What a gate does: decide, and write records. Object-safe.
 pub trait Gatekeeper: Send + Sync + 'static {
@@ -84,7 +84,7 @@ pub struct StoppedBy<'a> {
 
 impl<'a> StoppedBy<'a> {
     /// Stopped by `by`, the status the outcome's own.
-    pub fn by(by: &'a str) -> StoppedBy<'a> {
+    pub(crate) fn by(by: &'a str) -> StoppedBy<'a> {
         StoppedBy {
             by,
             exit_status: None,
@@ -124,7 +124,7 @@ pub struct Rejected<'a> {
 /// A denied call: the denial, and whether its record was written.
 #[derive(Debug)]
 pub struct DeniedCall {
-    pub denial: Denial,
+    pub denial: GateDenial,
     /// `Err`: the denial's record could not be written.
     pub recorded: Result<(), String>,
 }
@@ -233,12 +233,12 @@ impl std::fmt::Debug for Admission {
 
 impl Admission {
     /// The call admitted.
-    pub fn call(&self) -> &Arc<PreparedCall> {
+    pub(crate) fn call(&self) -> &Arc<PreparedCall> {
         &self.call
     }
 
     /// The permit: how the call got past approval, its call id.
-    pub fn permit(&self) -> Option<&Permit> {
+    pub(crate) fn permit(&self) -> Option<&Permit> {
         match &self.verdict {
             Verdict::Allowed(p) => Some(p),
             Verdict::Denied(_) => None,
@@ -258,7 +258,7 @@ impl Admission {
     /// Write the `started` record, right before the run. `Err`: it could
     /// not be written and the call must not run; the call is then ended
     /// (recorded as not run, as far as the log takes it).
-    pub fn start(&mut self) -> Result<(), String> {
+    pub(crate) fn start(&mut self) -> Result<(), String> {
         let written = self.write(Ran::Starting, None);
         if let Err(e) = &written {
             let why = format!("{}: not run: {e}", self.call.tool.name);
@@ -288,7 +288,7 @@ impl Admission {
 
     /// End a call that was admitted but did not run: `why` is recorded as
     /// its error.
-    pub fn not_run(self, why: &str, stopped_by: Option<&str>) -> Result<(), String> {
+    pub(crate) fn not_run(self, why: &str, stopped_by: Option<&str>) -> Result<(), String> {
         let ran = Ran::Failed {
             error: why,
             after: Duration::ZERO,

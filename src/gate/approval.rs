@@ -37,8 +37,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Mutex;
 
-pub use crate::audit::GrantSummary;
-pub use crate::policy::ApprovalMode;
+pub(crate) use crate::audit::GrantSummary;
+pub(crate) use crate::policy::ApprovalMode;
 
 /// One question to a person: may this call run?
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -104,7 +104,7 @@ pub trait ApprovalChannel: Send + Sync {
 
 /// The refusal due before anyone is asked: `--yes` where pre-approval is
 /// not permitted, or a channel that cannot reach a person.
-pub fn unanswerable(pre_approval: bool, allow_yes: bool, can_ask: bool) -> Option<Refusal> {
+pub(crate) fn unanswerable(pre_approval: bool, allow_yes: bool, can_ask: bool) -> Option<Refusal> {
     if pre_approval && !allow_yes {
         Some(Refusal::PreApprovalNotAllowed)
     } else if !can_ask {
@@ -135,7 +135,7 @@ impl ApprovalChannel for PreApproved {
 
 /// JSON with object keys sorted at every level and no insignificant
 /// whitespace: the same arguments always give the same text.
-pub fn canonical_json(v: &serde_json::Value) -> String {
+pub(crate) fn canonical_json(v: &serde_json::Value) -> String {
     let mut out = String::new();
     write_canonical(v, &mut out);
     out
@@ -181,7 +181,7 @@ pub fn args_digest(args: &serde_json::Value) -> String {
 /// The key an approval is remembered under: the session, the tool's name,
 /// its definition digest, and the argument digest for `once-per-args`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct MemKey {
+pub(crate) struct MemKey {
     pub session: String,
     pub tool: String,
     pub definition: String,
@@ -191,13 +191,18 @@ pub struct MemKey {
 /// Approvals remembered for `once` and `once-per-args`: [`MemKey`] → the
 /// channel that approved.
 #[derive(Debug, Default)]
-pub struct Memory {
+pub(crate) struct Memory {
     approved: Mutex<HashMap<MemKey, String>>,
 }
 
 impl Memory {
     /// The key a mode remembers under; `None` for modes that remember nothing.
-    pub fn key(mode: ApprovalMode, session: &str, tool: &Bound, digest: &str) -> Option<MemKey> {
+    pub(crate) fn key(
+        mode: ApprovalMode,
+        session: &str,
+        tool: &Bound,
+        digest: &str,
+    ) -> Option<MemKey> {
         let key = |args| MemKey {
             session: session.into(),
             tool: tool.name.into(),
@@ -211,7 +216,7 @@ impl Memory {
         }
     }
 
-    pub fn get(&self, key: &MemKey) -> Option<String> {
+    pub(crate) fn get(&self, key: &MemKey) -> Option<String> {
         self.approved
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -219,7 +224,7 @@ impl Memory {
             .cloned()
     }
 
-    pub fn remember(&self, key: MemKey, by: &str) {
+    pub(crate) fn remember(&self, key: MemKey, by: &str) {
         self.approved
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -229,7 +234,7 @@ impl Memory {
 
 /// What approval a call still needs, given the mode and the session's memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Need {
+pub(crate) enum Need {
     /// Mode `never`: nobody is asked.
     Nothing,
     /// An earlier yes in this session covers this call (`once`, `once-per-args`).
@@ -240,13 +245,13 @@ pub enum Need {
 
 /// The tool an approval is for: its name and definition digest.
 #[derive(Debug, Clone, Copy)]
-pub struct Bound<'a> {
+pub(crate) struct Bound<'a> {
     pub name: &'a str,
     pub definition: &'a str,
 }
 
 /// Pure: what `mode` requires for this call. Never asks anyone.
-pub fn need(
+pub(crate) fn need(
     mode: ApprovalMode,
     memory: &Memory,
     session: &str,
@@ -283,7 +288,7 @@ pub enum Refusal {
 /// Pure: ask `channel` (unless pre-approval is not allowed) and turn the
 /// answer into a yes (`Ok(by)`, remembered under `key`) or a refusal.
 /// Anything but an explicit yes is a refusal: never fail open.
-pub fn settle(
+pub(crate) fn settle(
     answer: impl FnOnce() -> ApprovalAnswer,
     pre_approval: bool,
     allow_yes: bool,
@@ -309,7 +314,12 @@ pub fn settle(
 }
 
 /// The text for a refused call: what happened and how to approve it.
-pub fn refusal_message(r: Refusal, tool: &str, mode: ApprovalMode, mode_source: &str) -> String {
+pub(crate) fn refusal_message(
+    r: Refusal,
+    tool: &str,
+    mode: ApprovalMode,
+    mode_source: &str,
+) -> String {
     let mode_name = match mode {
         ApprovalMode::Never => "never",
         ApprovalMode::Always => "always",

@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 /// Resolves the policy's defaults, for a record that carries no grant.
-pub type Defaults = Box<dyn Fn() -> Result<Grant, String> + Send + Sync>;
+pub(crate) type Defaults = Box<dyn Fn() -> Result<Grant, String> + Send + Sync>;
 
-pub struct Journal {
+pub(crate) struct Journal {
     policy: AuditPolicy,
     path: PathBuf,
     state_dir: PathBuf,
@@ -30,7 +30,7 @@ pub struct Journal {
 
 /// Why a record was not written.
 #[derive(Debug)]
-pub enum Unwritten {
+pub(crate) enum Unwritten {
     /// The log lies where the record's grant could write it: never opened.
     Misplaced(String),
     Failed(String),
@@ -38,7 +38,7 @@ pub enum Unwritten {
 
 impl Journal {
     /// Check the locations against `defaults` and open the log now.
-    pub fn open_now(
+    pub(crate) fn open_now(
         policy: AuditPolicy,
         path: PathBuf,
         state_dir: PathBuf,
@@ -58,7 +58,7 @@ impl Journal {
     }
 
     /// Open the log at the first record, checked against its grant.
-    pub fn open_later(
+    pub(crate) fn open_later(
         policy: AuditPolicy,
         path: PathBuf,
         state_dir: PathBuf,
@@ -73,20 +73,20 @@ impl Journal {
         }
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
-    pub fn state_dir(&self) -> &Path {
+    pub(crate) fn state_dir(&self) -> &Path {
         &self.state_dir
     }
 
-    pub fn redact(&self) -> bool {
+    pub(crate) fn redact(&self) -> bool {
         self.policy.redact
     }
 
     /// Refuse a grant that could write the log or the state.
-    pub fn check_locations(&self, grant: &Grant) -> Result<(), String> {
+    pub(crate) fn check_locations(&self, grant: &Grant) -> Result<(), String> {
         check_locations(&self.path, &self.state_dir, grant)
     }
 
@@ -113,7 +113,7 @@ impl Journal {
     /// Append `record` of a call run under `grant`. A failed write is an
     /// error only under `fail_closed` (then `consequence` says what it
     /// means for the call); a log in the wrong place always is.
-    pub fn write(
+    pub(crate) fn write(
         &self,
         record: &AuditRecord,
         grant: Option<&Grant>,
@@ -137,7 +137,7 @@ impl Journal {
 
     /// Append `record` of a call refused before the gate: `Err` whenever
     /// it was not written.
-    pub fn append(&self, record: &AuditRecord) -> Result<(), String> {
+    pub(crate) fn append(&self, record: &AuditRecord) -> Result<(), String> {
         match self.log(None) {
             Ok(Some(log)) => log.append(record),
             Ok(None) => Ok(()),

@@ -26,7 +26,7 @@
 //!   without elicitation, `--yes` where it is not permitted) is refused
 //!   before the rate limits, so it uses up nothing.
 
-pub mod admission;
+pub(crate) mod admission;
 pub mod approval;
 mod journal;
 pub mod persist;
@@ -34,18 +34,17 @@ mod prepared;
 pub mod ratelimit;
 mod records;
 pub mod store;
-pub mod terminal;
+pub(crate) mod terminal;
 mod verdict;
 
-pub use admission::{
-    Admission, CallEvent, DeniedCall, Gatekeeper, Gone, Ran, Rejected, StoppedBy, admit,
-};
+pub use admission::{Admission, CallEvent, DeniedCall, Gatekeeper, Ran, Rejected, admit};
+pub(crate) use admission::{Gone, StoppedBy};
 pub use approval::{
-    ApprovalAnswer, ApprovalChannel, ApprovalMode, ApprovalRequest, BoxFuture, GrantSummary,
-    PreApproved, Refusal,
+    ApprovalAnswer, ApprovalChannel, ApprovalRequest, BoxFuture, PreApproved, Refusal,
 };
+pub(crate) use approval::{ApprovalMode, GrantSummary};
 pub use prepared::PreparedCall;
-pub use verdict::{Approval, Denial, DenyReason, Permit, Verdict};
+pub use verdict::{Approval, DenyReason, GateDenial, Permit, Verdict};
 
 use crate::audit::location;
 use crate::policy::{Context, Overrides, PolicyError, PolicyStack, RateLimit, SessionPolicy};
@@ -68,7 +67,7 @@ impl SessionId {
     }
 
     /// `<prefix>-<pid>-<nanoseconds since the epoch>`.
-    pub fn fresh(prefix: &str) -> SessionId {
+    pub(crate) fn fresh(prefix: &str) -> SessionId {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
@@ -126,7 +125,7 @@ impl Gate {
     /// the machine, or Redis, shared by every replica), kept across
     /// restarts; concurrency slots are counted in memory. The audit log is
     /// opened now.
-    pub fn for_server(setup: &Setup<'_>) -> Result<Gate, GateError> {
+    pub(crate) fn for_server(setup: &Setup<'_>) -> Result<Gate, GateError> {
         let dir = location::state_dir(setup.project_root, setup.ctx);
         Gate::build(
             setup,
@@ -141,7 +140,7 @@ impl Gate {
     /// `--store`'s Redis) and slots in its state directory, shared by
     /// every process (`toolcage call`). The audit log is opened at the
     /// first record, checked against that call's grant (`gate::journal`).
-    pub fn shared(setup: &Setup<'_>) -> Result<Gate, GateError> {
+    pub(crate) fn shared(setup: &Setup<'_>) -> Result<Gate, GateError> {
         let dir = location::state_dir(setup.project_root, setup.ctx);
         let session = setup.stack.session(setup.ctx)?;
         let audit_path = location::audit_path(&session.audit, &dir);
@@ -217,26 +216,26 @@ impl Gate {
         }
     }
 
-    pub fn audit_path(&self) -> &Path {
+    pub(crate) fn audit_path(&self) -> &Path {
         self.journal.path()
     }
 
-    pub fn state_dir(&self) -> &Path {
+    pub(crate) fn state_dir(&self) -> &Path {
         self.journal.state_dir()
     }
 
-    pub fn session_policy(&self) -> &SessionPolicy {
+    pub(crate) fn session_policy(&self) -> &SessionPolicy {
         &self.session
     }
 
     /// Append a record that is no call of a tool (a management tool's
     /// change). `Err`: not written.
-    pub fn append_record(&self, record: &crate::audit::AuditRecord) -> Result<(), String> {
+    pub(crate) fn append_record(&self, record: &crate::audit::AuditRecord) -> Result<(), String> {
         self.journal.append(record)
     }
 
     /// `[audit] redact`: keep only digests of what a client sent.
-    pub fn redact(&self) -> bool {
+    pub(crate) fn redact(&self) -> bool {
         self.journal.redact()
     }
 
@@ -279,17 +278,17 @@ impl Gate {
         call: &PreparedCall,
         session: &SessionId,
         unanswerable: Option<Refusal>,
-    ) -> Result<(Slot, Need, String), Denial> {
+    ) -> Result<(Slot, Need, String), GateDenial> {
         let grant = &call.resolved.grant;
         let name = &call.tool.name;
         self.journal
             .check_locations(grant)
-            .map_err(|m| Denial::new(DenyReason::Unavailable, m))?;
+            .map_err(|m| GateDenial::new(DenyReason::Unavailable, m))?;
         let slot = match self.slots.try_enter(name, grant.concurrent) {
             Ok(Some(s)) => s,
             Ok(None) => {
                 let cap = grant.concurrent.unwrap_or(0);
-                return Err(Denial::new(
+                return Err(GateDenial::new(
                     DenyReason::Concurrency,
                     format!(
                         "tool '{name}' already has {cap} call(s) running, its cap \
@@ -297,7 +296,7 @@ impl Gate {
                     ),
                 ));
             }
-            Err(e) => return Err(Denial::new(DenyReason::Unavailable, e.0)),
+            Err(e) => return Err(GateDenial::new(DenyReason::Unavailable, e.0)),
         };
         let digest = approval::args_digest(&serde_json::Value::Object(call.args.clone()));
         let bound = approval::Bound {
@@ -315,7 +314,7 @@ impl Gate {
             Ok(()) => {}
             Err(RateRefusal::Limited(l)) => {
                 let (_, limit, what) = &limits[l.index];
-                let mut d = Denial::new(
+                let mut d = GateDenial::new(
                     DenyReason::RateLimited,
                     format!(
                         "rate limit: {what} allows {} call(s) per {}; try again in {}",
@@ -330,14 +329,14 @@ impl Gate {
             Err(RateRefusal::Unavailable(e)) => {
                 // The limits cannot be counted: the call is refused, not
                 // let through uncounted.
-                return Err(Denial::new(DenyReason::Unavailable, e.0));
+                return Err(GateDenial::new(DenyReason::Unavailable, e.0));
             }
         }
         Ok((slot, need, digest))
     }
 
     /// What the person is shown.
-    pub fn request(&self, call: &PreparedCall) -> ApprovalRequest {
+    pub(crate) fn request(&self, call: &PreparedCall) -> ApprovalRequest {
         let source = match call.tool.line {
             Some(l) => format!("{}:{l}", call.tool.source.display()),
             None => call.tool.source.display().to_string(),
@@ -389,8 +388,8 @@ impl Gate {
         }
     }
 
-    fn refusal(&self, call: &PreparedCall, r: Refusal) -> Denial {
-        Denial::new(
+    fn refusal(&self, call: &PreparedCall, r: Refusal) -> GateDenial {
+        GateDenial::new(
             DenyReason::Approval(r),
             approval::refusal_message(
                 r,
@@ -485,7 +484,7 @@ impl Gatekeeper for Gate {
 }
 
 /// `never`, `always`, `once`, `once-per-args`.
-pub fn mode_name(m: ApprovalMode) -> &'static str {
+pub(crate) fn mode_name(m: ApprovalMode) -> &'static str {
     match m {
         ApprovalMode::Never => "never",
         ApprovalMode::Always => "always",

@@ -69,7 +69,7 @@ fn open_locked(path: &Path, nonblock: bool) -> Result<Option<Flock<File>>, State
 
 /// How to reset a damaged rate-limit state: remove the file (the next call
 /// starts with empty windows).
-pub fn reset_hint(path: &Path) -> String {
+pub(crate) fn reset_hint(path: &Path) -> String {
     format!(
         "calls are refused until it is reset; to reset every rate limit of the project, run: rm {}",
         path.display()
@@ -243,7 +243,8 @@ impl RateCheck for RateLimiter {
 
 /// A held concurrency slot; dropping it frees the slot.
 #[derive(Debug)]
-pub enum Slot {
+#[allow(dead_code)] // the guards are held, never read: their drop frees the slot
+pub(crate) enum Slot {
     /// The tool has no cap.
     Unlimited,
     Memory(ConcurrencyGuard),
@@ -251,7 +252,7 @@ pub enum Slot {
 }
 
 /// Where concurrency slots are counted.
-pub trait SlotStore: Send + Sync {
+pub(crate) trait SlotStore: Send + Sync {
     /// Enter a slot, `Ok(None)` when all `cap` are taken.
     fn try_enter(&self, tool: &str, cap: Option<u32>) -> Result<Option<Slot>, StateError>;
 }
@@ -269,12 +270,12 @@ impl SlotStore for Concurrency {
 
 /// Slot lock files in `<state dir>/slots/`.
 #[derive(Debug, Clone)]
-pub struct FileSlots {
+pub(crate) struct FileSlots {
     dir: PathBuf,
 }
 
 impl FileSlots {
-    pub fn new(state_dir: &Path) -> FileSlots {
+    pub(crate) fn new(state_dir: &Path) -> FileSlots {
         FileSlots {
             dir: state_dir.join("slots"),
         }

@@ -9,7 +9,7 @@
 use crate::policy::RateLimit;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Monotonic time since an arbitrary start.
 pub trait Clock: Send + Sync {
@@ -19,33 +19,13 @@ pub trait Clock: Send + Sync {
 /// Wall-clock time since the Unix epoch: what a rate-limit file shared by
 /// several processes (`toolcage call`) is kept in.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct WallClock;
+pub(crate) struct WallClock;
 
 impl Clock for WallClock {
     fn now(&self) -> Duration {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
-    }
-}
-
-/// The real monotonic clock (one process).
-#[derive(Debug)]
-pub struct SystemClock {
-    start: Instant,
-}
-
-impl Default for SystemClock {
-    fn default() -> Self {
-        SystemClock {
-            start: Instant::now(),
-        }
-    }
-}
-
-impl Clock for SystemClock {
-    fn now(&self) -> Duration {
-        self.start.elapsed()
     }
 }
 
@@ -71,7 +51,7 @@ impl Clock for FakeClock {
 /// One admitted call in one window; give it back with [`RateLimiter::release`]
 /// when the call does not run after all (declined approval).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ticket {
+pub(crate) struct Ticket {
     key: String,
     at: Duration,
 }
@@ -87,7 +67,7 @@ pub struct Limited {
 /// Where admitted calls are counted: in memory ([`RateLimiter`], one
 /// process) or in a locked file ([`super::persist::FileRates`], every
 /// `toolcage call` of a project).
-pub trait RateStore: Send + Sync {
+pub(crate) trait RateStore: Send + Sync {
     /// Admit one call under every `(key, limit)` at once, or none.
     fn try_acquire(
         &self,
@@ -97,7 +77,7 @@ pub trait RateStore: Send + Sync {
 }
 
 /// Admitted calls per key, oldest first.
-pub type Windows = HashMap<String, VecDeque<Duration>>;
+pub(crate) type Windows = HashMap<String, VecDeque<Duration>>;
 
 #[derive(Debug, Default)]
 pub struct RateLimiter {
@@ -116,19 +96,19 @@ impl RateStore for RateLimiter {
 
 impl RateLimiter {
     /// A limiter that starts from recorded calls.
-    pub fn from_windows(windows: Windows) -> RateLimiter {
+    pub(crate) fn from_windows(windows: Windows) -> RateLimiter {
         RateLimiter {
             windows: Mutex::new(windows),
         }
     }
 
     /// The recorded calls.
-    pub fn into_windows(self) -> Windows {
+    pub(crate) fn into_windows(self) -> Windows {
         self.windows.into_inner().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Admit one call under every `(key, limit)` at once, or none.
-    pub fn try_acquire(
+    pub(crate) fn try_acquire(
         &self,
         limits: &[(String, RateLimit)],
         now: Duration,
@@ -162,7 +142,8 @@ impl RateLimiter {
     }
 
     /// Give back calls that did not run.
-    pub fn release(&self, tickets: &[Ticket]) {
+    #[cfg(test)]
+    pub(crate) fn release(&self, tickets: &[Ticket]) {
         let mut w = self.windows.lock().unwrap_or_else(|e| e.into_inner());
         for t in tickets {
             if let Some(q) = w.get_mut(&t.key)
@@ -175,20 +156,20 @@ impl RateLimiter {
 }
 
 /// "12s", rounded up to whole seconds (at least 1s).
-pub fn wait_text(d: Duration) -> String {
+pub(crate) fn wait_text(d: Duration) -> String {
     let secs = d.as_millis().div_ceil(1000).max(1);
     crate::text::format_duration(Duration::from_secs(secs as u64))
 }
 
 /// Calls running per tool.
 #[derive(Debug, Default, Clone)]
-pub struct Concurrency {
+pub(crate) struct Concurrency {
     running: Arc<Mutex<HashMap<String, u32>>>,
 }
 
 /// Held while a call runs; dropping it frees the slot.
 #[derive(Debug)]
-pub struct ConcurrencyGuard {
+pub(crate) struct ConcurrencyGuard {
     running: Arc<Mutex<HashMap<String, u32>>>,
     tool: String,
 }
@@ -196,7 +177,7 @@ pub struct ConcurrencyGuard {
 impl Concurrency {
     /// Enter a slot for `tool`, or return how many are running when `cap`
     /// are already.
-    pub fn try_enter(&self, tool: &str, cap: Option<u32>) -> Result<ConcurrencyGuard, u32> {
+    pub(crate) fn try_enter(&self, tool: &str, cap: Option<u32>) -> Result<ConcurrencyGuard, u32> {
         let mut r = self.running.lock().unwrap_or_else(|e| e.into_inner());
         let n = r.entry(tool.to_string()).or_insert(0);
         if cap.is_some_and(|c| *n >= c) {
@@ -209,7 +190,8 @@ impl Concurrency {
         })
     }
 
-    pub fn running(&self, tool: &str) -> u32 {
+    #[cfg(test)]
+    pub(crate) fn running(&self, tool: &str) -> u32 {
         let r = self.running.lock().unwrap_or_else(|e| e.into_inner());
         r.get(tool).copied().unwrap_or(0)
     }

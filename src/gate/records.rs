@@ -24,7 +24,7 @@ fn format_name(format: crate::spec::Format) -> String {
 
 /// The record of a call that reached the gate; `redact`: keep only the
 /// arguments' digest.
-pub fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
+pub(crate) fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
     let call = event.call;
     let args = serde_json::Value::Object(call.args.clone());
     let call_id = match event.verdict {
@@ -52,7 +52,7 @@ pub fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
         tool: call.tool.name.clone(),
         format: format_name(call.tool.format),
         source: call.tool.source.display().to_string(),
-        upstream: upstream_ref(&call.tool.runner),
+        upstream: upstream_ref(&call.tool.kind),
         definition_sha256: Some(call.definition_sha256.clone()),
         args_sha256: args_digest(&args),
         args: Some(args.clone()),
@@ -118,7 +118,7 @@ pub fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
 
 /// The record of a call refused before the gate (nothing ran): the tool
 /// when the name is known, the reason code and message say why.
-pub fn of_rejected(rejected: &Rejected<'_>, redact: bool) -> AuditRecord {
+pub(crate) fn of_rejected(rejected: &Rejected<'_>, redact: bool) -> AuditRecord {
     let tool = rejected.tool;
     let r = AuditRecord {
         time: rfc3339(SystemTime::now()),
@@ -130,7 +130,7 @@ pub fn of_rejected(rejected: &Rejected<'_>, redact: bool) -> AuditRecord {
         source: tool
             .map(|t| t.source.display().to_string())
             .unwrap_or_default(),
-        upstream: tool.and_then(|t| upstream_ref(&t.runner)),
+        upstream: tool.and_then(|t| upstream_ref(&t.kind)),
         definition_sha256: None,
         args_sha256: args_digest(rejected.args),
         args: Some(rejected.args.clone()),
@@ -160,9 +160,9 @@ pub fn of_rejected(rejected: &Rejected<'_>, redact: bool) -> AuditRecord {
 }
 
 /// The server and tool behind a gateway call, for its record.
-fn upstream_ref(runner: &crate::discover::Runner) -> Option<crate::audit::record::UpstreamRef> {
-    match runner {
-        crate::discover::Runner::Upstream { server, tool, .. } => {
+fn upstream_ref(kind: &crate::discover::ToolKind) -> Option<crate::audit::record::UpstreamRef> {
+    match kind {
+        crate::discover::ToolKind::Upstream { server, tool, .. } => {
             Some(crate::audit::record::UpstreamRef {
                 server: server.clone(),
                 tool: tool.clone(),

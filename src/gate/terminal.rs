@@ -29,15 +29,15 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// SGR 0: every colour and attribute (hidden, invisible, reverse) off.
-pub const RESET_ATTRIBUTES: &str = "\x1b[0m";
+pub(crate) const RESET_ATTRIBUTES: &str = "\x1b[0m";
 
 /// At most this many bytes of pretty-printed arguments are shown.
-pub const MAX_ARGS_SHOWN: usize = 4096;
+pub(crate) const MAX_ARGS_SHOWN: usize = 4096;
 /// At most this many bytes of any one string value are shown, so one huge
 /// value cannot push the other arguments out of view.
-pub const MAX_VALUE_SHOWN: usize = 256;
+pub(crate) const MAX_VALUE_SHOWN: usize = 256;
 /// At most this many bytes of the command and of the source path are shown.
-pub const MAX_RUNS_SHOWN: usize = 1024;
+pub(crate) const MAX_RUNS_SHOWN: usize = 1024;
 
 /// `s` on one line (newlines and controls escaped), cut at `max` bytes.
 fn one_line_capped(s: &str, max: usize) -> String {
@@ -78,7 +78,7 @@ fn shorten(v: &serde_json::Value) -> serde_json::Value {
 
 /// The terminal channel.
 #[derive(Debug, Clone)]
-pub struct Terminal {
+pub(crate) struct Terminal {
     path: PathBuf,
     timeout: Duration,
     interrupt: Option<CancelToken>,
@@ -92,12 +92,12 @@ impl Default for Terminal {
 
 impl Terminal {
     /// `/dev/tty`, 60 seconds to answer.
-    pub fn new() -> Terminal {
+    pub(crate) fn new() -> Terminal {
         Terminal::with_path("/dev/tty", Duration::from_secs(60))
     }
 
     /// Another terminal device (tests use a pseudo-terminal).
-    pub fn with_path(path: impl Into<PathBuf>, timeout: Duration) -> Terminal {
+    pub(crate) fn with_path(path: impl Into<PathBuf>, timeout: Duration) -> Terminal {
         Terminal {
             path: path.into(),
             timeout,
@@ -107,7 +107,7 @@ impl Terminal {
 
     /// Stop asking when `token` is cancelled (toolcage got Ctrl-C, SIGTERM
     /// or SIGHUP): the answer is [`ApprovalAnswer::Interrupted`].
-    pub fn with_interrupt(mut self, token: CancelToken) -> Terminal {
+    pub(crate) fn with_interrupt(mut self, token: CancelToken) -> Terminal {
         self.interrupt = Some(token);
         self
     }
@@ -116,13 +116,13 @@ impl Terminal {
 /// Control characters (C0, DEL, C1) and bidirectional overrides, shown as
 /// `\u{..}` so the arguments cannot move the cursor, clear the screen or
 /// reorder text to fake the prompt. Newlines stay. See [`crate::text`].
-pub fn sanitize(s: &str) -> String {
+pub(crate) fn sanitize(s: &str) -> String {
     crate::text::escape_except(s, &['\n'])
 }
 
 /// The text shown to a person (also usable as an elicitation message).
 /// Everything from the call passes through [`sanitize`].
-pub fn describe(r: &ApprovalRequest) -> String {
+pub(crate) fn describe(r: &ApprovalRequest) -> String {
     sanitize(&describe_raw(r))
 }
 
@@ -252,7 +252,7 @@ impl ApprovalChannel for Terminal {
 impl Terminal {
     /// Show the request on the terminal and read the answer: `y`/`yes`
     /// approves, `n`/`no` or end of input declines; the timeout declines.
-    pub fn prompt(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+    pub(crate) fn prompt(&self, request: &ApprovalRequest) -> ApprovalAnswer {
         let Ok(mut tty) = OpenOptions::new()
             .read(true)
             .write(true)

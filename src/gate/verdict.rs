@@ -1,5 +1,5 @@
 //! What the gate decided about one call: a [`Verdict`], allowed with a
-//! [`Permit`] or denied with a [`Denial`].
+//! [`Permit`] or denied with a [`GateDenial`].
 
 use super::approval::Refusal;
 use super::persist::Slot;
@@ -12,7 +12,7 @@ pub enum Verdict {
     /// Run it; the permit holds the tool's concurrency slot until the
     /// call's [`super::Admission`] ends.
     Allowed(Permit),
-    Denied(Denial),
+    Denied(GateDenial),
 }
 
 /// How an allowed call got past approval.
@@ -85,7 +85,7 @@ pub enum DenyReason {
 
 impl DenyReason {
     /// The machine code recorded in the audit log.
-    pub fn code(self) -> &'static str {
+    pub(crate) fn code(self) -> &'static str {
         match self {
             DenyReason::Approval(Refusal::Declined) => "approval_declined",
             DenyReason::Approval(Refusal::Cancelled) => "approval_cancelled",
@@ -103,7 +103,7 @@ impl DenyReason {
     }
 
     /// The layer that refused, as a result's `denials` name it.
-    pub fn layer(self) -> &'static str {
+    pub(crate) fn layer(self) -> &'static str {
         match self {
             DenyReason::Approval(_) => "approval",
             DenyReason::RateLimited => "rate_limit",
@@ -116,18 +116,20 @@ impl DenyReason {
     }
 }
 
-/// A denied call: the reason, the text for the caller, and for rate limits
-/// how long to wait.
+/// A call the gate denied: the reason, the text for the caller, and for
+/// rate limits how long to wait. Not `sandbox::Denial`, one operation
+/// refused while a call ran; [`GateDenial::entry`] makes one of those for
+/// a result's `denials` list.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Denial {
+pub struct GateDenial {
     pub reason: DenyReason,
     pub message: String,
     pub retry_after: Option<Duration>,
 }
 
-impl Denial {
-    pub fn new(reason: DenyReason, message: String) -> Denial {
-        Denial {
+impl GateDenial {
+    pub fn new(reason: DenyReason, message: String) -> GateDenial {
+        GateDenial {
             reason,
             message,
             retry_after: None,
@@ -136,7 +138,7 @@ impl Denial {
 
     /// The entry of a result's `denials` list for a call of `tool` this
     /// refused: by its layer and rule, as the sandbox's own are.
-    pub fn entry(&self, tool: &str) -> crate::sandbox::Denial {
+    pub(crate) fn entry(&self, tool: &str) -> crate::sandbox::Denial {
         crate::sandbox::Denial {
             layer: self.reason.layer(),
             op: "call",

@@ -26,7 +26,7 @@ use super::queue::Place;
 use crate::audit::record::not_ran;
 use crate::call::pipeline::{Job, JobDone, Turn};
 use crate::call::{CallError, CallResult, NotRun, NotRunKind, Surface};
-use crate::gate::{ApprovalChannel, BoxFuture, Denial, SessionId};
+use crate::gate::{ApprovalChannel, BoxFuture, GateDenial, SessionId};
 use crate::sandbox::{CancelToken, Exit};
 use crate::upstream::exposed::{CALL_MCP_TOOL, FIND_TOOLS};
 use crate::upstream::{Gateway, deferred};
@@ -432,7 +432,7 @@ fn respond(server: &McpServer, name: &str, e: CallError) -> Result<CallToolResul
 /// A call the gate refused (approval, rate limit, concurrency cap), or
 /// the tool's grant (an http tool's host), or a held upstream tool: one
 /// denial, by its layer and rule.
-fn denied(name: &str, d: &Denial, redact: bool) -> CallToolResult {
+fn denied(name: &str, d: &GateDenial, redact: bool) -> CallToolResult {
     match redact {
         true => tracing::info!("{name}: denied ({})", d.reason.code()),
         false => tracing::info!("{name}: denied ({}): {}", d.reason.code(), d.message),

@@ -7,7 +7,7 @@ use super::Gateway;
 use super::names;
 use super::pins::{Checked, PinState};
 use crate::call::{Definition, annotations};
-use crate::discover::{Runner, ToolSpec};
+use crate::discover::{ToolKind, ToolSpec};
 use crate::policy::Expose;
 use rmcp::model::Tool;
 use serde_json::{Value, json};
@@ -117,7 +117,7 @@ impl Exposed {
                     description: tool.description.as_deref().unwrap_or_default().to_string(),
                     input_schema: Value::Object((*tool.input_schema).clone()),
                     requests: server.requests().clone(),
-                    runner: Runner::Upstream {
+                    kind: ToolKind::Upstream {
                         server: server.spec.name.clone(),
                         tool: tool.name.to_string(),
                         runs: server.spec.transport.describe(),

@@ -9,8 +9,8 @@ use super::Gateway;
 use super::instance::CallFailure;
 use crate::call::runner::runner_for;
 use crate::call::{CallError, CallResult, PreparedCall, Toolbox, definition, validate};
-use crate::discover::{Runner, ToolSpec};
-use crate::gate::{Denial, DenyReason};
+use crate::discover::{ToolKind, ToolSpec};
+use crate::gate::{DenyReason, GateDenial};
 use crate::policy::Grant;
 use crate::sandbox::output::truncation_marker;
 use crate::sandbox::{CancelToken, Captured, Exit, Outcome};
@@ -31,14 +31,14 @@ impl Toolbox for SessionTools {
             && let Some(why) = exposed.unusable_for(name, &self.gateway.servers)
         {
             // The pins cannot be trusted: nothing of an upstream runs (125).
-            return Err(CallError::Denied(Denial::new(
+            return Err(CallError::Denied(GateDenial::new(
                 DenyReason::Unavailable,
                 format!("{name}: {why}"),
             )));
         }
         if let Some(held) = exposed.held_as(name) {
             // Denied, not broken: the operator's pin refuses it (exit 3).
-            return Err(CallError::Denied(Denial::new(
+            return Err(CallError::Denied(GateDenial::new(
                 DenyReason::Held,
                 format!(
                     "{name}: the definition of tool '{}' of upstream server '{}' changed since it \
@@ -82,7 +82,7 @@ impl Toolbox for SessionTools {
         call: &PreparedCall,
         cancel: Option<&CancelToken>,
     ) -> Result<CallResult, CallError> {
-        let Runner::Upstream { server, tool, .. } = &call.tool.runner else {
+        let ToolKind::Upstream { server, tool, .. } = &call.tool.kind else {
             return self.local.execute(call, cancel);
         };
         let gw = self.gateway.clone();

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use toolcage::audit::{AuditRecord, read};
 use toolcage::call::{Engine, PreparedCall};
-use toolcage::discover::{Catalog, Options, Runner, ToolSpec};
+use toolcage::discover::{Catalog, Options, ToolKind, ToolSpec};
 use toolcage::gate::ratelimit::FakeClock;
 use toolcage::gate::{
     Admission, ApprovalAnswer, ApprovalChannel, ApprovalRequest, BoxFuture, DeniedCall, Gate,
@@ -44,7 +44,7 @@ impl Env {
             description: "test".into(),
             input_schema: json!({"type": "object"}),
             requests,
-            runner: Runner::Octomind { program: path },
+            kind: ToolKind::Octomind { program: path },
             needs_read: vec![self.p.path(".agents/tools")],
         }
     }
@@ -151,7 +151,7 @@ pub fn call(
     ch: &dyn ApprovalChannel,
     name: &str,
     args: Value,
-) -> Option<toolcage::gate::Denial> {
+) -> Option<toolcage::gate::GateDenial> {
     let prepared = Arc::new(e.prepare(name, args).unwrap());
     match admit_now(gate, &prepared, s, ch) {
         Err(refused) => {

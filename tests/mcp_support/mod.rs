@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 use toolcage::call::{CallError, CallResult, Definition, PreparedCall, Toolbox};
-use toolcage::discover::{Runner, ToolSpec};
+use toolcage::discover::{ToolKind, ToolSpec};
 use toolcage::mcp::ToolHost;
 use toolcage::policy::Requests;
 use toolcage::policy::{Grant, Resolved};
@@ -176,7 +176,7 @@ impl Toolbox for FakeHost {
                 description: d.description.clone(),
                 input_schema: d.input_schema.clone(),
                 requests: Requests::default(),
-                runner: Runner::Octomind {
+                kind: ToolKind::Octomind {
                     program: self.dir.join(name),
                 },
                 needs_read: vec![],

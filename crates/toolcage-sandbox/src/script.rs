@@ -1,6 +1,7 @@
-//! The two pieces of the script runner (`toolcage __script-runner`) that
-//! need `unsafe` or raw seccomp: loading QuickJS bytecode, and the stricter
-//! filter the runner puts on itself once its script is compiled.
+//! The two pieces of the script child (`toolcage __script-runner`,
+//! `call::script::child` in the top crate) that need `unsafe` or raw
+//! seccomp: loading QuickJS bytecode, and the stricter filter the child
+//! puts on itself once its script is compiled.
 //!
 //! A script is compiled in a full QuickJS context and run in one without
 //! the `Eval` intrinsic: every string-to-code path (`eval`, `Function`,
@@ -32,7 +33,7 @@ pub fn load<'js>(ctx: Ctx<'js>, code: &Bytecode) -> rquickjs::Result<Module<'js,
 /// Syscalls a running script never needs: no new program, process,
 /// socket, file or namespace. Denied with EPERM on top of the sandbox's
 /// own filter (filters stack; this one only takes away).
-const RUNNER_DENIED: &[i64] = &[
+const SCRIPT_DENIED: &[i64] = &[
     libc::SYS_execve,
     libc::SYS_execveat,
     libc::SYS_clone,
@@ -73,11 +74,11 @@ pub(crate) fn host_arch() -> TargetArch {
     target
 }
 
-/// Put the runner's stricter filter on the calling (single) thread: after
+/// Put the script child's stricter filter on the calling (single) thread: after
 /// it, the process can still compute, allocate and use the descriptors it
 /// has (its protocol pipes), nothing more.
-pub fn lock_down_runner() -> Result<(), String> {
-    let rules: BTreeMap<i64, Vec<_>> = RUNNER_DENIED.iter().map(|&n| (n, vec![])).collect();
+pub fn lock_down_script() -> Result<(), String> {
+    let rules: BTreeMap<i64, Vec<_>> = SCRIPT_DENIED.iter().map(|&n| (n, vec![])).collect();
     let program: BpfProgram = SeccompFilter::new(
         rules,
         SeccompAction::Allow,

@@ -39,7 +39,7 @@ impl Toolbox for Tools {
             description: String::new(),
             input_schema: serde_json::json!({"type": "object"}),
             requests: Requests::default(),
-            runner: crate::discover::Runner::Octomind {
+            kind: crate::discover::ToolKind::Octomind {
                 program: "/p/t".into(),
             },
             needs_read: vec![],

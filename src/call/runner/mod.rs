@@ -24,7 +24,7 @@ pub mod opencrabs;
 use super::encode::{EncodeError, Encoded};
 use super::pipeline::Toolbox;
 use super::{CallError, CallResult, result};
-use crate::discover::{Runner, ToolSpec};
+use crate::discover::{ToolKind, ToolSpec};
 use crate::policy::Grant;
 use crate::sandbox::{CancelToken, SandboxError};
 use serde_json::{Map, Value};
@@ -125,10 +125,10 @@ fn run_command(
 
 /// The runner for `tool`'s kind.
 pub fn runner_for(tool: &ToolSpec) -> Box<dyn ToolRunner + '_> {
-    match &tool.runner {
+    match &tool.kind {
         // One command in the sandbox (`Encode`).
-        Runner::Octomind { program } => Box::new(octomind::Executable { tool, program }),
-        Runner::Clawd {
+        ToolKind::Octomind { program } => Box::new(octomind::Executable { tool, program }),
+        ToolKind::Clawd {
             interpreter,
             entrypoint,
         } => Box::new(clawd::Entrypoint {
@@ -136,14 +136,14 @@ pub fn runner_for(tool: &ToolSpec) -> Box<dyn ToolRunner + '_> {
             interpreter: interpreter.as_deref(),
             entrypoint,
         }),
-        Runner::OpencrabsShell { command, .. } => Box::new(opencrabs::Shell { command }),
+        ToolKind::OpencrabsShell { command, .. } => Box::new(opencrabs::Shell { command }),
         // No command: toolcage makes the request, runs the script runner,
         // or refuses (an upstream tool outside the gateway).
-        Runner::OpencrabsHttp { method, url, .. } => {
+        ToolKind::OpencrabsHttp { method, url, .. } => {
             Box::new(opencrabs::Http { tool, method, url })
         }
-        Runner::AgentdirScript { path, .. } => Box::new(agentdir::JsScript { tool, path }),
-        Runner::Upstream { server, runs, .. } => {
+        ToolKind::AgentdirScript { path, .. } => Box::new(agentdir::JsScript { tool, path }),
+        ToolKind::Upstream { server, runs, .. } => {
             Box::new(agentdir::Upstream { tool, server, runs })
         }
     }

@@ -1,5 +1,5 @@
 //! A3S `kind: script` calls: the script runs in a child, `toolcage
-//! __script-runner` ([`runner`]), started through the sandbox under the
+//! __script-runner` ([`child`]), started through the sandbox under the
 //! tool's grant. QuickJS never runs in toolcage's own process, so no
 //! engine crash, memory bomb or stack overflow can take `serve` down.
 //!
@@ -15,11 +15,11 @@
 //! thus holds at most `MAX_DEPTH` script runners and one other tool's
 //! sandbox at once, all in the outer call's run slot.
 
-pub mod runner;
+pub mod child;
 
 use super::pipeline::Toolbox;
 use super::{CallError, CallResult, result};
-use crate::discover::{Runner, ToolSpec};
+use crate::discover::{ToolKind, ToolSpec};
 use crate::policy::Grant;
 use crate::sandbox::output::{CappedBuffer, truncation_marker};
 use crate::sandbox::{CancelToken, Exit, SandboxError};
@@ -47,14 +47,14 @@ const MAX_FRAME: u64 = 16 << 20;
 /// How much of the runner's stderr is kept.
 const STDERR_CAP: usize = 16 << 10;
 
-/// The binary that runs scripts, when not this one (see [`set_runner`]).
-static RUNNER: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+/// The binary that runs scripts, when not this one (see [`set_child_binary`]).
+static CHILD_BINARY: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
 
 /// Run scripts with `toolcage` at `binary` instead of re-executing the
 /// current one: for an embedder (a test, a bench) whose own binary is not
 /// toolcage. The first setting wins.
-pub fn set_runner(binary: std::path::PathBuf) {
-    let _ = RUNNER.set(binary);
+pub fn set_child_binary(binary: std::path::PathBuf) {
+    let _ = CHILD_BINARY.set(binary);
 }
 
 /// The limits of one script tool, from its front matter, and the scripts
@@ -70,7 +70,7 @@ struct Limits<'a> {
 /// run: a script past [`MAX_DEPTH`] nested scripts, or any tool called
 /// from deeper than the deepest script may run. `None`: it may run.
 pub(crate) fn too_deep(tool: &ToolSpec, callers: &[String]) -> Option<String> {
-    let script = matches!(tool.runner, Runner::AgentdirScript { .. });
+    let script = matches!(tool.kind, ToolKind::AgentdirScript { .. });
     let fits = match script {
         true => callers.len() < MAX_DEPTH,
         false => callers.len() <= MAX_DEPTH,
@@ -108,13 +108,13 @@ pub fn execute(
     toolbox: Option<&dyn Toolbox>,
 ) -> Result<CallResult, CallError> {
     let cancel = run.cancel;
-    let Runner::AgentdirScript {
+    let ToolKind::AgentdirScript {
         path,
         allowed_tools,
         max_tool_calls,
         max_output_bytes,
         ..
-    } = &tool.runner
+    } = &tool.kind
     else {
         return Err(CallError::Internal(format!(
             "{} is not a script tool",
@@ -132,7 +132,7 @@ pub fn execute(
     if let Some(why) = too_deep(tool, run.callers) {
         return Err(CallError::Unsupported(why));
     }
-    let exe = match RUNNER.get() {
+    let exe = match CHILD_BINARY.get() {
         Some(p) => p.clone(),
         None => std::env::current_exe().map_err(internal)?,
     };
@@ -142,7 +142,7 @@ pub fn execute(
     let cmd = crate::sandbox::Command {
         argv: vec![
             exe.clone().into(),
-            runner::SUBCOMMAND.into(),
+            child::SUBCOMMAND.into(),
             path.clone().into(),
             HEAP_BYTES.to_string().into(),
             STACK_BYTES.to_string().into(),
@@ -208,7 +208,7 @@ pub fn execute(
     // Stopped by its own interrupt at the deadline, or killed there by the
     // supervisor: the same timeout either way.
     if let (Exit::Code(0), Some(Err(m))) = (outcome.exit, &end)
-        && m.starts_with(runner::PAST_TIMEOUT)
+        && m.starts_with(child::PAST_TIMEOUT)
     {
         outcome.exit = Exit::Timeout;
     }
@@ -260,7 +260,7 @@ fn cap(text: String, max: u64) -> String {
     format!("{}\n{}", &text[..end], truncation_marker(omitted))
 }
 
-/// Speak the protocol until the runner's last frame (see [`runner`]):
+/// Speak the protocol until the runner's last frame (see [`child`]):
 /// `Some(Ok(result))`, `Some(Err(message))`, or `None` when it ended
 /// without one. One frame at a time: the next is read only once the inner
 /// call a `tool` frame asked for has ended, so however the script

@@ -3,7 +3,7 @@
 
 /// Split `---\n<yaml>\n---\n<body>`: (yaml, line of the yaml's first line,
 /// body). `None` when the text does not start with front matter.
-pub fn split_front_matter(text: &str) -> Option<Result<(&str, usize, &str), String>> {
+pub(crate) fn split_front_matter(text: &str) -> Option<Result<(&str, usize, &str), String>> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let first = text.lines().next()?;
     if first.trim_end() != "---" {

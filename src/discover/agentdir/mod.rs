@@ -30,23 +30,25 @@ mod tooldir;
 
 use super::fsread::{self, io_message};
 use super::{
-    Diagnostic, Found, Runner, SkippedUpstream, ToolSpec, Transport, UpstreamSpec, valid_tool_name,
+    Diagnostic, Found, SkippedUpstream, ToolKind, ToolSpec, Transport, UpstreamSpec,
+    valid_tool_name,
 };
 use crate::policy::Requests;
 use crate::spec::Format;
-pub use frontmatter::split_front_matter;
+pub(crate) use frontmatter::split_front_matter;
 use frontmatter::{MAX_FLOW_DEPTH, MAX_FRONT_MATTER, first_paragraph, flow_depth};
 use kinds::{parse_mcp, parse_script};
 use serde_yaml_ng::{Mapping, Value as Yaml};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-pub use tooldir::{a3s_tool_files, holds_a3s_tools};
+pub(crate) use tooldir::a3s_tool_files;
+pub use tooldir::holds_a3s_tools;
 
 const READ_CAP: usize = 1024 * 1024;
 
 /// What the front matter declares (validated without the file system).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Doc {
+pub(crate) struct Doc {
     pub name: String,
     pub description: String,
     pub kind: Kind,
@@ -84,7 +86,7 @@ pub(crate) fn scan_key_lines(yaml: &str, first_line: usize) -> Vec<(String, usiz
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Script {
         /// As written, relative to the AgentDir root.
         path: String,
@@ -178,63 +180,20 @@ const MCP_KEYS: [&str; 5] = ["transport", "command", "args", "url", "env"];
 
 /// Parse and validate a tool `.md` file's text. `Ok(None)`: no front matter
 /// (not a tool). Diagnostics (warnings) come back with the doc.
-pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
+pub(crate) fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
+    let (yaml, yaml_line, body) = match front_matter(text, file) {
+        Ok(parts) => parts,
+        Err(diag) => return (None, vec![diag]),
+    };
     let mut cx = Cx {
         file,
         diags: Vec::new(),
         bad: false,
-        key_lines: Vec::new(),
+        key_lines: scan_key_lines(yaml, yaml_line),
     };
-    let (yaml, yaml_line, body) = match split_front_matter(text) {
-        None => {
-            cx.diags.push(
-                Diagnostic::warning(file, Some(1), "no YAML front matter; not a tool")
-                    .fix("start the file with a `---` line, `kind: ...` and `name: ...`"),
-            );
-            return (None, cx.diags);
-        }
-        Some(Err(e)) => {
-            cx.diags.push(
-                Diagnostic::error(file, Some(1), format!("{e}; tool skipped"))
-                    .fix("close the front matter with `---`"),
-            );
-            return (None, cx.diags);
-        }
-        Some(Ok(parts)) => parts,
-    };
-    if yaml.len() > MAX_FRONT_MATTER || flow_depth(yaml) > MAX_FLOW_DEPTH {
-        cx.diags.push(
-            Diagnostic::error(
-                file,
-                Some(yaml_line),
-                format!(
-                    "front matter larger than {} KiB or nested deeper than {MAX_FLOW_DEPTH} brackets; tool skipped",
-                    MAX_FRONT_MATTER / 1024
-                ),
-            )
-            .fix("simplify the front matter"),
-        );
-        return (None, cx.diags);
-    }
-    cx.key_lines = scan_key_lines(yaml, yaml_line);
     let v: Yaml = match serde_yaml_ng::from_str(yaml) {
         Ok(v) => v,
-        Err(e) => {
-            let line = e
-                .location()
-                .map(|l| l.line() + yaml_line - 1)
-                .unwrap_or(yaml_line);
-            let msg = e.to_string().replace('\n', " ");
-            cx.diags.push(
-                Diagnostic::error(
-                    file,
-                    Some(line),
-                    format!("invalid YAML front matter: {msg}; tool skipped"),
-                )
-                .fix("fix the YAML"),
-            );
-            return (None, cx.diags);
-        }
+        Err(e) => return (None, vec![yaml_error(&e, file, yaml_line)]),
     };
     let Yaml::Mapping(m) = v else {
         cx.err(
@@ -244,49 +203,9 @@ pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
         return (None, cx.diags);
     };
     let kind = cx.string(&m, "kind").unwrap_or_default();
-    let allowed: &[&str] = match kind.as_str() {
-        "script" => &SCRIPT_KEYS,
-        "mcp" => &MCP_KEYS,
-        _ => &[],
-    };
-    for k in m.keys() {
-        match k.as_str() {
-            Some(k) if COMMON_KEYS.contains(&k) || allowed.contains(&k) || allowed.is_empty() => {}
-            Some(k) => cx.diags.push(
-                Diagnostic::warning(file, Some(cx.line(k)), format!("unknown key '{k}' ignored"))
-                    .fix("remove it, or check its spelling"),
-            ),
-            None => cx.diags.push(
-                Diagnostic::warning(file, Some(1), "non-string key ignored").fix("remove it"),
-            ),
-        }
-    }
-    let name = match cx.string(&m, "name") {
-        Some(n) if valid_tool_name(&n) && n.len() <= 64 => n,
-        Some(n) => {
-            cx.err_at(
-                "name",
-                format!("invalid name '{n}'"),
-                "use letters, digits, '_' and '-', at most 64",
-            );
-            String::new()
-        }
-        None => {
-            cx.err("missing 'name'", "add `name: my-tool`");
-            String::new()
-        }
-    };
-    let description = cx
-        .string(&m, "description")
-        .map(|d| d.trim().to_owned())
-        .filter(|d| !d.is_empty())
-        .unwrap_or_else(|| first_paragraph(body));
-    if description.is_empty() {
-        cx.err(
-            "no description",
-            "write a paragraph after the front matter, or a `description` key",
-        );
-    }
+    unknown_keys(&m, &kind, &mut cx);
+    let name = doc_name(&m, &mut cx);
+    let description = description(&m, body, &mut cx);
     let kind = match kind.as_str() {
         "script" => parse_script(&m, &mut cx),
         "mcp" => parse_mcp(&m, &mut cx),
@@ -318,11 +237,117 @@ pub fn parse_md(text: &str, file: &Path) -> (Option<Doc>, Vec<Diagnostic>) {
     }
 }
 
+/// The front matter (its text and first line) and the body, or the one
+/// diagnostic that says why the file is not a tool.
+fn front_matter<'t>(text: &'t str, file: &Path) -> Result<(&'t str, usize, &'t str), Diagnostic> {
+    let (yaml, yaml_line, body) = match split_front_matter(text) {
+        None => {
+            return Err(
+                Diagnostic::warning(file, Some(1), "no YAML front matter; not a tool")
+                    .fix("start the file with a `---` line, `kind: ...` and `name: ...`"),
+            );
+        }
+        Some(Err(e)) => {
+            return Err(
+                Diagnostic::error(file, Some(1), format!("{e}; tool skipped"))
+                    .fix("close the front matter with `---`"),
+            );
+        }
+        Some(Ok(parts)) => parts,
+    };
+    if yaml.len() > MAX_FRONT_MATTER || flow_depth(yaml) > MAX_FLOW_DEPTH {
+        return Err(Diagnostic::error(
+            file,
+            Some(yaml_line),
+            format!(
+                "front matter larger than {} KiB or nested deeper than {MAX_FLOW_DEPTH} brackets; tool skipped",
+                MAX_FRONT_MATTER / 1024
+            ),
+        )
+        .fix("simplify the front matter"));
+    }
+    Ok((yaml, yaml_line, body))
+}
+
+fn yaml_error(e: &serde_yaml_ng::Error, file: &Path, yaml_line: usize) -> Diagnostic {
+    let line = e
+        .location()
+        .map(|l| l.line() + yaml_line - 1)
+        .unwrap_or(yaml_line);
+    let msg = e.to_string().replace('\n', " ");
+    Diagnostic::error(
+        file,
+        Some(line),
+        format!("invalid YAML front matter: {msg}; tool skipped"),
+    )
+    .fix("fix the YAML")
+}
+
+/// Keys neither common nor of `kind` are warnings (all pass when the kind
+/// is unknown: its own error says enough).
+fn unknown_keys(m: &Mapping, kind: &str, cx: &mut Cx) {
+    let allowed: &[&str] = match kind {
+        "script" => &SCRIPT_KEYS,
+        "mcp" => &MCP_KEYS,
+        _ => &[],
+    };
+    for k in m.keys() {
+        match k.as_str() {
+            Some(k) if COMMON_KEYS.contains(&k) || allowed.contains(&k) || allowed.is_empty() => {}
+            Some(k) => cx.diags.push(
+                Diagnostic::warning(
+                    cx.file,
+                    Some(cx.line(k)),
+                    format!("unknown key '{k}' ignored"),
+                )
+                .fix("remove it, or check its spelling"),
+            ),
+            None => cx.diags.push(
+                Diagnostic::warning(cx.file, Some(1), "non-string key ignored").fix("remove it"),
+            ),
+        }
+    }
+}
+
+fn doc_name(m: &Mapping, cx: &mut Cx) -> String {
+    match cx.string(m, "name") {
+        Some(n) if valid_tool_name(&n) && n.len() <= 64 => n,
+        Some(n) => {
+            cx.err_at(
+                "name",
+                format!("invalid name '{n}'"),
+                "use letters, digits, '_' and '-', at most 64",
+            );
+            String::new()
+        }
+        None => {
+            cx.err("missing 'name'", "add `name: my-tool`");
+            String::new()
+        }
+    }
+}
+
+/// The `description` key, else the body's first paragraph.
+fn description(m: &Mapping, body: &str, cx: &mut Cx) -> String {
+    let description = cx
+        .string(m, "description")
+        .map(|d| d.trim().to_owned())
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| first_paragraph(body));
+    if description.is_empty() {
+        cx.err(
+            "no description",
+            "write a paragraph after the front matter, or a `description` key",
+        );
+    }
+    description
+}
+
 /// File-system checks (script path) and env expansion; the tool.
 fn to_spec(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -> Option<ToolSpec> {
     let mut requests = Requests::default();
     let mut needs_read = Vec::new();
-    let (runner, input_schema) = match doc.kind {
+    let (kind, input_schema) = match doc.kind {
         Kind::Script {
             path,
             allowed_tools,
@@ -366,7 +391,7 @@ fn to_spec(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -
                 "additionalProperties": false
             });
             (
-                Runner::AgentdirScript {
+                ToolKind::AgentdirScript {
                     path: real,
                     allowed_tools,
                     timeout,
@@ -387,7 +412,7 @@ fn to_spec(project: &Path, file: &Path, doc: Doc, diags: &mut Vec<Diagnostic>) -
         description: doc.description,
         input_schema,
         requests,
-        runner,
+        kind,
         needs_read,
     })
 }
@@ -515,7 +540,7 @@ fn skipped_upstream(file: &Path, doc: &Doc, why: &Diagnostic) -> SkippedUpstream
 }
 
 /// Where A3S AgentDir tools live (`<name>.md`), relative to the project.
-pub const DIR: &str = "tools";
+pub(crate) const DIR: &str = "tools";
 
 /// Scan `<project>/tools/*.md`.
 pub(crate) fn scan(project: &Path) -> Found {

@@ -18,7 +18,7 @@ pub fn holds_a3s_tools(project: &Path) -> bool {
 }
 
 /// The files of `<project>/tools` that discovery reads as A3S tools (see above).
-pub fn a3s_tool_files(project: &Path) -> Vec<PathBuf> {
+pub(crate) fn a3s_tool_files(project: &Path) -> Vec<PathBuf> {
     let dir = project.join("tools");
     if fsread::leads_outside(&dir, project).is_some() {
         return Vec::new();

@@ -21,7 +21,7 @@ mod params;
 
 use super::fsread::{self, io_message};
 use super::schema::{self, Param};
-use super::{Diagnostic, Found, Runner, ToolSpec, valid_tool_name};
+use super::{Diagnostic, Found, ToolKind, ToolSpec, valid_tool_name};
 use crate::policy::Requests;
 use crate::spec::Format;
 use params::{parse_param, unwrap_json_schema};
@@ -32,7 +32,7 @@ use std::time::Duration;
 
 const READ_CAP: usize = 1024 * 1024;
 /// The interpreters clawd knows.
-pub const INTERPRETERS: [&str; 6] = ["bash", "sh", "python3", "python", "bun", "node"];
+pub(crate) const INTERPRETERS: [&str; 6] = ["bash", "sh", "python3", "python", "bun", "node"];
 const KNOWN_KEYS: [&str; 7] = [
     "name",
     "description",
@@ -45,7 +45,7 @@ const KNOWN_KEYS: [&str; 7] = [
 
 /// A validated `tool.json` (everything that needs no file system).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ToolJson {
+pub(crate) struct ToolJson {
     pub name: String,
     pub description: String,
     pub params: Vec<Param>,
@@ -59,7 +59,7 @@ pub struct ToolJson {
 }
 
 /// The interpreter for an entrypoint without an explicit one.
-pub fn detect_interpreter(entrypoint: &str) -> Option<&'static str> {
+pub(crate) fn detect_interpreter(entrypoint: &str) -> Option<&'static str> {
     let ext = entrypoint.rsplit_once('.').map(|(_, e)| e)?;
     match ext {
         "sh" => Some("bash"),
@@ -70,7 +70,7 @@ pub fn detect_interpreter(entrypoint: &str) -> Option<&'static str> {
 }
 
 /// `name`: lowercase alphanumeric, hyphens, underscores, at most 64.
-pub fn valid_clawd_name(s: &str) -> bool {
+pub(crate) fn valid_clawd_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
         && s.bytes()
@@ -79,7 +79,7 @@ pub fn valid_clawd_name(s: &str) -> bool {
 
 /// The 1-based line of the first `"key":` in a JSON text (a good guess at
 /// where a key is defined; nested keys of the same name may come first).
-pub fn key_line(text: &str, key: &str) -> Option<usize> {
+pub(crate) fn key_line(text: &str, key: &str) -> Option<usize> {
     let needle = format!("\"{key}\"");
     let mut from = 0;
     while let Some(p) = text[from..].find(&needle) {
@@ -95,254 +95,318 @@ pub fn key_line(text: &str, key: &str) -> Option<usize> {
 
 /// Validate a `tool.json`'s bytes. Returns the definition when usable, and
 /// every diagnostic (labelled with `file`).
-pub fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diagnostic>) {
-    let mut d = Vec::new();
-    let v: Value = match serde_json::from_slice(bytes) {
-        Ok(v) => v,
+pub(crate) fn parse_tool_json(bytes: &[u8], file: &Path) -> (Option<ToolJson>, Vec<Diagnostic>) {
+    let obj = match parse_object(bytes, file) {
+        Ok(obj) => obj,
+        Err(diag) => return (None, vec![diag]),
+    };
+    let text = String::from_utf8_lossy(bytes);
+    if let Some(diag) = remote_reference(&obj, file, &text) {
+        return (None, vec![diag]);
+    }
+    let mut c = Check {
+        file,
+        text: &text,
+        d: Vec::new(),
+        bad: false,
+    };
+    c.unknown_keys(&obj);
+    let name = c.name(&obj);
+    let description = c.description(&obj);
+    let (mut params, schema_required, defs) = c.parameters(&obj);
+    c.required(&obj, schema_required, &mut params);
+    let entrypoint = c.entrypoint(&obj);
+    let interpreter = c.interpreter(&obj, &entrypoint);
+    let timeout = c.timeout(&obj);
+    if c.bad {
+        return (None, c.d);
+    }
+    let def = ToolJson {
+        name,
+        description,
+        params,
+        entrypoint,
+        interpreter,
+        timeout,
+        defs,
+    };
+    (Some(def), c.d)
+}
+
+/// The bytes as a JSON object, or the one error that skips the tool.
+fn parse_object(bytes: &[u8], file: &Path) -> Result<Map<String, Value>, Diagnostic> {
+    match serde_json::from_slice(bytes) {
+        Ok(Value::Object(obj)) => Ok(obj),
+        Ok(_) => Err(Diagnostic::error(
+            file,
+            Some(1),
+            "tool.json must be a JSON object; tool skipped",
+        )
+        .fix("write {\"name\": ..., \"description\": ..., \"entrypoint\": ...}")),
         Err(e) => {
             let msg = format!(
                 "malformed JSON at {}:{}: {e}; tool skipped",
                 e.line(),
                 e.column()
             );
-            d.push(Diagnostic::error(file, Some(e.line().max(1)), msg).fix("fix the JSON syntax"));
-            return (None, d);
+            Err(Diagnostic::error(file, Some(e.line().max(1)), msg).fix("fix the JSON syntax"))
         }
-    };
-    let Some(obj) = v.as_object() else {
-        d.push(
-            Diagnostic::error(
-                file,
-                Some(1),
-                "tool.json must be a JSON object; tool skipped",
-            )
-            .fix("write {\"name\": ..., \"description\": ..., \"entrypoint\": ...}"),
-        );
-        return (None, d);
-    };
-    let text = String::from_utf8_lossy(bytes);
+    }
+}
+
+/// A `$ref` in `parameters` that leaves the document skips the tool.
+fn remote_reference(obj: &Map<String, Value>, file: &Path, text: &str) -> Option<Diagnostic> {
     let raw = obj.get("parameters");
     let found = match (raw, unwrap_json_schema(raw).1) {
         (Some(p), Some(_)) => schema::remote_reference(p),
         (Some(p), None) => schema::remote_reference_in_properties(p),
         (None, _) => None,
-    };
-    if let Some(found) = found {
-        let tool = obj.get("name").and_then(Value::as_str).unwrap_or("?");
-        let tool = format!("ct_{tool}");
-        d.push(schema::remote_reference_error(
-            file,
-            Some(&text),
-            key_line(&text, "parameters"),
-            &tool,
-            found,
-        ));
-        return (None, d);
+    }?;
+    let tool = obj.get("name").and_then(Value::as_str).unwrap_or("?");
+    let tool = format!("ct_{tool}");
+    Some(schema::remote_reference_error(
+        file,
+        Some(text),
+        key_line(text, "parameters"),
+        &tool,
+        found,
+    ))
+}
+
+/// A `tool.json` object being checked key by key: the diagnostics so far,
+/// and whether an error skips the tool.
+struct Check<'a> {
+    file: &'a Path,
+    text: &'a str,
+    d: Vec<Diagnostic>,
+    bad: bool,
+}
+
+impl Check<'_> {
+    fn line(&self, key: &str) -> Option<usize> {
+        key_line(self.text, key)
     }
-    let line = |key: &str| key_line(&text, key);
-    let mut bad = false;
-    let mut err = |d: &mut Vec<Diagnostic>, key: &str, msg: String, fix: &str| {
-        d.push(Diagnostic::error(file, line(key), format!("{msg}; tool skipped")).fix(fix));
-        bad = true;
-    };
-    for k in obj.keys() {
-        if !KNOWN_KEYS.contains(&k.as_str()) {
-            d.push(
-                Diagnostic::warning(file, line(k), format!("unknown key '{k}' ignored"))
-                    .fix("remove it, or check its spelling"),
-            );
+
+    /// An error at `key`'s line: the tool is skipped.
+    fn err(&mut self, key: &str, msg: String, fix: &str) {
+        let line = self.line(key);
+        self.d
+            .push(Diagnostic::error(self.file, line, format!("{msg}; tool skipped")).fix(fix));
+        self.bad = true;
+    }
+
+    fn warn(&mut self, key: &str, msg: impl Into<String>, fix: &str) {
+        let line = self.line(key);
+        self.d
+            .push(Diagnostic::warning(self.file, line, msg).fix(fix));
+    }
+
+    fn unknown_keys(&mut self, obj: &Map<String, Value>) {
+        for k in obj.keys() {
+            if !KNOWN_KEYS.contains(&k.as_str()) {
+                self.warn(
+                    k,
+                    format!("unknown key '{k}' ignored"),
+                    "remove it, or check its spelling",
+                );
+            }
         }
     }
-    let name = match obj.get("name").and_then(Value::as_str) {
-        Some(n) if valid_clawd_name(n) => n.to_owned(),
-        Some(n) => {
-            err(
-                &mut d,
+
+    fn name(&mut self, obj: &Map<String, Value>) -> String {
+        match obj.get("name").and_then(Value::as_str) {
+            Some(n) if valid_clawd_name(n) => return n.to_owned(),
+            Some(n) => self.err(
                 "name",
                 format!("invalid \"name\" '{n}'"),
                 "use lowercase letters, digits, '-' and '_', at most 64 characters",
-            );
-            String::new()
-        }
-        None => {
-            err(
-                &mut d,
+            ),
+            None => self.err(
                 "name",
                 "missing \"name\" (string)".into(),
                 "add \"name\": \"<lowercase-id>\"",
-            );
-            String::new()
+            ),
         }
-    };
-    let description = match obj.get("description").and_then(Value::as_str) {
-        Some(s) if !s.trim().is_empty() => s.trim().to_owned(),
-        _ => {
-            err(
-                &mut d,
-                "description",
-                "missing \"description\" (non-empty string)".into(),
-                "add \"description\": what the tool does",
-            );
-            String::new()
+        String::new()
+    }
+
+    fn description(&mut self, obj: &Map<String, Value>) -> String {
+        match obj.get("description").and_then(Value::as_str) {
+            Some(s) if !s.trim().is_empty() => s.trim().to_owned(),
+            _ => {
+                self.err(
+                    "description",
+                    "missing \"description\" (non-empty string)".into(),
+                    "add \"description\": what the tool does",
+                );
+                String::new()
+            }
         }
-    };
-    let mut params = Vec::new();
-    let (parameters, schema_required) = unwrap_json_schema(obj.get("parameters"));
-    let defs: Map<String, Value> = match (&schema_required, obj.get("parameters")) {
-        (Some(_), Some(Value::Object(s))) => s
-            .iter()
-            .filter(|(k, _)| *k == "definitions" || *k == "$defs")
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-        _ => Map::new(),
-    };
-    if schema_required.is_some() || parameters != obj.get("parameters") {
-        d.push(
-            Diagnostic::warning(
-                file,
-                line("parameters"),
+    }
+
+    /// `parameters`, either clawd's map or a JSON Schema: the parameters,
+    /// the schema's own `required`, and its `definitions` / `$defs`.
+    fn parameters<'o>(
+        &mut self,
+        obj: &'o Map<String, Value>,
+    ) -> (Vec<Param>, Option<&'o [Value]>, Map<String, Value>) {
+        let (parameters, schema_required) = unwrap_json_schema(obj.get("parameters"));
+        let defs: Map<String, Value> = match (&schema_required, obj.get("parameters")) {
+            (Some(_), Some(Value::Object(s))) => s
+                .iter()
+                .filter(|(k, _)| *k == "definitions" || *k == "$defs")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            _ => Map::new(),
+        };
+        if schema_required.is_some() || parameters != obj.get("parameters") {
+            self.warn(
+                "parameters",
                 "\"parameters\" is written as a JSON Schema ({\"type\": \"object\", \"properties\": ...}); read as such",
-            )
-            .fix("clawd documents \"parameters\" as the map of name -> definition, with \"required\" at the top level"),
-        );
-    }
-    match parameters {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(ps)) => {
-            for (pname, pdef) in ps {
-                match parse_param(pname, pdef) {
-                    Ok((p, warn)) => {
-                        if let Some(w) = warn {
-                            d.push(
-                                Diagnostic::warning(file, line(pname), w)
-                                    .fix("add \"type\": \"string\" (or the right type)"),
-                            );
-                        }
-                        params.push(p);
-                    }
-                    Err(msg) => err(
-                        &mut d,
-                        pname,
-                        msg,
-                        "write {\"type\": \"string\", \"description\": \"...\"}",
-                    ),
+                "clawd documents \"parameters\" as the map of name -> definition, with \"required\" at the top level",
+            );
+        }
+        let mut params = Vec::new();
+        match parameters {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(ps)) => {
+                for (pname, pdef) in ps {
+                    self.param(pname, pdef, &mut params);
                 }
             }
+            Some(_) => self.err(
+                "parameters",
+                "\"parameters\" must be an object".into(),
+                "map each parameter name to {\"type\": ..., \"description\": ...}",
+            ),
         }
-        Some(_) => err(
-            &mut d,
-            "parameters",
-            "\"parameters\" must be an object".into(),
-            "map each parameter name to {\"type\": ..., \"description\": ...}",
-        ),
+        (params, schema_required, defs)
     }
-    let top_required = match obj.get("required") {
-        Some(Value::Array(rs)) => Some(rs.as_slice()),
-        _ => None,
-    };
-    let required = match (top_required, schema_required) {
-        (Some(a), Some(b)) => Some(Value::Array(a.iter().chain(b).cloned().collect())),
-        (None, Some(b)) => Some(Value::Array(b.to_vec())),
-        _ => obj.get("required").cloned(),
-    };
-    match required {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(rs)) => {
-            for r in &rs {
-                match r.as_str() {
-                    Some(r) => match params.iter_mut().find(|p| p.name == r) {
-                        Some(p) => p.required = true,
-                        None => err(
-                            &mut d,
-                            "required",
-                            format!("\"required\" names '{r}', which is not in \"parameters\""),
-                            "define the parameter or drop it from \"required\"",
-                        ),
-                    },
-                    None => err(
-                        &mut d,
-                        "required",
-                        "\"required\" must be an array of strings".into(),
-                        "list parameter names",
-                    ),
+
+    fn param(&mut self, pname: &str, pdef: &Value, params: &mut Vec<Param>) {
+        match parse_param(pname, pdef) {
+            Ok((p, warn)) => {
+                if let Some(w) = warn {
+                    self.warn(pname, w, "add \"type\": \"string\" (or the right type)");
                 }
+                params.push(p);
+            }
+            Err(msg) => self.err(
+                pname,
+                msg,
+                "write {\"type\": \"string\", \"description\": \"...\"}",
+            ),
+        }
+    }
+
+    /// The top-level `required` and a JSON Schema's own, marked on `params`.
+    fn required(
+        &mut self,
+        obj: &Map<String, Value>,
+        schema_required: Option<&[Value]>,
+        params: &mut [Param],
+    ) {
+        let top_required = match obj.get("required") {
+            Some(Value::Array(rs)) => Some(rs.as_slice()),
+            _ => None,
+        };
+        let required = match (top_required, schema_required) {
+            (Some(a), Some(b)) => Some(Value::Array(a.iter().chain(b).cloned().collect())),
+            (None, Some(b)) => Some(Value::Array(b.to_vec())),
+            _ => obj.get("required").cloned(),
+        };
+        let names = match required {
+            None | Some(Value::Null) => return,
+            Some(Value::Array(rs)) => rs,
+            Some(_) => return self.not_names(),
+        };
+        for r in &names {
+            let Some(r) = r.as_str() else {
+                self.not_names();
+                continue;
+            };
+            match params.iter_mut().find(|p| p.name == r) {
+                Some(p) => p.required = true,
+                None => self.err(
+                    "required",
+                    format!("\"required\" names '{r}', which is not in \"parameters\""),
+                    "define the parameter or drop it from \"required\"",
+                ),
             }
         }
-        Some(_) => err(
-            &mut d,
+    }
+
+    fn not_names(&mut self) {
+        self.err(
             "required",
             "\"required\" must be an array of strings".into(),
             "list parameter names",
-        ),
+        );
     }
-    let entrypoint = match obj.get("entrypoint").and_then(Value::as_str) {
-        Some(e) if e.is_empty() || e == "." || e == ".." || e.contains(['/', '\\', '\0']) => {
-            err(
-                &mut d,
-                "entrypoint",
-                format!("invalid \"entrypoint\" '{e}': must be a file name in the tool directory"),
-                "put the script next to tool.json and name only the file",
-            );
-            String::new()
+
+    fn entrypoint(&mut self, obj: &Map<String, Value>) -> String {
+        match obj.get("entrypoint").and_then(Value::as_str) {
+            Some(e) if e.is_empty() || e == "." || e == ".." || e.contains(['/', '\\', '\0']) => {
+                self.err(
+                    "entrypoint",
+                    format!(
+                        "invalid \"entrypoint\" '{e}': must be a file name in the tool directory"
+                    ),
+                    "put the script next to tool.json and name only the file",
+                );
+                String::new()
+            }
+            Some(e) => e.to_owned(),
+            None => {
+                self.err(
+                    "entrypoint",
+                    "missing \"entrypoint\" (string)".into(),
+                    "add \"entrypoint\": \"run.sh\"",
+                );
+                String::new()
+            }
         }
-        Some(e) => e.to_owned(),
-        None => {
-            err(
-                &mut d,
-                "entrypoint",
-                "missing \"entrypoint\" (string)".into(),
-                "add \"entrypoint\": \"run.sh\"",
-            );
-            String::new()
+    }
+
+    /// Explicit, or detected from the entrypoint's extension.
+    fn interpreter(&mut self, obj: &Map<String, Value>, entrypoint: &str) -> Option<String> {
+        match obj.get("interpreter") {
+            None | Some(Value::Null) => detect_interpreter(entrypoint).map(str::to_owned),
+            Some(Value::String(i)) if INTERPRETERS.contains(&i.as_str()) => Some(i.clone()),
+            Some(other) => {
+                self.err(
+                    "interpreter",
+                    format!("unsupported \"interpreter\" {other}"),
+                    "use bash, sh, python3, python, bun or node, or omit it",
+                );
+                None
+            }
         }
-    };
-    let interpreter = match obj.get("interpreter") {
-        None | Some(Value::Null) => detect_interpreter(&entrypoint).map(str::to_owned),
-        Some(Value::String(i)) if INTERPRETERS.contains(&i.as_str()) => Some(i.clone()),
-        Some(other) => {
-            err(
-                &mut d,
-                "interpreter",
-                format!("unsupported \"interpreter\" {other}"),
-                "use bash, sh, python3, python, bun or node, or omit it",
-            );
-            None
-        }
-    };
-    let timeout = match obj.get("timeout") {
-        None | Some(Value::Null) => Duration::from_secs(30),
-        Some(t) => match t.as_f64() {
+    }
+
+    /// Seconds from 1 to 300; clawd's default 30 when absent.
+    fn timeout(&mut self, obj: &Map<String, Value>) -> Duration {
+        let default = Duration::from_secs(30);
+        let t = match obj.get("timeout") {
+            None | Some(Value::Null) => return default,
+            Some(t) => t,
+        };
+        match t.as_f64() {
             Some(s) if (1.0..=300.0).contains(&s) => Duration::from_secs_f64(s),
             _ => {
-                err(
-                    &mut d,
+                self.err(
                     "timeout",
                     format!("\"timeout\" {t} out of range"),
                     "use a number of seconds from 1 to 300",
                 );
-                Duration::from_secs(30)
+                default
             }
-        },
-    };
-    if bad {
-        return (None, d);
+        }
     }
-    (
-        Some(ToolJson {
-            name,
-            description,
-            params,
-            entrypoint,
-            interpreter,
-            timeout,
-            defs,
-        }),
-        d,
-    )
 }
 
 /// Where clawd tools live (`<id>/tool.json`), relative to the project.
-pub const DIR: &str = ".clawd/tools";
+pub(crate) const DIR: &str = ".clawd/tools";
 
 /// Scan `<project>/.clawd/tools/*/tool.json`.
 pub(crate) fn scan(project: &Path) -> Found {
@@ -535,7 +599,7 @@ fn to_spec(
             timeout: Some(def.timeout),
             ..Requests::default()
         },
-        runner: Runner::Clawd {
+        kind: ToolKind::Clawd {
             interpreter: def.interpreter,
             entrypoint: entry,
         },

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use std::path::{Component, Path, PathBuf};
 
 /// Where it lives, relative to the project.
-pub const FILE: &str = ".mcp.json";
+pub(crate) const FILE: &str = ".mcp.json";
 
 const READ_CAP: usize = 1024 * 1024;
 

@@ -22,20 +22,20 @@
 
 use super::fsread::{self, io_message};
 use super::schema::{self, Param};
-use super::{Diagnostic, Found, Runner, ToolSpec, valid_env_name, valid_tool_name};
+use super::{Diagnostic, Found, ToolKind, ToolSpec, valid_env_name, valid_tool_name};
 use crate::policy::Requests;
 use crate::spec::Format;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 /// Lines examined for the header, shebang included.
-pub const MAX_HEADER_LINES: usize = 80;
+pub(crate) const MAX_HEADER_LINES: usize = 80;
 /// Bytes read from each script: 80 lines of header fit easily.
 const READ_CAP: usize = 64 * 1024;
 
 /// A parsed header.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Header {
+pub(crate) struct Header {
     pub description: String,
     /// 1-based line of `@description`.
     pub description_line: usize,
@@ -44,7 +44,7 @@ pub struct Header {
 
 /// One `@param`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HeaderParam {
+pub(crate) struct HeaderParam {
     pub name: String,
     /// Normalized JSON Schema type.
     pub kind: &'static str,
@@ -55,7 +55,7 @@ pub struct HeaderParam {
 
 /// Normalize a `@param` type: the six JSON types and the aliases `str`,
 /// `int`, `bool`, `list`, `obj`, case-insensitively.
-pub fn normalize_type(t: &str) -> Option<&'static str> {
+pub(crate) fn normalize_type(t: &str) -> Option<&'static str> {
     Some(match t.to_ascii_lowercase().as_str() {
         "string" | "str" => "string",
         "number" => "number",
@@ -98,7 +98,8 @@ enum Stop {
 /// Parse the header of a script's text. Returns the header when the tool
 /// is usable, and every diagnostic (warnings alongside a header; at least
 /// one Error without). `file` is only used to label the diagnostics.
-pub fn parse_header(text: &str, file: &Path) -> (Option<Header>, Vec<Diagnostic>) {
+#[cfg(test)]
+pub(crate) fn parse_header(text: &str, file: &Path) -> (Option<Header>, Vec<Diagnostic>) {
     let (h, d, _) = parse_lines(text, file);
     (h, d)
 }
@@ -107,7 +108,7 @@ pub fn parse_header(text: &str, file: &Path) -> (Option<Header>, Vec<Diagnostic>
 /// the file goes on). Invalid UTF-8 inside the header, or a header that
 /// does not end within the bytes read, is an Error: a header must never
 /// lose a `@param` silently.
-pub fn parse_header_bytes(
+pub(crate) fn parse_header_bytes(
     bytes: &[u8],
     truncated: bool,
     file: &Path,
@@ -160,13 +161,15 @@ pub fn parse_header_bytes(
 }
 
 fn parse_lines(text: &str, file: &Path) -> (Option<Header>, Vec<Diagnostic>, Stop) {
+    let mut r = Reading {
+        file,
+        diags: Vec::new(),
+        desc: None,
+        params: Vec::new(),
+        fatal: false,
+        cur: Cur::None,
+    };
     let mut stop = Stop::Eof;
-    let mut diags = Vec::new();
-    let mut desc: Option<(String, usize)> = None;
-    let mut params: Vec<HeaderParam> = Vec::new();
-    let mut fatal = false;
-    let mut cur = Cur::None;
-
     for (i, line) in text.lines().enumerate() {
         let lno = i + 1;
         if i == MAX_HEADER_LINES {
@@ -177,7 +180,7 @@ fn parse_lines(text: &str, file: &Path) -> (Option<Header>, Vec<Diagnostic>, Sto
             continue;
         }
         if line.trim().is_empty() {
-            cur = Cur::None;
+            r.cur = Cur::None;
             continue;
         }
         let Some(body) = comment_body(line) else {
@@ -185,56 +188,84 @@ fn parse_lines(text: &str, file: &Path) -> (Option<Header>, Vec<Diagnostic>, Sto
             break;
         };
         if body.is_empty() {
-            cur = Cur::None;
-            continue;
+            r.cur = Cur::None;
+        } else if let Some(tagged) = body.strip_prefix('@') {
+            r.tag(tagged, lno);
+        } else {
+            r.continuation(body);
         }
-        if let Some(tagged) = body.strip_prefix('@') {
-            let (tag, rest) = match tagged.find(char::is_whitespace) {
-                Some(p) => (&tagged[..p], tagged[p..].trim()),
-                None => (tagged, ""),
-            };
-            match tag.to_ascii_lowercase().as_str() {
-                "description" | "desc" => {
-                    if desc.is_some() {
-                        diags.push(
-                            Diagnostic::warning(file, Some(lno), "second @description ignored")
-                                .fix("merge the descriptions into one tag"),
-                        );
-                        cur = Cur::Unknown;
-                    } else {
-                        desc = Some((rest.split_whitespace().collect::<Vec<_>>().join(" "), lno));
-                        cur = Cur::Desc;
-                    }
-                }
-                "param" => {
-                    cur = Cur::Unknown;
-                    match parse_param(rest, lno, file, &mut diags) {
-                        Some(p) if params.iter().any(|q| q.name == p.name) => {
-                            diags.push(
-                                Diagnostic::error(
-                                    file,
-                                    Some(lno),
-                                    format!("duplicate @param '{}'; tool skipped", p.name),
-                                )
-                                .fix("declare each parameter once"),
-                            );
-                            fatal = true;
-                        }
-                        Some(p) => {
-                            params.push(p);
-                            cur = Cur::Param(params.len() - 1);
-                        }
-                        None => fatal = true,
-                    }
-                }
-                _ => cur = Cur::Unknown,
+    }
+    let (header, diags) = r.finish(stop);
+    (header, diags, stop)
+}
+
+/// The header read so far, line by line.
+struct Reading<'a> {
+    file: &'a Path,
+    diags: Vec<Diagnostic>,
+    /// The description and its line.
+    desc: Option<(String, usize)>,
+    params: Vec<HeaderParam>,
+    /// An error skips the tool.
+    fatal: bool,
+    /// The tag a continuation line appends to.
+    cur: Cur,
+}
+
+impl Reading<'_> {
+    /// `@tag rest` at line `lno`.
+    fn tag(&mut self, tagged: &str, lno: usize) {
+        let (tag, rest) = match tagged.find(char::is_whitespace) {
+            Some(p) => (&tagged[..p], tagged[p..].trim()),
+            None => (tagged, ""),
+        };
+        match tag.to_ascii_lowercase().as_str() {
+            "description" | "desc" => self.description(rest, lno),
+            "param" => self.param(rest, lno),
+            _ => self.cur = Cur::Unknown,
+        }
+    }
+
+    fn description(&mut self, rest: &str, lno: usize) {
+        if self.desc.is_some() {
+            self.diags.push(
+                Diagnostic::warning(self.file, Some(lno), "second @description ignored")
+                    .fix("merge the descriptions into one tag"),
+            );
+            self.cur = Cur::Unknown;
+        } else {
+            self.desc = Some((rest.split_whitespace().collect::<Vec<_>>().join(" "), lno));
+            self.cur = Cur::Desc;
+        }
+    }
+
+    fn param(&mut self, rest: &str, lno: usize) {
+        self.cur = Cur::Unknown;
+        match parse_param(rest, lno, self.file, &mut self.diags) {
+            Some(p) if self.params.iter().any(|q| q.name == p.name) => {
+                self.diags.push(
+                    Diagnostic::error(
+                        self.file,
+                        Some(lno),
+                        format!("duplicate @param '{}'; tool skipped", p.name),
+                    )
+                    .fix("declare each parameter once"),
+                );
+                self.fatal = true;
             }
-            continue;
+            Some(p) => {
+                self.params.push(p);
+                self.cur = Cur::Param(self.params.len() - 1);
+            }
+            None => self.fatal = true,
         }
-        // Continuation line.
-        let target = match cur {
-            Cur::Desc => desc.as_mut().map(|d| &mut d.0),
-            Cur::Param(k) => params.get_mut(k).map(|p| &mut p.description),
+    }
+
+    /// A line without a tag: its words go on the current tag's text.
+    fn continuation(&mut self, body: &str) {
+        let target = match self.cur {
+            Cur::Desc => self.desc.as_mut().map(|d| &mut d.0),
+            Cur::Param(k) => self.params.get_mut(k).map(|p| &mut p.description),
             Cur::None | Cur::Unknown => None,
         };
         if let Some(t) = target {
@@ -247,40 +278,43 @@ fn parse_lines(text: &str, file: &Path) -> (Option<Header>, Vec<Diagnostic>, Sto
         }
     }
 
-    let (description, description_line) = match desc {
-        Some((d, l)) if !d.is_empty() => (d, l),
-        Some((_, l)) => {
-            diags.push(
-                Diagnostic::error(file, Some(l), "@description is empty; tool skipped")
-                    .fix("write what the tool does after @description"),
-            );
-            return (None, diags, stop);
+    /// The header, once a non-empty description is there and nothing was
+    /// fatal.
+    fn finish(mut self, stop: Stop) -> (Option<Header>, Vec<Diagnostic>) {
+        let (description, description_line) = match self.desc {
+            Some((d, l)) if !d.is_empty() => (d, l),
+            Some((_, l)) => {
+                self.diags.push(
+                    Diagnostic::error(self.file, Some(l), "@description is empty; tool skipped")
+                        .fix("write what the tool does after @description"),
+                );
+                return (None, self.diags);
+            }
+            None => {
+                let fix = match stop {
+                    Stop::Code(l) => format!(
+                        "add a comment line `# @description What the tool does` before line {l}, where the header ends"
+                    ),
+                    _ => "add a comment line `# @description What the tool does` near the top"
+                        .to_string(),
+                };
+                self.diags.push(
+                    Diagnostic::error(self.file, None, "missing @description; tool skipped")
+                        .fix(fix),
+                );
+                return (None, self.diags);
+            }
+        };
+        if self.fatal {
+            return (None, self.diags);
         }
-        None => {
-            let fix = match stop {
-                Stop::Code(l) => format!(
-                    "add a comment line `# @description What the tool does` before line {l}, where the header ends"
-                ),
-                _ => "add a comment line `# @description What the tool does` near the top"
-                    .to_string(),
-            };
-            diags
-                .push(Diagnostic::error(file, None, "missing @description; tool skipped").fix(fix));
-            return (None, diags, stop);
-        }
-    };
-    if fatal {
-        return (None, diags, stop);
-    }
-    (
-        Some(Header {
+        let header = Header {
             description,
             description_line,
-            params,
-        }),
-        diags,
-        stop,
-    )
+            params: self.params,
+        };
+        (Some(header), self.diags)
+    }
 }
 
 fn parse_param(
@@ -362,7 +396,7 @@ fn parse_param(
 }
 
 /// The tool for a parsed header.
-pub fn to_spec(name: &str, path: &Path, header: Header) -> ToolSpec {
+pub(crate) fn to_spec(name: &str, path: &Path, header: Header) -> ToolSpec {
     let params: Vec<Param> = header
         .params
         .iter()
@@ -382,7 +416,7 @@ pub fn to_spec(name: &str, path: &Path, header: Header) -> ToolSpec {
         description: header.description,
         input_schema: schema::object_schema(&params),
         requests: Requests::default(),
-        runner: Runner::Octomind {
+        kind: ToolKind::Octomind {
             program: path.to_path_buf(),
         },
         needs_read,
@@ -390,7 +424,7 @@ pub fn to_spec(name: &str, path: &Path, header: Header) -> ToolSpec {
 }
 
 /// Where Octomind tools live, relative to the project.
-pub const DIR: &str = ".agents/tools";
+pub(crate) const DIR: &str = ".agents/tools";
 
 /// Scan `<project>/.agents/tools`.
 pub(crate) fn scan(project: &Path) -> Found {

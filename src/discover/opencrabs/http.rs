@@ -3,7 +3,7 @@
 //! host), and header names must be plain HTTP tokens (no `{{param}}`).
 
 /// A header name is an HTTP token (checked when the tool is loaded).
-pub fn valid_header_name(name: &str) -> bool {
+pub(crate) fn valid_header_name(name: &str) -> bool {
     !name.is_empty()
         && name
             .bytes()
@@ -14,7 +14,7 @@ pub fn valid_header_name(name: &str) -> bool {
 /// pattern with its port (the scheme's default when none is written):
 /// what the tool asks to reach. `Err` when the host part holds a
 /// `{{param}}`, user information, or is not a host.
-pub fn host_pattern(template: &str) -> Result<String, String> {
+pub(crate) fn host_pattern(template: &str) -> Result<String, String> {
     let (scheme, rest) = template
         .split_once("://")
         .ok_or("the url must start with http:// or https://")?;

@@ -31,20 +31,21 @@
 //! engine, and the shell context each placeholder sits in), `http.rs` (an
 //! http tool's fixed host and header names).
 
-pub mod http;
+pub(crate) mod http;
 mod params;
-pub mod shellctx;
-pub mod template;
+pub(crate) mod shellctx;
+pub(crate) mod template;
 
 use super::fsread::{self, io_message};
 use super::schema::{self, Param};
-use super::{CrabParam, Diagnostic, Found, Runner, ToolSpec, valid_tool_name};
+use super::{CrabParam, Diagnostic, Found, ToolKind, ToolSpec, valid_tool_name};
 use crate::policy::RateLimit;
 use crate::policy::Requests;
 use crate::spec::Format;
 use crate::text::line_at;
 use params::parse_params;
-pub use params::{convert_default, parse_coerce};
+#[cfg(test)]
+pub(crate) use params::{convert_default, parse_coerce};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::{Table, Value as Toml};
@@ -70,7 +71,7 @@ const METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OP
 /// diagnostics. Disabled tools are not returned. A TOML syntax error loses
 /// only the `[[tools]]` entry it is in: the file is parsed again entry by
 /// entry, and the entries that parse on their own are kept.
-pub fn parse_tools_toml(text: &str, file: &Path) -> (Vec<ToolSpec>, Vec<Diagnostic>) {
+pub(crate) fn parse_tools_toml(text: &str, file: &Path) -> (Vec<ToolSpec>, Vec<Diagnostic>) {
     match toml::from_str::<Table>(text) {
         Ok(table) => parse_table(&table, text, file, 0),
         Err(e) => entry_by_entry(text, file, &e),
@@ -263,153 +264,20 @@ fn parse_tool(item: &Toml, cx: &mut Cx) -> Option<ToolSpec> {
         cx.err("", "must be a table", "declare tools with [[tools]]");
         return None;
     };
-    let name = cx.string(t, "name", true).unwrap_or_default();
-    if !(name.is_empty() || valid_tool_name(&name) && name.len() <= 64) {
-        cx.err(
-            "name",
-            format!("'{name}' must match [A-Za-z0-9_-]{{1,64}}"),
-            "rename the tool",
-        );
-    }
-    cx.name = name.clone();
-    for k in t.keys() {
-        if !TOOL_KEYS.contains(&k.as_str()) {
-            cx.warn(k, "unknown key ignored");
-        }
-    }
+    let name = tool_name(t, cx);
     let description = cx.string(t, "description", true).unwrap_or_default();
     if description.trim().is_empty() && t.contains_key("description") {
         cx.err("description", "is empty", "describe what the tool does");
     }
     let executor = cx.string(t, "executor", true).unwrap_or_default();
     let enabled = cx.boolean(t, "enabled").unwrap_or(true);
-    let approval_key = cx.boolean(t, "requires_approval");
-    let requires_approval = Some(approval_key.unwrap_or(true));
-    // Unset: OpenCrabs' own default, true. Say so wherever approval shows.
-    let approval_default = approval_key.is_none().then(|| {
-        format!(
-            "requires_approval defaults to true in OpenCrabs; set requires_approval = false in {} to run it without asking",
-            cx.file
-                .file_name()
-                .map_or("tools.toml".into(), |n| n.to_string_lossy())
-        )
-    });
-    let timeout = match t.get("timeout_secs") {
-        None => None,
-        Some(Toml::Integer(s)) if (1..=3600).contains(s) => {
-            u64::try_from(*s).ok().map(Duration::from_secs)
-        }
-        Some(v) => {
-            cx.err(
-                "timeout_secs",
-                format!("{v} out of range"),
-                "use an integer number of seconds from 1 to 3600",
-            );
-            None
-        }
-    };
-    let rate_limit = t.get("rate_limit").and_then(|r| parse_rate(r, cx));
+    let mut requests = tool_requests(t, cx);
     let params = parse_params(t.get("params"), cx);
     let declared: Vec<&str> = params.iter().map(|(p, _)| p.name.as_str()).collect();
-    let mut requests = Requests {
-        timeout,
-        requires_approval,
-        approval_default,
-        rate_limit,
-        ..Requests::default()
-    };
     let crab: Vec<CrabParam> = params.iter().map(|(_, c)| c.clone()).collect();
-    let runner = match executor.as_str() {
-        "shell" => {
-            let command = cx.string(t, "command", true).unwrap_or_default();
-            if let Err(e) = template::check_declared(&command, &declared, true) {
-                cx.err("command", e, "declare the param, or fix the template");
-            }
-            for k in ["method", "url", "headers"] {
-                if t.contains_key(k) {
-                    cx.warn(k, "ignored by the shell executor");
-                }
-            }
-            Runner::OpencrabsShell {
-                command,
-                params: crab,
-            }
-        }
-        "http" => {
-            let method = cx
-                .string(t, "method", true)
-                .unwrap_or_default()
-                .to_ascii_uppercase();
-            if !method.is_empty() && !METHODS.contains(&method.as_str()) {
-                cx.err(
-                    "method",
-                    format!("unsupported method '{method}'"),
-                    "use GET, POST, PUT, PATCH, DELETE, HEAD or OPTIONS",
-                );
-            }
-            let url = cx.string(t, "url", true).unwrap_or_default();
-            if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
-                cx.err(
-                    "url",
-                    "must start with http:// or https://",
-                    "write the full URL",
-                );
-            }
-            if let Err(e) = template::check_declared(&url, &declared, false) {
-                cx.err("url", e, "declare the param, or fix the template");
-            }
-            if url.starts_with("http://") || url.starts_with("https://") {
-                // The fixed host is what the tool asks to reach; the policy
-                // decides whether it gets it.
-                match http::host_pattern(&url) {
-                    Ok(host) => requests.domains = Some(vec![host]),
-                    Err(e) => cx.err("url", e, "write a fixed host in the url"),
-                }
-            }
-            let mut headers = Vec::new();
-            match t.get("headers") {
-                None => {}
-                Some(Toml::Table(h)) => {
-                    for (k, v) in h {
-                        if !http::valid_header_name(k) {
-                            cx.err(
-                                &format!("headers.{k}"),
-                                "not a header name (letters, digits and -, no {{param}})",
-                                "write a fixed header name; parameters go in the value",
-                            );
-                        }
-                        match v.as_str() {
-                            Some(v) => {
-                                if let Err(e) = template::check_declared(v, &declared, false) {
-                                    cx.err(
-                                        &format!("headers.{k}"),
-                                        e,
-                                        "declare the param, or fix the template",
-                                    );
-                                }
-                                headers.push((k.clone(), v.to_owned()));
-                            }
-                            None => cx.err(
-                                &format!("headers.{k}"),
-                                "must be a string",
-                                "quote the value",
-                            ),
-                        }
-                    }
-                }
-                Some(_) => cx.err("headers", "must be a table", "use [tools.headers]"),
-            }
-            if t.contains_key("command") {
-                cx.warn("command", "ignored by the http executor");
-            }
-            requests.network = Some(true);
-            Runner::OpencrabsHttp {
-                method,
-                url,
-                headers,
-                params: crab,
-            }
-        }
+    let kind = match executor.as_str() {
+        "shell" => shell_tool(t, &declared, crab, cx),
+        "http" => http_tool(t, &declared, crab, &mut requests, cx),
         "" => return None, // already reported (missing or not a string)
         other => {
             cx.err(
@@ -443,9 +311,168 @@ fn parse_tool(item: &Toml, cx: &mut Cx) -> Option<ToolSpec> {
         description: description.trim().to_owned(),
         input_schema: schema::object_schema(&schema_params),
         requests,
-        runner,
+        kind,
         needs_read: Vec::new(),
     })
+}
+
+/// `name`, which later diagnostics quote, then the unknown keys.
+fn tool_name(t: &Table, cx: &mut Cx) -> String {
+    let name = cx.string(t, "name", true).unwrap_or_default();
+    if !(name.is_empty() || valid_tool_name(&name) && name.len() <= 64) {
+        cx.err(
+            "name",
+            format!("'{name}' must match [A-Za-z0-9_-]{{1,64}}"),
+            "rename the tool",
+        );
+    }
+    cx.name = name.clone();
+    for k in t.keys() {
+        if !TOOL_KEYS.contains(&k.as_str()) {
+            cx.warn(k, "unknown key ignored");
+        }
+    }
+    name
+}
+
+/// What the tool asks of the policy whatever its executor: approval, its
+/// timeout, its rate limit.
+fn tool_requests(t: &Table, cx: &mut Cx) -> Requests {
+    let approval_key = cx.boolean(t, "requires_approval");
+    let requires_approval = Some(approval_key.unwrap_or(true));
+    // Unset: OpenCrabs' own default, true. Say so wherever approval shows.
+    let approval_default = approval_key.is_none().then(|| {
+        format!(
+            "requires_approval defaults to true in OpenCrabs; set requires_approval = false in {} to run it without asking",
+            cx.file
+                .file_name()
+                .map_or("tools.toml".into(), |n| n.to_string_lossy())
+        )
+    });
+    let timeout = match t.get("timeout_secs") {
+        None => None,
+        Some(Toml::Integer(s)) if (1..=3600).contains(s) => {
+            u64::try_from(*s).ok().map(Duration::from_secs)
+        }
+        Some(v) => {
+            cx.err(
+                "timeout_secs",
+                format!("{v} out of range"),
+                "use an integer number of seconds from 1 to 3600",
+            );
+            None
+        }
+    };
+    let rate_limit = t.get("rate_limit").and_then(|r| parse_rate(r, cx));
+    Requests {
+        timeout,
+        requires_approval,
+        approval_default,
+        rate_limit,
+        ..Requests::default()
+    }
+}
+
+fn shell_tool(t: &Table, declared: &[&str], params: Vec<CrabParam>, cx: &mut Cx) -> ToolKind {
+    let command = cx.string(t, "command", true).unwrap_or_default();
+    if let Err(e) = template::check_declared(&command, declared, true) {
+        cx.err("command", e, "declare the param, or fix the template");
+    }
+    for k in ["method", "url", "headers"] {
+        if t.contains_key(k) {
+            cx.warn(k, "ignored by the shell executor");
+        }
+    }
+    ToolKind::OpencrabsShell { command, params }
+}
+
+/// An http tool: its method, its url (whose fixed host it asks to reach),
+/// its headers.
+fn http_tool(
+    t: &Table,
+    declared: &[&str],
+    params: Vec<CrabParam>,
+    requests: &mut Requests,
+    cx: &mut Cx,
+) -> ToolKind {
+    let method = cx
+        .string(t, "method", true)
+        .unwrap_or_default()
+        .to_ascii_uppercase();
+    if !method.is_empty() && !METHODS.contains(&method.as_str()) {
+        cx.err(
+            "method",
+            format!("unsupported method '{method}'"),
+            "use GET, POST, PUT, PATCH, DELETE, HEAD or OPTIONS",
+        );
+    }
+    let url = http_url(t, declared, requests, cx);
+    let headers = http_headers(t, declared, cx);
+    if t.contains_key("command") {
+        cx.warn("command", "ignored by the http executor");
+    }
+    requests.network = Some(true);
+    ToolKind::OpencrabsHttp {
+        method,
+        url,
+        headers,
+        params,
+    }
+}
+
+fn http_url(t: &Table, declared: &[&str], requests: &mut Requests, cx: &mut Cx) -> String {
+    let url = cx.string(t, "url", true).unwrap_or_default();
+    if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
+        cx.err(
+            "url",
+            "must start with http:// or https://",
+            "write the full URL",
+        );
+    }
+    if let Err(e) = template::check_declared(&url, declared, false) {
+        cx.err("url", e, "declare the param, or fix the template");
+    }
+    if url.starts_with("http://") || url.starts_with("https://") {
+        // The fixed host is what the tool asks to reach; the policy
+        // decides whether it gets it.
+        match http::host_pattern(&url) {
+            Ok(host) => requests.domains = Some(vec![host]),
+            Err(e) => cx.err("url", e, "write a fixed host in the url"),
+        }
+    }
+    url
+}
+
+/// `[tools.headers]`: fixed names, values that may hold `{{param}}`.
+fn http_headers(t: &Table, declared: &[&str], cx: &mut Cx) -> Vec<(String, String)> {
+    let mut headers = Vec::new();
+    let h = match t.get("headers") {
+        None => return headers,
+        Some(Toml::Table(h)) => h,
+        Some(_) => {
+            cx.err("headers", "must be a table", "use [tools.headers]");
+            return headers;
+        }
+    };
+    for (k, v) in h {
+        let key = format!("headers.{k}");
+        if !http::valid_header_name(k) {
+            cx.err(
+                &key,
+                "not a header name (letters, digits and -, no {{param}})",
+                "write a fixed header name; parameters go in the value",
+            );
+        }
+        let Some(v) = v.as_str() else {
+            cx.err(&key, "must be a string", "quote the value");
+            continue;
+        };
+        if let Err(e) = template::check_declared(v, declared, false) {
+            cx.err(&key, e, "declare the param, or fix the template");
+        }
+        headers.push((k.clone(), v.to_owned()));
+    }
+    headers
 }
 
 fn parse_rate(r: &Toml, cx: &mut Cx) -> Option<RateLimit> {
@@ -512,7 +539,7 @@ fn scan_file(path: &Path, required: bool, f: &mut Found) {
 /// Whether `path`, given as `--tools-toml`, is a file that can be read:
 /// the commands that discover tools refuse to start without it (`check`
 /// reports it), rather than quietly leave its tools out.
-pub fn usable_extra(path: &Path) -> Result<(), String> {
+pub(crate) fn usable_extra(path: &Path) -> Result<(), String> {
     let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => "no such file (or a dangling symlink)".to_string(),
         _ => io_message(&e),
@@ -526,7 +553,7 @@ pub fn usable_extra(path: &Path) -> Result<(), String> {
 }
 
 /// The project's OpenCrabs file, relative to the project.
-pub const FILE: &str = "tools.toml";
+pub(crate) const FILE: &str = "tools.toml";
 
 /// Scan `<project>/tools.toml` and the `--tools-toml` file.
 pub(crate) fn scan(project: &Path, extra: Option<&Path>) -> Found {

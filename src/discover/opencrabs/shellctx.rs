@@ -20,7 +20,7 @@ use super::template::{Node, Template, TemplateError};
 
 /// Where a `{{param}}` sits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ctx {
+pub(crate) enum Ctx {
     /// Outside quotes (top level or inside `$(…)`).
     Unquoted,
     /// Inside `"…"`.
@@ -31,7 +31,7 @@ pub enum Ctx {
 
 impl Ctx {
     /// The text referring to positional parameter `n` in this context.
-    pub fn reference(self, n: usize) -> String {
+    pub(crate) fn reference(self, n: usize) -> String {
         match self {
             Ctx::Unquoted => format!("\"${{{n}}}\""),
             Ctx::Double => format!("${{{n}}}"),
@@ -322,7 +322,7 @@ fn walk(nodes: &[Node], lx: &mut Lexer, out: &mut [Ctx]) -> Result<(), TemplateE
 
 /// The context of every `{{param}}` (indexed by its id), or the first one
 /// that cannot be passed safely.
-pub fn contexts(t: &Template) -> Result<Vec<Ctx>, TemplateError> {
+pub(crate) fn contexts(t: &Template) -> Result<Vec<Ctx>, TemplateError> {
     let mut out = vec![Ctx::Unquoted; t.vars];
     walk(&t.nodes, &mut Lexer::new(), &mut out)?;
     Ok(out)

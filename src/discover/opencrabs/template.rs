@@ -35,14 +35,14 @@ use serde_json::{Map, Value};
 /// Where and why a template is invalid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("template error at byte {offset}: {message}")]
-pub struct TemplateError {
+pub(crate) struct TemplateError {
     pub offset: usize,
     pub message: String,
 }
 
 /// A parsed template.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Template {
+pub(crate) struct Template {
     pub(crate) nodes: Vec<Node>,
     /// Number of `{{param}}` tags (ids 0..vars).
     pub(crate) vars: usize,
@@ -66,14 +66,14 @@ pub(crate) enum Node {
 
 /// A rendered shell command: run as `sh -c script sh args…`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShellCommand {
+pub(crate) struct ShellCommand {
     pub script: String,
     /// `$1`, `$2`, …: one per distinct param referenced by the template.
     pub args: Vec<String>,
 }
 
 /// `[A-Za-z_][A-Za-z0-9_-]*`: a name a template tag can refer to.
-pub fn valid_param_name(s: &str) -> bool {
+pub(crate) fn valid_param_name(s: &str) -> bool {
     let mut b = s.bytes();
     matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
         && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
@@ -103,10 +103,10 @@ fn tag_at(s: &str) -> Option<(Tag<'_>, usize)> {
 }
 
 /// How deep sections may nest (rendering recurses per level).
-pub const MAX_DEPTH: usize = 32;
+pub(crate) const MAX_DEPTH: usize = 32;
 
 /// Parse a template.
-pub fn parse(template: &str) -> Result<Template, TemplateError> {
+pub(crate) fn parse(template: &str) -> Result<Template, TemplateError> {
     // Stack of open sections: (name, offset, nodes before it).
     let mut stack: Vec<(String, usize, Vec<Node>)> = Vec::new();
     let mut nodes: Vec<Node> = Vec::new();
@@ -185,14 +185,15 @@ pub fn parse(template: &str) -> Result<Template, TemplateError> {
 }
 
 /// Syntax check only.
-pub fn check(template: &str) -> Result<(), TemplateError> {
+#[cfg(test)]
+pub(crate) fn check(template: &str) -> Result<(), TemplateError> {
     parse(template).map(|_| ())
 }
 
 impl Template {
     /// Every param the template refers to, with the offset of its first
     /// use, in order of appearance.
-    pub fn params(&self) -> Vec<(String, usize)> {
+    pub(crate) fn params(&self) -> Vec<(String, usize)> {
         fn walk(nodes: &[Node], out: &mut Vec<(String, usize)>) {
             for n in nodes {
                 match n {
@@ -211,7 +212,10 @@ impl Template {
     }
 
     /// Render for `sh -c` (see the module doc).
-    pub fn render_shell(&self, args: &Map<String, Value>) -> Result<ShellCommand, TemplateError> {
+    pub(crate) fn render_shell(
+        &self,
+        args: &Map<String, Value>,
+    ) -> Result<ShellCommand, TemplateError> {
         let ctx = super::shellctx::contexts(self)?;
         // Positional index per distinct var name, in order of first use.
         let mut names: Vec<&str> = Vec::new();
@@ -243,7 +247,7 @@ impl Template {
 
     /// Render with values as plain text (for URLs and headers of the http
     /// executor, where no shell is involved).
-    pub fn render_plain(&self, args: &Map<String, Value>) -> String {
+    pub(crate) fn render_plain(&self, args: &Map<String, Value>) -> String {
         let mut out = String::new();
         render_nodes(&self.nodes, args, &mut out, &mut |name, _, out| {
             out.push_str(&value_text(args.get(name)));
@@ -253,7 +257,7 @@ impl Template {
 
     /// Render with each value's text passed through `encode` (the http
     /// executor percent-encodes values in URLs).
-    pub fn render_encoded(
+    pub(crate) fn render_encoded(
         &self,
         args: &Map<String, Value>,
         encode: &dyn Fn(&str) -> String,
@@ -292,7 +296,7 @@ fn present(v: Option<&Value>) -> bool {
 }
 
 /// The text of a value: strings as they are, everything else as JSON.
-pub fn value_text(v: Option<&Value>) -> String {
+pub(crate) fn value_text(v: Option<&Value>) -> String {
     match v {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(s)) => s.clone(),
@@ -301,7 +305,8 @@ pub fn value_text(v: Option<&Value>) -> String {
 }
 
 /// POSIX shell single-quoting (for display; templates do not paste values).
-pub fn shell_quote(s: &str) -> String {
+#[cfg(test)]
+pub(crate) fn shell_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('\'');
     for c in s.chars() {
@@ -335,13 +340,20 @@ fn render_nodes(
 }
 
 /// Parse and render for `sh -c` (the call-time entry point).
-pub fn render(template: &str, args: &Map<String, Value>) -> Result<ShellCommand, TemplateError> {
+pub(crate) fn render(
+    template: &str,
+    args: &Map<String, Value>,
+) -> Result<ShellCommand, TemplateError> {
     parse(template)?.render_shell(args)
 }
 
 /// [`check`], plus: every referenced param is in `declared`, and (for shell
 /// commands) every `{{param}}` sits where a value can be passed safely.
-pub fn check_declared(template: &str, declared: &[&str], shell: bool) -> Result<(), TemplateError> {
+pub(crate) fn check_declared(
+    template: &str,
+    declared: &[&str],
+    shell: bool,
+) -> Result<(), TemplateError> {
     let t = parse(template)?;
     for (name, offset) in t.params() {
         if !declared.contains(&name.as_str()) {

@@ -4,7 +4,7 @@ use super::{Proj, assert_one_line_with_fix, names, rendered};
 use crate::discover::clawd::{
     ToolJson, detect_interpreter, key_line, parse_tool_json, valid_clawd_name,
 };
-use crate::discover::{Runner, Severity};
+use crate::discover::{Severity, ToolKind};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
@@ -245,8 +245,8 @@ fn scan_exposes_ct_id_and_checks_the_entrypoint() {
     assert_eq!(g.source, p.path(".clawd/tools/greet/tool.json"));
     assert_eq!(g.requests.timeout, Some(Duration::from_secs(30)));
     assert_eq!(g.needs_read, vec![p.path(".clawd/tools/greet")]);
-    match &g.runner {
-        Runner::Clawd {
+    match &g.kind {
+        ToolKind::Clawd {
             interpreter,
             entrypoint,
         } => {
@@ -256,8 +256,8 @@ fn scan_exposes_ct_id_and_checks_the_entrypoint() {
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        &c.get("ct_raw").unwrap().runner,
-        Runner::Clawd {
+        &c.get("ct_raw").unwrap().kind,
+        ToolKind::Clawd {
             interpreter: None,
             ..
         }

@@ -1,7 +1,7 @@
 //! Octomind `.agents/tools/<name>` (seed: octomind-local-tools.md).
 
 use super::{Proj, assert_one_line_with_fix, names, rendered};
-use crate::discover::Runner;
+use crate::discover::ToolKind;
 use crate::discover::octomind::{
     Header, HeaderParam, MAX_HEADER_LINES, normalize_type, parse_header, parse_header_bytes,
 };
@@ -309,7 +309,7 @@ fn scan_loads_tools_and_explains_every_skipped_file() {
         t.input_schema,
         json!({"type":"object","properties":{"who":{"type":"string","description":"Who"}},"required":["who"],"additionalProperties":false})
     );
-    assert!(matches!(&t.runner, Runner::Octomind { program } if program == &t.source));
+    assert!(matches!(&t.kind, ToolKind::Octomind { program } if program == &t.source));
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use super::{Proj, assert_one_line_with_fix, names, rendered};
 use crate::discover::opencrabs::{convert_default, parse_coerce, parse_tools_toml};
-use crate::discover::{Coerce, CrabParam, Diagnostic, Options, Runner, Severity, ToolSpec};
+use crate::discover::{Coerce, CrabParam, Diagnostic, Options, Severity, ToolKind, ToolSpec};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
@@ -13,8 +13,8 @@ fn parse(text: &str) -> (Vec<ToolSpec>, Vec<String>) {
 }
 
 fn crab_params(t: &ToolSpec) -> &[CrabParam] {
-    match &t.runner {
-        Runner::OpencrabsShell { params, .. } | Runner::OpencrabsHttp { params, .. } => params,
+    match &t.kind {
+        ToolKind::OpencrabsShell { params, .. } | ToolKind::OpencrabsHttp { params, .. } => params,
         other => panic!("{other:?}"),
     }
 }
@@ -89,8 +89,8 @@ fn seed_shell_and_http_tools() {
         Some(vec!["api.example.com:443".to_string()]),
         "an http tool asks for its url's host only"
     );
-    match &h.runner {
-        Runner::OpencrabsHttp {
+    match &h.kind {
+        ToolKind::OpencrabsHttp {
             method,
             url,
             headers,

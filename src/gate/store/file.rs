@@ -16,13 +16,13 @@ use std::time::Duration;
 
 /// Gate state in a state directory.
 #[derive(Debug, Clone)]
-pub struct FileStore {
+pub(crate) struct FileStore {
     dir: PathBuf,
     rates: FileRates,
 }
 
 impl FileStore {
-    pub fn new(state_dir: &Path) -> FileStore {
+    pub(crate) fn new(state_dir: &Path) -> FileStore {
         FileStore {
             dir: state_dir.to_path_buf(),
             rates: FileRates::new(state_dir),
@@ -30,7 +30,7 @@ impl FileStore {
     }
 
     /// The file of document `name`.
-    pub fn doc_path(&self, name: &str) -> PathBuf {
+    pub(crate) fn doc_path(&self, name: &str) -> PathBuf {
         self.dir.join(format!("{name}.json"))
     }
 

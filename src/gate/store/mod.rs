@@ -17,18 +17,17 @@ mod file;
 mod redis;
 
 pub use self::redis::RedisStore;
-pub use file::FileStore;
+pub(crate) use file::FileStore;
 
 use super::persist::RateCheck;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Failed store operations since the process started.
 static ERRORS: AtomicU64 = AtomicU64::new(0);
 
 /// How many store operations failed in this process.
-pub fn errors() -> u64 {
+pub(crate) fn errors() -> u64 {
     ERRORS.load(Ordering::Relaxed)
 }
 
@@ -49,7 +48,7 @@ pub enum DocError {
 /// A read-modify-write of a document: its text now (`None`: none yet) in,
 /// the new text out (`None`: leave it as it is), or why its content
 /// cannot be used.
-pub type Update<'a> = dyn FnMut(Option<&str>) -> Result<Option<String>, String> + 'a;
+pub(crate) type Update<'a> = dyn FnMut(Option<&str>) -> Result<Option<String>, String> + 'a;
 
 /// Gate state shared by every process (and, for Redis, every replica).
 pub trait Store: RateCheck + std::fmt::Debug {
@@ -84,7 +83,7 @@ pub struct StoreSpec {
 impl StoreSpec {
     /// Check the URL now (a bad one is the operator's error at startup, not
     /// a refusal at each call); the password is read now too.
-    pub fn open(&self) -> Result<RedisStore, String> {
+    pub(crate) fn open(&self) -> Result<RedisStore, String> {
         let password = match &self.password {
             None => None,
             Some(PasswordFrom::File(p)) => Some(read_password_file(p)?),
@@ -117,12 +116,4 @@ fn read_password_file(p: &Path) -> Result<String, String> {
         ));
     }
     Ok(pw.to_string())
-}
-
-/// The store of a project: `spec`'s Redis, else its state directory.
-pub fn open(spec: Option<&StoreSpec>, state_dir: &Path) -> Result<Arc<dyn Store>, String> {
-    Ok(match spec {
-        Some(s) => Arc::new(s.open()?),
-        None => Arc::new(FileStore::new(state_dir)),
-    })
 }

@@ -26,7 +26,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// Connect, read and write timeout of every store operation.
-pub const TIMEOUT: Duration = Duration::from_millis(500);
+pub(crate) const TIMEOUT: Duration = Duration::from_millis(500);
 
 /// How often a document update is tried against concurrent writers.
 const CAS_TRIES: usize = 16;
@@ -101,7 +101,7 @@ impl std::fmt::Debug for RedisStore {
 
 /// Check a store URL: `redis://` or `rediss://`, a host, an optional port
 /// and database, no password (it would show in `ps` and in logs).
-pub fn check_url(url: &str) -> Result<url::Url, String> {
+pub(crate) fn check_url(url: &str) -> Result<url::Url, String> {
     let bad = |why: &str| {
         format!(
             "--store: {why} (fix: give redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]; a \

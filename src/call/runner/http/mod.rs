@@ -20,7 +20,7 @@ mod render;
 mod tls;
 
 use crate::call::{CallError, CallResult};
-use crate::discover::{Runner, ToolSpec};
+use crate::discover::{ToolKind, ToolSpec};
 use crate::policy::Grant;
 use crate::policy::hostname::target;
 use crate::policy::{DomainPolicy, DomainRefusal as Refusal, HostRule, Network};
@@ -41,12 +41,12 @@ pub fn run(
     grant: &Grant,
     cancel: Option<&CancelToken>,
 ) -> Result<CallResult, CallError> {
-    let Runner::OpencrabsHttp {
+    let ToolKind::OpencrabsHttp {
         method,
         url,
         headers,
         ..
-    } = &tool.runner
+    } = &tool.kind
     else {
         return Err(CallError::Unsupported("not an http tool".into()));
     };
@@ -199,7 +199,7 @@ fn policy_for(tool: &str, network: &Network, target: &Target) -> Result<DomainPo
 }
 
 fn grant_denied(message: String) -> CallError {
-    CallError::Denied(crate::gate::Denial::new(
+    CallError::Denied(crate::gate::GateDenial::new(
         crate::gate::DenyReason::Grant,
         message,
     ))

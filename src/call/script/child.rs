@@ -2,12 +2,12 @@
 //! STACK TIMEOUT_MS`, started by [`super::execute`] inside the tool's
 //! sandbox. It never runs in toolcage's own process.
 //!
-//! Protocol (JSON lines): the parent writes `{"inputs":…}`; the runner
+//! Protocol (JSON lines): the parent writes `{"inputs":…}`; the child
 //! answers with any number of `{"op":"tool","name":…,"args":…}` (each
 //! answered by `{"ok":"text"}` or `{"error":"text"}`), then one
 //! `{"op":"done","result":"text"}` or `{"op":"error","message":"text"}`.
 
-use crate::sandbox::script::{compile, load, lock_down_runner};
+use crate::sandbox::script::{compile, load, lock_down_script};
 use rquickjs::context::intrinsic::{
     Date, Json, MapSet, Promise as PromiseIntrinsic, RegExp, RegExpCompiler, TypedArrays,
 };
@@ -102,7 +102,7 @@ fn run(s: &Setup) -> Result<String, String> {
         let full = Context::full(&rt).map_err(|e| format!("QuickJS: {e}"))?;
         full.with(|ctx| compile(&ctx, "script", &module_source).map_err(|e| explain(&ctx, e, s)))?
     };
-    lock_down_runner()?;
+    lock_down_script()?;
     // Run where it does not: no Eval intrinsic, no module loader.
     let ctx = Context::custom::<(
         Date,
