@@ -11,7 +11,7 @@
 //! classified where it leads too (inside a granted root, the call sees the
 //! host's symlinks).
 
-use super::denial::{Denial, DenialLog};
+use crate::denial::{Denial, DenialLog};
 use std::path::{Component, Path, PathBuf};
 use toolcage_policy::{Grant, Network};
 
@@ -230,7 +230,8 @@ fn refused_by_pid_or_mode(grant: &Grant, namespace_free: bool, line: &str) -> Op
 /// ended) or a process it ran (a shell's "CPU time limit exceeded") hit it.
 pub fn cpu_limit(grant: &Grant, exit_signal: Option<i32>, text: &str) -> Option<Denial> {
     let secs = grant.limits.cpu_seconds?;
-    let hit = exit_signal == Some(libc::SIGXCPU) || text.contains("CPU time limit exceeded");
+    let hit = exit_signal == Some(nix::sys::signal::Signal::SIGXCPU as i32)
+        || text.contains("CPU time limit exceeded");
     hit.then(|| Denial {
         layer: "limits",
         op: "cpu",
@@ -245,7 +246,7 @@ pub fn cpu_limit(grant: &Grant, exit_signal: Option<i32>, text: &str) -> Option<
                 .into(),
         ),
         count: 1,
-        inferred: exit_signal != Some(libc::SIGXCPU),
+        inferred: exit_signal != Some(nix::sys::signal::Signal::SIGXCPU as i32),
     })
 }
 

@@ -8,14 +8,9 @@
 
 mod bpf;
 mod child;
-mod denial;
 mod env;
-#[doc(hidden)]
-pub mod fuzz;
-mod inferred;
 mod init_guard;
 mod landlock;
-pub mod landlock_log;
 mod limits;
 pub mod mode;
 mod namespace_free;
@@ -23,7 +18,7 @@ mod netns;
 pub mod output;
 pub mod probe;
 mod program;
-pub mod proxy;
+mod proxy;
 mod quarantine;
 pub mod report;
 mod restore;
@@ -37,7 +32,6 @@ mod steps;
 mod supervise;
 pub mod tty;
 
-pub use denial::Denial;
 pub use env::build_env;
 pub use landlock::kernel_abi;
 pub use namespace_free::{namespaces_failed, namespaces_unavailable_reason};
@@ -48,12 +42,15 @@ pub use report::{Degradation, EnforcementReport, LandlockReport, LandlockStatus}
 pub use runtime_dir::private_files_dir;
 pub use spawn::run;
 pub use supervise::CancelToken;
+pub use toolcage_broker::Denial;
 
 use serde::Serialize;
+// What the broker does for a call, under the names the call's path uses.
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use toolcage_broker::{inferred, landlock_log};
 
 /// What to run, and where: in `cwd`, a directory inside the grant's
 /// project, or the project itself.
