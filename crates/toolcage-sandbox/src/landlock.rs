@@ -1,6 +1,7 @@
 //! Building the Landlock ruleset in the parent; the child only calls
 //! `landlock_restrict_self` on the prepared descriptor.
 
+pub use super::landlock_abi::kernel_abi;
 use super::report::{Degradation, LandlockReport, LandlockStatus};
 use super::root_open::{RootError, open_root};
 use super::rootfs::STANDARD_DEVICES;
@@ -10,26 +11,7 @@ use landlock::{
 };
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use toolcage_policy::{Grant, Network};
-
-/// The Landlock ABI version this kernel supports (0 = none).
-pub fn kernel_abi() -> i32 {
-    static ABI_VERSION: OnceLock<i32> = OnceLock::new();
-    *ABI_VERSION.get_or_init(|| {
-        // SAFETY: landlock_create_ruleset with a NULL attribute, size 0 and the
-        // VERSION flag only returns the ABI version; it takes no pointers.
-        let v = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_create_ruleset,
-                std::ptr::null::<libc::c_void>(),
-                0usize,
-                1u32, // LANDLOCK_CREATE_RULESET_VERSION
-            )
-        };
-        if v < 0 { 0 } else { v as i32 }
-    })
-}
 
 /// A ruleset ready for the child, and what it will enforce.
 pub struct Prepared {

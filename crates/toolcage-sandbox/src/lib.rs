@@ -10,7 +10,9 @@ mod bpf;
 mod child;
 mod env;
 mod init_guard;
+mod isolation;
 mod landlock;
+mod landlock_abi;
 mod limits;
 pub mod mode;
 mod namespace_free;
@@ -33,7 +35,7 @@ mod supervise;
 pub mod tty;
 
 pub use env::build_env;
-pub use landlock::kernel_abi;
+pub use landlock_abi::kernel_abi;
 pub use namespace_free::{namespaces_failed, namespaces_unavailable_reason};
 pub use netns::ahead as network_namespace_ahead;
 pub use netns::keep_ready as keep_network_namespace_ready;

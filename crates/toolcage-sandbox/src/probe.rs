@@ -64,7 +64,7 @@ pub fn host() -> &'static HostSupport {
         let namespaces = try_namespaces(namespace_flags(euid)).map_err(classify);
         HostSupport {
             kernel: kernel_release(),
-            landlock_abi: super::kernel_abi(),
+            landlock_abi: super::landlock_abi::kernel_abi(),
             seccomp: seccomp_available(),
             seccomp_filtered: status.seccomp_mode == 2,
             euid,
