@@ -203,6 +203,9 @@ fn open_for_rule(spec: &RuleSpec, bases: &[PathBuf]) -> Result<Option<(OwnedFd, 
 /// `random`, `urandom`) are readable and writable in every call. With no
 /// Landlock support, `fd` is `None` and the report says so; the caller
 /// decides whether that is acceptable.
+///
+/// The steps: what the kernel lacks, the handled rights and scopes, the
+/// TCP port rules, the path rules, each opened and added.
 pub fn prepare(
     grant: &Grant,
     extra_read: &[PathBuf],
@@ -230,7 +233,44 @@ pub fn prepare(
     if version >= 6 {
         ruleset = ruleset.scope(Scope::AbstractUnixSocket | Scope::Signal)?;
     }
-    let net_rules: Vec<NetPort> = match &grant.network {
+    let (ruleset, net_rules) = network(ruleset, &grant.network, version)?;
+    let file_rights = AccessFs::from_file(abi);
+    // Where a call can make symlinks: the grant's write roots and project,
+    // and every write root of the session (another tool's call).
+    let bases: Vec<PathBuf> = grant.link_bases();
+    let fs_rules = path_rules(grant, extra_read, layout, abi);
+    let created = ruleset
+        .create()?
+        .add_rules(
+            fs_rules
+                .iter()
+                .filter_map(|spec| open_rule(spec, &bases, file_rights)),
+        )?
+        .add_rules(net_rules.into_iter().map(Ok::<_, landlock::RulesetError>))?;
+    let status = if missing.iter().any(|d| !d.compensated) {
+        LandlockStatus::PartiallyEnforced
+    } else {
+        LandlockStatus::FullyEnforced
+    };
+    Ok(Prepared {
+        fd: created.into(),
+        report: LandlockReport {
+            abi: version,
+            status,
+            missing,
+        },
+        read_access: AccessFs::from_read(abi).bits(),
+        all_access: AccessFs::from_all(abi).bits(),
+    })
+}
+
+/// The TCP rights handled (ABI 4 and later) and the port rules.
+fn network(
+    mut ruleset: Ruleset,
+    network: &Network,
+    version: i32,
+) -> Result<(Ruleset, Vec<NetPort>), LandlockError> {
+    let net_rules: Vec<NetPort> = match network {
         // Domains: the call's own network namespace holds only loopback;
         // toolcage's proxy outside it decides every connection.
         Network::On | Network::Domains(_) => vec![],
@@ -252,41 +292,53 @@ pub fn prepare(
                 .collect()
         }
     };
-    let file_rights = AccessFs::from_file(abi);
-    // Where a call can make symlinks: the grant's write roots and project,
-    // and every write root of the session (another tool's call).
-    let bases: Vec<PathBuf> = grant.link_bases();
-    let rule = |spec: &RuleSpec| -> Option<Result<PathBeneath<OwnedFd>, LandlockError>> {
-        match open_for_rule(spec, &bases) {
-            Ok(Some((fd, dir))) => {
-                let rights = if dir {
-                    spec.rights
-                } else {
-                    spec.rights & file_rights
-                };
-                Some(Ok(PathBeneath::new(fd, rights)))
-            }
-            Ok(None) => None,
-            Err(e @ RootError::Planted { .. }) => {
-                Some(Err(LandlockError::Planted(e.describe(&spec.path))))
-            }
-            Err(RootError::Io(source)) => Some(Err(LandlockError::Path {
-                path: spec.path.display().to_string(),
-                source,
-            })),
-            Err(RootError::LastIsLink) => Some(Err(LandlockError::Path {
-                path: spec.path.display().to_string(),
-                source: nix::errno::Errno::ELOOP.into(),
-            })),
+    Ok((ruleset, net_rules))
+}
+
+/// `spec` opened as a rule (a file gets only the rights a file can have);
+/// `None` for an optional path that is gone.
+fn open_rule(
+    spec: &RuleSpec,
+    bases: &[PathBuf],
+    file_rights: landlock::BitFlags<AccessFs>,
+) -> Option<Result<PathBeneath<OwnedFd>, LandlockError>> {
+    match open_for_rule(spec, bases) {
+        Ok(Some((fd, dir))) => {
+            let rights = if dir {
+                spec.rights
+            } else {
+                spec.rights & file_rights
+            };
+            Some(Ok(PathBeneath::new(fd, rights)))
         }
-    };
-    let mut fs_rules: Vec<RuleSpec> = Vec::with_capacity(grant.read.len() + grant.write.len() + 8);
-    let required = |path: &Path, rights, guarded| RuleSpec {
+        Ok(None) => None,
+        Err(e @ RootError::Planted { .. }) => {
+            Some(Err(LandlockError::Planted(e.describe(&spec.path))))
+        }
+        Err(RootError::Io(source)) => Some(Err(LandlockError::Path {
+            path: spec.path.display().to_string(),
+            source,
+        })),
+        Err(RootError::LastIsLink) => Some(Err(LandlockError::Path {
+            path: spec.path.display().to_string(),
+            source: nix::errno::Errno::ELOOP.into(),
+        })),
+    }
+}
+
+fn required(path: &Path, rights: landlock::BitFlags<AccessFs>, guarded: bool) -> RuleSpec {
+    RuleSpec {
         path: path.to_path_buf(),
         rights,
         optional: false,
         guarded,
-    };
+    }
+}
+
+/// The path rules: the read roots as the layout sees them, the write
+/// roots, the standard devices.
+fn path_rules(grant: &Grant, extra_read: &[PathBuf], layout: &Layout, abi: ABI) -> Vec<RuleSpec> {
+    let mut fs_rules: Vec<RuleSpec> = Vec::with_capacity(grant.read.len() + grant.write.len() + 8);
     match layout {
         Layout::Constructed => {
             let read = grant.read.iter().map(|r| (r, true));
@@ -300,33 +352,16 @@ pub fn prepare(
         Layout::Host {
             private_tmp,
             hidden,
-        } => {
-            let excluded: Vec<PathBuf> = grant.denied.iter().chain(hidden).cloned().collect();
-            // The grant's own roots are opened guarded; toolcage's files
-            // and the host's /proc as named.
-            let mut parts = Vec::new();
-            for root in &grant.read {
-                split_around(root, &excluded, &mut parts);
-            }
-            let mut own = Vec::new();
-            for root in extra_read {
-                split_around(root, &excluded, &mut own);
-            }
-            own.push(PathBuf::from("/proc"));
-            let parts = parts.into_iter().map(|p| (p, true));
-            for (part, guarded) in parts.chain(own.into_iter().map(|p| (p, false))) {
-                fs_rules.push(RuleSpec {
-                    path: part,
-                    rights: AccessFs::from_read(abi),
-                    optional: true,
-                    guarded,
-                });
-            }
-            if let Some(tmp) = private_tmp {
-                fs_rules.push(required(tmp, AccessFs::from_all(abi), false));
-            }
-        }
+        } => host_read_rules(
+            grant,
+            extra_read,
+            private_tmp.as_deref(),
+            hidden,
+            abi,
+            &mut fs_rules,
+        ),
     }
+    let constructed = matches!(layout, Layout::Constructed);
     for root in &grant.write {
         // The host's /proc is never writable: a root tool without
         // capabilities still passes the sysctl owner check. (The
@@ -345,25 +380,43 @@ pub fn prepare(
             guarded: false,
         });
     }
-    let created = ruleset
-        .create()?
-        .add_rules(fs_rules.iter().filter_map(rule))?
-        .add_rules(net_rules.into_iter().map(Ok::<_, landlock::RulesetError>))?;
-    let status = if missing.iter().any(|d| !d.compensated) {
-        LandlockStatus::PartiallyEnforced
-    } else {
-        LandlockStatus::FullyEnforced
-    };
-    Ok(Prepared {
-        fd: created.into(),
-        report: LandlockReport {
-            abi: version,
-            status,
-            missing,
-        },
-        read_access: AccessFs::from_read(abi).bits(),
-        all_access: AccessFs::from_all(abi).bits(),
-    })
+    fs_rules
+}
+
+/// Namespace-free: the read roots split around the denied and hidden
+/// paths, the host's `/proc` readable, the private tmp writable.
+fn host_read_rules(
+    grant: &Grant,
+    extra_read: &[PathBuf],
+    private_tmp: Option<&Path>,
+    hidden: &[PathBuf],
+    abi: ABI,
+    fs_rules: &mut Vec<RuleSpec>,
+) {
+    let excluded: Vec<PathBuf> = grant.denied.iter().chain(hidden).cloned().collect();
+    // The grant's own roots are opened guarded; toolcage's files
+    // and the host's /proc as named.
+    let mut parts = Vec::new();
+    for root in &grant.read {
+        split_around(root, &excluded, &mut parts);
+    }
+    let mut own = Vec::new();
+    for root in extra_read {
+        split_around(root, &excluded, &mut own);
+    }
+    own.push(PathBuf::from("/proc"));
+    let parts = parts.into_iter().map(|p| (p, true));
+    for (part, guarded) in parts.chain(own.into_iter().map(|p| (p, false))) {
+        fs_rules.push(RuleSpec {
+            path: part,
+            rights: AccessFs::from_read(abi),
+            optional: true,
+            guarded,
+        });
+    }
+    if let Some(tmp) = private_tmp {
+        fs_rules.push(required(tmp, AccessFs::from_all(abi), false));
+    }
 }
 
 /// What Landlock will enforce for `grant` on this kernel, without building
