@@ -373,14 +373,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn same_verdicts_as_the_programs_it_replaces() {
-        use crate::seccomp;
-        use seccompiler::{SeccompAction, SeccompFilter};
-        use toolcage_policy::Network;
-        let target = crate::script::host_arch();
-        // Values the rules compare against, and their neighbours.
-        let values: Vec<u64> = [
+    /// Values the rules compare against, and their neighbours.
+    fn probe_values() -> Vec<u64> {
+        [
             0u64,
             1,
             2,
@@ -414,7 +409,29 @@ mod tests {
             u32::MAX as u64,
             u64::MAX,
         ]
-        .to_vec();
+        .to_vec()
+    }
+
+    /// seccompiler's linear filter for `net`, as plain instructions.
+    fn seccompiler_program(net: &toolcage_policy::Network) -> Vec<libc::sock_filter> {
+        use seccompiler::{SeccompAction, SeccompFilter};
+        let old: BpfProgram = SeccompFilter::new(
+            crate::seccomp::rules(net),
+            SeccompAction::Allow,
+            SeccompAction::Errno(libc::EPERM as u32),
+            crate::script::host_arch(),
+        )
+        .unwrap()
+        .try_into()
+        .unwrap();
+        old.iter().map(|f| jump(f.code, f.k, f.jt, f.jf)).collect()
+    }
+
+    #[test]
+    fn same_verdicts_as_the_programs_it_replaces() {
+        use crate::seccomp;
+        use toolcage_policy::Network;
+        let values = probe_values();
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = move || {
             seed ^= seed << 13;
@@ -435,17 +452,7 @@ mod tests {
             },
         ];
         for net in nets {
-            let old: BpfProgram = SeccompFilter::new(
-                seccomp::rules(&net),
-                SeccompAction::Allow,
-                SeccompAction::Errno(libc::EPERM as u32),
-                target,
-            )
-            .unwrap()
-            .try_into()
-            .unwrap();
-            let old: Vec<libc::sock_filter> =
-                old.iter().map(|f| jump(f.code, f.k, f.jt, f.jf)).collect();
+            let old = seccompiler_program(&net);
             let new = seccomp::compile(&net).unwrap();
             check(&new).unwrap();
             assert!(new.len() < old.len(), "{} vs {}", new.len(), old.len());
