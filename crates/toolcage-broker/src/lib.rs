@@ -5,11 +5,16 @@
 //! audit reader ([`landlock_log`]) reads the kernel's records of what the
 //! call was refused. Each turns what it reads into [`Denial`]s.
 //!
+//! The public face is what the sandbox crate, the top crate (the http
+//! runner's [`proxy::connect`]) and the fuzz targets use; the rest is
+//! `pub(crate)` (`unreachable_pub` holds it).
+//!
 //! No `unsafe` here: sockets and polls go through `nix`'s safe wrappers.
 //! The mechanism these need from the kernel (the call's namespaces, the
 //! init that creates the proxy's listeners inside them and hands them over)
 //! is the sandbox crate's, which depends on this one.
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 
 mod denial;
 #[doc(hidden)]

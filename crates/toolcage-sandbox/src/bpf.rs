@@ -29,7 +29,7 @@ const MAX_RULE: usize = 200;
 const LINEAR: usize = 3;
 
 /// `AUDIT_ARCH_*` of the architecture toolcage is built for.
-pub const fn audit_arch() -> u32 {
+pub(crate) const fn audit_arch() -> u32 {
     const BITS64_LE: u32 = 0x8000_0000 | 0x4000_0000;
     if cfg!(target_arch = "x86_64") {
         62 | BITS64_LE
@@ -41,7 +41,7 @@ pub const fn audit_arch() -> u32 {
 }
 
 /// The `SECCOMP_RET_ERRNO` action for `errno`.
-pub const fn errno(errno: i32) -> u32 {
+pub(crate) const fn errno(errno: i32) -> u32 {
     libc::SECCOMP_RET_ERRNO | (errno as u32 & libc::SECCOMP_RET_DATA)
 }
 
@@ -52,7 +52,7 @@ enum Entry {
 }
 
 /// What each syscall number gets. Any other architecture is killed.
-pub struct Table {
+pub(crate) struct Table {
     /// For numbers without an entry.
     default: u32,
     /// When one of a syscall's rules matches.
@@ -89,7 +89,7 @@ enum Ins {
 }
 
 impl Table {
-    pub fn new(default: u32, matched: u32) -> Table {
+    pub(crate) fn new(default: u32, matched: u32) -> Table {
         Table {
             default,
             matched,
@@ -107,7 +107,7 @@ impl Table {
     }
 
     /// `nr` returns `matched` when any rule matches (always, with none).
-    pub fn rules(&mut self, nr: i64, rules: Vec<SeccompRule>) -> Result<(), String> {
+    pub(crate) fn rules(&mut self, nr: i64, rules: Vec<SeccompRule>) -> Result<(), String> {
         let entry = if rules.is_empty() {
             Entry::Ret(self.matched)
         } else {
@@ -123,17 +123,17 @@ impl Table {
     }
 
     /// `nr` always returns `value`.
-    pub fn ret(&mut self, nr: i64, value: u32) -> Result<(), String> {
+    pub(crate) fn ret(&mut self, nr: i64, value: u32) -> Result<(), String> {
         self.insert(nr, Entry::Ret(value))
     }
 
     /// Every number at or above `bound` returns `value`.
-    pub fn at_or_above(&mut self, bound: u32, value: u32) {
+    pub(crate) fn at_or_above(&mut self, bound: u32, value: u32) {
         self.above = Some((bound, value));
     }
 
     /// The program: architecture check, the bound, the search, the chains.
-    pub fn compile(&self) -> Result<Vec<libc::sock_filter>, String> {
+    pub(crate) fn compile(&self) -> Result<Vec<libc::sock_filter>, String> {
         let mut chains: Vec<&Vec<BpfProgram>> = Vec::new();
         let keys: Vec<(u32, Leaf)> = self
             .entries

@@ -1,7 +1,7 @@
 //! Building the Landlock ruleset in the parent; the child only calls
 //! `landlock_restrict_self` on the prepared descriptor.
 
-pub use super::landlock_abi::kernel_abi;
+pub(crate) use super::landlock_abi::kernel_abi;
 use super::report::{Degradation, LandlockReport, LandlockStatus};
 use super::root_open::{RootError, open_root};
 use super::rootfs::STANDARD_DEVICES;
@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use toolcage_policy::{Grant, Network};
 
 /// A ruleset ready for the child, and what it will enforce.
-pub struct Prepared {
+pub(crate) struct Prepared {
     pub fd: Option<OwnedFd>,
     pub report: LandlockReport,
     /// Rights the tool grants itself beneath the filesystems mounted inside
@@ -25,7 +25,7 @@ pub struct Prepared {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum LandlockError {
+pub(crate) enum LandlockError {
     #[error("cannot open {path} for a Landlock rule: {source}")]
     Path {
         path: String,
@@ -108,7 +108,7 @@ fn is_dir(path: &Path) -> bool {
 }
 
 /// What the tool's filesystem looks like, which decides the rules.
-pub enum Layout {
+pub(crate) enum Layout {
     /// The constructed root: denied and protected paths are covered by
     /// mounts; `/proc`, `/tmp` and `/dev/shm` are fresh (the tool adds
     /// their rules itself).
@@ -206,7 +206,7 @@ fn open_for_rule(spec: &RuleSpec, bases: &[PathBuf]) -> Result<Option<(OwnedFd, 
 ///
 /// The steps: what the kernel lacks, the handled rights and scopes, the
 /// TCP port rules, the path rules, each opened and added.
-pub fn prepare(
+pub(crate) fn prepare(
     grant: &Grant,
     extra_read: &[PathBuf],
     layout: &Layout,

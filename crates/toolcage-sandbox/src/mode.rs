@@ -21,7 +21,7 @@ pub struct ModeDecision {
 
 /// What the host offers that the decision depends on.
 #[derive(Debug, Clone, Copy)]
-pub struct HostFeatures {
+pub(crate) struct HostFeatures {
     /// The sandbox's namespaces can be created.
     pub namespaces: bool,
     /// Landlock ABI (0: none).
@@ -29,7 +29,7 @@ pub struct HostFeatures {
 }
 
 /// What namespace-free mode lacks for `grant`, each with its compensation.
-pub fn lacks(grant: &Grant, landlock_abi: i32) -> Vec<Lack> {
+pub(crate) fn lacks(grant: &Grant, landlock_abi: i32) -> Vec<Lack> {
     let scoped = landlock_abi >= 6;
     let mut out = vec![Lack {
         id: "pid",
@@ -130,7 +130,7 @@ pub fn lacks(grant: &Grant, landlock_abi: i32) -> Vec<Lack> {
 }
 
 /// Protected paths that lie beneath a write root.
-pub fn protected_inside_write_roots(grant: &Grant) -> Vec<std::path::PathBuf> {
+pub(crate) fn protected_inside_write_roots(grant: &Grant) -> Vec<std::path::PathBuf> {
     grant
         .protected
         .iter()
@@ -140,7 +140,7 @@ pub fn protected_inside_write_roots(grant: &Grant) -> Vec<std::path::PathBuf> {
 }
 
 /// The mode `grant` runs in on a host with `host`'s features.
-pub fn decide(grant: &Grant, host: HostFeatures, why_no_namespaces: &str) -> ModeDecision {
+pub(crate) fn decide(grant: &Grant, host: HostFeatures, why_no_namespaces: &str) -> ModeDecision {
     if host.namespaces {
         return ModeDecision {
             mode: IsolationMode::Namespaces,

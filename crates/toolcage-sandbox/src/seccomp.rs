@@ -127,7 +127,7 @@ type Rules = BTreeMap<i64, Vec<SeccompRule>>;
 
 /// Build the deny-list rules for a network mode: what every call is
 /// refused, then what its network mode adds. Public for tests.
-pub fn rules(network: &Network) -> Rules {
+pub(crate) fn rules(network: &Network) -> Rules {
     let mut rules = Rules::new();
     always_denied(&mut rules);
     no_setid_modes(&mut rules);
@@ -308,7 +308,7 @@ fn network_domains(rules: &mut Rules) {
 }
 
 /// The program for `network`.
-pub fn compile(network: &Network) -> Result<Vec<libc::sock_filter>, String> {
+pub(crate) fn compile(network: &Network) -> Result<Vec<libc::sock_filter>, String> {
     let mut table = bpf::Table::new(libc::SECCOMP_RET_ALLOW, bpf::errno(libc::EPERM));
     for (nr, rules) in rules(network) {
         table.rules(nr, rules)?;
@@ -388,7 +388,7 @@ const IOPRIO_WHO_USER: u64 = 3;
 
 /// The rules of the namespace-free program: each syscall gets EPERM when
 /// one of its rules matches (always, with none). Public for tests.
-pub fn namespace_free_rules(network: &Network) -> BTreeMap<i64, Vec<SeccompRule>> {
+pub(crate) fn namespace_free_rules(network: &Network) -> BTreeMap<i64, Vec<SeccompRule>> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for nr in namespace_free_denied(*network == Network::Off) {
         rules.insert(nr, vec![]);
@@ -426,7 +426,7 @@ pub fn namespace_free_rules(network: &Network) -> BTreeMap<i64, Vec<SeccompRule>
 /// The extra program for namespace-free mode: [`NAMESPACE_FREE_NOOPS`]
 /// return 0, the syscalls of [`namespace_free_rules`] get EPERM when a
 /// rule matches, everything else is left to the main program.
-pub fn namespace_free_program(network: &Network) -> Result<Vec<libc::sock_filter>, String> {
+pub(crate) fn namespace_free_program(network: &Network) -> Result<Vec<libc::sock_filter>, String> {
     let mut table = bpf::Table::new(libc::SECCOMP_RET_ALLOW, bpf::errno(libc::EPERM));
     for nr in NAMESPACE_FREE_NOOPS {
         // SECCOMP_RET_ERRNO with 0: the syscall is skipped and returns 0.
@@ -436,11 +436,6 @@ pub fn namespace_free_program(network: &Network) -> Result<Vec<libc::sock_filter
         table.rules(nr, rules)?;
     }
     table.compile()
-}
-
-/// The names of the always-denied syscalls, for the enforcement report.
-pub fn denied_names() -> impl Iterator<Item = &'static str> {
-    ALWAYS_DENIED.iter().map(|(_, n)| *n)
 }
 
 #[cfg(test)]

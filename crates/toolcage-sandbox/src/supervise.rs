@@ -58,7 +58,7 @@ impl AsFd for CancelToken {
     }
 }
 
-pub struct Running<'a> {
+pub(crate) struct Running<'a> {
     /// The call's init (PID 1 of its namespace): killing it kills
     /// everything the call started.
     pub init: &'a mut InitGuard,
@@ -69,7 +69,7 @@ pub struct Running<'a> {
     pub status: &'a OwnedFd,
 }
 
-pub struct Finished {
+pub(crate) struct Finished {
     pub exit: Exit,
     pub stdout: Captured,
     pub stderr: Captured,
@@ -139,7 +139,7 @@ const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
 /// Each turn: act on the clocks (timeout, grace, drain), wait for
 /// something to happen, move output and input, act on a cancellation,
 /// reap the init when it ends.
-pub fn supervise(
+pub(crate) fn supervise(
     child: Running,
     stdin_data: &[u8],
     caps: toolcage_policy::OutputCaps,

@@ -18,9 +18,9 @@ use toolcage_policy::{Host, Refusal, RefusalKind};
 /// Time to send a request head (or a DNS query over TCP).
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// A tunnel or request with no byte either way for this long is closed.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+pub(super) const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
-pub fn serve(shared: &Shared, role: Role, client: TcpStream) {
+pub(super) fn serve(shared: &Shared, role: Role, client: TcpStream) {
     let _ = client.set_read_timeout(Some(HEAD_TIMEOUT));
     match role {
         Role::Http => http_proxy(shared, client),
@@ -140,7 +140,7 @@ fn dns_tcp(shared: &Shared, mut client: TcpStream) {
 }
 
 /// The stub's answer to one query: decide on the name, never resolve it.
-pub fn answer_dns(shared: &Shared, query: &[u8]) -> Option<Vec<u8>> {
+pub(super) fn answer_dns(shared: &Shared, query: &[u8]) -> Option<Vec<u8>> {
     dns::reply(query, |name, qtype| {
         let deny = |target: String, r: &Refusal| shared.deny("dns", "dns", target, r);
         let Some(name) = name else {

@@ -11,11 +11,11 @@ use toolcage_policy::Host;
 use toolcage_policy::hostname::{parse_authority, shown};
 
 /// The most a request head may take, request line and headers together.
-pub const MAX_HEAD: usize = 32 * 1024;
+pub(crate) const MAX_HEAD: usize = 32 * 1024;
 
 /// A request the proxy serves.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Request {
+pub(crate) enum Request {
     /// A tunnel: after `200`, bytes flow both ways unseen.
     Connect { host: Host, port: u16 },
     /// Plain HTTP: `head` is the request rewritten for the server
@@ -29,7 +29,7 @@ pub enum Request {
 
 /// Why a request is refused before any decision: the status and a reason.
 #[derive(Debug, PartialEq, Eq)]
-pub struct BadRequest {
+pub(crate) struct BadRequest {
     pub status: u16,
     pub reason: String,
 }
@@ -42,13 +42,13 @@ fn bad(reason: impl Into<String>) -> BadRequest {
 }
 
 /// Where the head ends (just past the blank line), if it has.
-pub fn end_of_head(buf: &[u8]) -> Option<usize> {
+pub(crate) fn end_of_head(buf: &[u8]) -> Option<usize> {
     buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
 }
 
 /// How reading a request head ended.
 #[derive(Debug, PartialEq, Eq)]
-pub enum HeadRead {
+pub(crate) enum HeadRead {
     /// `buf[..end]` is the head: at most the cap, ending in the first blank
     /// line. What follows in `buf` came with it (the start of a body).
     Complete { buf: Vec<u8>, end: usize },
@@ -60,7 +60,7 @@ pub enum HeadRead {
 
 /// Read a request head from `r`, at most [`MAX_HEAD`] bytes of it.
 /// `more` is asked before each read (the connection's deadline).
-pub fn read_head(r: impl Read, more: impl FnMut() -> bool) -> HeadRead {
+pub(crate) fn read_head(r: impl Read, more: impl FnMut() -> bool) -> HeadRead {
     read_head_capped(r, more, MAX_HEAD)
 }
 
@@ -117,7 +117,7 @@ const HOP_BY_HOP: &[&str] = &[
 /// Parse a complete head (ending in the blank line): the request line,
 /// the headers, at most one Host; then a CONNECT or a plain request to
 /// forward.
-pub fn parse(head: &[u8]) -> Result<Request, BadRequest> {
+pub(crate) fn parse(head: &[u8]) -> Result<Request, BadRequest> {
     if head.contains(&0) {
         return Err(bad("a NUL byte in the request"));
     }
@@ -280,7 +280,7 @@ fn same_authority(
 }
 
 /// A complete response from the proxy itself, closing the connection.
-pub fn response(status: u16, proxy_error: Option<&str>, body: &str) -> Vec<u8> {
+pub(crate) fn response(status: u16, proxy_error: Option<&str>, body: &str) -> Vec<u8> {
     let reason = match status {
         200 => "Connection established",
         400 => "Bad Request",

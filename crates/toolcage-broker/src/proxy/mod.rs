@@ -17,9 +17,9 @@
 //! bounded; every refusal is recorded as a [`Denial`].
 
 mod conn;
-pub mod dns;
-pub mod http;
-pub mod listen;
+pub(crate) mod dns;
+pub(crate) mod http;
+mod listen;
 mod upstream;
 
 pub use listen::{Kind, Listener, MAX_LISTENERS, Plan};
@@ -37,23 +37,23 @@ use toolcage_policy::{DomainPolicy, Refusal, RefusalKind};
 /// The HTTP proxy's port on the call's loopback.
 pub const PROXY_PORT: u16 = 3128;
 /// The DNS stub's port (what `/etc/resolv.conf` names inside).
-pub const DNS_PORT: u16 = 53;
+pub(crate) const DNS_PORT: u16 = 53;
 /// Connections open at once per call (through the proxy, captured, DNS
 /// over TCP); more are closed at once and recorded.
-pub const MAX_CONNECTIONS: usize = 256;
+pub(crate) const MAX_CONNECTIONS: usize = 256;
 /// A stack for each connection's thread: relaying needs little.
 const THREAD_STACK: usize = 256 * 1024;
 
 /// What an accepted connection is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
+pub(crate) enum Role {
     Http,
     DnsTcp,
     Capture,
 }
 
 /// What the threads share.
-pub struct Shared {
+pub(crate) struct Shared {
     policy: DomainPolicy,
     synth: Mutex<dns::Synthetic>,
     denials: Mutex<DenialLog>,

@@ -17,12 +17,12 @@ pub(super) struct Builder {
 }
 
 impl Builder {
-    pub fn push(&mut self, step: Step, what: String) {
+    pub(super) fn push(&mut self, step: Step, what: String) {
         self.steps.push(step);
         self.what.push(what);
     }
 
-    pub fn mount(
+    pub(super) fn mount(
         &mut self,
         source: Option<CString>,
         target: &Path,
@@ -42,7 +42,7 @@ impl Builder {
         Ok(())
     }
 
-    pub fn set_attr(
+    pub(super) fn set_attr(
         &mut self,
         target: &Path,
         host: &Path,
@@ -74,7 +74,7 @@ impl Builder {
 
     /// Bind the host's `host` (under the old root) at `target`, with every
     /// mount beneath it, then add `attrs` to all of them.
-    pub fn bind(
+    pub(super) fn bind(
         &mut self,
         host: &Path,
         target: &Path,

@@ -41,7 +41,7 @@ use collect::{Inputs, collect, pins};
 const OLD: &str = "/oldroot";
 const NEW: &str = "/newroot";
 /// Device nodes every call gets (Landlock grants them read and write).
-pub const STANDARD_DEVICES: &[&str] = &[
+pub(crate) const STANDARD_DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
     "/dev/full",
@@ -62,19 +62,19 @@ const SCRATCH_SHM: &str = "shm";
 /// A Landlock rule the tool adds itself, for a filesystem that exists only
 /// inside the call (its inode is unknown to the parent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FreshAccess {
+pub(crate) enum FreshAccess {
     Read,
     All,
 }
 
 /// A path whose identity is checked again after the call.
 #[derive(Debug, Clone)]
-pub struct Watched {
+pub(crate) struct Watched {
     pub path: PathBuf,
     pub dev_ino: (u64, u64),
 }
 
-pub struct RootPlan {
+pub(crate) struct RootPlan {
     pub steps: Vec<Step>,
     /// What each step does, for error messages (same length as `steps`).
     pub what: Vec<String>,
@@ -209,7 +209,7 @@ fn dev_ino(p: &Path) -> Option<(u64, u64)> {
 /// The steps: collect the entries, stage a tmpfs to build in, place each
 /// entry (its directories, then its mount), finish (read-only, detach the
 /// host, pivot into the new root).
-pub fn plan(
+pub(crate) fn plan(
     grant: &Grant,
     extra_read: &[PathBuf],
     base: &Path,
@@ -547,7 +547,7 @@ fn scratch(b: &mut Builder, size: u64) -> Result<(), SandboxError> {
 }
 
 /// Paths in `watched` whose device or inode changed (or that vanished).
-pub fn replaced(watched: &[Watched]) -> Vec<PathBuf> {
+pub(crate) fn replaced(watched: &[Watched]) -> Vec<PathBuf> {
     watched
         .iter()
         .filter(|w| dev_ino(&w.path) != Some(w.dev_ino))
