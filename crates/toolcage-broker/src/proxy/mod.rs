@@ -1,6 +1,7 @@
 //! Domain mode's network: the call runs in its own network namespace with
-//! only loopback, where its init creates toolcage's listeners (see
-//! [`listen`]); toolcage accepts on them from its own namespace, on threads
+//! only loopback, where its init creates toolcage's listeners (the
+//! [`Plan`] here; the sandbox crate's init makes them and hands them over);
+//! toolcage accepts on them from its own namespace, on threads
 //! that live as long as the call:
 //!
 //! * `127.0.0.1:3128`, the HTTP proxy (`HTTP_PROXY`, `HTTPS_PROXY`,
