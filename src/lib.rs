@@ -40,6 +40,7 @@ pub mod upstream;
 
 // The library crates below this one, under the names the modules had
 // before the split, so `toolcage::policy::Grant` keeps working.
+pub use toolcage_broker as broker;
 pub use toolcage_policy as policy;
 pub use toolcage_sandbox as sandbox;
 pub use toolcage_text as text;

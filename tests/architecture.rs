@@ -1,8 +1,9 @@
 //! The module map of ARCHITECTURE.md, checked: arrows point down. Each
 //! top-level module of `src/`, and each library crate under `crates/`
 //! (`toolcage-text` is the module `text`, `toolcage-policy` is `policy`,
-//! `toolcage-sandbox` is `sandbox`), may use only the modules below it (the
-//! table), and only the sandbox crate may hold `unsafe`. An upward import
+//! `toolcage-broker` is `broker`, `toolcage-sandbox` is `sandbox`), may use
+//! only the modules below it (the table), and only the sandbox crate may
+//! hold `unsafe` (every other crate root forbids it). An upward import
 //! (a surface's helper used by the gate, a policy helper reaching into the
 //! sandbox) fails here with the file, the line and the rule. Between the
 //! crates the compiler enforces it too: a crate's manifest names only the
@@ -21,7 +22,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("text", &[]),
     ("spec", &[]),
     ("policy", &["text"]),
-    ("sandbox", &["policy", "text"]),
+    ("broker", &["policy", "text"]),
+    ("sandbox", &["broker", "policy", "text"]),
     (
         "discover",
         &[
@@ -35,31 +37,34 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("audit", &["policy", "spec", "text"]),
     (
         "gate",
-        &["audit", "discover", "policy", "sandbox", "spec", "text"],
+        &[
+            "audit", "discover", "policy", "broker", "sandbox", "spec", "text",
+        ],
     ),
     (
         "call",
         &[
-            "gate", "audit", "discover", "policy", "sandbox", "spec", "text",
+            "gate", "audit", "discover", "policy", "broker", "sandbox", "spec", "text",
         ],
     ),
     (
         "upstream",
         &[
-            "call", "gate", "audit", "discover", "policy", "sandbox", "spec", "text",
+            "call", "gate", "audit", "discover", "policy", "broker", "sandbox", "spec", "text",
         ],
     ),
     (
         "mcp",
         &[
-            "upstream", "call", "gate", "audit", "discover", "policy", "sandbox", "spec", "text",
+            "upstream", "call", "gate", "audit", "discover", "policy", "broker", "sandbox", "spec",
+            "text",
         ],
     ),
     (
         "cli",
         &[
-            "mcp", "upstream", "call", "gate", "audit", "discover", "policy", "sandbox", "spec",
-            "text",
+            "mcp", "upstream", "call", "gate", "audit", "discover", "policy", "broker", "sandbox",
+            "spec", "text",
         ],
     ),
 ];
@@ -219,6 +224,7 @@ fn allowed(from: &str, path: &[String], table: &BTreeMap<&str, &[&str]>) -> bool
 const CRATES: &[(&str, &str)] = &[
     ("toolcage-text", "text"),
     ("toolcage-policy", "policy"),
+    ("toolcage-broker", "broker"),
     ("toolcage-sandbox", "sandbox"),
 ];
 
@@ -364,6 +370,33 @@ fn unsafe_lives_in_the_sandbox_only() {
     );
 }
 
+/// Whether a crate root's text forbids `unsafe` (outside comments).
+fn forbids_unsafe(lib: &str) -> bool {
+    strip_comments(lib)
+        .lines()
+        .any(|l| l.trim() == "#![forbid(unsafe_code)]")
+}
+
+/// Every crate but the sandbox says so at its root, so the compiler holds
+/// the line too (the broker reads the confined tool's bytes).
+#[test]
+fn every_other_crate_forbids_unsafe() {
+    let mut roots = vec![("src/lib.rs".to_string(), top().join("src/lib.rs"))];
+    for (krate, module) in CRATES.iter().filter(|(_, m)| *m != "sandbox") {
+        let lib = top().join("crates").join(krate).join("src/lib.rs");
+        roots.push((format!("{module}: crates/{krate}/src/lib.rs"), lib));
+    }
+    let lax: Vec<String> = roots
+        .into_iter()
+        .filter(|(_, lib)| !forbids_unsafe(&std::fs::read_to_string(lib).unwrap()))
+        .map(|(shown, _)| shown)
+        .collect();
+    assert!(lax.is_empty(), "no #![forbid(unsafe_code)] at: {lax:?}");
+    // The checker itself: a comment does not count, the attribute does.
+    assert!(!forbids_unsafe("// #![forbid(unsafe_code)]\n"));
+    assert!(forbids_unsafe("//! doc\n#![forbid(unsafe_code)]\n"));
+}
+
 /// The checker itself: an upward import is caught, in every spelling.
 #[test]
 fn the_checker_sees_upward_imports() {
@@ -400,6 +433,23 @@ fn the_checker_sees_upward_imports() {
         .map(|(l, p)| format!("{l}:{}", p.join("::")))
         .collect();
     assert_eq!(bad, ["1:sandbox::run"]);
+    // The broker sits below the sandbox: naming it is upward; the sandbox
+    // naming the broker is not.
+    let from_broker = crate_paths_as_modules(
+        "use toolcage_sandbox::Command;\nuse toolcage_policy::DomainPolicy;\n",
+    );
+    let bad: Vec<String> = references(&from_broker, 1)
+        .iter()
+        .filter(|(_, p)| !allowed("broker", p, &table))
+        .map(|(l, p)| format!("{l}:{}", p.join("::")))
+        .collect();
+    assert_eq!(bad, ["1:sandbox::Command"]);
+    let from_sandbox = crate_paths_as_modules("use toolcage_broker::proxy::Proxy;\n");
+    assert!(
+        references(&from_sandbox, 1)
+            .iter()
+            .all(|(_, p)| allowed("sandbox", p, &table))
+    );
     let climbs = references("use super::super::cli::x;\nuse super::y;\n", 2);
     assert_eq!(climbs, [(1, vec!["cli".to_string(), "x".to_string()])]);
 }

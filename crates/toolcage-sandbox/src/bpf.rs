@@ -29,7 +29,7 @@ const MAX_RULE: usize = 200;
 const LINEAR: usize = 3;
 
 /// `AUDIT_ARCH_*` of the architecture toolcage is built for.
-pub const fn audit_arch() -> u32 {
+pub(crate) const fn audit_arch() -> u32 {
     const BITS64_LE: u32 = 0x8000_0000 | 0x4000_0000;
     if cfg!(target_arch = "x86_64") {
         62 | BITS64_LE
@@ -41,7 +41,7 @@ pub const fn audit_arch() -> u32 {
 }
 
 /// The `SECCOMP_RET_ERRNO` action for `errno`.
-pub const fn errno(errno: i32) -> u32 {
+pub(crate) const fn errno(errno: i32) -> u32 {
     libc::SECCOMP_RET_ERRNO | (errno as u32 & libc::SECCOMP_RET_DATA)
 }
 
@@ -52,7 +52,7 @@ enum Entry {
 }
 
 /// What each syscall number gets. Any other architecture is killed.
-pub struct Table {
+pub(crate) struct Table {
     /// For numbers without an entry.
     default: u32,
     /// When one of a syscall's rules matches.
@@ -89,7 +89,7 @@ enum Ins {
 }
 
 impl Table {
-    pub fn new(default: u32, matched: u32) -> Table {
+    pub(crate) fn new(default: u32, matched: u32) -> Table {
         Table {
             default,
             matched,
@@ -107,7 +107,7 @@ impl Table {
     }
 
     /// `nr` returns `matched` when any rule matches (always, with none).
-    pub fn rules(&mut self, nr: i64, rules: Vec<SeccompRule>) -> Result<(), String> {
+    pub(crate) fn rules(&mut self, nr: i64, rules: Vec<SeccompRule>) -> Result<(), String> {
         let entry = if rules.is_empty() {
             Entry::Ret(self.matched)
         } else {
@@ -123,17 +123,17 @@ impl Table {
     }
 
     /// `nr` always returns `value`.
-    pub fn ret(&mut self, nr: i64, value: u32) -> Result<(), String> {
+    pub(crate) fn ret(&mut self, nr: i64, value: u32) -> Result<(), String> {
         self.insert(nr, Entry::Ret(value))
     }
 
     /// Every number at or above `bound` returns `value`.
-    pub fn at_or_above(&mut self, bound: u32, value: u32) {
+    pub(crate) fn at_or_above(&mut self, bound: u32, value: u32) {
         self.above = Some((bound, value));
     }
 
     /// The program: architecture check, the bound, the search, the chains.
-    pub fn compile(&self) -> Result<Vec<libc::sock_filter>, String> {
+    pub(crate) fn compile(&self) -> Result<Vec<libc::sock_filter>, String> {
         let mut chains: Vec<&Vec<BpfProgram>> = Vec::new();
         let keys: Vec<(u32, Leaf)> = self
             .entries
@@ -373,14 +373,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn same_verdicts_as_the_programs_it_replaces() {
-        use crate::seccomp;
-        use seccompiler::{SeccompAction, SeccompFilter};
-        use toolcage_policy::Network;
-        let target = crate::script::host_arch();
-        // Values the rules compare against, and their neighbours.
-        let values: Vec<u64> = [
+    /// Values the rules compare against, and their neighbours.
+    fn probe_values() -> Vec<u64> {
+        [
             0u64,
             1,
             2,
@@ -414,7 +409,29 @@ mod tests {
             u32::MAX as u64,
             u64::MAX,
         ]
-        .to_vec();
+        .to_vec()
+    }
+
+    /// seccompiler's linear filter for `net`, as plain instructions.
+    fn seccompiler_program(net: &toolcage_policy::Network) -> Vec<libc::sock_filter> {
+        use seccompiler::{SeccompAction, SeccompFilter};
+        let old: BpfProgram = SeccompFilter::new(
+            crate::seccomp::rules(net),
+            SeccompAction::Allow,
+            SeccompAction::Errno(libc::EPERM as u32),
+            crate::script::host_arch(),
+        )
+        .unwrap()
+        .try_into()
+        .unwrap();
+        old.iter().map(|f| jump(f.code, f.k, f.jt, f.jf)).collect()
+    }
+
+    #[test]
+    fn same_verdicts_as_the_programs_it_replaces() {
+        use crate::seccomp;
+        use toolcage_policy::Network;
+        let values = probe_values();
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = move || {
             seed ^= seed << 13;
@@ -435,17 +452,7 @@ mod tests {
             },
         ];
         for net in nets {
-            let old: BpfProgram = SeccompFilter::new(
-                seccomp::rules(&net),
-                SeccompAction::Allow,
-                SeccompAction::Errno(libc::EPERM as u32),
-                target,
-            )
-            .unwrap()
-            .try_into()
-            .unwrap();
-            let old: Vec<libc::sock_filter> =
-                old.iter().map(|f| jump(f.code, f.k, f.jt, f.jf)).collect();
+            let old = seccompiler_program(&net);
             let new = seccomp::compile(&net).unwrap();
             check(&new).unwrap();
             assert!(new.len() < old.len(), "{} vs {}", new.len(), old.len());

@@ -6,11 +6,11 @@
 
 use std::collections::BTreeMap;
 /// The call's private tmpfs inside its constructed root.
-pub use toolcage_policy::PRIVATE_TMP;
+pub(crate) use toolcage_policy::PRIVATE_TMP;
 use toolcage_policy::{Grant, Network, TMP_VARS, is_explicit, search_path};
 
 /// Build the environment from `host` (toolcage's own environment).
-pub fn build_env(
+pub(crate) fn build_env(
     grant: &Grant,
     host: impl IntoIterator<Item = (String, String)>,
     call_env: &BTreeMap<String, String>,
@@ -43,7 +43,7 @@ pub fn build_env(
 /// clients without SOCKS support, such as httpx). NO_PROXY names only the
 /// call's own loopback, never a host service. They win over the policy's
 /// and the call's values: nothing else is reachable anyway.
-pub fn proxy_env() -> Vec<(String, String)> {
+pub(crate) fn proxy_env() -> Vec<(String, String)> {
     let url = format!("http://127.0.0.1:{}", super::proxy::PROXY_PORT);
     let mut out: Vec<(String, String)> = [
         "HTTP_PROXY",

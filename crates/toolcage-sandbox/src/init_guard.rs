@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 /// The init of a running call, from `clone` until it is reaped. Dropping it
 /// unreaped (an error or a panic on the way) kills the call's whole process
 /// tree through the pidfd and reaps the init, so no tool outlives its call.
-pub struct InitGuard {
+pub(crate) struct InitGuard {
     pub pid: libc::pid_t,
     pub pidfd: OwnedFd,
     pub reaped: bool,
@@ -19,7 +19,7 @@ impl InitGuard {
     /// SIGKILL everything the call started. Namespace-free, the tool's
     /// group first: while the init is unreaped it has not finished its own
     /// sweep, so the group's ID still names the call's processes.
-    pub fn kill_all(&self) {
+    pub(crate) fn kill_all(&self) {
         if self.reaped {
             return;
         }

@@ -1,6 +1,7 @@
 //! Building the Landlock ruleset in the parent; the child only calls
 //! `landlock_restrict_self` on the prepared descriptor.
 
+pub(crate) use super::landlock_abi::kernel_abi;
 use super::report::{Degradation, LandlockReport, LandlockStatus};
 use super::root_open::{RootError, open_root};
 use super::rootfs::STANDARD_DEVICES;
@@ -10,29 +11,10 @@ use landlock::{
 };
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use toolcage_policy::{Grant, Network};
 
-/// The Landlock ABI version this kernel supports (0 = none).
-pub fn kernel_abi() -> i32 {
-    static ABI_VERSION: OnceLock<i32> = OnceLock::new();
-    *ABI_VERSION.get_or_init(|| {
-        // SAFETY: landlock_create_ruleset with a NULL attribute, size 0 and the
-        // VERSION flag only returns the ABI version; it takes no pointers.
-        let v = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_create_ruleset,
-                std::ptr::null::<libc::c_void>(),
-                0usize,
-                1u32, // LANDLOCK_CREATE_RULESET_VERSION
-            )
-        };
-        if v < 0 { 0 } else { v as i32 }
-    })
-}
-
 /// A ruleset ready for the child, and what it will enforce.
-pub struct Prepared {
+pub(crate) struct Prepared {
     pub fd: Option<OwnedFd>,
     pub report: LandlockReport,
     /// Rights the tool grants itself beneath the filesystems mounted inside
@@ -43,7 +25,7 @@ pub struct Prepared {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum LandlockError {
+pub(crate) enum LandlockError {
     #[error("cannot open {path} for a Landlock rule: {source}")]
     Path {
         path: String,
@@ -126,7 +108,7 @@ fn is_dir(path: &Path) -> bool {
 }
 
 /// What the tool's filesystem looks like, which decides the rules.
-pub enum Layout {
+pub(crate) enum Layout {
     /// The constructed root: denied and protected paths are covered by
     /// mounts; `/proc`, `/tmp` and `/dev/shm` are fresh (the tool adds
     /// their rules itself).
@@ -221,7 +203,10 @@ fn open_for_rule(spec: &RuleSpec, bases: &[PathBuf]) -> Result<Option<(OwnedFd, 
 /// `random`, `urandom`) are readable and writable in every call. With no
 /// Landlock support, `fd` is `None` and the report says so; the caller
 /// decides whether that is acceptable.
-pub fn prepare(
+///
+/// The steps: what the kernel lacks, the handled rights and scopes, the
+/// TCP port rules, the path rules, each opened and added.
+pub(crate) fn prepare(
     grant: &Grant,
     extra_read: &[PathBuf],
     layout: &Layout,
@@ -248,7 +233,44 @@ pub fn prepare(
     if version >= 6 {
         ruleset = ruleset.scope(Scope::AbstractUnixSocket | Scope::Signal)?;
     }
-    let net_rules: Vec<NetPort> = match &grant.network {
+    let (ruleset, net_rules) = network(ruleset, &grant.network, version)?;
+    let file_rights = AccessFs::from_file(abi);
+    // Where a call can make symlinks: the grant's write roots and project,
+    // and every write root of the session (another tool's call).
+    let bases: Vec<PathBuf> = grant.link_bases();
+    let fs_rules = path_rules(grant, extra_read, layout, abi);
+    let created = ruleset
+        .create()?
+        .add_rules(
+            fs_rules
+                .iter()
+                .filter_map(|spec| open_rule(spec, &bases, file_rights)),
+        )?
+        .add_rules(net_rules.into_iter().map(Ok::<_, landlock::RulesetError>))?;
+    let status = if missing.iter().any(|d| !d.compensated) {
+        LandlockStatus::PartiallyEnforced
+    } else {
+        LandlockStatus::FullyEnforced
+    };
+    Ok(Prepared {
+        fd: created.into(),
+        report: LandlockReport {
+            abi: version,
+            status,
+            missing,
+        },
+        read_access: AccessFs::from_read(abi).bits(),
+        all_access: AccessFs::from_all(abi).bits(),
+    })
+}
+
+/// The TCP rights handled (ABI 4 and later) and the port rules.
+fn network(
+    mut ruleset: Ruleset,
+    network: &Network,
+    version: i32,
+) -> Result<(Ruleset, Vec<NetPort>), LandlockError> {
+    let net_rules: Vec<NetPort> = match network {
         // Domains: the call's own network namespace holds only loopback;
         // toolcage's proxy outside it decides every connection.
         Network::On | Network::Domains(_) => vec![],
@@ -270,41 +292,53 @@ pub fn prepare(
                 .collect()
         }
     };
-    let file_rights = AccessFs::from_file(abi);
-    // Where a call can make symlinks: the grant's write roots and project,
-    // and every write root of the session (another tool's call).
-    let bases: Vec<PathBuf> = grant.link_bases();
-    let rule = |spec: &RuleSpec| -> Option<Result<PathBeneath<OwnedFd>, LandlockError>> {
-        match open_for_rule(spec, &bases) {
-            Ok(Some((fd, dir))) => {
-                let rights = if dir {
-                    spec.rights
-                } else {
-                    spec.rights & file_rights
-                };
-                Some(Ok(PathBeneath::new(fd, rights)))
-            }
-            Ok(None) => None,
-            Err(e @ RootError::Planted { .. }) => {
-                Some(Err(LandlockError::Planted(e.describe(&spec.path))))
-            }
-            Err(RootError::Io(source)) => Some(Err(LandlockError::Path {
-                path: spec.path.display().to_string(),
-                source,
-            })),
-            Err(RootError::LastIsLink) => Some(Err(LandlockError::Path {
-                path: spec.path.display().to_string(),
-                source: nix::errno::Errno::ELOOP.into(),
-            })),
+    Ok((ruleset, net_rules))
+}
+
+/// `spec` opened as a rule (a file gets only the rights a file can have);
+/// `None` for an optional path that is gone.
+fn open_rule(
+    spec: &RuleSpec,
+    bases: &[PathBuf],
+    file_rights: landlock::BitFlags<AccessFs>,
+) -> Option<Result<PathBeneath<OwnedFd>, LandlockError>> {
+    match open_for_rule(spec, bases) {
+        Ok(Some((fd, dir))) => {
+            let rights = if dir {
+                spec.rights
+            } else {
+                spec.rights & file_rights
+            };
+            Some(Ok(PathBeneath::new(fd, rights)))
         }
-    };
-    let mut fs_rules: Vec<RuleSpec> = Vec::with_capacity(grant.read.len() + grant.write.len() + 8);
-    let required = |path: &Path, rights, guarded| RuleSpec {
+        Ok(None) => None,
+        Err(e @ RootError::Planted { .. }) => {
+            Some(Err(LandlockError::Planted(e.describe(&spec.path))))
+        }
+        Err(RootError::Io(source)) => Some(Err(LandlockError::Path {
+            path: spec.path.display().to_string(),
+            source,
+        })),
+        Err(RootError::LastIsLink) => Some(Err(LandlockError::Path {
+            path: spec.path.display().to_string(),
+            source: nix::errno::Errno::ELOOP.into(),
+        })),
+    }
+}
+
+fn required(path: &Path, rights: landlock::BitFlags<AccessFs>, guarded: bool) -> RuleSpec {
+    RuleSpec {
         path: path.to_path_buf(),
         rights,
         optional: false,
         guarded,
-    };
+    }
+}
+
+/// The path rules: the read roots as the layout sees them, the write
+/// roots, the standard devices.
+fn path_rules(grant: &Grant, extra_read: &[PathBuf], layout: &Layout, abi: ABI) -> Vec<RuleSpec> {
+    let mut fs_rules: Vec<RuleSpec> = Vec::with_capacity(grant.read.len() + grant.write.len() + 8);
     match layout {
         Layout::Constructed => {
             let read = grant.read.iter().map(|r| (r, true));
@@ -318,33 +352,16 @@ pub fn prepare(
         Layout::Host {
             private_tmp,
             hidden,
-        } => {
-            let excluded: Vec<PathBuf> = grant.denied.iter().chain(hidden).cloned().collect();
-            // The grant's own roots are opened guarded; toolcage's files
-            // and the host's /proc as named.
-            let mut parts = Vec::new();
-            for root in &grant.read {
-                split_around(root, &excluded, &mut parts);
-            }
-            let mut own = Vec::new();
-            for root in extra_read {
-                split_around(root, &excluded, &mut own);
-            }
-            own.push(PathBuf::from("/proc"));
-            let parts = parts.into_iter().map(|p| (p, true));
-            for (part, guarded) in parts.chain(own.into_iter().map(|p| (p, false))) {
-                fs_rules.push(RuleSpec {
-                    path: part,
-                    rights: AccessFs::from_read(abi),
-                    optional: true,
-                    guarded,
-                });
-            }
-            if let Some(tmp) = private_tmp {
-                fs_rules.push(required(tmp, AccessFs::from_all(abi), false));
-            }
-        }
+        } => host_read_rules(
+            grant,
+            extra_read,
+            private_tmp.as_deref(),
+            hidden,
+            abi,
+            &mut fs_rules,
+        ),
     }
+    let constructed = matches!(layout, Layout::Constructed);
     for root in &grant.write {
         // The host's /proc is never writable: a root tool without
         // capabilities still passes the sysctl owner check. (The
@@ -363,25 +380,43 @@ pub fn prepare(
             guarded: false,
         });
     }
-    let created = ruleset
-        .create()?
-        .add_rules(fs_rules.iter().filter_map(rule))?
-        .add_rules(net_rules.into_iter().map(Ok::<_, landlock::RulesetError>))?;
-    let status = if missing.iter().any(|d| !d.compensated) {
-        LandlockStatus::PartiallyEnforced
-    } else {
-        LandlockStatus::FullyEnforced
-    };
-    Ok(Prepared {
-        fd: created.into(),
-        report: LandlockReport {
-            abi: version,
-            status,
-            missing,
-        },
-        read_access: AccessFs::from_read(abi).bits(),
-        all_access: AccessFs::from_all(abi).bits(),
-    })
+    fs_rules
+}
+
+/// Namespace-free: the read roots split around the denied and hidden
+/// paths, the host's `/proc` readable, the private tmp writable.
+fn host_read_rules(
+    grant: &Grant,
+    extra_read: &[PathBuf],
+    private_tmp: Option<&Path>,
+    hidden: &[PathBuf],
+    abi: ABI,
+    fs_rules: &mut Vec<RuleSpec>,
+) {
+    let excluded: Vec<PathBuf> = grant.denied.iter().chain(hidden).cloned().collect();
+    // The grant's own roots are opened guarded; toolcage's files
+    // and the host's /proc as named.
+    let mut parts = Vec::new();
+    for root in &grant.read {
+        split_around(root, &excluded, &mut parts);
+    }
+    let mut own = Vec::new();
+    for root in extra_read {
+        split_around(root, &excluded, &mut own);
+    }
+    own.push(PathBuf::from("/proc"));
+    let parts = parts.into_iter().map(|p| (p, true));
+    for (part, guarded) in parts.chain(own.into_iter().map(|p| (p, false))) {
+        fs_rules.push(RuleSpec {
+            path: part,
+            rights: AccessFs::from_read(abi),
+            optional: true,
+            guarded,
+        });
+    }
+    if let Some(tmp) = private_tmp {
+        fs_rules.push(required(tmp, AccessFs::from_all(abi), false));
+    }
 }
 
 /// What Landlock will enforce for `grant` on this kernel, without building

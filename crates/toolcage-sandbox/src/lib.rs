@@ -3,19 +3,29 @@
 //! [`run`] takes a [`Grant`] and a [`Command`] and returns an [`Outcome`]:
 //! exit status, capped stdout/stderr with truncation counts, duration and
 //! the enforcement report. See docs/sandbox.md for the mechanics.
+//!
+//! The public face, all the top crate, its tests and benches use:
+//! [`run`] with [`Command`], [`Outcome`] and what it holds ([`Exit`],
+//! [`Captured`], [`EnforcementReport`], [`Denial`], ...), [`SandboxError`]
+//! and [`CancelToken`]; the host probe and the mode decision for `toolcage
+//! doctor` ([`probe`], [`mode`], [`kernel_abi`]); capped output
+//! ([`output`]); the script runner's bytecode load and its own filter
+//! ([`script`]); a terminal's exclusive flag ([`tty`]); the network
+//! namespace made ahead ([`network_namespace_ahead`],
+//! [`keep_network_namespace_ready`]) and the private files directory
+//! ([`private_files_dir`]). Everything else is `pub(crate)`. What runs in
+//! toolcage's process for the call and reads its bytes (the domain proxy,
+//! the denial inference, the audit reader) is the broker crate's.
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod bpf;
 mod child;
-mod denial;
 mod env;
-#[doc(hidden)]
-pub mod fuzz;
-mod inferred;
 mod init_guard;
+mod isolation;
 mod landlock;
-pub mod landlock_log;
+mod landlock_abi;
 mod limits;
 pub mod mode;
 mod namespace_free;
@@ -23,24 +33,22 @@ mod netns;
 pub mod output;
 pub mod probe;
 mod program;
-pub mod proxy;
+mod proxy;
 mod quarantine;
-pub mod report;
+mod report;
 mod restore;
 mod root_open;
 mod rootfs;
 mod runtime_dir;
 pub mod script;
-pub mod seccomp;
+mod seccomp;
 mod spawn;
 mod steps;
 mod supervise;
 pub mod tty;
 
-pub use denial::Denial;
-pub use env::build_env;
-pub use landlock::kernel_abi;
-pub use namespace_free::{namespaces_failed, namespaces_unavailable_reason};
+pub(crate) use env::build_env;
+pub use landlock_abi::kernel_abi;
 pub use netns::ahead as network_namespace_ahead;
 pub use netns::keep_ready as keep_network_namespace_ready;
 pub use output::Captured;
@@ -48,12 +56,15 @@ pub use report::{Degradation, EnforcementReport, LandlockReport, LandlockStatus}
 pub use runtime_dir::private_files_dir;
 pub use spawn::run;
 pub use supervise::CancelToken;
+pub use toolcage_broker::Denial;
 
 use serde::Serialize;
+// What the broker does for a call, under the names the call's path uses.
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use toolcage_broker::{inferred, landlock_log};
 
 /// What to run, and where: in `cwd`, a directory inside the grant's
 /// project, or the project itself.

@@ -6,39 +6,9 @@
 //! [`decide`] says, for one grant, what namespace-free mode would lack and
 //! what compensates each part, and whether the grant's policy accepts it.
 
+pub use super::isolation::{IsolationMode, Lack};
 use serde::Serialize;
 use toolcage_policy::{Enforcement, Grant, NamespaceFree, Network};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum IsolationMode {
-    Namespaces,
-    NamespaceFree,
-    /// No process at all: toolcage makes the call itself (an OpenCrabs
-    /// http tool), under the grant's network policy.
-    InProcess,
-}
-
-impl IsolationMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            IsolationMode::Namespaces => "namespaces",
-            IsolationMode::NamespaceFree => "namespace-free",
-            IsolationMode::InProcess => "in-process",
-        }
-    }
-}
-
-/// A part of the namespaced sandbox that namespace-free mode lacks.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Lack {
-    /// Short name, as `[sandbox] namespace_free_accepts` spells it.
-    pub id: &'static str,
-    /// What is missing, for people.
-    pub part: String,
-    /// The layer that covers the gap for this grant; `None`: nothing does.
-    pub compensated_by: Option<String>,
-}
 
 /// The mode a grant will run in on this host, and what it lacks there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -51,7 +21,7 @@ pub struct ModeDecision {
 
 /// What the host offers that the decision depends on.
 #[derive(Debug, Clone, Copy)]
-pub struct HostFeatures {
+pub(crate) struct HostFeatures {
     /// The sandbox's namespaces can be created.
     pub namespaces: bool,
     /// Landlock ABI (0: none).
@@ -59,7 +29,7 @@ pub struct HostFeatures {
 }
 
 /// What namespace-free mode lacks for `grant`, each with its compensation.
-pub fn lacks(grant: &Grant, landlock_abi: i32) -> Vec<Lack> {
+pub(crate) fn lacks(grant: &Grant, landlock_abi: i32) -> Vec<Lack> {
     let scoped = landlock_abi >= 6;
     let mut out = vec![Lack {
         id: "pid",
@@ -160,7 +130,7 @@ pub fn lacks(grant: &Grant, landlock_abi: i32) -> Vec<Lack> {
 }
 
 /// Protected paths that lie beneath a write root.
-pub fn protected_inside_write_roots(grant: &Grant) -> Vec<std::path::PathBuf> {
+pub(crate) fn protected_inside_write_roots(grant: &Grant) -> Vec<std::path::PathBuf> {
     grant
         .protected
         .iter()
@@ -170,7 +140,7 @@ pub fn protected_inside_write_roots(grant: &Grant) -> Vec<std::path::PathBuf> {
 }
 
 /// The mode `grant` runs in on a host with `host`'s features.
-pub fn decide(grant: &Grant, host: HostFeatures, why_no_namespaces: &str) -> ModeDecision {
+pub(crate) fn decide(grant: &Grant, host: HostFeatures, why_no_namespaces: &str) -> ModeDecision {
     if host.namespaces {
         return ModeDecision {
             mode: IsolationMode::Namespaces,

@@ -11,12 +11,12 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 pub(super) static NAMESPACES_FAILED: AtomicI32 = AtomicI32::new(0);
 
 /// Why the sandbox's namespaces are unavailable, in one line.
-pub fn namespaces_unavailable_reason(errno: i32) -> String {
+pub(crate) fn namespaces_unavailable_reason(errno: i32) -> String {
     super::probe::classify(errno).message()
 }
 
 /// Whether namespaces already failed in this process, with the errno.
-pub fn namespaces_failed() -> Option<i32> {
+pub(crate) fn namespaces_failed() -> Option<i32> {
     match NAMESPACES_FAILED.load(Ordering::Relaxed) {
         0 => None,
         e => Some(e),

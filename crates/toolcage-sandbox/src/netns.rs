@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
 /// A network namespace on its way.
-pub struct Early(JoinHandle<Option<OwnedFd>>);
+pub(crate) struct Early(JoinHandle<Option<OwnedFd>>);
 
 /// One made before the grant was known ([`ahead`], [`keep_ready`]).
 static AHEAD: Mutex<Option<Early>> = Mutex::new(None);
@@ -61,7 +61,7 @@ pub fn keep_ready() {
 
 /// The namespace made ahead, or a new one; with [`keep_ready`], the next
 /// one is started.
-pub fn ahead_or_start() -> Option<Early> {
+pub(crate) fn ahead_or_start() -> Option<Early> {
     let mut slot = slot();
     let early = slot.take().or_else(start);
     if KEEP_READY.load(Ordering::Relaxed) {
@@ -71,7 +71,7 @@ pub fn ahead_or_start() -> Option<Early> {
 }
 
 /// Start making a network namespace, with `lo` up.
-pub fn start() -> Option<Early> {
+pub(crate) fn start() -> Option<Early> {
     std::thread::Builder::new()
         .name("toolcage-netns".into())
         .stack_size(64 * 1024)
@@ -82,7 +82,7 @@ pub fn start() -> Option<Early> {
 
 impl Early {
     /// The namespace's descriptor, `None` if it could not be made.
-    pub fn finish(self) -> Option<OwnedFd> {
+    pub(crate) fn finish(self) -> Option<OwnedFd> {
         let fd = self.0.join().ok().flatten();
         if fd.is_none() {
             // Refused here (a container without the privilege): stop

@@ -99,7 +99,10 @@ impl Captured {
 
 /// Copy `from` to toolcage's stderr as it comes, until EOF; the last
 /// `keep` bytes, as text.
-pub fn tee_to_stderr(from: std::os::fd::OwnedFd, keep: usize) -> std::thread::JoinHandle<String> {
+pub(crate) fn tee_to_stderr(
+    from: std::os::fd::OwnedFd,
+    keep: usize,
+) -> std::thread::JoinHandle<String> {
     std::thread::spawn(move || {
         use std::io::{Read, Write};
         let mut file = std::fs::File::from(from);

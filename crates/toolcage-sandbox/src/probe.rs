@@ -8,7 +8,8 @@
 
 mod cause;
 
-pub use cause::{BlockCause, Facts, NamespaceBlock, Sysctls, blocks_namespaces, cause, classify};
+pub use cause::{BlockCause, NamespaceBlock, Sysctls};
+pub(crate) use cause::{blocks_namespaces, classify};
 use std::sync::OnceLock;
 
 /// What this machine and user offer the sandbox.
@@ -33,7 +34,7 @@ pub struct HostSupport {
 /// The clone flags the sandbox uses for euid `euid` (as in `spawn`: a
 /// network namespace is added only with the network off, which the probe
 /// always includes to test the most the sandbox asks for).
-pub fn namespace_flags(euid: u32) -> libc::c_int {
+pub(crate) fn namespace_flags(euid: u32) -> libc::c_int {
     let mut flags = libc::CLONE_NEWNS
         | libc::CLONE_NEWPID
         | libc::CLONE_NEWIPC
@@ -64,7 +65,7 @@ pub fn host() -> &'static HostSupport {
         let namespaces = try_namespaces(namespace_flags(euid)).map_err(classify);
         HostSupport {
             kernel: kernel_release(),
-            landlock_abi: super::kernel_abi(),
+            landlock_abi: super::landlock_abi::kernel_abi(),
             seccomp: seccomp_available(),
             seccomp_filtered: status.seccomp_mode == 2,
             euid,
@@ -80,7 +81,7 @@ pub use super::landlock::report_for as landlock_report;
 
 /// The fields of `/proc/self/status` the probe needs.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ProcStatus {
+pub(crate) struct ProcStatus {
     /// 0 none, 1 strict, 2 filter.
     pub seccomp_mode: u32,
     pub no_new_privs: bool,

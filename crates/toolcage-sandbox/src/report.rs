@@ -1,7 +1,7 @@
 //! The enforcement report carried by every outcome: what the kernel actually
 //! enforced for this call, and what was degraded.
 
-use super::mode::{IsolationMode, Lack};
+use super::isolation::{IsolationMode, Lack};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -74,7 +74,7 @@ impl EnforcementReport {
             mode: IsolationMode::InProcess,
             lacking: Vec::new(),
             landlock: LandlockReport {
-                abi: super::landlock::kernel_abi(),
+                abi: super::landlock_abi::kernel_abi(),
                 status: LandlockStatus::NotEnforced,
                 missing: Vec::new(),
             },

@@ -87,7 +87,7 @@ fn may_hold_decisive(root: &Path, path: &Path) -> bool {
 
 /// The protected trees as they were before the call.
 #[derive(Debug, Default)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     entries: BTreeMap<PathBuf, Saved>,
     /// Directories whose every entry was recorded: whatever else is in
     /// them after the call, the call put there.
@@ -102,7 +102,7 @@ pub struct Snapshot {
 
 /// What [`Snapshot::restore`] did.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Restored {
+pub(crate) struct Restored {
     /// Changed or removed by the call, put back.
     pub restored: Vec<PathBuf>,
     /// Created by the call inside a protected directory: removed.
@@ -117,7 +117,7 @@ impl Snapshot {
     /// protected path a call creates or a link it replaces (a link's target
     /// is a root of its own). Fails when what decides what runs later is
     /// too large to walk.
-    pub fn take(protected: &[PathBuf], denied: &[PathBuf]) -> Result<Snapshot, String> {
+    pub(crate) fn take(protected: &[PathBuf], denied: &[PathBuf]) -> Result<Snapshot, String> {
         let mut snap = Snapshot {
             protected: protected.iter().cloned().collect(),
             ..Snapshot::default()
@@ -259,7 +259,7 @@ impl Snapshot {
     }
 
     /// Put the trees back as they were; see [`Restored`].
-    pub fn restore(&self) -> Restored {
+    pub(crate) fn restore(&self) -> Restored {
         let mut out = Restored::default();
         // New entries first: a directory walked whole holds nothing else.
         let uncopied = self.uncopied();
@@ -450,7 +450,7 @@ fn stamp_but_ctime_saved(s: &Saved) -> (u64, u64, u64, i128) {
 /// inside a write root points to (as the constructed root's read-only bind
 /// would protect it); and denied paths inside them (unreadable they cannot
 /// be made; unchanged they stay). Returns (protected, denied).
-pub fn guarded(grant: &toolcage_policy::Grant) -> (Vec<PathBuf>, Vec<PathBuf>) {
+pub(crate) fn guarded(grant: &toolcage_policy::Grant) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let mut protected = super::mode::protected_inside_write_roots(grant);
     let targets: Vec<PathBuf> = grant
         .protected

@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 use toolcage_policy::{Grant, canon, within};
 
 #[derive(Debug)]
-pub struct RuntimeDir {
+pub(crate) struct RuntimeDir {
     /// `<tmp>/.toolcage-<uid>`: hidden from every call.
     pub base: PathBuf,
     /// An empty directory; each call mounts its staging tmpfs over it.
@@ -141,7 +141,7 @@ pub fn private_files_dir() -> Result<PathBuf, SandboxError> {
 }
 
 /// The runtime directory, created on first use.
-pub fn get() -> Result<&'static RuntimeDir, SandboxError> {
+pub(crate) fn get() -> Result<&'static RuntimeDir, SandboxError> {
     static DIR: OnceLock<Result<RuntimeDir, String>> = OnceLock::new();
     DIR.get_or_init(|| {
         let base = std::env::temp_dir().join(format!(".toolcage-{}", euid()));

@@ -121,9 +121,28 @@ fn deny_types_except(allowed: &[u64]) -> Vec<SeccompRule> {
 const INET_ADDR_LEN: u64 = std::mem::size_of::<libc::sockaddr_in>() as u64;
 const INET6_ADDR_LEN: u64 = std::mem::size_of::<libc::sockaddr_in6>() as u64;
 
-/// Build the deny-list rules for a network mode. Public for tests.
-pub fn rules(network: &Network) -> BTreeMap<i64, Vec<SeccompRule>> {
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+/// The deny-list rules of one call: system call → the argument patterns
+/// it is refused with (empty: always refused).
+type Rules = BTreeMap<i64, Vec<SeccompRule>>;
+
+/// Build the deny-list rules for a network mode: what every call is
+/// refused, then what its network mode adds. Public for tests.
+pub(crate) fn rules(network: &Network) -> Rules {
+    let mut rules = Rules::new();
+    always_denied(&mut rules);
+    no_setid_modes(&mut rules);
+    match network {
+        Network::On => {}
+        Network::Off => network_off(&mut rules),
+        Network::Tcp { bind, .. } => network_tcp(&mut rules, !bind.is_empty()),
+        Network::Domains(_) => network_domains(&mut rules),
+    }
+    rules
+}
+
+/// The system calls no call may make, the terminal ioctls, and clone
+/// with a namespace flag.
+fn always_denied(rules: &mut Rules) {
     for (nr, _) in ALWAYS_DENIED {
         rules.insert(*nr, vec![]);
     }
@@ -144,11 +163,14 @@ pub fn rules(network: &Network) -> BTreeMap<i64, Vec<SeccompRule>> {
             .map(|f| rule(vec![cond(0, Len::Dword, Op::MaskedEq(*f), *f)]))
             .collect(),
     );
-    // No setuid or setgid bits, ever: in a mode given to chmod, or in the
-    // mode of a file or directory being created (a setuid shell planted in
-    // a project would run as its owner for any local user). `openat2`'s mode
-    // is inside a struct the filter cannot read: it gets ENOSYS (guard
-    // program) so libc falls back to `openat`.
+}
+
+/// No setuid or setgid bits, ever: in a mode given to chmod, or in the
+/// mode of a file or directory being created (a setuid shell planted in
+/// a project would run as its owner for any local user). `openat2`'s mode
+/// is inside a struct the filter cannot read: it gets ENOSYS (guard
+/// program) so libc falls back to `openat`.
+fn no_setid_modes(rules: &mut Rules) {
     let mode_has_setid = |arg: u8| -> Vec<SeccompRule> {
         [libc::S_ISUID as u64, libc::S_ISGID as u64]
             .iter()
@@ -176,110 +198,117 @@ pub fn rules(network: &Network) -> BTreeMap<i64, Vec<SeccompRule>> {
         }
         rules.insert(*nr, r);
     }
-    let stream = libc::SOCK_STREAM as u64;
-    let seqpacket = libc::SOCK_SEQPACKET as u64;
+}
+
+/// AF_UNIX sockets only as connected pairs (stream or seqpacket).
+fn unix_pairs_only() -> Vec<SeccompRule> {
     let unix = libc::AF_UNIX as u64;
-    match network {
-        Network::On => {}
-        Network::Off => {
-            // AF_UNIX stream/seqpacket only, and no connect(): without
-            // Landlock ABI 9 nothing else stops a connect to a host socket
-            // such as the docker or dbus socket, or an abstract one.
-            let mut socket = vec![rule(vec![cond(0, Len::Dword, Op::Ne, unix)])];
-            socket.extend(deny_types_except(&[stream, seqpacket]));
-            rules.insert(libc::SYS_socket, socket);
-            let mut pair = vec![rule(vec![cond(0, Len::Dword, Op::Ne, unix)])];
-            pair.extend(deny_types_except(&[stream, seqpacket]));
-            rules.insert(libc::SYS_socketpair, pair);
-            rules.insert(libc::SYS_connect, vec![]);
-        }
-        Network::Tcp { bind, .. } => {
-            // TCP over IPv4/IPv6 only (ports are Landlock's job); no UDP, no
-            // raw, no MPTCP, and no AF_UNIX sockets except connected pairs.
-            let inet = libc::AF_INET as u64;
-            let inet6 = libc::AF_INET6 as u64;
-            let mut socket = vec![rule(vec![
-                cond(0, Len::Dword, Op::Ne, inet),
-                cond(0, Len::Dword, Op::Ne, inet6),
-            ])];
-            socket.extend(deny_types_except(&[stream]));
-            socket.push(rule(vec![
-                cond(2, Len::Dword, Op::Ne, 0),
-                cond(2, Len::Dword, Op::Ne, libc::IPPROTO_TCP as u64),
-            ]));
-            rules.insert(libc::SYS_socket, socket);
-            let mut pair = vec![rule(vec![cond(0, Len::Dword, Op::Ne, unix)])];
-            pair.extend(deny_types_except(&[stream, seqpacket]));
-            rules.insert(libc::SYS_socketpair, pair);
-            // TCP Fast Open connects from sendto/sendmsg without going
-            // through connect(2), and Landlock's port rules only hook
-            // connect(2): MSG_FASTOPEN would reach any port.
-            let fastopen = libc::MSG_FASTOPEN as u64;
-            let tfo = |arg: u8| {
-                vec![rule(vec![cond(
-                    arg,
-                    Len::Dword,
-                    Op::MaskedEq(fastopen),
-                    fastopen,
-                )])]
-            };
-            rules.insert(libc::SYS_sendto, tfo(3));
-            rules.insert(libc::SYS_sendmsg, tfo(2));
-            rules.insert(libc::SYS_sendmmsg, tfo(3));
-            // listen() on an unbound socket binds an ephemeral port itself,
-            // which Landlock's bind rules never see: with no port to bind,
-            // no listening at all.
-            if bind.is_empty() {
-                rules.insert(libc::SYS_listen, vec![]);
-            }
-            // The call shares the host's network namespace, so an abstract
-            // name bound by an end of a socketpair is the host's (a squat
-            // on `@/tmp/.X11-unix/X0`). The filter cannot read the address:
-            // with no bind port, no bind at all (a TCP client needs none);
-            // with bind ports, only an address the size of a sockaddr_in or
-            // sockaddr_in6 (an abstract name of exactly 13 or 25 bytes is
-            // the one left; Landlock checks the port).
-            let bind_rules = if bind.is_empty() {
-                vec![]
-            } else {
-                vec![rule(vec![
-                    cond(2, Len::Dword, Op::Ne, INET_ADDR_LEN),
-                    cond(2, Len::Dword, Op::Ne, INET6_ADDR_LEN),
-                ])]
-            };
-            rules.insert(libc::SYS_bind, bind_rules);
-        }
-        Network::Domains(_) => {
-            // TCP and UDP over IPv4/IPv6, in the call's own network
-            // namespace where only loopback exists (the proxy, the DNS stub
-            // and the capture listeners are toolcage's). No raw, ICMP,
-            // SCTP or MPTCP sockets; no netlink (nothing to configure), no
-            // vsock (not namespaced); AF_UNIX only as connected pairs, so no
-            // host socket in a granted directory can be reached by path.
-            let inet = libc::AF_INET as u64;
-            let inet6 = libc::AF_INET6 as u64;
-            let dgram = libc::SOCK_DGRAM as u64;
-            let mut socket = vec![rule(vec![
-                cond(0, Len::Dword, Op::Ne, inet),
-                cond(0, Len::Dword, Op::Ne, inet6),
-            ])];
-            socket.extend(deny_types_except(&[stream, dgram]));
-            socket.push(rule(vec![
-                cond(2, Len::Dword, Op::Ne, 0),
-                cond(2, Len::Dword, Op::Ne, libc::IPPROTO_TCP as u64),
-                cond(2, Len::Dword, Op::Ne, libc::IPPROTO_UDP as u64),
-            ]));
-            rules.insert(libc::SYS_socket, socket);
-            let mut pair = vec![rule(vec![cond(0, Len::Dword, Op::Ne, unix)])];
-            pair.extend(deny_types_except(&[stream, seqpacket]));
-            rules.insert(libc::SYS_socketpair, pair);
-        }
+    let (stream, seqpacket) = (libc::SOCK_STREAM as u64, libc::SOCK_SEQPACKET as u64);
+    let mut pair = vec![rule(vec![cond(0, Len::Dword, Op::Ne, unix)])];
+    pair.extend(deny_types_except(&[stream, seqpacket]));
+    pair
+}
+
+/// Network off: AF_UNIX stream/seqpacket only, and no connect().
+fn network_off(rules: &mut Rules) {
+    let unix = libc::AF_UNIX as u64;
+    let (stream, seqpacket) = (libc::SOCK_STREAM as u64, libc::SOCK_SEQPACKET as u64);
+    // AF_UNIX stream/seqpacket only, and no connect(): without
+    // Landlock ABI 9 nothing else stops a connect to a host socket
+    // such as the docker or dbus socket, or an abstract one.
+    let mut socket = vec![rule(vec![cond(0, Len::Dword, Op::Ne, unix)])];
+    socket.extend(deny_types_except(&[stream, seqpacket]));
+    rules.insert(libc::SYS_socket, socket);
+    rules.insert(libc::SYS_socketpair, unix_pairs_only());
+    rules.insert(libc::SYS_connect, vec![]);
+}
+
+/// Network mode "tcp": TCP only, no Fast Open, and binds only where the
+/// grant has bind ports.
+fn network_tcp(rules: &mut Rules, bind_ports: bool) {
+    let stream = libc::SOCK_STREAM as u64;
+    // TCP over IPv4/IPv6 only (ports are Landlock's job); no UDP, no
+    // raw, no MPTCP, and no AF_UNIX sockets except connected pairs.
+    let inet = libc::AF_INET as u64;
+    let inet6 = libc::AF_INET6 as u64;
+    let mut socket = vec![rule(vec![
+        cond(0, Len::Dword, Op::Ne, inet),
+        cond(0, Len::Dword, Op::Ne, inet6),
+    ])];
+    socket.extend(deny_types_except(&[stream]));
+    socket.push(rule(vec![
+        cond(2, Len::Dword, Op::Ne, 0),
+        cond(2, Len::Dword, Op::Ne, libc::IPPROTO_TCP as u64),
+    ]));
+    rules.insert(libc::SYS_socket, socket);
+    rules.insert(libc::SYS_socketpair, unix_pairs_only());
+    // TCP Fast Open connects from sendto/sendmsg without going
+    // through connect(2), and Landlock's port rules only hook
+    // connect(2): MSG_FASTOPEN would reach any port.
+    let fastopen = libc::MSG_FASTOPEN as u64;
+    let tfo = |arg: u8| {
+        vec![rule(vec![cond(
+            arg,
+            Len::Dword,
+            Op::MaskedEq(fastopen),
+            fastopen,
+        )])]
+    };
+    rules.insert(libc::SYS_sendto, tfo(3));
+    rules.insert(libc::SYS_sendmsg, tfo(2));
+    rules.insert(libc::SYS_sendmmsg, tfo(3));
+    // listen() on an unbound socket binds an ephemeral port itself,
+    // which Landlock's bind rules never see: with no port to bind,
+    // no listening at all.
+    if !bind_ports {
+        rules.insert(libc::SYS_listen, vec![]);
     }
-    rules
+    // The call shares the host's network namespace, so an abstract
+    // name bound by an end of a socketpair is the host's (a squat
+    // on `@/tmp/.X11-unix/X0`). The filter cannot read the address:
+    // with no bind port, no bind at all (a TCP client needs none);
+    // with bind ports, only an address the size of a sockaddr_in or
+    // sockaddr_in6 (an abstract name of exactly 13 or 25 bytes is
+    // the one left; Landlock checks the port).
+    let bind_rules = if !bind_ports {
+        vec![]
+    } else {
+        vec![rule(vec![
+            cond(2, Len::Dword, Op::Ne, INET_ADDR_LEN),
+            cond(2, Len::Dword, Op::Ne, INET6_ADDR_LEN),
+        ])]
+    };
+    rules.insert(libc::SYS_bind, bind_rules);
+}
+
+/// Domain mode: TCP and UDP in the call's own network namespace.
+fn network_domains(rules: &mut Rules) {
+    let stream = libc::SOCK_STREAM as u64;
+    // TCP and UDP over IPv4/IPv6, in the call's own network
+    // namespace where only loopback exists (the proxy, the DNS stub
+    // and the capture listeners are toolcage's). No raw, ICMP,
+    // SCTP or MPTCP sockets; no netlink (nothing to configure), no
+    // vsock (not namespaced); AF_UNIX only as connected pairs, so no
+    // host socket in a granted directory can be reached by path.
+    let inet = libc::AF_INET as u64;
+    let inet6 = libc::AF_INET6 as u64;
+    let dgram = libc::SOCK_DGRAM as u64;
+    let mut socket = vec![rule(vec![
+        cond(0, Len::Dword, Op::Ne, inet),
+        cond(0, Len::Dword, Op::Ne, inet6),
+    ])];
+    socket.extend(deny_types_except(&[stream, dgram]));
+    socket.push(rule(vec![
+        cond(2, Len::Dword, Op::Ne, 0),
+        cond(2, Len::Dword, Op::Ne, libc::IPPROTO_TCP as u64),
+        cond(2, Len::Dword, Op::Ne, libc::IPPROTO_UDP as u64),
+    ]));
+    rules.insert(libc::SYS_socket, socket);
+    rules.insert(libc::SYS_socketpair, unix_pairs_only());
 }
 
 /// The program for `network`.
-pub fn compile(network: &Network) -> Result<Vec<libc::sock_filter>, String> {
+pub(crate) fn compile(network: &Network) -> Result<Vec<libc::sock_filter>, String> {
     let mut table = bpf::Table::new(libc::SECCOMP_RET_ALLOW, bpf::errno(libc::EPERM));
     for (nr, rules) in rules(network) {
         table.rules(nr, rules)?;
@@ -359,7 +388,7 @@ const IOPRIO_WHO_USER: u64 = 3;
 
 /// The rules of the namespace-free program: each syscall gets EPERM when
 /// one of its rules matches (always, with none). Public for tests.
-pub fn namespace_free_rules(network: &Network) -> BTreeMap<i64, Vec<SeccompRule>> {
+pub(crate) fn namespace_free_rules(network: &Network) -> BTreeMap<i64, Vec<SeccompRule>> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for nr in namespace_free_denied(*network == Network::Off) {
         rules.insert(nr, vec![]);
@@ -397,7 +426,7 @@ pub fn namespace_free_rules(network: &Network) -> BTreeMap<i64, Vec<SeccompRule>
 /// The extra program for namespace-free mode: [`NAMESPACE_FREE_NOOPS`]
 /// return 0, the syscalls of [`namespace_free_rules`] get EPERM when a
 /// rule matches, everything else is left to the main program.
-pub fn namespace_free_program(network: &Network) -> Result<Vec<libc::sock_filter>, String> {
+pub(crate) fn namespace_free_program(network: &Network) -> Result<Vec<libc::sock_filter>, String> {
     let mut table = bpf::Table::new(libc::SECCOMP_RET_ALLOW, bpf::errno(libc::EPERM));
     for nr in NAMESPACE_FREE_NOOPS {
         // SECCOMP_RET_ERRNO with 0: the syscall is skipped and returns 0.
@@ -407,11 +436,6 @@ pub fn namespace_free_program(network: &Network) -> Result<Vec<libc::sock_filter
         table.rules(nr, rules)?;
     }
     table.compile()
-}
-
-/// The names of the always-denied syscalls, for the enforcement report.
-pub fn denied_names() -> impl Iterator<Item = &'static str> {
-    ALWAYS_DENIED.iter().map(|(_, n)| *n)
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 /// One filesystem operation in the child. Paths are absolute in the
 /// child's view at the time the step runs.
-pub enum Step {
+pub(crate) enum Step {
     /// `mkdir(path, mode)`; an existing directory is fine.
     Mkdir {
         path: CString,
@@ -71,9 +71,9 @@ pub enum Step {
     },
 }
 
-pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
-pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
-pub const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub(crate) const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub(crate) const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub(crate) const MOUNT_ATTR_NODEV: u64 = 0x4;
 const AT_RECURSIVE: u32 = 0x8000;
 
 #[repr(C)]
@@ -87,7 +87,7 @@ struct MountAttr {
 /// Whether `mount_setattr(2)` exists here (kernel 5.12, and no filter of
 /// a container runtime answering ENOSYS). Asked once: where it exists the
 /// parent need not read every source's mount flags for the fallback.
-pub fn has_mount_setattr() -> bool {
+pub(crate) fn has_mount_setattr() -> bool {
     static HAS: OnceLock<bool> = OnceLock::new();
     *HAS.get_or_init(|| {
         // SAFETY: a bad descriptor, an empty path and no attribute: the
@@ -121,7 +121,7 @@ fn opt_ptr(s: &Option<CString>) -> *const libc::c_char {
 /// # Safety
 /// Only raw syscalls on memory owned by `step`: safe to call in a child of a
 /// multi-threaded process before exec.
-pub unsafe fn execute(step: &Step) -> Result<(), i32> {
+pub(crate) unsafe fn execute(step: &Step) -> Result<(), i32> {
     // SAFETY: every call below is a raw syscall (or its libc wrapper) taking
     // pointers into `step`, which outlives the call.
     let rc = unsafe {

@@ -58,7 +58,7 @@ impl AsFd for CancelToken {
     }
 }
 
-pub struct Running<'a> {
+pub(crate) struct Running<'a> {
     /// The call's init (PID 1 of its namespace): killing it kills
     /// everything the call started.
     pub init: &'a mut InitGuard,
@@ -69,7 +69,7 @@ pub struct Running<'a> {
     pub status: &'a OwnedFd,
 }
 
-pub struct Finished {
+pub(crate) struct Finished {
     pub exit: Exit,
     pub stdout: Captured,
     pub stderr: Captured,
@@ -135,7 +135,11 @@ const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
 
 /// Supervise `child` until it and its output are done. The deadline and
 /// the cancel token hold until this returns, also after the init exited.
-pub fn supervise(
+///
+/// Each turn: act on the clocks (timeout, grace, drain), wait for
+/// something to happen, move output and input, act on a cancellation,
+/// reap the init when it ends.
+pub(crate) fn supervise(
     child: Running,
     stdin_data: &[u8],
     caps: toolcage_policy::OutputCaps,
@@ -143,55 +147,130 @@ pub fn supervise(
     grace: Duration,
     cancel: Option<&CancelToken>,
 ) -> Finished {
-    let start = Instant::now();
-    // A timeout too large to add is no timeout at all.
-    let deadline = start.checked_add(timeout);
-    let mut out = CappedBuffer::new(caps.stdout);
-    let mut err = CappedBuffer::new(caps.stderr);
-    let (mut stdin, mut stdout, mut stderr) = match child.stdio {
-        Some([i, o, e]) => (Some(i), Some(o), Some(e)),
-        None => (None, None, None),
-    };
-    for fd in [&stdin, &stdout, &stderr].into_iter().flatten() {
-        set_nonblocking(fd.as_raw_fd());
-    }
-    if stdin_data.is_empty() {
-        stdin = None;
-    }
-    let init = child.init;
-    let mut written = 0usize;
-    let mut exit: Option<Exit> = None;
-    let mut killed: Option<Exit> = None; // why we killed it
-    let mut kill_at: Option<Instant> = None;
-    let mut drain_until: Option<Instant> = None;
-    // Only with pipes to read: a fresh buffer after clone is pages to copy.
-    let mut buf = if stdout.is_some() || stderr.is_some() {
-        vec![0u8; 64 * 1024]
-    } else {
-        Vec::new()
-    };
-
+    let mut s = Supervision::new(child, stdin_data, caps, timeout, grace);
     loop {
-        if exit.is_some() && stdout.is_none() && stderr.is_none() {
+        let now = Instant::now();
+        if s.clocks(now) {
             break;
         }
-        let now = Instant::now();
-        if exit.is_some() && drain_until.is_some_and(|t| now >= t) {
-            break; // someone outside holds the pipes: stop waiting for EOF
-        }
-        if killed.is_none() && deadline.is_some_and(|d| now >= d) {
-            if exit.is_some() {
-                break; // the tool ended in time; stop waiting for its output
+        let Some(ready) = s.wait(now, cancel) else {
+            continue; // EINTR
+        };
+        s.pump(&ready);
+        if ready[CANCEL] && s.killed.is_none() {
+            if s.exit.is_some() {
+                break;
             }
-            killed = Some(Exit::Timeout);
+            s.killed = Some(Exit::Cancelled);
+            kill_tree(s.init, libc::SIGKILL);
+        }
+        s.reap(ready[INIT]);
+    }
+    s.finish()
+}
+
+/// What [`Supervision::wait`] watches, by slot.
+const STDOUT: usize = 0;
+const STDERR: usize = 1;
+const STDIN: usize = 2;
+const INIT: usize = 3;
+const CANCEL: usize = 4;
+
+/// One call under supervision: its descriptors, its output so far, and
+/// where it stands (ended, killed and why, the clocks).
+struct Supervision<'a, 'd> {
+    init: &'a mut InitGuard,
+    status: &'a OwnedFd,
+    stdin_data: &'d [u8],
+    written: usize,
+    stdin: Option<OwnedFd>,
+    stdout: Option<OwnedFd>,
+    stderr: Option<OwnedFd>,
+    out: CappedBuffer,
+    err: CappedBuffer,
+    buf: Vec<u8>,
+    deadline: Option<Instant>,
+    grace: Duration,
+    exit: Option<Exit>,
+    /// Why we killed it.
+    killed: Option<Exit>,
+    kill_at: Option<Instant>,
+    drain_until: Option<Instant>,
+}
+
+impl<'a, 'd> Supervision<'a, 'd> {
+    fn new(
+        child: Running<'a>,
+        stdin_data: &'d [u8],
+        caps: toolcage_policy::OutputCaps,
+        timeout: Duration,
+        grace: Duration,
+    ) -> Self {
+        // A timeout too large to add is no timeout at all.
+        let deadline = Instant::now().checked_add(timeout);
+        let (mut stdin, stdout, stderr) = match child.stdio {
+            Some([i, o, e]) => (Some(i), Some(o), Some(e)),
+            None => (None, None, None),
+        };
+        for fd in [&stdin, &stdout, &stderr].into_iter().flatten() {
+            set_nonblocking(fd.as_raw_fd());
+        }
+        if stdin_data.is_empty() {
+            stdin = None;
+        }
+        // Only with pipes to read: a fresh buffer after clone is pages to copy.
+        let buf = if stdout.is_some() || stderr.is_some() {
+            vec![0u8; 64 * 1024]
+        } else {
+            Vec::new()
+        };
+        Supervision {
+            init: child.init,
+            status: child.status,
+            stdin_data,
+            written: 0,
+            stdin,
+            stdout,
+            stderr,
+            out: CappedBuffer::new(caps.stdout),
+            err: CappedBuffer::new(caps.stderr),
+            buf,
+            deadline,
+            grace,
+            exit: None,
+            killed: None,
+            kill_at: None,
+            drain_until: None,
+        }
+    }
+
+    /// Act on the clocks at `now`; true when supervision is over.
+    fn clocks(&mut self, now: Instant) -> bool {
+        if self.exit.is_some() && self.stdout.is_none() && self.stderr.is_none() {
+            return true;
+        }
+        if self.exit.is_some() && self.drain_until.is_some_and(|t| now >= t) {
+            return true; // someone outside holds the pipes: stop waiting for EOF
+        }
+        if self.killed.is_none() && self.deadline.is_some_and(|d| now >= d) {
+            if self.exit.is_some() {
+                return true; // the tool ended in time; stop waiting for its output
+            }
+            self.killed = Some(Exit::Timeout);
             // The init forwards it to every process in the namespace.
-            kill_tree(init, libc::SIGTERM);
-            kill_at = now.checked_add(grace);
+            kill_tree(self.init, libc::SIGTERM);
+            self.kill_at = now.checked_add(self.grace);
         }
-        if exit.is_none() && kill_at.is_some_and(|t| now >= t) {
-            kill_tree(init, libc::SIGKILL);
-            kill_at = None;
+        if self.exit.is_none() && self.kill_at.is_some_and(|t| now >= t) {
+            kill_tree(self.init, libc::SIGKILL);
+            self.kill_at = None;
         }
+        false
+    }
+
+    /// Poll what is open until something is ready or the next clock
+    /// runs out: which slots are ready, `None` on EINTR.
+    fn wait(&self, now: Instant, cancel: Option<&CancelToken>) -> Option<[bool; 5]> {
         let mut fds: Vec<libc::pollfd> = Vec::with_capacity(5);
         let mut slots = [usize::MAX; 5];
         let mut push = |slot: usize, fd: RawFd, events: libc::c_short| {
@@ -202,81 +281,97 @@ pub fn supervise(
                 revents: 0,
             });
         };
-        if let Some(fd) = &stdout {
-            push(0, fd.as_raw_fd(), libc::POLLIN);
+        if let Some(fd) = &self.stdout {
+            push(STDOUT, fd.as_raw_fd(), libc::POLLIN);
         }
-        if let Some(fd) = &stderr {
-            push(1, fd.as_raw_fd(), libc::POLLIN);
+        if let Some(fd) = &self.stderr {
+            push(STDERR, fd.as_raw_fd(), libc::POLLIN);
         }
-        if let Some(fd) = &stdin {
-            push(2, fd.as_raw_fd(), libc::POLLOUT);
+        if let Some(fd) = &self.stdin {
+            push(STDIN, fd.as_raw_fd(), libc::POLLOUT);
         }
-        if exit.is_none() {
-            push(3, init.pidfd.as_raw_fd(), libc::POLLIN);
+        if self.exit.is_none() {
+            push(INIT, self.init.pidfd.as_raw_fd(), libc::POLLIN);
         }
-        if let Some(c) = cancel.filter(|_| killed.is_none()) {
-            push(4, c.raw(), libc::POLLIN);
+        if let Some(c) = cancel.filter(|_| self.killed.is_none()) {
+            push(CANCEL, c.raw(), libc::POLLIN);
         }
-        let wake = [deadline.filter(|_| killed.is_none()), kill_at, drain_until]
-            .into_iter()
-            .flatten()
-            .min();
+        let wake = [
+            self.deadline.filter(|_| self.killed.is_none()),
+            self.kill_at,
+            self.drain_until,
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         let timeout_ms = wake.map_or(-1, |t| {
             t.saturating_duration_since(now).as_millis().min(60_000) as i32 + 1
         });
         // SAFETY: poll on descriptors we own, with a correctly sized array.
         let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
         if n < 0 {
-            continue; // EINTR
+            return None;
         }
-        let ready = |slot: usize| slots[slot] != usize::MAX && fds[slots[slot]].revents != 0;
-        for (slot, stream) in [(0, &mut stdout), (1, &mut stderr)] {
-            if ready(slot) {
-                let capture = if slot == 0 { &mut out } else { &mut err };
-                if drain(stream, capture, &mut buf) {
-                    *stream = None;
-                }
+        Some(std::array::from_fn(|slot| {
+            slots[slot] != usize::MAX && fds[slots[slot]].revents != 0
+        }))
+    }
+
+    /// Capture what the tool wrote, and feed it what is left of its stdin.
+    fn pump(&mut self, ready: &[bool; 5]) {
+        for (slot, stream, capture) in [
+            (STDOUT, &mut self.stdout, &mut self.out),
+            (STDERR, &mut self.stderr, &mut self.err),
+        ] {
+            if ready[slot] && drain(stream, capture, &mut self.buf) {
+                *stream = None;
             }
         }
-        if ready(2) {
-            if let Some(fd) = &stdin {
-                match nix::unistd::write(fd, &stdin_data[written..]) {
-                    Ok(n) => written += n,
+        if ready[STDIN] {
+            if let Some(fd) = &self.stdin {
+                match nix::unistd::write(fd, &self.stdin_data[self.written..]) {
+                    Ok(n) => self.written += n,
                     Err(nix::errno::Errno::EAGAIN) | Err(nix::errno::Errno::EINTR) => {}
-                    Err(_) => written = stdin_data.len(), // EPIPE: the child stopped reading
+                    // EPIPE: the child stopped reading
+                    Err(_) => self.written = self.stdin_data.len(),
                 }
             }
-            if written >= stdin_data.len() {
-                stdin = None; // closes it: EOF for the child
+            if self.written >= self.stdin_data.len() {
+                self.stdin = None; // closes it: EOF for the child
             }
         }
-        if ready(4) && killed.is_none() {
-            if exit.is_some() {
-                break;
-            }
-            killed = Some(Exit::Cancelled);
-            kill_tree(init, libc::SIGKILL);
-        }
-        if exit.is_none()
-            && (ready(3) || (kill_at.is_none() && killed.is_some()))
-            && let Some(status) = wait_status(init, libc::WNOHANG, child.status)
+    }
+
+    /// Reap the init once its pidfd says it ended (or once it was killed
+    /// for good), and give the pipes a short while to drain.
+    fn reap(&mut self, init_ready: bool) {
+        if self.exit.is_none()
+            && (init_ready || (self.kill_at.is_none() && self.killed.is_some()))
+            && let Some(status) = wait_status(self.init, libc::WNOHANG, self.status)
         {
-            exit = Some(killed.unwrap_or(status));
-            stdin = None;
+            self.exit = Some(self.killed.unwrap_or(status));
+            self.stdin = None;
             // The namespace is gone; whatever still holds the pipes lives
             // outside it. Drain a little longer, never past the deadline.
             let bound = Instant::now() + DRAIN_AFTER_EXIT;
-            drain_until = Some(deadline.map_or(bound, |d| d.min(bound)));
+            self.drain_until = Some(self.deadline.map_or(bound, |d| d.min(bound)));
         }
     }
-    if exit.is_none() {
-        kill_tree(init, libc::SIGKILL);
-        exit = wait_status(init, 0, child.status);
-    }
-    Finished {
-        exit: exit.or(killed).unwrap_or(Exit::Signal(libc::SIGKILL)),
-        stdout: out.finish(),
-        stderr: err.finish(),
+
+    /// Kill and reap what is still running; the outcome.
+    fn finish(mut self) -> Finished {
+        if self.exit.is_none() {
+            kill_tree(self.init, libc::SIGKILL);
+            self.exit = wait_status(self.init, 0, self.status);
+        }
+        Finished {
+            exit: self
+                .exit
+                .or(self.killed)
+                .unwrap_or(Exit::Signal(libc::SIGKILL)),
+            stdout: self.out.finish(),
+            stderr: self.err.finish(),
+        }
     }
 }
 

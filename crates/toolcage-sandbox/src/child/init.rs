@@ -284,7 +284,7 @@ unsafe fn open_listeners(plan: &ChildPlan) {
         // SAFETY: `open_and_send` is async-signal-safe and `l` lives in the
         // plan; `fail` keeps the child's contract.
         unsafe {
-            if !super::super::proxy::listen::open_and_send(l) {
+            if !super::super::proxy::open_and_send(l) {
                 fail(plan, Stage::Proxy);
             }
         }

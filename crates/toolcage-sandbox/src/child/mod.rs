@@ -150,7 +150,7 @@ pub struct ChildPlan {
     pub loopback: Option<libc::ifreq>,
     /// Domain mode: the listeners to create in the call's network
     /// namespace and send to toolcage, before the tool starts.
-    pub listeners: Option<super::proxy::listen::ListenPlan>,
+    pub listeners: Option<super::proxy::ListenPlan>,
     /// A network namespace made ahead (`netns.rs`) to join; -1 for none.
     pub netns_fd: RawFd,
     pub cap_last: libc::c_int,

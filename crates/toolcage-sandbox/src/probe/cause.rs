@@ -38,7 +38,7 @@ pub enum BlockCause {
 
 /// Errors of `clone`/`unshare` that say "no namespaces here" rather than a
 /// shortage of this one call (EAGAIN, ENOMEM).
-pub fn blocks_namespaces(errno: i32) -> bool {
+pub(crate) fn blocks_namespaces(errno: i32) -> bool {
     matches!(
         errno,
         libc::EPERM | libc::EACCES | libc::ENOSPC | libc::EUSERS | libc::EINVAL | libc::ENOSYS
@@ -47,7 +47,7 @@ pub fn blocks_namespaces(errno: i32) -> bool {
 
 /// The cause of a namespace failure with `errno`, from the sysctls and this
 /// process's state (no fork: safe to call right after a failed `clone`).
-pub fn classify(errno: i32) -> NamespaceBlock {
+pub(crate) fn classify(errno: i32) -> NamespaceBlock {
     NamespaceBlock {
         cause: cause(&Facts::gather(), errno),
         errno,
@@ -159,7 +159,7 @@ impl Sysctls {
 /// Everything the cause of a failure depends on; [`cause`] is a pure
 /// function of it, so every combination can be tested on any kernel.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Facts {
+pub(crate) struct Facts {
     /// Not root: the sandbox adds a user namespace.
     pub rootless: bool,
     pub cap_sys_admin: bool,
@@ -191,7 +191,7 @@ impl Facts {
 }
 
 /// The cause of a namespace failure with `errno`, given `f`.
-pub fn cause(f: &Facts, errno: i32) -> BlockCause {
+pub(crate) fn cause(f: &Facts, errno: i32) -> BlockCause {
     let s = &f.sysctls;
     match errno {
         libc::ENOSPC if f.rootless && s.max_user_namespaces == Some(0) => {

@@ -17,12 +17,12 @@ pub(super) struct Builder {
 }
 
 impl Builder {
-    pub fn push(&mut self, step: Step, what: String) {
+    pub(super) fn push(&mut self, step: Step, what: String) {
         self.steps.push(step);
         self.what.push(what);
     }
 
-    pub fn mount(
+    pub(super) fn mount(
         &mut self,
         source: Option<CString>,
         target: &Path,
@@ -42,7 +42,7 @@ impl Builder {
         Ok(())
     }
 
-    pub fn set_attr(
+    pub(super) fn set_attr(
         &mut self,
         target: &Path,
         host: &Path,
@@ -74,7 +74,7 @@ impl Builder {
 
     /// Bind the host's `host` (under the old root) at `target`, with every
     /// mount beneath it, then add `attrs` to all of them.
-    pub fn bind(
+    pub(super) fn bind(
         &mut self,
         host: &Path,
         target: &Path,
@@ -98,6 +98,8 @@ fn watch(plan: &mut RootPlan, path: &Path) {
     }
 }
 
+/// The mount (or mounts) of one entry, by its kind; a guard's identity is
+/// remembered to be checked after the call.
 pub(super) fn mount_entry(
     b: &mut Builder,
     e: &Entry,
@@ -105,38 +107,9 @@ pub(super) fn mount_entry(
 ) -> Result<(), SandboxError> {
     let target = under(NEW, &e.path);
     let shown = e.path.display();
-    let bind = libc::MS_BIND | libc::MS_REC;
     match &e.kind {
-        Kind::Bind { writable } => {
-            let ro = if *writable { 0 } else { MOUNT_ATTR_RDONLY };
-            let attrs = ro | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-            // The mount resolves its source again in the child: it must
-            // land on what is opened here, no link planted in between.
-            let (dev, ino) = identity(&e.path, &b.bases)
-                .map_err(|err| SandboxError::Prepare(err.describe(&e.path)))?;
-            b.bind(&e.path, &target, attrs, format!("binding {shown}"))?;
-            b.push(
-                Step::Expect {
-                    path: cstr(&target)?,
-                    dev,
-                    ino,
-                },
-                format!(
-                    "checking that the bind of {shown} is what the grant named \
-                     (it was replaced while the call started; run it again)"
-                ),
-            );
-        }
-        // Device nodes (and /dev/pts-like directories): no nodev.
-        Kind::Device => {
-            let what = format!("binding the device {shown}");
-            if b.dev_nosuid_at_end && within(&e.path, Path::new("/dev")) {
-                let source = cstr(under(OLD, &e.path))?;
-                b.mount(Some(source), &target, None, bind, None, what)?;
-            } else {
-                b.bind(&e.path, &target, MOUNT_ATTR_NOSUID, what)?;
-            }
-        }
+        Kind::Bind { writable } => bind_root(b, &e.path, &target, *writable)?,
+        Kind::Device => bind_device(b, &e.path, &target)?,
         Kind::Pin | Kind::Protect => {
             let ro = if e.kind == Kind::Protect {
                 MOUNT_ATTR_RDONLY
@@ -179,40 +152,7 @@ pub(super) fn mount_entry(
                 format!("binding the private {shown} (the call's scratch tmpfs)"),
             )?;
         }
-        Kind::Proc => {
-            b.mount(
-                Some(lit("proc")),
-                &target,
-                Some("proc"),
-                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                None,
-                "mounting a fresh /proc".into(),
-            )?;
-            // The kernel's knobs stay read-only whatever the grant says
-            // (a root tool without capabilities still passes the sysctl
-            // owner check), as in bubblewrap.
-            for sub in PROC_READ_ONLY {
-                let host = Path::new("/proc").join(sub);
-                if host.symlink_metadata().is_err() {
-                    continue;
-                }
-                let inner = target.join(sub);
-                b.mount(
-                    Some(cstr(&inner)?),
-                    &inner,
-                    None,
-                    bind,
-                    None,
-                    format!("making {} read-only", host.display()),
-                )?;
-                b.set_attr(
-                    &inner,
-                    &host,
-                    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-                    true,
-                )?;
-            }
-        }
+        Kind::Proc => mount_proc(b, &target)?,
         Kind::Devpts => {
             b.mount(
                 Some(lit("devpts")),
@@ -223,28 +163,8 @@ pub(super) fn mount_entry(
                 "mounting a private /dev/pts".into(),
             )?;
         }
-        Kind::MaskDir => {
-            b.mount(
-                Some(lit("tmpfs")),
-                &target,
-                Some("tmpfs"),
-                libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                Some("mode=000,size=4k".into()),
-                format!("covering the denied directory {shown}"),
-            )?;
-            watch(plan, &e.path);
-        }
-        Kind::MaskFile => {
-            // A bind takes the flags of its source: `/.mask` is read-only,
-            // nosuid and nodev already (see `plan`).
-            b.mount(
-                Some(lit("/.mask")),
-                &target,
-                None,
-                libc::MS_BIND,
-                None,
-                format!("covering the denied file {shown}"),
-            )?;
+        Kind::MaskDir | Kind::MaskFile => {
+            mask(b, e, &target)?;
             watch(plan, &e.path);
         }
         Kind::Generated { source } => {
@@ -255,4 +175,113 @@ pub(super) fn mount_entry(
         Kind::Symlink { .. } => {}
     }
     Ok(())
+}
+
+/// A granted root, bound from the host and checked to be what was opened.
+fn bind_root(
+    b: &mut Builder,
+    path: &Path,
+    target: &Path,
+    writable: bool,
+) -> Result<(), SandboxError> {
+    let shown = path.display();
+    let ro = if writable { 0 } else { MOUNT_ATTR_RDONLY };
+    let attrs = ro | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    // The mount resolves its source again in the child: it must
+    // land on what is opened here, no link planted in between.
+    let (dev, ino) =
+        identity(path, &b.bases).map_err(|err| SandboxError::Prepare(err.describe(path)))?;
+    b.bind(path, target, attrs, format!("binding {shown}"))?;
+    b.push(
+        Step::Expect {
+            path: cstr(target)?,
+            dev,
+            ino,
+        },
+        format!(
+            "checking that the bind of {shown} is what the grant named \
+             (it was replaced while the call started; run it again)"
+        ),
+    );
+    Ok(())
+}
+
+/// Device nodes (and /dev/pts-like directories): no nodev.
+fn bind_device(b: &mut Builder, path: &Path, target: &Path) -> Result<(), SandboxError> {
+    let what = format!("binding the device {}", path.display());
+    if b.dev_nosuid_at_end && within(path, Path::new("/dev")) {
+        let source = cstr(under(OLD, path))?;
+        b.mount(
+            Some(source),
+            target,
+            None,
+            libc::MS_BIND | libc::MS_REC,
+            None,
+            what,
+        )
+    } else {
+        b.bind(path, target, MOUNT_ATTR_NOSUID, what)
+    }
+}
+
+/// A fresh `/proc` whose kernel knobs stay read-only whatever the grant
+/// says (a root tool without capabilities still passes the sysctl owner
+/// check), as in bubblewrap.
+fn mount_proc(b: &mut Builder, target: &Path) -> Result<(), SandboxError> {
+    b.mount(
+        Some(lit("proc")),
+        target,
+        Some("proc"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        None,
+        "mounting a fresh /proc".into(),
+    )?;
+    for sub in PROC_READ_ONLY {
+        let host = Path::new("/proc").join(sub);
+        if host.symlink_metadata().is_err() {
+            continue;
+        }
+        let inner = target.join(sub);
+        b.mount(
+            Some(cstr(&inner)?),
+            &inner,
+            None,
+            libc::MS_BIND | libc::MS_REC,
+            None,
+            format!("making {} read-only", host.display()),
+        )?;
+        b.set_attr(
+            &inner,
+            &host,
+            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+            true,
+        )?;
+    }
+    Ok(())
+}
+
+/// A denied directory under an empty read-only tmpfs, a denied file under
+/// the mask file.
+fn mask(b: &mut Builder, e: &Entry, target: &Path) -> Result<(), SandboxError> {
+    let shown = e.path.display();
+    if e.kind == Kind::MaskDir {
+        return b.mount(
+            Some(lit("tmpfs")),
+            target,
+            Some("tmpfs"),
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            Some("mode=000,size=4k".into()),
+            format!("covering the denied directory {shown}"),
+        );
+    }
+    // A bind takes the flags of its source: `/.mask` is read-only,
+    // nosuid and nodev already (see `plan`).
+    b.mount(
+        Some(lit("/.mask")),
+        target,
+        None,
+        libc::MS_BIND,
+        None,
+        format!("covering the denied file {shown}"),
+    )
 }

@@ -29,58 +29,108 @@ fn probe(p: &Path) -> Option<Option<bool>> {
     }
 }
 
+/// The entries of the root, in steps: the granted roots, `/dev`, the
+/// fresh filesystems, the merged-`/usr` links, protected paths, generated
+/// files, then what is masked.
 pub(super) fn collect(inp: &Inputs, plan: &mut RootPlan) -> Vec<Entry> {
     let g = inp.grant;
-    let proc_ = Path::new("/proc");
-    let dev = Path::new("/dev");
-    // Ptys come from a private devpts instance, never the host's.
-    let ptmx = Path::new("/dev/ptmx");
-    let pts = Path::new("/dev/pts");
-    let wants_pty = g.write.iter().any(|w| w == ptmx || w == pts);
-    // Each usable root with whether it is a directory (`None`: it names
-    // nothing, and gets no entry).
-    let usable = |p: &PathBuf| {
-        if within(p, proc_) || p == ptmx || within(p, pts) {
-            return None;
-        }
-        probe(p).map(|dir| (p.clone(), dir))
-    };
-    let write_roots: Vec<(PathBuf, Option<bool>)> = g.write.iter().filter_map(usable).collect();
-    let read_roots: Vec<(PathBuf, Option<bool>)> = g
-        .read
-        .iter()
-        .chain(inp.extra_read)
-        .filter_map(usable)
-        .collect();
-    let writes: Vec<PathBuf> = write_roots.iter().map(|(p, _)| p.clone()).collect();
-    let reads: Vec<PathBuf> = read_roots.iter().map(|(p, _)| p.clone()).collect();
+    let roots = Roots::usable(inp);
     let mut entries = Vec::new();
-    let root_entry = |p: &PathBuf, dir: Option<bool>, writable: bool, entries: &mut Vec<Entry>| {
-        let Some(dir) = dir else { return };
-        // Beneath /dev: device nodes and their directories (/dev/pts), bound
-        // without nodev.
-        let kind = if within(p, dev) && p != dev {
-            Kind::Device
-        } else {
-            Kind::Bind { writable }
-        };
+    root_entries(inp, &roots, &mut entries);
+    let all_roots: Vec<PathBuf> = roots.writes.iter().chain(&roots.reads).cloned().collect();
+    let root_is_bound = all_roots.iter().any(|r| r == Path::new("/"));
+    if !all_roots.iter().any(|r| r == Path::new("/dev")) {
+        dev_entries(&mut entries);
+    }
+    fresh_filesystems(g, plan, &mut entries);
+    if !root_is_bound {
+        merged_usr_links(&all_roots, &mut entries);
+    }
+    protected_entries(g, &roots.writes, plan, &mut entries);
+    for (path, source) in inp.files {
         entries.push(Entry {
-            path: p.clone(),
-            kind,
-            dir,
+            path: path.clone(),
+            kind: Kind::Generated {
+                source: source.clone(),
+            },
+            dir: false,
         });
+    }
+    masks(inp, &all_roots, &mut entries);
+    entries
+}
+
+/// The granted roots that name something, each with whether it is a
+/// directory (`None`: a dangling link, which gets no entry).
+struct Roots {
+    write: Vec<(PathBuf, Option<bool>)>,
+    read: Vec<(PathBuf, Option<bool>)>,
+    writes: Vec<PathBuf>,
+    reads: Vec<PathBuf>,
+}
+
+impl Roots {
+    fn usable(inp: &Inputs) -> Roots {
+        let g = inp.grant;
+        // /proc and the ptys get fresh filesystems of their own.
+        let usable = |p: &PathBuf| {
+            if within(p, Path::new("/proc")) || p == Path::new(PTMX) || within(p, Path::new(PTS)) {
+                return None;
+            }
+            probe(p).map(|dir| (p.clone(), dir))
+        };
+        let write: Vec<_> = g.write.iter().filter_map(usable).collect();
+        let read: Vec<_> = g
+            .read
+            .iter()
+            .chain(inp.extra_read)
+            .filter_map(usable)
+            .collect();
+        Roots {
+            writes: write.iter().map(|(p, _)| p.clone()).collect(),
+            reads: read.iter().map(|(p, _)| p.clone()).collect(),
+            write,
+            read,
+        }
+    }
+}
+
+/// Ptys come from a private devpts instance, never the host's.
+const PTMX: &str = "/dev/ptmx";
+const PTS: &str = "/dev/pts";
+
+/// One bind of a granted root (a device beneath `/dev`).
+fn root_entry(p: &Path, dir: Option<bool>, writable: bool, entries: &mut Vec<Entry>) {
+    let Some(dir) = dir else { return };
+    // Beneath /dev: device nodes and their directories (/dev/pts), bound
+    // without nodev.
+    let dev = Path::new("/dev");
+    let kind = if within(p, dev) && p != dev {
+        Kind::Device
+    } else {
+        Kind::Bind { writable }
     };
-    for (i, (w, dir)) in write_roots.iter().enumerate() {
+    entries.push(Entry {
+        path: p.to_path_buf(),
+        kind,
+        dir,
+    });
+}
+
+/// A bind for each root that another does not already cover.
+fn root_entries(inp: &Inputs, roots: &Roots, entries: &mut Vec<Entry>) {
+    let (writes, reads) = (&roots.writes, &roots.reads);
+    for (i, (w, dir)) in roots.write.iter().enumerate() {
         // A write root inside another write root adds nothing.
         let covered = writes
             .iter()
             .enumerate()
             .any(|(j, o)| j != i && within(w, o) && (w != o || j < i));
         if !covered {
-            root_entry(w, *dir, true, &mut entries);
+            root_entry(w, *dir, true, entries);
         }
     }
-    for (i, (r, dir)) in read_roots.iter().enumerate() {
+    for (i, (r, dir)) in roots.read.iter().enumerate() {
         // Landlock's rights are a union: beneath a write root, or beneath
         // another read root, a read root adds nothing; except a file of
         // the call's own inside one of toolcage's hidden directories,
@@ -88,56 +138,65 @@ pub(super) fn collect(inp: &Inputs, plan: &mut RootPlan) -> Vec<Entry> {
         let in_hidden =
             inp.extra_read.contains(r) && inp.hidden.iter().any(|h| r != h && r.starts_with(h));
         let covered = !in_hidden
-            && (beneath(r, &writes)
+            && (beneath(r, writes)
                 || reads
                     .iter()
                     .enumerate()
                     .any(|(j, o)| j != i && within(r, o) && (r != o || j < i)));
         if !covered {
-            root_entry(r, *dir, false, &mut entries);
+            root_entry(r, *dir, false, entries);
         }
     }
-    let all_roots: Vec<PathBuf> = writes.iter().chain(&reads).cloned().collect();
-    let root_is_bound = all_roots.iter().any(|r| r == Path::new("/"));
-    if !all_roots.iter().any(|r| r == dev) {
-        entries.push(Entry {
-            path: dev.into(),
-            kind: Kind::Tmpfs {
-                mode: 0o755,
-                size: 0,
-            },
-            dir: true,
-        });
-        for d in STANDARD_DEVICES {
-            let p = Path::new(d);
-            let is_dev = p
-                .metadata()
-                .map(|m| m.file_type().is_char_device())
-                .unwrap_or(false);
-            if is_dev && !entries.iter().any(|e| e.path == p) {
-                entries.push(Entry {
-                    path: p.into(),
-                    kind: Kind::Device,
-                    dir: false,
-                });
-            }
-        }
-        for (name, target) in [
-            ("fd", "/proc/self/fd"),
-            ("stdin", "/proc/self/fd/0"),
-            ("stdout", "/proc/self/fd/1"),
-            ("stderr", "/proc/self/fd/2"),
-        ] {
+}
+
+/// `/dev` when no root grants it: a tmpfs with the standard devices the
+/// host has and the `/proc/self/fd` links.
+fn dev_entries(entries: &mut Vec<Entry>) {
+    let dev = Path::new("/dev");
+    entries.push(Entry {
+        path: dev.into(),
+        kind: Kind::Tmpfs {
+            mode: 0o755,
+            size: 0,
+        },
+        dir: true,
+    });
+    for d in STANDARD_DEVICES {
+        let p = Path::new(d);
+        let is_dev = p
+            .metadata()
+            .map(|m| m.file_type().is_char_device())
+            .unwrap_or(false);
+        if is_dev && !entries.iter().any(|e| e.path == p) {
             entries.push(Entry {
-                path: dev.join(name),
-                kind: Kind::Symlink {
-                    target: target.into(),
-                },
+                path: p.into(),
+                kind: Kind::Device,
                 dir: false,
             });
         }
     }
-    if wants_pty {
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        entries.push(Entry {
+            path: dev.join(name),
+            kind: Kind::Symlink {
+                target: target.into(),
+            },
+            dir: false,
+        });
+    }
+}
+
+/// The filesystems made for the call (ptys when a write root asks for
+/// them, `/dev/shm`, `/proc`, a private `/tmp`), each with the rights the
+/// tool gets beneath it.
+fn fresh_filesystems(g: &Grant, plan: &mut RootPlan, entries: &mut Vec<Entry>) {
+    let (ptmx, pts) = (Path::new(PTMX), Path::new(PTS));
+    if g.write.iter().any(|w| w == ptmx || w == pts) {
         entries.push(Entry {
             path: pts.into(),
             kind: Kind::Devpts,
@@ -158,6 +217,7 @@ pub(super) fn collect(inp: &Inputs, plan: &mut RootPlan) -> Vec<Entry> {
         dir: true,
     });
     plan.fresh_rules.push((lit("/dev/shm"), FreshAccess::All));
+    let proc_ = Path::new("/proc");
     entries.push(Entry {
         path: proc_.into(),
         kind: Kind::Proc,
@@ -177,31 +237,38 @@ pub(super) fn collect(inp: &Inputs, plan: &mut RootPlan) -> Vec<Entry> {
         });
         plan.fresh_rules.push((lit("/tmp"), FreshAccess::All));
     }
-    // Merged-/usr systems: /bin -> usr/bin and friends, where the target is
-    // granted (roots are canonical, so the grant names /usr/bin).
-    if !root_is_bound && let Ok(top) = std::fs::read_dir("/") {
-        for e in top.flatten() {
-            // The directory entry's type costs no syscall; readlink only links.
-            if !e.file_type().is_ok_and(|t| t.is_symlink()) {
-                continue;
-            }
-            let p = e.path();
-            let Ok(target) = std::fs::read_link(&p) else {
-                continue;
-            };
-            let granted = canon::canonical(&p).is_ok_and(|real| beneath(&real, &all_roots));
-            if granted && !entries.iter().any(|x| x.path == p) {
-                entries.push(Entry {
-                    path: p,
-                    kind: Kind::Symlink { target },
-                    dir: false,
-                });
-            }
+}
+
+/// Merged-/usr systems: /bin -> usr/bin and friends, where the target is
+/// granted (roots are canonical, so the grant names /usr/bin).
+fn merged_usr_links(all_roots: &[PathBuf], entries: &mut Vec<Entry>) {
+    let Ok(top) = std::fs::read_dir("/") else {
+        return;
+    };
+    for e in top.flatten() {
+        // The directory entry's type costs no syscall; readlink only links.
+        if !e.file_type().is_ok_and(|t| t.is_symlink()) {
+            continue;
+        }
+        let p = e.path();
+        let Ok(target) = std::fs::read_link(&p) else {
+            continue;
+        };
+        let granted = canon::canonical(&p).is_ok_and(|real| beneath(&real, all_roots));
+        if granted && !entries.iter().any(|x| x.path == p) {
+            entries.push(Entry {
+                path: p,
+                kind: Kind::Symlink { target },
+                dir: false,
+            });
         }
     }
-    // Protected paths: read-only where they lie inside a write root.
+}
+
+/// Protected paths: read-only where they lie inside a write root.
+fn protected_entries(g: &Grant, writes: &[PathBuf], plan: &mut RootPlan, entries: &mut Vec<Entry>) {
     for p in &g.protected {
-        if !beneath(p, &writes) {
+        if !beneath(p, writes) {
             continue; // outside every write root nothing can write it anyway
         }
         match p.symlink_metadata() {
@@ -210,7 +277,7 @@ pub(super) fn collect(inp: &Inputs, plan: &mut RootPlan) -> Vec<Entry> {
                 // and remember the link so that replacing it is reported.
                 match (canon::canonical(p), std::fs::read_link(p)) {
                     (Ok(target), Ok(link)) => {
-                        if beneath(&target, &writes) {
+                        if beneath(&target, writes) {
                             let dir = target.is_dir();
                             entries.push(Entry {
                                 path: target,
@@ -231,17 +298,13 @@ pub(super) fn collect(inp: &Inputs, plan: &mut RootPlan) -> Vec<Entry> {
             Err(_) => plan.missing_protected.push(p.clone()),
         }
     }
-    for (path, source) in inp.files {
-        entries.push(Entry {
-            path: path.clone(),
-            kind: Kind::Generated {
-                source: source.clone(),
-            },
-            dir: false,
-        });
-    }
-    for p in g.denied.iter().chain(inp.hidden) {
-        if !beneath(p, &all_roots) {
+}
+
+/// Denied paths and toolcage's hidden directories, where a root grants
+/// them: masked by an empty directory or file.
+fn masks(inp: &Inputs, all_roots: &[PathBuf], entries: &mut Vec<Entry>) {
+    for p in inp.grant.denied.iter().chain(inp.hidden) {
+        if !beneath(p, all_roots) {
             continue; // never granted in the first place
         }
         // toolcage's own directory that holds a file granted to this call
@@ -274,7 +337,6 @@ pub(super) fn collect(inp: &Inputs, plan: &mut RootPlan) -> Vec<Entry> {
             Err(_) => {}
         }
     }
-    entries
 }
 
 /// Directories strictly between the nearest writable ancestor of each

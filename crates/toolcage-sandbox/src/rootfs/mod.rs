@@ -41,7 +41,7 @@ use collect::{Inputs, collect, pins};
 const OLD: &str = "/oldroot";
 const NEW: &str = "/newroot";
 /// Device nodes every call gets (Landlock grants them read and write).
-pub const STANDARD_DEVICES: &[&str] = &[
+pub(crate) const STANDARD_DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
     "/dev/full",
@@ -62,19 +62,19 @@ const SCRATCH_SHM: &str = "shm";
 /// A Landlock rule the tool adds itself, for a filesystem that exists only
 /// inside the call (its inode is unknown to the parent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FreshAccess {
+pub(crate) enum FreshAccess {
     Read,
     All,
 }
 
 /// A path whose identity is checked again after the call.
 #[derive(Debug, Clone)]
-pub struct Watched {
+pub(crate) struct Watched {
     pub path: PathBuf,
     pub dev_ino: (u64, u64),
 }
 
-pub struct RootPlan {
+pub(crate) struct RootPlan {
     pub steps: Vec<Step>,
     /// What each step does, for error messages (same length as `steps`).
     pub what: Vec<String>,
@@ -205,7 +205,11 @@ fn dev_ino(p: &Path) -> Option<(u64, u64)> {
 /// directories, covered wherever a root would show them; `files` are
 /// (path inside, file on the host) pairs bound read-only over whatever is
 /// at that path.
-pub fn plan(
+///
+/// The steps: collect the entries, stage a tmpfs to build in, place each
+/// entry (its directories, then its mount), finish (read-only, detach the
+/// host, pivot into the new root).
+pub(crate) fn plan(
     grant: &Grant,
     extra_read: &[PathBuf],
     base: &Path,
@@ -226,15 +230,7 @@ pub fn plan(
         hidden,
         files,
     };
-    let mut entries = collect(&inputs, &mut plan);
-    let pinned = pins(&entries);
-    entries.extend(pinned);
-    entries.sort_by(|a, b| {
-        a.path
-            .cmp(&b.path)
-            .then(a.kind.layer().cmp(&b.kind.layer()))
-    });
-
+    let entries = sorted_entries(&inputs, &mut plan);
     let fresh_dev = entries
         .iter()
         .any(|e| e.path == Path::new("/dev") && e.kind.fresh());
@@ -246,6 +242,37 @@ pub fn plan(
         dev_nosuid_at_end: fresh_dev && has_mount_setattr(),
         bases: grant.link_bases(),
     };
+    stage(&mut b, base)?;
+    scratch(&mut b, grant.limits.tmp)?;
+    let mut created: Vec<PathBuf> = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        if place(&mut b, &entries[..i], e, &mut created)? {
+            mount_entry(&mut b, e, &mut plan)?;
+        }
+    }
+    finish(&mut b, &entries)?;
+    plan.steps = b.steps;
+    plan.what = b.what;
+    Ok(plan)
+}
+
+/// The entries with the pins that guard them, parents before children
+/// and, at one path, lower layers first.
+fn sorted_entries(inputs: &Inputs, plan: &mut RootPlan) -> Vec<Entry> {
+    let mut entries = collect(inputs, plan);
+    let pinned = pins(&entries);
+    entries.extend(pinned);
+    entries.sort_by(|a, b| {
+        a.path
+            .cmp(&b.path)
+            .then(a.kind.layer().cmp(&b.kind.layer()))
+    });
+    entries
+}
+
+/// A private mount namespace, the staging tmpfs at `base` with the new
+/// root's tmpfs and the read-only mask file in it, pivoted into.
+fn stage(b: &mut Builder, base: &Path) -> Result<(), SandboxError> {
     let base_c = cstr(base)?;
     b.mount(
         None,
@@ -329,78 +356,99 @@ pub fn plan(
         Step::Chdir { path: lit("/") },
         "entering the new root".into(),
     );
-    scratch(&mut b, grant.limits.tmp)?;
+    Ok(())
+}
 
-    let mut created: Vec<PathBuf> = Vec::new();
-    for (i, e) in entries.iter().enumerate() {
-        // The nearest earlier entry that contains this one.
-        let container = entries[..i]
-            .iter()
-            .rev()
-            .filter(|c| within(&e.path, &c.path))
-            .find(|c| c.dir || c.path == e.path);
-        let needs_create = match container {
-            None => true,
-            Some(c) if c.path == e.path => false,
-            Some(c) if c.kind.host_content() => false,
-            Some(c) if c.kind.fresh() => true,
-            Some(_) => continue, // beneath /proc or a mask: nothing to add
-        };
-        let is_guard = matches!(e.kind, Kind::Protect | Kind::MaskDir | Kind::MaskFile);
-        if needs_create && is_guard {
-            continue; // beneath a fresh filesystem the host path is not there
-        }
-        if needs_create {
-            let start = container.map_or(PathBuf::from("/"), |c| c.path.clone());
-            let mut parts: Vec<&Path> = e.path.ancestors().skip(1).collect();
-            parts.reverse();
-            for d in parts {
-                if within(d, &start) && d != start && !created.iter().any(|c| c == d) {
-                    b.push(
-                        Step::Mkdir {
-                            path: cstr(under(NEW, d))?,
-                            mode: 0o755,
-                        },
-                        format!("creating {}", d.display()),
-                    );
-                    created.push(d.to_path_buf());
-                }
-            }
-            let target = cstr(under(NEW, &e.path))?;
-            match (&e.kind, e.dir) {
-                (Kind::Symlink { target: link }, _) => {
-                    b.push(
-                        Step::Symlink {
-                            target: cstr(link)?,
-                            path: target,
-                        },
-                        format!("creating the symlink {}", e.path.display()),
-                    );
-                    continue;
-                }
-                (_, true) => b.push(
-                    Step::Mkdir {
-                        path: target,
-                        mode: 0o755,
-                    },
-                    format!("creating {}", e.path.display()),
-                ),
-                (_, false) => b.push(
-                    Step::Touch {
-                        path: target,
-                        mode: 0o644,
-                    },
-                    format!("creating {}", e.path.display()),
-                ),
-            }
-            created.push(e.path.clone());
-        } else if matches!(e.kind, Kind::Symlink { .. }) {
-            continue; // host content already has whatever is there
-        }
-        mount_entry(&mut b, e, &mut plan)?;
+/// Make what `e` needs inside the new root (its missing parents, and
+/// itself where no earlier entry provides it); true when it is then
+/// mounted. `earlier` are the entries placed before it.
+fn place(
+    b: &mut Builder,
+    earlier: &[Entry],
+    e: &Entry,
+    created: &mut Vec<PathBuf>,
+) -> Result<bool, SandboxError> {
+    // The nearest earlier entry that contains this one.
+    let container = earlier
+        .iter()
+        .rev()
+        .filter(|c| within(&e.path, &c.path))
+        .find(|c| c.dir || c.path == e.path);
+    let needs_create = match container {
+        None => true,
+        Some(c) if c.path == e.path => false,
+        Some(c) if c.kind.host_content() => false,
+        Some(c) if c.kind.fresh() => true,
+        Some(_) => return Ok(false), // beneath /proc or a mask: nothing to add
+    };
+    let is_guard = matches!(e.kind, Kind::Protect | Kind::MaskDir | Kind::MaskFile);
+    if needs_create && is_guard {
+        return Ok(false); // beneath a fresh filesystem the host path is not there
     }
+    if needs_create {
+        let start = container.map_or(PathBuf::from("/"), |c| c.path.clone());
+        make_parents(b, &e.path, &start, created)?;
+        let target = cstr(under(NEW, &e.path))?;
+        match (&e.kind, e.dir) {
+            (Kind::Symlink { target: link }, _) => {
+                b.push(
+                    Step::Symlink {
+                        target: cstr(link)?,
+                        path: target,
+                    },
+                    format!("creating the symlink {}", e.path.display()),
+                );
+                return Ok(false);
+            }
+            (_, true) => b.push(
+                Step::Mkdir {
+                    path: target,
+                    mode: 0o755,
+                },
+                format!("creating {}", e.path.display()),
+            ),
+            (_, false) => b.push(
+                Step::Touch {
+                    path: target,
+                    mode: 0o644,
+                },
+                format!("creating {}", e.path.display()),
+            ),
+        }
+        created.push(e.path.clone());
+    } else if matches!(e.kind, Kind::Symlink { .. }) {
+        return Ok(false); // host content already has whatever is there
+    }
+    Ok(true)
+}
 
-    // Finish: read-only root and /dev, detach the host, pivot again.
+/// The directories between `start` (what contains `path`) and `path`
+/// not yet made.
+fn make_parents(
+    b: &mut Builder,
+    path: &Path,
+    start: &Path,
+    created: &mut Vec<PathBuf>,
+) -> Result<(), SandboxError> {
+    let mut parts: Vec<&Path> = path.ancestors().skip(1).collect();
+    parts.reverse();
+    for d in parts {
+        if within(d, start) && d != start && !created.iter().any(|c| c == d) {
+            b.push(
+                Step::Mkdir {
+                    path: cstr(under(NEW, d))?,
+                    mode: 0o755,
+                },
+                format!("creating {}", d.display()),
+            );
+            created.push(d.to_path_buf());
+        }
+    }
+    Ok(())
+}
+
+/// Finish: read-only root and /dev, detach the host, pivot again.
+fn finish(b: &mut Builder, entries: &[Entry]) -> Result<(), SandboxError> {
     if let Some(dev) = entries
         .iter()
         .find(|e| e.path == Path::new("/dev") && e.kind.fresh())
@@ -437,9 +485,7 @@ pub fn plan(
         "detaching the staging tmpfs".into(),
     );
     b.push(Step::Chdir { path: lit("/") }, "entering the root".into());
-    plan.steps = b.steps;
-    plan.what = b.what;
-    Ok(plan)
+    Ok(())
 }
 
 /// Bytes of the tmp bound per file the scratch tmpfs may hold. The kernel
@@ -501,7 +547,7 @@ fn scratch(b: &mut Builder, size: u64) -> Result<(), SandboxError> {
 }
 
 /// Paths in `watched` whose device or inode changed (or that vanished).
-pub fn replaced(watched: &[Watched]) -> Vec<PathBuf> {
+pub(crate) fn replaced(watched: &[Watched]) -> Vec<PathBuf> {
     watched
         .iter()
         .filter(|w| dev_ino(&w.path) != Some(w.dev_ino))

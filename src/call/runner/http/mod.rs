@@ -1,6 +1,6 @@
 //! OpenCrabs `executor = "http"` tools: toolcage makes the request itself
 //! (no process runs), through the same decision as a sandboxed call's
-//! proxy ([`crate::sandbox::proxy::connect`]: decide on the host, resolve,
+//! proxy ([`crate::broker::proxy::connect`]: decide on the host, resolve,
 //! refuse private addresses, connect to the checked address).
 //!
 //! Which hosts: under network `domains`, the grant's allow list (already
@@ -19,12 +19,12 @@ pub mod client;
 mod render;
 mod tls;
 
+use crate::broker::proxy::{self, OpenError};
 use crate::call::{CallError, CallResult};
 use crate::discover::{ToolKind, ToolSpec};
 use crate::policy::Grant;
 use crate::policy::hostname::target;
 use crate::policy::{DomainPolicy, DomainRefusal as Refusal, HostRule, Network};
-use crate::sandbox::proxy::{self, OpenError};
 use crate::sandbox::{CancelToken, Captured, Denial, EnforcementReport, Exit, Outcome};
 use client::{Failure, Limited, Response};
 use render::Target;

@@ -7,9 +7,10 @@
 use super::http::{self, BadRequest, HeadRead, Request};
 use super::upstream::{self, OpenError};
 use super::{Role, Shared, dns};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 use toolcage_policy::hostname::target;
 use toolcage_policy::{DomainRefusal, Host, RefusalKind};
@@ -17,9 +18,9 @@ use toolcage_policy::{DomainRefusal, Host, RefusalKind};
 /// Time to send a request head (or a DNS query over TCP).
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// A tunnel or request with no byte either way for this long is closed.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+pub(super) const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
-pub fn serve(shared: &Shared, role: Role, client: TcpStream) {
+pub(super) fn serve(shared: &Shared, role: Role, client: TcpStream) {
     let _ = client.set_read_timeout(Some(HEAD_TIMEOUT));
     match role {
         Role::Http => http_proxy(shared, client),
@@ -139,7 +140,7 @@ fn dns_tcp(shared: &Shared, mut client: TcpStream) {
 }
 
 /// The stub's answer to one query: decide on the name, never resolve it.
-pub fn answer_dns(shared: &Shared, query: &[u8]) -> Option<Vec<u8>> {
+pub(super) fn answer_dns(shared: &Shared, query: &[u8]) -> Option<Vec<u8>> {
     dns::reply(query, |name, qtype| {
         let deny = |target: String, r: &DomainRefusal| shared.deny("dns", "dns", target, r);
         let Some(name) = name else {
@@ -194,33 +195,31 @@ fn relay(shared: &Shared, a: TcpStream, b: TcpStream) {
     let mut dirs = [Pipe::new(), Pipe::new()]; // a -> b, b -> a
     let mut last = Instant::now();
     while !dirs.iter().all(|d| d.done) {
-        let mut fds = [a.as_raw_fd(), b.as_raw_fd()].map(|fd| libc::pollfd {
-            fd,
-            events: 0,
-            revents: 0,
-        });
+        let mut events = [PollFlags::empty(); 2];
         for (i, d) in dirs.iter().enumerate() {
             let (src, dst) = (i, 1 - i);
             if d.done {
                 continue;
             }
             if d.pending() {
-                fds[dst].events |= libc::POLLOUT;
+                events[dst] |= PollFlags::POLLOUT;
             } else if !d.eof {
-                fds[src].events |= libc::POLLIN;
+                events[src] |= PollFlags::POLLIN;
             }
         }
         let left = IDLE_TIMEOUT.saturating_sub(last.elapsed());
         if left.is_zero() {
             break;
         }
-        // SAFETY: poll on two descriptors we own, with a correctly sized array.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, left.as_millis().min(60_000) as i32 + 1) };
-        if n < 0 {
-            if std::io::Error::last_os_error().kind() == ErrorKind::Interrupted {
-                continue;
-            }
-            break;
+        let mut fds = [
+            PollFd::new(a.as_fd(), events[0]),
+            PollFd::new(b.as_fd(), events[1]),
+        ];
+        let wait = PollTimeout::from(left.as_millis().min(60_000) as u16 + 1);
+        match poll(&mut fds, wait) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => break,
+            Ok(_) => {}
         }
         let streams = [&a, &b];
         let mut failed = false;

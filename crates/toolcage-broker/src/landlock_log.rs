@@ -10,7 +10,7 @@
 //! (1424, `status=allocated`) names the process that made it. Only domains
 //! made by the call's own processes count.
 
-use super::denial::{Denial, DenialLog};
+use crate::denial::{Denial, DenialLog};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
@@ -213,7 +213,7 @@ pub(crate) fn denials(
             .or_else(|| field(t, "dport").map(|p| format!("port {p}")))
             .unwrap_or_else(|| blockers.clone());
         let (reason, fix) =
-            match super::inferred::explain_path(grant, std::path::Path::new(&target)) {
+            match crate::inferred::explain_path(grant, std::path::Path::new(&target)) {
                 Some((reason, fix)) => (reason, fix),
                 None => ("not in the grant".to_string(), None),
             };

@@ -13,10 +13,10 @@ use toolcage_policy::{DomainPolicy, DomainRefusal, Host, RefusalKind};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Resolves a name to addresses (the system resolver; tests count calls).
-pub type Resolver = fn(&str, u16) -> std::io::Result<Vec<IpAddr>>;
+pub(super) type Resolver = fn(&str, u16) -> std::io::Result<Vec<IpAddr>>;
 
 /// getaddrinfo, in toolcage's own network namespace.
-pub fn system_resolver(name: &str, port: u16) -> std::io::Result<Vec<IpAddr>> {
+pub(super) fn system_resolver(name: &str, port: u16) -> std::io::Result<Vec<IpAddr>> {
     Ok((name, port).to_socket_addrs()?.map(|a| a.ip()).collect())
 }
 
@@ -30,7 +30,7 @@ pub enum OpenError {
 }
 
 /// A name's synthetic address stands for the name.
-pub fn unsynthesize(shared: &Shared, host: Host) -> Host {
+pub(super) fn unsynthesize(shared: &Shared, host: Host) -> Host {
     if let Host::Ip(IpAddr::V4(a)) = host
         && let Some(name) = shared.synth.lock().unwrap().name(a)
     {
@@ -41,7 +41,7 @@ pub fn unsynthesize(shared: &Shared, host: Host) -> Host {
 
 /// Decide, resolve, check, connect. `op` names the entry path for the
 /// denial record.
-pub fn open(
+pub(super) fn open(
     shared: &Shared,
     host: Host,
     port: u16,

@@ -46,15 +46,15 @@ impl Denial {
 /// The denials of one call, bounded: at most [`MAX_KINDS`] different ones
 /// are kept; the rest are only counted.
 #[derive(Debug, Default)]
-pub struct DenialLog {
-    pub kept: Vec<Denial>,
-    pub dropped: u64,
+pub(crate) struct DenialLog {
+    pub(crate) kept: Vec<Denial>,
+    pub(crate) dropped: u64,
 }
 
-pub const MAX_KINDS: usize = 64;
+pub(crate) const MAX_KINDS: usize = 64;
 
 impl DenialLog {
-    pub fn record(&mut self, d: Denial) {
+    pub(crate) fn record(&mut self, d: Denial) {
         let same = |k: &Denial| {
             k.layer == d.layer && k.op == d.op && k.target == d.target && k.reason == d.reason
         };

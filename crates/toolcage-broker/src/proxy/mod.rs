@@ -1,6 +1,7 @@
 //! Domain mode's network: the call runs in its own network namespace with
-//! only loopback, where its init creates toolcage's listeners (see
-//! [`listen`]); toolcage accepts on them from its own namespace, on threads
+//! only loopback, where its init creates toolcage's listeners (the
+//! [`Plan`] here; the sandbox crate's init makes them and hands them over);
+//! toolcage accepts on them from its own namespace, on threads
 //! that live as long as the call:
 //!
 //! * `127.0.0.1:3128`, the HTTP proxy (`HTTP_PROXY`, `HTTPS_PROXY`,
@@ -17,18 +18,18 @@
 //! bounded; every refusal is recorded as a [`Denial`].
 
 mod conn;
-pub mod dns;
-pub mod http;
-pub mod listen;
+pub(crate) mod dns;
+pub(crate) mod http;
+mod listen;
 mod upstream;
 
+pub use listen::{Kind, Listener, MAX_LISTENERS, Plan};
 pub use upstream::{OpenError, connect};
 
-use super::denial::{Denial, DenialLog};
-use listen::ListenSpec;
+use crate::denial::{Denial, DenialLog};
 use std::collections::HashMap;
-use std::net::{Ipv4Addr, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -37,55 +38,23 @@ use toolcage_policy::{DomainPolicy, DomainRefusal, RefusalKind};
 /// The HTTP proxy's port on the call's loopback.
 pub const PROXY_PORT: u16 = 3128;
 /// The DNS stub's port (what `/etc/resolv.conf` names inside).
-pub const DNS_PORT: u16 = 53;
+pub(crate) const DNS_PORT: u16 = 53;
 /// Connections open at once per call (through the proxy, captured, DNS
 /// over TCP); more are closed at once and recorded.
-pub const MAX_CONNECTIONS: usize = 256;
+pub(crate) const MAX_CONNECTIONS: usize = 256;
 /// A stack for each connection's thread: relaying needs little.
 const THREAD_STACK: usize = 256 * 1024;
 
 /// What an accepted connection is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
+pub(crate) enum Role {
     Http,
     DnsTcp,
     Capture,
 }
 
-/// The listeners a call's init creates, in the order it sends them.
-pub struct Plan {
-    pub specs: Vec<ListenSpec>,
-    roles: Vec<Option<Role>>, // None: the UDP DNS socket
-}
-
-impl Plan {
-    pub fn new(policy: &DomainPolicy) -> Plan {
-        let lo = Ipv4Addr::LOCALHOST;
-        let mut specs = vec![
-            ListenSpec::new(lo, PROXY_PORT, libc::SOCK_STREAM),
-            ListenSpec::new(lo, DNS_PORT, libc::SOCK_DGRAM),
-            ListenSpec::new(lo, DNS_PORT, libc::SOCK_STREAM),
-        ];
-        let mut roles = vec![Some(Role::Http), None, Some(Role::DnsTcp)];
-        let ports = policy
-            .capture_ports()
-            .into_iter()
-            .filter(|p| *p != PROXY_PORT && *p != DNS_PORT)
-            .take(listen::MAX_LISTENERS - specs.len());
-        for port in ports {
-            specs.push(ListenSpec::new(
-                Ipv4Addr::UNSPECIFIED,
-                port,
-                libc::SOCK_STREAM,
-            ));
-            roles.push(Some(Role::Capture));
-        }
-        Plan { specs, roles }
-    }
-}
-
 /// What the threads share.
-pub struct Shared {
+pub(crate) struct Shared {
     policy: DomainPolicy,
     synth: Mutex<dns::Synthetic>,
     denials: Mutex<DenialLog>,
@@ -165,7 +134,8 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Serve `fds` (from [`listen::receive`], in `plan`'s order) under `policy`.
+    /// Serve `fds` (the listeners the init made, in `plan`'s order) under
+    /// `policy`.
     pub fn start(policy: DomainPolicy, plan: &Plan, fds: Vec<OwnedFd>) -> std::io::Result<Proxy> {
         Self::start_with(policy, plan, fds, upstream::system_resolver)
     }
@@ -252,27 +222,23 @@ fn accept_loop(
     tcp: &[(Role, TcpListener)],
     udp: Option<&UdpSocket>,
 ) {
-    let mut fds: Vec<libc::pollfd> = std::iter::once(stop.as_raw_fd())
-        .chain(udp.map(|u| u.as_raw_fd()))
-        .chain(tcp.iter().map(|(_, l)| l.as_raw_fd()))
-        .map(|fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let mut fds: Vec<PollFd> = std::iter::once(stop.as_fd())
+        .chain(udp.map(|u| u.as_fd()))
+        .chain(tcp.iter().map(|(_, l)| l.as_fd()))
+        .map(|fd| PollFd::new(fd, PollFlags::POLLIN))
         .collect();
     let first_tcp = 1 + usize::from(udp.is_some());
+    let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
     let mut buf = [0u8; 4096];
     loop {
-        // SAFETY: poll on descriptors we own, with a correctly sized array.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
-        if n < 0 {
+        if poll(&mut fds, PollTimeout::NONE).is_err() {
             continue; // EINTR
         }
-        if fds[0].revents != 0 || shared.stopping() {
+        if ready(&fds[0]) || shared.stopping() {
             return;
         }
-        if let Some(u) = udp.filter(|_| fds[1].revents != 0) {
+        if let Some(u) = udp.filter(|_| ready(&fds[1])) {
             while let Ok((n, from)) = u.recv_from(&mut buf) {
                 if let Some(reply) = conn::answer_dns(shared, &buf[..n]) {
                     let _ = u.send_to(&reply, from);
@@ -280,7 +246,7 @@ fn accept_loop(
             }
         }
         for (i, (role, listener)) in tcp.iter().enumerate() {
-            if fds[first_tcp + i].revents == 0 {
+            if !ready(&fds[first_tcp + i]) {
                 continue;
             }
             while let Ok((stream, _)) = listener.accept() {
@@ -311,58 +277,6 @@ fn spawn_connection(shared: &Arc<Shared>, role: Role, stream: TcpStream) {
         });
     if spawned.is_err() {
         shared.connections.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// A call's proxy from before `clone` until it serves: the listener plan
-/// and the channel the init sends them on.
-pub struct Setup {
-    policy: DomainPolicy,
-    plan: Plan,
-    ours: OwnedFd,
-    /// The init's end; toolcage closes its copy once the init is cloned.
-    theirs: Option<OwnedFd>,
-}
-
-impl Setup {
-    pub fn new(policy: &DomainPolicy) -> Result<Setup, super::SandboxError> {
-        let (ours, theirs) = listen::channel()
-            .map_err(|e| super::SandboxError::Prepare(format!("socketpair: {e}")))?;
-        Ok(Setup {
-            policy: policy.clone(),
-            plan: Plan::new(policy),
-            ours,
-            theirs: Some(theirs),
-        })
-    }
-
-    /// The descriptor the init must keep.
-    pub fn child_fd(&self) -> Option<std::os::fd::RawFd> {
-        self.theirs.as_ref().map(|t| t.as_raw_fd())
-    }
-
-    /// What the init does (see [`listen::open_and_send`]).
-    pub fn listen_plan(&self) -> Option<listen::ListenPlan> {
-        Some(listen::ListenPlan {
-            specs: self.plan.specs.clone(),
-            channel: self.child_fd()?,
-        })
-    }
-
-    /// After `clone`: close our copy of the init's end, receive the
-    /// listeners and serve them. `None` when the init failed before sending
-    /// them (its report says why).
-    pub fn start(mut self) -> Result<Option<Proxy>, super::SandboxError> {
-        drop(self.theirs.take());
-        let setup =
-            |stage: &'static str| move |source| super::SandboxError::Setup { stage, source };
-        let fds = listen::receive(&self.ours).map_err(setup("receiving the proxy's listeners"))?;
-        if fds.len() != self.plan.specs.len() {
-            return Ok(None);
-        }
-        let proxy =
-            Proxy::start(self.policy, &self.plan, fds).map_err(setup("starting the proxy"))?;
-        Ok(Some(proxy))
     }
 }
 

@@ -11,11 +11,11 @@ use toolcage_policy::Host;
 use toolcage_policy::hostname::{parse_authority, shown};
 
 /// The most a request head may take, request line and headers together.
-pub const MAX_HEAD: usize = 32 * 1024;
+pub(crate) const MAX_HEAD: usize = 32 * 1024;
 
 /// A request the proxy serves.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Request {
+pub(crate) enum Request {
     /// A tunnel: after `200`, bytes flow both ways unseen.
     Connect { host: Host, port: u16 },
     /// Plain HTTP: `head` is the request rewritten for the server
@@ -29,7 +29,7 @@ pub enum Request {
 
 /// Why a request is refused before any decision: the status and a reason.
 #[derive(Debug, PartialEq, Eq)]
-pub struct BadRequest {
+pub(crate) struct BadRequest {
     pub status: u16,
     pub reason: String,
 }
@@ -42,13 +42,13 @@ fn bad(reason: impl Into<String>) -> BadRequest {
 }
 
 /// Where the head ends (just past the blank line), if it has.
-pub fn end_of_head(buf: &[u8]) -> Option<usize> {
+pub(crate) fn end_of_head(buf: &[u8]) -> Option<usize> {
     buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
 }
 
 /// How reading a request head ended.
 #[derive(Debug, PartialEq, Eq)]
-pub enum HeadRead {
+pub(crate) enum HeadRead {
     /// `buf[..end]` is the head: at most the cap, ending in the first blank
     /// line. What follows in `buf` came with it (the start of a body).
     Complete { buf: Vec<u8>, end: usize },
@@ -60,7 +60,7 @@ pub enum HeadRead {
 
 /// Read a request head from `r`, at most [`MAX_HEAD`] bytes of it.
 /// `more` is asked before each read (the connection's deadline).
-pub fn read_head(r: impl Read, more: impl FnMut() -> bool) -> HeadRead {
+pub(crate) fn read_head(r: impl Read, more: impl FnMut() -> bool) -> HeadRead {
     read_head_capped(r, more, MAX_HEAD)
 }
 
@@ -114,8 +114,10 @@ const HOP_BY_HOP: &[&str] = &[
     "upgrade",
 ];
 
-/// Parse a complete head (ending in the blank line).
-pub fn parse(head: &[u8]) -> Result<Request, BadRequest> {
+/// Parse a complete head (ending in the blank line): the request line,
+/// the headers, at most one Host; then a CONNECT or a plain request to
+/// forward.
+pub(crate) fn parse(head: &[u8]) -> Result<Request, BadRequest> {
     if head.contains(&0) {
         return Err(bad("a NUL byte in the request"));
     }
@@ -124,7 +126,31 @@ pub fn parse(head: &[u8]) -> Result<Request, BadRequest> {
         .strip_suffix("\r\n\r\n")
         .ok_or_else(|| bad("the request head does not end in a blank line"))?;
     let mut lines = body.split("\r\n");
-    let line = lines.next().unwrap_or_default();
+    let (method, target, version) = request_line(lines.next().unwrap_or_default())?;
+    let headers = header_lines(lines)?;
+    let hosts: Vec<&str> = headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("host"))
+        .map(|(_, v)| *v)
+        .collect();
+    if hosts.len() > 1 {
+        return Err(bad("more than one Host header"));
+    }
+    let host_header = hosts.first().copied();
+    if method == "CONNECT" {
+        let (host, port) = parse_authority(target).map_err(bad)?;
+        let port =
+            port.ok_or_else(|| bad(format!("CONNECT {}: a port is required", shown(target))))?;
+        if let Some(h) = host_header {
+            same_authority(h, &host, port, None)?;
+        }
+        return Ok(Request::Connect { host, port });
+    }
+    forward(method, target, version, &headers, host_header)
+}
+
+/// `METHOD TARGET VERSION`, strictly.
+fn request_line(line: &str) -> Result<(&str, &str, &str), BadRequest> {
     let parts: Vec<&str> = line.split(' ').collect();
     let [method, target, version] = parts[..] else {
         return Err(bad(format!("malformed request line {}", shown(line))));
@@ -138,7 +164,14 @@ pub fn parse(head: &[u8]) -> Result<Request, BadRequest> {
     if target.bytes().any(|b| b.is_ascii_control()) {
         return Err(bad("a control character in the request target"));
     }
-    let mut headers: Vec<(&str, &str)> = Vec::new();
+    Ok((method, target, version))
+}
+
+/// `Name: value` lines, none folded, no control character in a value.
+fn header_lines<'h>(
+    lines: impl Iterator<Item = &'h str>,
+) -> Result<Vec<(&'h str, &'h str)>, BadRequest> {
+    let mut headers = Vec::new();
     for l in lines {
         if l.starts_with([' ', '\t']) {
             return Err(bad("folded header lines are not accepted"));
@@ -151,25 +184,18 @@ pub fn parse(head: &[u8]) -> Result<Request, BadRequest> {
         }
         headers.push((name, value.trim_matches([' ', '\t'])));
     }
-    let hosts: Vec<&str> = headers
-        .iter()
-        .filter(|(n, _)| n.eq_ignore_ascii_case("host"))
-        .map(|(_, v)| *v)
-        .collect();
-    if hosts.len() > 1 {
-        return Err(bad("more than one Host header"));
-    }
-    let host_header = hosts.first().copied();
+    Ok(headers)
+}
 
-    if method == "CONNECT" {
-        let (host, port) = parse_authority(target).map_err(bad)?;
-        let port =
-            port.ok_or_else(|| bad(format!("CONNECT {}: a port is required", shown(target))))?;
-        if let Some(h) = host_header {
-            same_authority(h, &host, port, None)?;
-        }
-        return Ok(Request::Connect { host, port });
-    }
+/// A plain-HTTP request in absolute form, rewritten to origin form for
+/// the server it names.
+fn forward(
+    method: &str,
+    target: &str,
+    version: &str,
+    headers: &[(&str, &str)],
+    host_header: Option<&str>,
+) -> Result<Request, BadRequest> {
     let lower = target
         .get(..8)
         .map(str::to_ascii_lowercase)
@@ -203,6 +229,16 @@ pub fn parse(head: &[u8]) -> Result<Request, BadRequest> {
         p if p.starts_with('?') => format!("/{p}"),
         p => p.to_string(),
     };
+    Ok(Request::Forward {
+        host,
+        port,
+        head: forwarded_head(method, &path, version, headers),
+    })
+}
+
+/// The head sent on: the origin-form request line, the client's headers
+/// but the hop-by-hop ones, and `Connection: close`.
+fn forwarded_head(method: &str, path: &str, version: &str, headers: &[(&str, &str)]) -> Vec<u8> {
     // Headers the client's Connection header names are hop-by-hop too,
     // except Host: it was checked against the decided authority above, and
     // `Connection: host` must not send the request on without it (found by
@@ -215,7 +251,7 @@ pub fn parse(head: &[u8]) -> Result<Request, BadRequest> {
         .filter(|s| s != "host")
         .collect();
     let mut out = format!("{method} {path} {version}\r\n");
-    for (n, v) in &headers {
+    for (n, v) in headers {
         let lower = n.to_ascii_lowercase();
         if HOP_BY_HOP.contains(&lower.as_str()) || named.contains(&lower) {
             continue;
@@ -223,11 +259,7 @@ pub fn parse(head: &[u8]) -> Result<Request, BadRequest> {
         out.push_str(&format!("{n}: {v}\r\n"));
     }
     out.push_str("Connection: close\r\n\r\n");
-    Ok(Request::Forward {
-        host,
-        port,
-        head: out.into_bytes(),
-    })
+    out.into_bytes()
 }
 
 /// The `Host` header must name `host` and `port` (`default` when omitted).
@@ -248,7 +280,7 @@ fn same_authority(
 }
 
 /// A complete response from the proxy itself, closing the connection.
-pub fn response(status: u16, proxy_error: Option<&str>, body: &str) -> Vec<u8> {
+pub(crate) fn response(status: u16, proxy_error: Option<&str>, body: &str) -> Vec<u8> {
     let reason = match status {
         200 => "Connection established",
         400 => "Bad Request",

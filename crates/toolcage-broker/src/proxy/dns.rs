@@ -13,7 +13,7 @@ use std::net::Ipv4Addr;
 
 /// The answer for one question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Answer {
+pub(crate) enum Answer {
     A(Ipv4Addr),
     /// The name exists; no record of this type.
     NoData,
@@ -34,7 +34,7 @@ const CLASS_IN: u16 = 1;
 /// `None` when a label is not a printable name (NUL, a dot inside a
 /// label, non-ASCII), and the query type.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Question {
+pub(crate) struct Question {
     pub name: Option<String>,
     pub qtype: u16,
     qclass: u16,
@@ -100,7 +100,10 @@ fn header(q: &[u8], rcode: u16, qd: u16, an: u16) -> Vec<u8> {
 
 /// The reply to `query`, asking `lookup` about the question's name (and
 /// type); `None` for a packet that is not a query (no reply at all).
-pub fn reply(query: &[u8], lookup: impl FnOnce(Option<&str>, u16) -> Answer) -> Option<Vec<u8>> {
+pub(crate) fn reply(
+    query: &[u8],
+    lookup: impl FnOnce(Option<&str>, u16) -> Answer,
+) -> Option<Vec<u8>> {
     if query.len() < 12 {
         return None;
     }
@@ -141,7 +144,7 @@ pub fn reply(query: &[u8], lookup: impl FnOnce(Option<&str>, u16) -> Answer) -> 
 }
 
 /// Is `qtype` an A query.
-pub fn is_a(qtype: u16) -> bool {
+pub(crate) fn is_a(qtype: u16) -> bool {
     qtype == TYPE_A
 }
 
@@ -149,7 +152,7 @@ pub fn is_a(qtype: u16) -> bool {
 /// stable for the call. Inside the call these are loopback addresses
 /// where only toolcage's capture listeners answer.
 #[derive(Debug, Default)]
-pub struct Synthetic {
+pub(crate) struct Synthetic {
     by_name: HashMap<String, Ipv4Addr>,
     by_addr: HashMap<Ipv4Addr, String>,
 }
@@ -162,7 +165,7 @@ const LAST: u32 = FIRST + 4095;
 impl Synthetic {
     /// The address of `name` (normalised), allocated on first use; `None`
     /// when the range is used up.
-    pub fn address(&mut self, name: &str) -> Option<Ipv4Addr> {
+    pub(crate) fn address(&mut self, name: &str) -> Option<Ipv4Addr> {
         if let Some(a) = self.by_name.get(name) {
             return Some(*a);
         }
@@ -177,7 +180,7 @@ impl Synthetic {
     }
 
     /// The name a synthetic address stands for.
-    pub fn name(&self, addr: Ipv4Addr) -> Option<&str> {
+    pub(crate) fn name(&self, addr: Ipv4Addr) -> Option<&str> {
         self.by_addr.get(&addr).map(String::as_str)
     }
 }

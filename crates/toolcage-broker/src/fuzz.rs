@@ -234,7 +234,7 @@ fn normalised(p: &str) -> bool {
             .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
 }
 
-/// Denial inference over a tool's output (`inferred.rs`): under each
+/// Denial inference over a tool's output (`inferred/`): under each
 /// network mode, namespaced and namespace-free, bounded, every denial marked inferred, a file denial
 /// names a normal absolute path and never one the grant lets the call
 /// write, and a network denial comes only from the mode it explains.

@@ -1,49 +1,102 @@
-//! The proxy's listening sockets: created by the call's init inside the
-//! call's network namespace (so nothing listens on the host) and handed to
-//! toolcage with `SCM_RIGHTS` over a socketpair made before `clone`.
-//!
-//! Why not have toolcage create them itself after `setns` into the call's
-//! namespace: `setns` changes one thread of a multi-threaded process and
-//! needs the namespace's file and rights over its user namespace; the init
-//! is already there, holds every right in it, and sending descriptors is
-//! one `sendmsg`. The init makes raw syscalls only (no allocation): the
-//! addresses are prepared here, before `clone`.
+//! The domain proxy's mechanism half: the listeners the call's init
+//! creates inside the call's network namespace (so nothing listens on the
+//! host) and hands to toolcage with `SCM_RIGHTS` over a socketpair made
+//! before `clone`. The proxy that serves them, and the plan of which
+//! sockets to make, are the broker crate's (`toolcage_broker::proxy`); the
+//! init makes raw syscalls only (no allocation), so the addresses are
+//! prepared here, before `clone`.
 
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+pub(crate) use toolcage_broker::proxy::{PROXY_PORT, Proxy, resolv_conf};
 
-/// At most this many listeners (proxy, DNS over UDP and TCP, and the
-/// capture ports): one `SCM_RIGHTS` message carries them all.
-pub const MAX_LISTENERS: usize = 40;
+use super::SandboxError;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use toolcage_broker::proxy::{Kind, Listener, MAX_LISTENERS, Plan};
+use toolcage_policy::DomainPolicy;
 
-/// One socket the init creates, binds (and for TCP, listens on).
+/// One socket the init creates, binds (and for TCP, listens on), as the
+/// init's syscalls take it.
 #[derive(Clone, Copy)]
-pub struct ListenSpec {
-    pub addr: libc::sockaddr_in,
+pub(crate) struct ListenSpec {
+    addr: libc::sockaddr_in,
     /// `SOCK_STREAM` or `SOCK_DGRAM`.
-    pub kind: libc::c_int,
+    kind: libc::c_int,
 }
 
-impl ListenSpec {
-    pub fn new(ip: std::net::Ipv4Addr, port: u16, kind: libc::c_int) -> ListenSpec {
+impl From<&Listener> for ListenSpec {
+    fn from(l: &Listener) -> ListenSpec {
         ListenSpec {
             addr: libc::sockaddr_in {
                 sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: port.to_be(),
+                sin_port: l.addr.port().to_be(),
                 sin_addr: libc::in_addr {
-                    s_addr: u32::from(ip).to_be(),
+                    s_addr: u32::from(*l.addr.ip()).to_be(),
                 },
                 sin_zero: [0; 8],
             },
-            kind,
+            kind: match l.kind {
+                Kind::Stream => libc::SOCK_STREAM,
+                Kind::Datagram => libc::SOCK_DGRAM,
+            },
         }
     }
 }
 
 /// What the init does: create `specs`, send them on `channel`.
-pub struct ListenPlan {
-    pub specs: Vec<ListenSpec>,
+pub(crate) struct ListenPlan {
+    specs: Vec<ListenSpec>,
     /// The init's end of the socketpair (`SOCK_SEQPACKET`).
-    pub channel: RawFd,
+    channel: RawFd,
+}
+
+/// A call's proxy from before `clone` until it serves: the listener plan
+/// and the channel the init sends them on.
+pub(crate) struct Setup {
+    policy: DomainPolicy,
+    plan: Plan,
+    ours: OwnedFd,
+    /// The init's end; toolcage closes its copy once the init is cloned.
+    theirs: Option<OwnedFd>,
+}
+
+impl Setup {
+    pub(crate) fn new(policy: &DomainPolicy) -> Result<Setup, SandboxError> {
+        let (ours, theirs) =
+            channel().map_err(|e| SandboxError::Prepare(format!("socketpair: {e}")))?;
+        Ok(Setup {
+            policy: policy.clone(),
+            plan: Plan::new(policy),
+            ours,
+            theirs: Some(theirs),
+        })
+    }
+
+    /// The descriptor the init must keep.
+    pub(crate) fn child_fd(&self) -> Option<RawFd> {
+        self.theirs.as_ref().map(|t| t.as_raw_fd())
+    }
+
+    /// What the init does (see [`open_and_send`]).
+    pub(crate) fn listen_plan(&self) -> Option<ListenPlan> {
+        Some(ListenPlan {
+            specs: self.plan.listeners.iter().map(ListenSpec::from).collect(),
+            channel: self.child_fd()?,
+        })
+    }
+
+    /// After `clone`: close our copy of the init's end, receive the
+    /// listeners and serve them. `None` when the init failed before sending
+    /// them (its report says why).
+    pub(crate) fn start(mut self) -> Result<Option<Proxy>, SandboxError> {
+        drop(self.theirs.take());
+        let setup = |stage: &'static str| move |source| SandboxError::Setup { stage, source };
+        let fds = receive(&self.ours).map_err(setup("receiving the proxy's listeners"))?;
+        if fds.len() != self.plan.listeners.len() {
+            return Ok(None);
+        }
+        let proxy =
+            Proxy::start(self.policy, &self.plan, fds).map_err(setup("starting the proxy"))?;
+        Ok(Some(proxy))
+    }
 }
 
 #[repr(C, align(8))]
@@ -55,7 +108,7 @@ struct ControlBuf([u8; 512]);
 /// # Safety
 /// Async-signal-safe: no allocation, only syscalls on stack memory and on
 /// `plan`, which the caller keeps alive.
-pub unsafe fn open_and_send(plan: &ListenPlan) -> bool {
+pub(crate) unsafe fn open_and_send(plan: &ListenPlan) -> bool {
     let mut fds: [RawFd; MAX_LISTENERS] = [-1; MAX_LISTENERS];
     let n = plan.specs.len().min(MAX_LISTENERS);
     let mut ok = true;
@@ -127,8 +180,7 @@ pub unsafe fn open_and_send(plan: &ListenPlan) -> bool {
 
 /// In toolcage: receive the listeners (close-on-exec). Empty when the
 /// init failed before sending them (its report says why).
-pub fn receive(channel: &OwnedFd) -> std::io::Result<Vec<OwnedFd>> {
-    use std::os::fd::AsRawFd;
+fn receive(channel: &OwnedFd) -> std::io::Result<Vec<OwnedFd>> {
     let mut byte = [0u8; 1];
     let mut iov = libc::iovec {
         iov_base: byte.as_mut_ptr().cast(),
@@ -172,20 +224,13 @@ pub fn receive(channel: &OwnedFd) -> std::io::Result<Vec<OwnedFd>> {
 }
 
 /// The socketpair the listeners travel on: (toolcage's end, the init's end).
-pub fn channel() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [-1; 2];
-    // SAFETY: socketpair writes two descriptors into our array; each is
-    // then owned exactly once.
-    unsafe {
-        if libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        ) != 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok((OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])))
-    }
+fn channel() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+    socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(std::io::Error::from)
 }
