@@ -1,7 +1,7 @@
 //! MCP annotations from the grant and the tool's declaration together, as
 //! `toolcage schema` (and so `tools/list`) serves them.
 
-mod common;
+use crate::common;
 
 use common::Project;
 use serde_json::{Value, json};

@@ -4,7 +4,7 @@
 //!
 //! These need real discovery (branch `discover`).
 
-mod common;
+use crate::common;
 
 use common::{Project, toolcage};
 use serde_json::Value;

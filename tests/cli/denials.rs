@@ -3,7 +3,7 @@
 //! result text, and on stderr with `--explain`. Each class with its
 //! control: the same tool with the grant succeeds and reports no denial.
 
-mod common;
+use crate::common;
 
 use common::{Project, toolcage};
 use serde_json::Value;

@@ -3,8 +3,8 @@
 //! profile refuses namespaces (exit 1, the cause named), as root and as an
 //! unprivileged user.
 
-mod common;
-mod escape_support;
+use crate::common;
+use crate::escape_support;
 
 use common::Project;
 use escape_support::without_namespaces;

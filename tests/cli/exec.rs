@@ -2,7 +2,7 @@
 //! docs/cli.md#exit-statuses, the policy layers, and the CI use case ("no network, write
 //! only here"), each with its positive control.
 
-mod common;
+use crate::common;
 
 use common::Project;
 use std::process::{Command, Output};

@@ -3,7 +3,7 @@
 //! terminal), no terminal, `--yes`, rate limits across processes, and the
 //! audit log with a torn last line.
 
-mod common;
+use crate::common;
 
 use common::Project;
 use serde_json::Value;

@@ -4,7 +4,7 @@
 //! host's loopback, where the test runs an HTTP server (allowed) and a
 //! canary (which must never see a request).
 
-mod common;
+use crate::common;
 
 use common::Project;
 use std::io::{Read, Write};

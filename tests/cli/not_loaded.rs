@@ -3,7 +3,7 @@
 //! as `check` says it, and exit 2. Controls: a tool of the same project
 //! that loaded works, and a name nothing defines is just unknown.
 
-mod common;
+use crate::common;
 use common::{Project, toolcage};
 
 fn project() -> Project {

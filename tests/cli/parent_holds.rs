@@ -5,7 +5,7 @@
 //! rate-limit state, and `check` / `--yes` do not set traps.
 //! (Approval on a real terminal is in `cli_gate.rs`.)
 
-mod common;
+use crate::common;
 
 use common::{Project, toolcage};
 use serde_json::{Value, json};

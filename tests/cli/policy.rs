@@ -2,7 +2,7 @@
 //! file inside a write root is protected, toolcage's state and the `/etc`
 //! secrets are denied.
 
-mod common;
+use crate::common;
 
 use common::Project;
 use std::path::Path;

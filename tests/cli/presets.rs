@@ -4,7 +4,7 @@
 //! it skips when the toolchain is not installed; the fake-home tests always
 //! run.
 
-mod common;
+use crate::common;
 
 use common::{Project, toolcage_env as toolcage};
 use serde_json::Value;

@@ -3,7 +3,7 @@
 //! directory or a `.git`. `exec` still runs its command where it was typed.
 //! Each with its control: `-C .` from the same place sees no project.
 
-mod common;
+use crate::common;
 
 use common::Project;
 use std::path::Path;

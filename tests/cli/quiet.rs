@@ -2,7 +2,7 @@
 //! errors, the tool's own output and what was asked for (`--explain`)
 //! stay. Each case with its control: the same command without `--quiet`.
 
-mod common;
+use crate::common;
 
 use common::{Project, toolcage};
 use std::os::unix::fs::PermissionsExt;

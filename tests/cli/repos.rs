@@ -2,7 +2,7 @@
 //! holds A3S tool files, and an explicit `TMPDIR` or `HOME` either wins or is
 //! refused with the reason, each with its control.
 
-mod common;
+use crate::common;
 
 use common::{Project, toolcage_env as toolcage};
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! `policy` previews exactly what `exec` gets with the same flags, and
 //! `call` takes them too. Each with its control (without the flag).
 
-mod common;
+use crate::common;
 
 use common::{Project, toolcage};
 use std::process::{Command, Output};

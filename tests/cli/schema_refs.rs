@@ -4,7 +4,7 @@
 //! the URL's listener sees no connection. Control: a local
 //! `#/definitions/...` reference loads and validates.
 
-mod common;
+use crate::common;
 
 use common::{Project, toolcage};
 use std::net::TcpListener;

@@ -3,7 +3,7 @@
 //! by construction (no eval, no module loader, frozen ctx, limits) next to
 //! a control that works. Also: `serve` outlives a crashed runner.
 
-mod common;
+use crate::common;
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};

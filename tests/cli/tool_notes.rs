@@ -2,7 +2,7 @@
 //! person must approve its calls (and why), and that its interpreter will
 //! not be found. Through the binary, with controls.
 
-mod common;
+use crate::common;
 
 use common::{Project, toolcage};
 use serde_json::Value;

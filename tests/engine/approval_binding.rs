@@ -5,7 +5,7 @@
 //! shows what will run and where it is defined; Ctrl-C at the terminal
 //! prompt leaves an `approval_interrupted` record.
 
-mod common;
+use crate::common;
 
 use common::Project;
 use serde_json::{Value, json};

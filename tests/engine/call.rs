@@ -2,7 +2,7 @@
 //! per-format encoding, validation, result formatting, exit kinds, and the
 //! sandbox around each call.
 
-mod common;
+use crate::common;
 
 use common::Project;
 use serde_json::{Value, json};

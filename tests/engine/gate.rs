@@ -2,8 +2,7 @@
 //! channel, rate limits with a fake clock, the concurrency cap. The audit
 //! records: `gate_audit.rs`.
 
-mod common;
-mod gate_support;
+use crate::gate_support;
 
 use gate_support::{ECHO, Env, Scripted, admit_now, call, yes};
 use serde_json::json;

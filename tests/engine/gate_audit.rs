@@ -1,8 +1,7 @@
 //! The gate's audit record of every call, allowed, denied or failed; where
 //! the log may lie; what a failed write means.
 
-mod common;
-mod gate_support;
+use crate::gate_support;
 
 use gate_support::{ECHO, Env, Scripted, admit_now, call, yes};
 use serde_json::json;

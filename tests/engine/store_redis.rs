@@ -3,9 +3,9 @@
 //! through the binary, against a real `redis-server`; a store that goes
 //! away refuses what needs it and recovery follows its return.
 
-mod common;
-mod gateway_support;
-mod store_support;
+use crate::common;
+use crate::gateway_support;
+use crate::store_support;
 
 use serde_json::{Value, json};
 use std::path::Path;

@@ -4,8 +4,8 @@
 //! while ordinary programs, and `unshare` of what is not a namespace,
 //! still work. Controls: the same commands without it.
 
-mod common;
-mod escape_support;
+use crate::common;
+use crate::escape_support;
 
 use escape_support::*;
 use std::process::Command;

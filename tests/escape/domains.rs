@@ -13,9 +13,9 @@
 //! canary that must never see a byte). Runs as root and as an ordinary
 //! user (`tests/unprivileged.sh`); namespace-free, the mode is refused.
 
-mod common;
-mod domains_support;
-mod escape_support;
+use crate::common;
+use crate::domains_support;
+use crate::escape_support;
 
 use common::namespace_free_run;
 use domains_support::*;

@@ -2,8 +2,8 @@
 //! roots, symlink and hard-link escapes, protected tool/config paths,
 //! denied paths, /proc/sys and raw devices.
 
-mod common;
-mod escape_support;
+use crate::common;
+use crate::escape_support;
 
 use common::*;
 use escape_support::*;

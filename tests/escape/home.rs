@@ -5,8 +5,8 @@
 //! granting one. Each with its control: an ordinary home file, and the
 //! keys' neighbours (`known_hosts`), stay readable.
 
-mod common;
-mod escape_support;
+use crate::common;
+use crate::escape_support;
 
 use common::Project;
 use std::path::{Path, PathBuf};

@@ -3,8 +3,8 @@
 //! and TCP Fast Open. Only loopback and 192.0.2.1 (TEST-NET-1, never
 //! routed) are ever targeted.
 
-mod common;
-mod escape_support;
+use crate::common;
+use crate::escape_support;
 
 use common::*;
 use escape_support::*;

@@ -6,8 +6,8 @@
 //! about protected paths after a call (the quarantine, namespace-free
 //! restoring, who is blamed). Each attack has its positive control.
 
-mod common;
-mod escape_support;
+use crate::common;
+use crate::escape_support;
 
 use common::{Project, namespace_free_run};
 use std::path::{Path, PathBuf};

@@ -3,8 +3,8 @@
 //! TIOCSTI, other processes' /proc, signals, the scrubbed environment,
 //! setuid, capabilities.
 
-mod common;
-mod escape_support;
+use crate::common;
+use crate::escape_support;
 
 use common::*;
 use escape_support::*;

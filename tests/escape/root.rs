@@ -5,8 +5,8 @@
 //! of a protected path, toolcage's own directories, and the everyday work
 //! (temp files, compilers, git) that a sandbox must not break.
 
-mod common;
-mod escape_support;
+use crate::common;
+use crate::escape_support;
 
 use common::*;
 use escape_support::*;

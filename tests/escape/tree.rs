@@ -4,8 +4,8 @@
 //! sandbox survives (so the survivor scan can see it), or the same action
 //! within the limit succeeds.
 
-mod common;
-mod escape_support;
+use crate::common;
+use crate::escape_support;
 
 use common::*;
 use escape_support::*;

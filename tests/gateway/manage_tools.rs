@@ -4,7 +4,7 @@
 //! refused with `toolcage check`'s diagnostic; a commented tools.toml
 //! edited in place; approval; concurrent edits from two sessions.
 
-mod manage_support;
+use crate::manage_support;
 
 use manage_support::{Fixture, enabled, exists};
 use serde_json::{Value, json};

@@ -5,7 +5,7 @@
 //! denial has its control (the same action allowed by a grant that
 //! permits it).
 
-mod gateway_support;
+use crate::gateway_support;
 
 use gateway_support::{Fixture, is_error, processes_with, text};
 use serde_json::json;

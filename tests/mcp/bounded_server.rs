@@ -5,9 +5,8 @@
 //! `--max-connections` do not break existing sessions. Every refusal has
 //! its positive control; nothing asserts a timing threshold.
 
-mod common;
-#[path = "mcp_support/http.rs"]
-mod http;
+use crate::common;
+use crate::mcp_support::http;
 
 use common::Project;
 use serde_json::{Value, json};

@@ -3,8 +3,8 @@
 //! from sandboxed runs, a timeout, cancellation killing the whole process
 //! tree (with its control), and hot reload of a real tool file.
 
-mod common;
-mod mcp_support;
+use crate::common;
+use crate::mcp_support;
 
 use common::Project;
 use mcp_support::wire::{self, text};

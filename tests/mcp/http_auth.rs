@@ -4,9 +4,8 @@
 //! readable), and `--no-auth` is refused off loopback. Through the binary;
 //! every refusal has its positive control.
 
-mod common;
-#[path = "mcp_support/http.rs"]
-mod http;
+use crate::common;
+use crate::mcp_support::http;
 
 use common::Project;
 use serde_json::{Value, json};

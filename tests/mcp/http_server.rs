@@ -2,7 +2,7 @@
 //! broken bodies, and one client's bad input not disturbing another's
 //! session. Fake host; raw HTTP so every header and byte is under control.
 
-mod mcp_support;
+use crate::mcp_support;
 
 use mcp_support::FakeHost;
 use mcp_support::http::{Reply, post, request};

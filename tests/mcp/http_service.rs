@@ -7,10 +7,9 @@
 //! stdio), and `--drain` on SIGTERM. Every refusal has its control; no
 //! timing asserts beyond generous bounds.
 
-mod common;
-#[path = "mcp_support/http.rs"]
-mod http;
-mod store_support;
+use crate::common;
+use crate::mcp_support::http;
+use crate::store_support;
 
 use common::Project;
 use serde_json::{Value, json};

@@ -6,7 +6,7 @@
 //! `toolcage audit`. Controls: an uninterrupted call records its result.
 //! (Ctrl-C at the approval prompt is in `approval_binding.rs`.)
 
-mod common;
+use crate::common;
 
 use common::Project;
 use nix::sys::signal::{Signal, kill};

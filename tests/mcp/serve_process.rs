@@ -4,9 +4,8 @@
 //! `--no-watch` serves the tools found at start; every result, a refused
 //! call's too, carries the enforcement report and the denials.
 
-mod common;
-#[path = "stdio_client/mod.rs"]
-mod stdio_client;
+use crate::common;
+use crate::stdio_client;
 
 use common::Project;
 use serde_json::Value;

@@ -3,7 +3,7 @@
 //! and errors, ping, logging, progress, cancellation, concurrency, bad
 //! input, hot reload and EOF.
 
-mod mcp_support;
+use crate::mcp_support;
 
 use mcp_support::FakeHost;
 use mcp_support::wire::{self, text};
