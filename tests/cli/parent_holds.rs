@@ -3,7 +3,7 @@
 //! terminal, discovery does not follow links out of the tool directories,
 //! audit records stay small, every CLI call and every server share one
 //! rate-limit state, and `check` / `--yes` do not set traps.
-//! (Approval on a real terminal is in `cli_gate.rs`.)
+//! (Approval on a real terminal is in `gate.rs`.)
 
 use crate::common;
 
@@ -258,7 +258,7 @@ fn list_and_check_show_project_text_escaped() {
 
 #[test]
 fn tool_output_into_a_pipe_stays_byte_exact() {
-    // Output on a terminal is escaped (cli_gate.rs); into a pipe or a file
+    // Output on a terminal is escaped (gate.rs); into a pipe or a file
     // it is exactly what the agent would see.
     let p = Project::new("ph-output-pipe");
     exe(

@@ -362,7 +362,7 @@ fn an_http_tool_without_network_is_refused_and_a_script_is_prepared() {
         other => panic!("{other:?}"),
     }
     // A script tool is no longer refused: it runs in the script runner
-    // (tests/cli_script.rs runs it).
+    // (tests/cli/script.rs runs it).
     let call = e.prepare("s", json!({})).unwrap();
     assert!(call.runs.starts_with("script "), "{}", call.runs);
 }

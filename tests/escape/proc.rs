@@ -658,7 +658,7 @@ fn limits_of_other_processes_cannot_be_changed() {
     // parent, set to the limits it already has). Control: a tool lowers its
     // own limits, by prlimit on its command and by `ulimit`.
     let p = Project::new("proc-prlimit");
-    let sib = Sibling::start(11);
+    let sib = Sibling::start(21);
     let before = sib.state();
     let script = format!(
         "{VERDICT}\n\
@@ -690,7 +690,7 @@ fn priorities_of_other_processes_cannot_be_changed() {
     // process of the user) are refused; the same programs on the tool's
     // own command work (nice, taskset -c, ionice -c run a command).
     let p = Project::new("proc-prio");
-    let sib = Sibling::start(12);
+    let sib = Sibling::start(22);
     let before = sib.state();
     let script = format!(
         "{VERDICT}\n\
@@ -731,7 +731,7 @@ fn raw_syscalls_on_other_processes_are_refused() {
     // pid or child where 0 does not mean self) succeeds.
     let p = Project::new("proc-rawpid");
     let g = default_grant(&p.dir);
-    let sib = Sibling::start(13);
+    let sib = Sibling::start(23);
     let before = sib.state();
     let calls: &[(&str, &str)] = &[
         (

@@ -160,6 +160,8 @@ pub fn survivors(marker: &str) -> Vec<i32> {
 }
 
 /// A unique-looking `sleep` duration so survivors can be found by argument.
+/// The escape tests share one process, so each `n` is used by one test only
+/// (`proc.rs`: 1, 2, 21-23; `tree.rs`: 11-13).
 pub fn marker(n: u32) -> String {
     format!("{}.{:03}", 300 + n, std::process::id() % 1000)
 }

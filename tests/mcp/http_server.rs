@@ -15,7 +15,7 @@ use toolcage::mcp::{McpServer, ServeConfig};
 const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
 const JSON: (&str, &str) = ("Content-Type", "application/json");
 /// Every server here requires this bearer token (the auth tests themselves
-/// run the binary: tests/mcp_http_auth.rs).
+/// run the binary: tests/mcp/http_auth.rs).
 const TOKEN: &str = "mcp-http-test-token";
 const AUTH: (&str, &str) = ("Authorization", "Bearer mcp-http-test-token");
 

@@ -4,7 +4,7 @@
 //! process tree, record the call as cancelled (`stopped_by`) and exit with
 //! 128 + the signal; SIGKILL leaves the `started` record, shown as such by
 //! `toolcage audit`. Controls: an uninterrupted call records its result.
-//! (Ctrl-C at the approval prompt is in `approval_binding.rs`.)
+//! (Ctrl-C at the approval prompt is in `tests/engine/approval_binding.rs`.)
 
 use crate::common;
 
