@@ -5,23 +5,12 @@
 //! These need real discovery (branch `discover`).
 
 use crate::common;
+use crate::common::{status, stderr, stdout};
 
 use common::{Project, toolcage};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Output;
-
-fn status(o: &Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn json(o: &Output) -> Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o:?}"))

@@ -1,5 +1,6 @@
 //! `toolcage completions SHELL` and `toolcage man [COMMAND]`, generated
 //! from the CLI definition itself.
+use crate::common::stdout as out;
 
 use std::process::{Command, Output};
 
@@ -10,10 +11,6 @@ fn toolcage(args: &[&str]) -> Output {
         .current_dir(dir.path())
         .output()
         .unwrap()
-}
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 #[test]

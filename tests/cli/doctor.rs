@@ -4,10 +4,9 @@
 //! unprivileged user.
 
 use crate::common;
-use crate::escape_support;
 
 use common::Project;
-use escape_support::without_namespaces;
+use common::without_namespaces;
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Output};

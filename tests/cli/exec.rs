@@ -3,6 +3,7 @@
 //! only here"), each with its positive control.
 
 use crate::common;
+use crate::common::{status, stderr};
 
 use common::Project;
 use std::process::{Command, Output};
@@ -15,14 +16,6 @@ fn toolcage(project: &Project, args: &[&str]) -> Output {
         .current_dir(&project.dir)
         .output()
         .unwrap()
-}
-
-fn status(o: &Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! audit log with a torn last line.
 
 use crate::common;
+use crate::common::{status as code, stderr as err, stdout as out};
 
 use common::Project;
 use serde_json::Value;
@@ -178,18 +179,6 @@ impl Env {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     }
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[test]

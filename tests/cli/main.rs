@@ -4,8 +4,6 @@
 
 #[path = "../common/mod.rs"]
 mod common;
-#[path = "../escape_support/mod.rs"]
-mod escape_support;
 
 mod annotations;
 mod call;

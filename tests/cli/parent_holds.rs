@@ -6,27 +6,16 @@
 //! (Approval on a real terminal is in `gate.rs`.)
 
 use crate::common;
+use crate::common::{status as code, stderr as err, stdout as out};
 
 use common::{Project, toolcage};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
-
-fn code(o: &Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn exe(p: &Project, rel: &str, body: &str) -> PathBuf {
     let path = p.write(rel, body);

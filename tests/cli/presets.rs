@@ -5,6 +5,7 @@
 //! run.
 
 use crate::common;
+use crate::common::{status, stderr as err, stdout_trimmed as out};
 
 use common::{Project, toolcage_env as toolcage};
 use serde_json::Value;
@@ -28,18 +29,6 @@ fn isolated(p: &Project, env: &[(&str, &str)], args: &[&str]) -> Output {
         .envs(env.iter().copied())
         .output()
         .unwrap()
-}
-
-fn status(o: &Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// The first executable `name` on this process's PATH.

@@ -3,14 +3,10 @@
 //! stay. Each case with its control: the same command without `--quiet`.
 
 use crate::common;
+use crate::common::stderr as err;
 
 use common::{Project, toolcage};
 use std::os::unix::fs::PermissionsExt;
-use std::process::Output;
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 #[test]
 fn notes_and_tips_go_errors_stay() {

@@ -3,22 +3,10 @@
 //! refused with the reason, each with its control.
 
 use crate::common;
+use crate::common::{status, stderr as err, stdout_trimmed as out};
 
 use common::{Project, toolcage_env as toolcage};
 use serde_json::Value;
-use std::process::Output;
-
-fn status(o: &Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 const WRITE_TOOLS: &str = "echo built > tools/out.txt && echo WROTE || echo REFUSED";
 

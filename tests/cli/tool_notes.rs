@@ -3,14 +3,11 @@
 //! not be found. Through the binary, with controls.
 
 use crate::common;
+use crate::common::stdout as out;
 
 use common::{Project, toolcage};
 use serde_json::Value;
 use std::process::Output;
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 fn json(o: &Output) -> Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", out(o)))

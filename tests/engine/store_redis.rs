@@ -4,6 +4,7 @@
 //! away refuses what needs it and recovery follows its return.
 
 use crate::common;
+use crate::common::{status as code, stderr as err};
 use crate::gateway_support;
 use crate::store_support;
 
@@ -91,14 +92,6 @@ impl Project {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     }
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// Ten calls of `limited`, alternating between replicas `a` and `b`: how

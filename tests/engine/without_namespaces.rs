@@ -1,13 +1,13 @@
-//! The namespace-free simulation of `escape_support::without_namespaces`
+//! The namespace-free simulation of `common::without_namespaces`
 //! (and `integration/nons.c`, the same filter): under it, creating any
 //! namespace fails as in a container with the default seccomp profile,
 //! while ordinary programs, and `unshare` of what is not a namespace,
 //! still work. Controls: the same commands without it.
 
 use crate::common;
-use crate::escape_support;
 
-use escape_support::*;
+use crate::escape_support::{PY, is_root};
+use common::without_namespaces;
 use std::process::Command;
 
 /// Exit status and stderr of `argv`, with or without the filter.

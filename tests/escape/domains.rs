@@ -513,7 +513,7 @@ fn exec_allow_domain_from_the_command_line() {
         ),
     ]);
     if namespace_free_run() {
-        escape_support::without_namespaces(&mut cmd);
+        common::without_namespaces(&mut cmd);
     }
     let out = cmd.output().unwrap();
     let (stdout, stderr) = (
@@ -564,7 +564,7 @@ fn a_calls_denials_reach_its_result_and_the_audit_log() {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_toolcage"));
         cmd.arg("-C").arg(&dir.dir).args(args);
         if namespace_free_run() {
-            escape_support::without_namespaces(&mut cmd);
+            common::without_namespaces(&mut cmd);
         }
         cmd.output().unwrap()
     };

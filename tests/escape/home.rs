@@ -6,7 +6,7 @@
 //! keys' neighbours (`known_hosts`), stay readable.
 
 use crate::common;
-use crate::escape_support;
+use crate::common::{stderr as err, stdout_trimmed as out};
 
 use common::Project;
 use std::path::{Path, PathBuf};
@@ -70,17 +70,9 @@ fn run_with_home(home: &Path, project: &Path, state: &Path, args: &[&str]) -> Ou
         .env("XDG_STATE_HOME", state)
         .stdin(Stdio::null());
     if common::namespace_free_run() {
-        escape_support::without_namespaces(&mut cmd);
+        common::without_namespaces(&mut cmd);
     }
     cmd.output().unwrap()
-}
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! restoring, who is blamed). Each attack has its positive control.
 
 use crate::common;
-use crate::escape_support;
+use crate::common::{stderr as err, stdout_trimmed as out};
 
 use common::{Project, namespace_free_run};
 use std::path::{Path, PathBuf};
@@ -22,14 +22,6 @@ fn toolcage(project: &Project, envs: &[(&str, &str)], args: &[&str]) -> Output {
         .envs(envs.iter().copied())
         .output()
         .unwrap()
-}
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[test]
@@ -247,7 +239,7 @@ fn toolcage_cmd(p: &Project, args: &[&str]) -> Command {
         .env("XDG_STATE_HOME", p.state_dir())
         .stdin(Stdio::null());
     if namespace_free_run() {
-        escape_support::without_namespaces(&mut cmd);
+        common::without_namespaces(&mut cmd);
     }
     cmd
 }

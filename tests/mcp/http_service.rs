@@ -363,25 +363,8 @@ fn probes_answer_without_a_token_while_mcp_requires_it() {
 /// Serve under a container runtime's seccomp filter (no namespaces) with
 /// `--profile NAME`.
 fn serve_without_namespaces(p: &Project, profile: &str) -> Server {
-    use std::os::unix::process::CommandExt;
     let (mut c, files) = command(p, &["--profile", profile]);
-    // SAFETY: prctl with a live BPF program built before the fork; the
-    // child is single-threaded between fork and exec.
-    let prog = common::container_filter();
-    unsafe {
-        c.pre_exec(move || {
-            let fprog = libc::sock_fprog {
-                len: prog.len() as u16,
-                filter: prog.as_ptr() as *mut libc::sock_filter,
-            };
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-                || libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &fprog) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    common::without_namespaces(&mut c);
     start(p, c, files, false)
 }
 

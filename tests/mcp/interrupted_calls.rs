@@ -7,6 +7,7 @@
 //! (Ctrl-C at the approval prompt is in `tests/engine/approval_binding.rs`.)
 
 use crate::common;
+use crate::common::stdout as out;
 
 use common::Project;
 use nix::sys::signal::{Signal, kill};
@@ -63,10 +64,6 @@ fn run(p: &Project, args: &[&str]) -> Output {
         .stdin(Stdio::null())
         .output()
         .unwrap()
-}
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// The records `toolcage audit --json` shows (with `--all`: every line).
