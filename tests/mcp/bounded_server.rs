@@ -7,21 +7,20 @@
 
 use crate::common;
 use crate::mcp_support::http;
+use crate::serve_http::{ACCEPT, JSON, address_after, token_file, wait_for};
 
 use common::Project;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const TOKEN: &str = "bounded-server-test-token";
 const AUTH: (&str, &str) = ("Authorization", "Bearer bounded-server-test-token");
-const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
-const JSON: (&str, &str) = ("Content-Type", "application/json");
 
 /// A project with `noop` (prints ok) and `slow` (sleeps SECS, prints slept).
 fn project(tag: &str) -> Project {
@@ -214,15 +213,7 @@ impl Drop for Server {
 }
 
 fn serve_http(p: &Project, extra: &[&str]) -> Server {
-    let token = p.dir.with_extension("token");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&token)
-        .unwrap();
-    f.write_all(TOKEN.as_bytes()).unwrap();
+    let token = token_file(p, TOKEN);
     let log = p.dir.with_extension("serve.log");
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolcage"))
         .arg("-C")
@@ -243,22 +234,13 @@ fn serve_http(p: &Project, extra: &[&str]) -> Server {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    let t = Instant::now();
-    loop {
-        let s = std::fs::read_to_string(&log).unwrap_or_default();
-        if let Some(i) = s.find("http://127.0.0.1:") {
-            let rest = &s[i + "http://".len()..];
-            let addr = rest[..rest.find('/').unwrap()].parse().unwrap();
-            return Server {
-                child,
-                addr,
-                files: [token, log],
-            };
-        }
-        if t.elapsed() > Duration::from_secs(30) || child.try_wait().unwrap().is_some() {
-            panic!("the server did not start: {s}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let addr = wait_for(&mut child, &log, |s| {
+        address_after(s, "MCP over HTTP at http://")
+    });
+    Server {
+        child,
+        addr,
+        files: [token, log],
     }
 }
 
@@ -427,16 +409,7 @@ fn a_low_open_files_limit_lowers_the_connection_limit_and_calls_still_run() {
     // A hard limit of 64 open files (serve raises the soft limit to it):
     // the default 512 connections would hit EMFILE, and the sandbox would
     // find no descriptor left for a call.
-    let token = p.dir.with_extension("token");
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&token)
-        .unwrap()
-        .write_all(TOKEN.as_bytes())
-        .unwrap();
+    let token = token_file(&p, TOKEN);
     let log = p.dir.with_extension("serve.log");
     let script = "ulimit -n 64 && exec \"$0\" -C \"$1\" serve --no-watch --http 127.0.0.1:0 \
                   --token-file \"$2\" --header-timeout 5m";
@@ -457,17 +430,9 @@ fn a_low_open_files_limit_lowers_the_connection_limit_and_calls_still_run() {
         addr: "127.0.0.1:1".parse().unwrap(),
         files: [token, log.clone()],
     };
-    let t = Instant::now();
-    loop {
-        let s = std::fs::read_to_string(&log).unwrap_or_default();
-        if let Some(i) = s.find("http://127.0.0.1:") {
-            let rest = &s[i + "http://".len()..];
-            server.addr = rest[..rest.find('/').unwrap()].parse().unwrap();
-            break;
-        }
-        assert!(t.elapsed() < Duration::from_secs(30), "did not start: {s}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    server.addr = wait_for(&mut server.child, &log, |s| {
+        address_after(s, "MCP over HTTP at http://")
+    });
     let addr = server.addr;
     rt().block_on(async {
         let sid = open_session(addr).await;

@@ -6,6 +6,7 @@
 
 use crate::common;
 use crate::mcp_support::http;
+use crate::serve_http::{ACCEPT, JSON, rt, wait_for};
 
 use common::Project;
 use serde_json::{Value, json};
@@ -13,10 +14,6 @@ use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
-
-const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
-const JSON: (&str, &str) = ("Content-Type", "application/json");
 
 struct Server {
     child: Child,
@@ -61,25 +58,17 @@ fn spawn(p: &Project, extra: &[&str]) -> Server {
         log: String::new(),
         log_path,
     };
-    let t = Instant::now();
-    loop {
-        let s = std::fs::read_to_string(&server.log_path).unwrap_or_default();
+    let (addr, log) = wait_for(&mut server.child, &server.log_path, |s| {
         let addr = s.find("http://").map(|i| {
             let rest = &s[i + "http://".len()..];
             rest[..rest.find('/').unwrap()].parse().unwrap()
         });
-        if let Some(addr) = addr
-            && (s.contains("token file ") || s.contains("--no-auth"))
-        {
-            server.addr = addr;
-            server.log = s;
-            return server;
-        }
-        if t.elapsed() > Duration::from_secs(30) || server.child.try_wait().unwrap().is_some() {
-            panic!("the server did not start: {s}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        addr.filter(|_| s.contains("token file ") || s.contains("--no-auth"))
+            .map(|a: SocketAddr| (a, s.to_string()))
+    });
+    server.addr = addr;
+    server.log = log;
+    server
 }
 
 /// The token file the server named on stderr.
@@ -99,13 +88,6 @@ fn init_body() -> Vec<u8> {
         "clientInfo": {"name": "auth-test", "version": "0"}}}),
     )
     .unwrap()
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 /// initialize with these extra headers.

@@ -3,6 +3,7 @@
 //! session. Fake host; raw HTTP so every header and byte is under control.
 
 use crate::mcp_support;
+use crate::serve_http::{ACCEPT, JSON};
 
 use mcp_support::FakeHost;
 use mcp_support::http::{Reply, post, request};
@@ -12,8 +13,6 @@ use tokio_util::sync::CancellationToken;
 use toolcage::mcp::auth::{Auth, Token};
 use toolcage::mcp::{McpServer, ServeConfig};
 
-const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
-const JSON: (&str, &str) = ("Content-Type", "application/json");
 /// Every server here requires this bearer token (the auth tests themselves
 /// run the binary: tests/mcp/http_auth.rs).
 const TOKEN: &str = "mcp-http-test-token";

@@ -9,21 +9,19 @@
 
 use crate::common;
 use crate::mcp_support::http;
+use crate::serve_http::{ACCEPT, JSON, address_after, rt, token_file, wait_for};
 use crate::store_support;
 
 use common::Project;
 use serde_json::{Value, json};
-use std::io::Write;
 use std::net::SocketAddr;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const TOKEN: &str = "service-test-token";
 const AUTH: (&str, &str) = ("Authorization", "Bearer service-test-token");
-const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
-const JSON: (&str, &str) = ("Content-Type", "application/json");
 const VERSION: (&str, &str) = ("MCP-Protocol-Version", "2025-11-25");
 
 /// A project with `noop` (prints ok) and `slow` (touches `started`, sleeps
@@ -91,15 +89,7 @@ impl Server {
 }
 
 fn command(p: &Project, extra: &[&str]) -> (Command, Vec<std::path::PathBuf>) {
-    let token = p.dir.with_extension("token");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&token)
-        .unwrap();
-    f.write_all(TOKEN.as_bytes()).unwrap();
+    let token = token_file(p, TOKEN);
     let mut c = Command::new(env!("CARGO_BIN_EXE_toolcage"));
     c.arg("-C")
         .arg(&p.dir)
@@ -140,34 +130,14 @@ fn start(p: &Project, mut c: Command, mut files: Vec<std::path::PathBuf>, metric
         log,
         files,
     };
-    let after = |s: &str, marker: &str| -> Option<SocketAddr> {
-        let rest = &s[s.find(marker)? + marker.len()..];
-        rest[..rest.find('/')?].parse().ok()
-    };
-    let t = Instant::now();
-    loop {
-        let s = server.log();
-        let mcp = after(&s, "MCP over HTTP at http://");
-        let m = after(&s, "metrics at http://");
-        if let Some(addr) = mcp
-            && (!metrics || m.is_some())
-        {
-            server.addr = addr;
-            server.metrics = m;
-            return server;
-        }
-        if t.elapsed() > Duration::from_secs(30) || server.child.try_wait().unwrap().is_some() {
-            panic!("the server did not start: {s}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
+    let (addr, m) = wait_for(&mut server.child, &server.log, |s| {
+        let mcp = address_after(s, "MCP over HTTP at http://")?;
+        let m = address_after(s, "metrics at http://");
+        (!metrics || m.is_some()).then_some((mcp, m))
+    });
+    server.addr = addr;
+    server.metrics = m;
+    server
 }
 
 fn init_body() -> Vec<u8> {

@@ -17,5 +17,6 @@ mod http_auth;
 mod http_server;
 mod http_service;
 mod interrupted_calls;
+mod serve_http;
 mod serve_process;
 mod stdio;
