@@ -7,7 +7,7 @@
 
 use crate::common;
 use crate::mcp_support::http;
-use crate::serve_http::{ACCEPT, JSON, address_after, token_file, wait_for};
+use crate::serve_http::{ACCEPT, JSON, address_after, serve_command, token_file, wait_for};
 
 use common::Project;
 use serde_json::{Value, json};
@@ -215,22 +215,7 @@ impl Drop for Server {
 fn serve_http(p: &Project, extra: &[&str]) -> Server {
     let token = token_file(p, TOKEN);
     let log = p.dir.with_extension("serve.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolcage"))
-        .arg("-C")
-        .arg(&p.dir)
-        .args([
-            "serve",
-            "--no-watch",
-            "--http",
-            "127.0.0.1:0",
-            "--token-file",
-        ])
-        .arg(&token)
-        .args(extra)
-        .current_dir(&p.dir)
-        .env("XDG_STATE_HOME", p.state_dir())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
+    let mut child = serve_command(p, &token, extra)
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();

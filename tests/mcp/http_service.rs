@@ -9,7 +9,7 @@
 
 use crate::common;
 use crate::mcp_support::http;
-use crate::serve_http::{ACCEPT, JSON, address_after, rt, token_file, wait_for};
+use crate::serve_http::{ACCEPT, JSON, address_after, rt, serve_command, token_file, wait_for};
 use crate::store_support;
 
 use common::Project;
@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 const TOKEN: &str = "service-test-token";
@@ -90,22 +90,7 @@ impl Server {
 
 fn command(p: &Project, extra: &[&str]) -> (Command, Vec<std::path::PathBuf>) {
     let token = token_file(p, TOKEN);
-    let mut c = Command::new(env!("CARGO_BIN_EXE_toolcage"));
-    c.arg("-C")
-        .arg(&p.dir)
-        .args([
-            "serve",
-            "--no-watch",
-            "--http",
-            "127.0.0.1:0",
-            "--token-file",
-        ])
-        .arg(&token)
-        .args(extra)
-        .current_dir(&p.dir)
-        .env("XDG_STATE_HOME", p.state_dir())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null());
+    let c = serve_command(p, &token, extra);
     (c, vec![token])
 }
 

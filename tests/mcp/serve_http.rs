@@ -7,7 +7,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Child;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
@@ -26,6 +26,28 @@ pub fn token_file(p: &Project, token: &str) -> PathBuf {
         .write_all(token.as_bytes())
         .unwrap();
     path
+}
+
+/// `toolcage serve --no-watch --http 127.0.0.1:0 --token-file TOKEN EXTRA...`
+/// on the project, its state beside it, stdin and stdout closed.
+pub fn serve_command(p: &Project, token: &Path, extra: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_toolcage"));
+    c.arg("-C")
+        .arg(&p.dir)
+        .args([
+            "serve",
+            "--no-watch",
+            "--http",
+            "127.0.0.1:0",
+            "--token-file",
+        ])
+        .arg(token)
+        .args(extra)
+        .current_dir(&p.dir)
+        .env("XDG_STATE_HOME", p.state_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    c
 }
 
 /// The address in `log` right after `marker` (up to the next `/`).
