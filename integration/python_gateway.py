@@ -106,7 +106,7 @@ async def elicitation_stdio(binary, project, policy):
             check("elicitation-tool-offered", "everything__trigger-elicitation-request" in names, f"{sorted(names)}")
             res = await session.call_tool("everything__trigger-elicitation-request", {})
             # The label says what asks (the upstream change made it
-            # "[upstream server 'NAME'] ", was "[NAME] "), as tests/gateway.rs checks.
+            # "[upstream server 'NAME'] ", was "[NAME] "), as tests/gateway/upstreams.rs checks.
             check("elicitation-forwarded", not res.is_error and "Ada" in text_of(res)
                   and asked and asked[0].startswith("[upstream server 'everything'] "),
                   f"{asked} {res}")

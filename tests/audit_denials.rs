@@ -3,6 +3,11 @@
 //! does), `exec --explain` and `call --explain` report what Landlock
 //! refused from its records, not inferred. Control: with audit off, the same refusal is only
 //! inferred (or not seen). Skips, saying so, when not root.
+//!
+//! Its own test binary, on purpose: turning the kernel's audit on changes
+//! what every concurrent call's denials look like (exact instead of
+//! inferred), so no other test may run while it does (`cargo test` runs
+//! binaries one after another).
 
 use std::process::Command;
 

@@ -2,7 +2,7 @@
 # Runs the escape suite (and the gateway's and the shared store's tests) as an ordinary user (created here if missing), after
 # `cargo test` has built it as root. The sandbox must hold for both: as root
 # there is no user namespace and RLIMIT_NPROC does not apply; as a user every
-# call gets a user namespace. Each binary runs twice: normally, and with
+# call gets a user namespace. Each runs twice (the gateway's once): normally, and with
 # TOOLCAGE_TEST_NAMESPACE_FREE=1 (a container-like seccomp filter refuses
 # namespaces, so calls run namespace-free).
 # Usage: bash tests/unprivileged.sh [USER]
@@ -14,22 +14,30 @@ if ! id "$user" >/dev/null 2>&1; then
 fi
 # The executables cargo just built (not the newest file by name: stale
 # builds pile up in target/debug/deps).
-built=$(cargo test --no-run --locked --test 'escape_*' --test gateway --test store_redis --message-format=json 2>/dev/null |
+built=$(cargo test --no-run --locked --test escape --test gateway --test engine --message-format=json 2>/dev/null |
   grep -o '"executable":"[^"]*"' | cut -d'"' -f4)
 status=0
-for name in escape_fs escape_net escape_domains escape_proc escape_root escape_tree escape_operator escape_home gateway store_redis; do
+# Each run: the test binary, a filter ("" for all its tests; a module
+# path otherwise) and the namespace-free modes. The whole escape suite;
+# from the gateway binary the upstream servers (which drive the binary,
+# which picks its mode itself); from the engine binary the shared store.
+runs=(
+  "escape||0 1"
+  "gateway|upstreams::|0"
+  "engine|store_redis::|0 1"
+)
+for run in "${runs[@]}"; do
+  IFS='|' read -r name filter modes <<<"$run"
   bin=$(grep "/$name-[0-9a-f]*\$" <<<"$built") || { echo "no test binary for $name" >&2; exit 1; }
-  # The gateway tests drive the binary, which picks its mode itself.
-  modes="0 1"
-  [ "$name" = gateway ] && modes="0"
   for nsfree in $modes; do
-    echo "== $name as $user (namespace-free: $nsfree)"
+    echo "== $name ${filter:-(all)} as $user (namespace-free: $nsfree)"
     # A fresh TMPDIR the user owns; CARGO_* stand in for what cargo sets.
     tmp=$(mktemp -d)
     chown "$user" "$tmp"
+    # shellcheck disable=SC2086 # an empty filter is no argument
     if ! runuser -u "$user" -- env TMPDIR="$tmp" HOME="$tmp" \
         TOOLCAGE_TEST_NAMESPACE_FREE="$nsfree" \
-        CARGO_PKG_NAME=toolcage CARGO_MANIFEST_DIR="$PWD" "$bin" --test-threads=2; then
+        CARGO_PKG_NAME=toolcage CARGO_MANIFEST_DIR="$PWD" "$bin" $filter --test-threads=2; then
       status=1
     fi
     rm -rf "$tmp"

@@ -67,6 +67,26 @@ pub fn toolcage_env(p: &Project, env: &[(&str, &str)], args: &[&str]) -> std::pr
         .unwrap()
 }
 
+/// A finished command's exit status (-1 when a signal ended it).
+pub fn status(o: &std::process::Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+/// A finished command's standard output, as text.
+pub fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// [`stdout`] without the white space around it.
+pub fn stdout_trimmed(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// A finished command's standard error, as text.
+pub fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
 /// The `default` profile's grant, built by hand so sandbox tests don't
 /// depend on policy parsing.
 pub fn default_grant(project: &Path) -> Grant {
@@ -147,6 +167,34 @@ pub fn deny_namespaces_on_this_thread() {
             0,
             "installing the namespace-refusing filter"
         );
+    }
+}
+
+/// Make `cmd` start the way a container runtime's default seccomp profile
+/// (Docker's, Kubernetes' `RuntimeDefault`) leaves a process: `unshare` and
+/// `setns` fail with EPERM, `clone` with any `CLONE_NEW*` flag fails with
+/// EPERM and `clone3` with ENOSYS (so libc falls back to `clone`), with
+/// `no_new_privs` set. Everything else is allowed. Self-contained: a
+/// hand-written BPF program installed in `pre_exec`.
+pub fn without_namespaces(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let prog = crate::common::container_filter();
+    // SAFETY: the closure runs in the forked child before exec and calls
+    // only prctl (async-signal-safe); the program was built before the fork
+    // and lives in the closure, so the pointer stays valid in the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            let fprog = libc::sock_fprog {
+                len: prog.len() as u16,
+                filter: prog.as_ptr() as *mut libc::sock_filter,
+            };
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &fprog) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 

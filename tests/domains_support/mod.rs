@@ -1,4 +1,4 @@
-//! Helpers for `escape_domains.rs`: local servers pinned as
+//! Helpers for `tests/escape/domains.rs`: local servers pinned as
 //! `allowed.test` and `denied.test`, domain grants, and runs that expect
 //! domain mode to be refused namespace-free.
 #![allow(dead_code)]

@@ -160,6 +160,8 @@ pub fn survivors(marker: &str) -> Vec<i32> {
 }
 
 /// A unique-looking `sleep` duration so survivors can be found by argument.
+/// The escape tests share one process, so each `n` is used by one test only
+/// (`proc.rs`: 1, 2, 21-23; `tree.rs`: 11-13).
 pub fn marker(n: u32) -> String {
     format!("{}.{:03}", 300 + n, std::process::id() % 1000)
 }
@@ -204,32 +206,4 @@ pub fn lacking_in_namespace_free_run(o: &Outcome, id: &str) -> bool {
         o.enforcement.lacking
     );
     true
-}
-
-/// Make `cmd` start the way a container runtime's default seccomp profile
-/// (Docker's, Kubernetes' `RuntimeDefault`) leaves a process: `unshare` and
-/// `setns` fail with EPERM, `clone` with any `CLONE_NEW*` flag fails with
-/// EPERM and `clone3` with ENOSYS (so libc falls back to `clone`), with
-/// `no_new_privs` set. Everything else is allowed. Self-contained: a
-/// hand-written BPF program installed in `pre_exec`.
-pub fn without_namespaces(cmd: &mut std::process::Command) {
-    use std::os::unix::process::CommandExt;
-    let prog = crate::common::container_filter();
-    // SAFETY: the closure runs in the forked child before exec and calls
-    // only prctl (async-signal-safe); the program was built before the fork
-    // and lives in the closure, so the pointer stays valid in the child.
-    unsafe {
-        cmd.pre_exec(move || {
-            let fprog = libc::sock_fprog {
-                len: prog.len() as u16,
-                filter: prog.as_ptr() as *mut libc::sock_filter,
-            };
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-                || libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &fprog) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
 }

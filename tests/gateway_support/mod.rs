@@ -3,8 +3,7 @@
 //! driven line by line.
 #![allow(dead_code)]
 
-#[path = "../stdio_client/mod.rs"]
-mod stdio_client;
+use crate::stdio_client;
 
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};

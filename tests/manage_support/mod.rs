@@ -3,8 +3,7 @@
 //! over stdio driven line by line, answering elicitation as told.
 #![allow(dead_code)]
 
-#[path = "../stdio_client/mod.rs"]
-mod stdio_client;
+use crate::stdio_client;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
