@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
-    /// Print one JSON object with the same facts (keys in the README).
+    /// Print one JSON object with the same facts (keys in docs/commands.md).
     #[arg(long)]
     pub json: bool,
 }
