@@ -16,7 +16,8 @@ use serde_json::json;
 fn with_self_entries(f: &Fixture) {
     let fx = f.server_with(json!({}), &[]);
     let me = json!({"command": "toolcage", "args": ["-C", ".", "serve"]});
-    let by_path = json!({"command": env!("CARGO_BIN_EXE_toolcage"), "args": ["serve", "--no-watch"]});
+    let by_path =
+        json!({"command": env!("CARGO_BIN_EXE_toolcage"), "args": ["serve", "--no-watch"]});
     f.write(
         ".mcp.json",
         &json!({"mcpServers": {"fx": fx, "toolcage": me, "agent-tools": by_path}}).to_string(),
@@ -46,7 +47,10 @@ fn an_entry_that_runs_toolcage_serve_is_skipped_with_a_note() {
     // Control: the other server's tools are listed; none of toolcage's own
     // twice.
     assert!(out.contains("fx__echo"), "{out}");
-    assert!(!out.contains("toolcage__") && !out.contains("agent-tools__"), "{out}");
+    assert!(
+        !out.contains("toolcage__") && !out.contains("agent-tools__"),
+        "{out}"
+    );
     assert!(
         err.contains("note: .mcp.json") && err.contains("runs toolcage itself"),
         "{err}"

@@ -73,7 +73,10 @@ fn the_quick_start_runs_as_written_from_a_fresh_directory() {
     assert!(stdout.contains("hi\n"), "{both}");
     // "Read-only file system" with namespaces, "Permission denied" without.
     assert!(stderr.contains("cannot create /etc/motd"), "{both}");
-    assert!(stdout.contains("exit 2\nexit 2\n"), "ls ~ and the write: {both}");
+    assert!(
+        stdout.contains("exit 2\nexit 2\n"),
+        "ls ~ and the write: {both}"
+    );
     assert!(stderr.contains("PermissionError"), "{both}");
     assert!(
         stderr.contains("to allow it: --allow-net"),
@@ -86,7 +89,10 @@ fn the_quick_start_runs_as_written_from_a_fresh_directory() {
         assert!(stdout.contains("exit 125\n"), "{both}");
     } else {
         assert!(stdout.contains("403 Forbidden"), "{both}");
-        assert!(stderr.contains("toolcage: blocked: example.org:443"), "{both}");
+        assert!(
+            stderr.contains("toolcage: blocked: example.org:443"),
+            "{both}"
+        );
         assert!(stdout.contains("exit 56\n"), "{both}");
     }
 }
@@ -101,5 +107,8 @@ fn the_block_is_found_only_under_its_heading() {
         Some("echo a")
     );
     assert_eq!(quick_start_block("# t\n\n```sh\necho a\n```\n"), None);
-    assert_eq!(quick_start_block("# t\n\n## Quick start\n```sh\necho a\n"), None);
+    assert_eq!(
+        quick_start_block("# t\n\n## Quick start\n```sh\necho a\n"),
+        None
+    );
 }

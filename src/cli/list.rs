@@ -121,7 +121,11 @@ fn print_notes(root: &std::path::Path, diagnostics: &[crate::discover::Diagnosti
         .filter(|d| d.severity == crate::discover::Severity::Note)
     {
         let line = d.line.map(|l| format!(":{l}")).unwrap_or_default();
-        let fix = d.fix.as_deref().map(|f| format!(" (fix: {f})")).unwrap_or_default();
+        let fix = d
+            .fix
+            .as_deref()
+            .map(|f| format!(" (fix: {f})"))
+            .unwrap_or_default();
         super::notice(&format!(
             "note: {}{line}: {}{fix}",
             text::one_line(&relative(root, &d.file)),

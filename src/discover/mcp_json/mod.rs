@@ -372,7 +372,9 @@ fn runs_toolcage_serve(server: &Value) -> Option<String> {
     if !args.iter().any(|a| a.as_str() == Some("serve")) {
         return None;
     }
-    let named = Path::new(command).file_name().is_some_and(|n| n == "toolcage");
+    let named = Path::new(command)
+        .file_name()
+        .is_some_and(|n| n == "toolcage");
     (named || is_running_binary(command)).then(|| command.to_string())
 }
 
