@@ -5,6 +5,8 @@
 //! says what it shows; the checks below hold the block to those comments.
 
 mod common;
+#[path = "stdio_client/mod.rs"]
+mod stdio_client;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -95,6 +97,81 @@ fn the_quick_start_runs_as_written_from_a_fresh_directory() {
         );
         assert!(stdout.contains("exit 56\n"), "{both}");
     }
+}
+
+/// The rest of a newcomer's path, as the README gives it: one CI workload
+/// (a build under `--profile ci`, as "In CI" says) and one MCP client call
+/// through the exact command the README registers with Claude Code.
+#[test]
+fn a_ci_build_and_an_mcp_call_as_the_readme_gives_them() {
+    let readme = readme();
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = bin_dir(scratch.path());
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let project = scratch.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::write(
+        project.join("hello.c"),
+        "#include <stdio.h>\nint main(void) { puts(\"built\"); return 0; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("Makefile"),
+        "hello: hello.c\n\tcc -o hello hello.c\n",
+    )
+    .unwrap();
+    let state = scratch.path().join("state");
+    common::namespace_free_if_asked();
+    let run = |args: &[&str]| {
+        Command::new("toolcage")
+            .args(args)
+            .current_dir(&project)
+            .env("PATH", &path)
+            .env("XDG_STATE_HOME", &state)
+            .output()
+            .unwrap()
+    };
+    assert!(
+        readme.contains("toolcage exec --profile ci"),
+        "the README's CI line"
+    );
+    let o = run(&["exec", "--profile", "ci", "--", "make"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = run(&["exec", "--profile", "ci", "--", "./hello"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "built\n");
+
+    // The server command the README registers, with the demo project.
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("claude mcp add"))
+        .expect("README: the claude mcp add line");
+    let (_, command) = line.split_once(" -- ").expect("a `--` before the command");
+    let demo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/demo");
+    let words: Vec<String> = command
+        .split_whitespace()
+        .map(|w| w.replace("/path/to/project", &demo.display().to_string()))
+        .collect();
+    assert_eq!(words[0], "toolcage", "{line}");
+    let mut serve = Command::new("toolcage");
+    serve
+        .args(&words[1..])
+        .env("PATH", &path)
+        .env("XDG_STATE_HOME", &state);
+    let mut client = stdio_client::Serve::spawn(serve, None);
+    let (is_error, text) =
+        client.call_text("word_count", serde_json::json!({"text": "hello big world"}));
+    assert!(!is_error, "{text}");
+    assert!(text.contains('3'), "{text}");
+    assert_eq!(client.finish(), 0);
 }
 
 /// Control for the extraction: a README without the heading, or without a
