@@ -9,6 +9,7 @@
 //! - a package manager refused the network under `--profile ci`: fetch
 //!   outside first;
 //! - git without an identity: the `--env` lines, or `--read ~/.gitconfig`;
+//! - a variable the command reads that was dropped: `--env NAME`;
 //! - `localhost` in domain mode is the call's own loopback;
 //! - an http tool refused at run time (exit 3) is recorded as denied.
 
@@ -262,6 +263,39 @@ fn git_without_an_identity_names_the_env_lines_and_the_read() {
     assert_eq!(code(&o), 0, "{}", err(&o));
     assert_eq!(out(&o), "Ada\n");
     assert!(!err(&o).contains("git's identity"), "{}", err(&o));
+}
+
+#[test]
+fn a_variable_the_command_reads_and_did_not_get_is_named_with_env() {
+    let p = Project::new("diag-env");
+    let script = "set -u; echo \"[$TOOLCAGE_DIAG_SETTING]\"";
+    let env = [("TOOLCAGE_DIAG_SETTING", "on")];
+    let o = run(&p, &env, &["exec", "--explain", "--", "sh", "-c", script]);
+    let e = err(&o);
+    assert_ne!(code(&o), 0, "{e}");
+    assert!(
+        e.contains("blocked: $TOOLCAGE_DIAG_SETTING") && e.contains("--env TOOLCAGE_DIAG_SETTING"),
+        "{e}"
+    );
+    // Control: with the flag it names, the command gets it.
+    let o = run(
+        &p,
+        &env,
+        &[
+            "exec",
+            "--env",
+            "TOOLCAGE_DIAG_SETTING",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+    );
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert_eq!(out(&o), "[on]\n");
+    // Control: a variable unset outside too is no one's doing.
+    let o = run(&p, &[], &["exec", "--explain", "--", "sh", "-c", script]);
+    assert!(!err(&o).contains("blocked: $"), "{}", err(&o));
 }
 
 /// A one-answer HTTP server on the host's loopback.

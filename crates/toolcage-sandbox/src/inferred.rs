@@ -424,6 +424,46 @@ fn own_loopback(grant: &Grant, line: &str) -> Option<Denial> {
     })
 }
 
+/// How programs say a variable they read is not set, and where its name
+/// is: before the marker (shells), or after it up to the closing quote.
+const UNSET_VARIABLE: [(&str, bool); 4] = [
+    (": unbound variable", true),
+    (": parameter not set", true),
+    ("KeyError: '", false),
+    ("environment variable `", false),
+];
+
+/// A variable the command read and did not get: set in the operator's
+/// environment (toolcage's own), but not one the grant passes.
+fn dropped_variable(grant: &Grant, line: &str) -> Option<Denial> {
+    let name = UNSET_VARIABLE.iter().find_map(|(marker, before)| {
+        let at = line.find(marker)?;
+        Some(match before {
+            true => line[..at].rsplit([' ', ':']).next()?,
+            false => line[at + marker.len()..].split(['\'', '`']).next()?,
+        })
+    })?;
+    let valid = !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
+    if !valid || grant.passes(name) || grant.env_set.contains_key(name) {
+        return None;
+    }
+    std::env::var_os(name)?;
+    Some(Denial {
+        layer: "environment",
+        op: "read",
+        target: format!("${name}"),
+        rule: None,
+        reason: "set in your environment, but the call's is cleared except what the policy \
+                 passes"
+            .into(),
+        fix: Some(format!("--env {name}")),
+        count: 1,
+        inferred: true,
+    })
+}
+
 /// The denials `text` (a tool's stderr, then stdout) suggests under
 /// `grant`, for a call that ran in `cwd`, namespace-free or not.
 pub fn from_output(grant: &Grant, namespace_free: bool, cwd: &Path, text: &str) -> Vec<Denial> {
@@ -433,6 +473,7 @@ pub fn from_output(grant: &Grant, namespace_free: bool, cwd: &Path, text: &str) 
             .or_else(|| refused_by_pid_or_mode(grant, namespace_free, line))
             .or_else(|| git_identity(line))
             .or_else(|| own_loopback(grant, line))
+            .or_else(|| dropped_variable(grant, line))
         {
             log.record(d);
             continue;
@@ -1141,14 +1182,20 @@ mod tests {
         let fix = d.fix.unwrap();
         assert!(fix.contains("--env GIT_AUTHOR_NAME=") && fix.contains("--read ~/.gitconfig"));
         // Control: git's other failures are not an identity.
-        assert!(one("fatal: not a git repository (or any of the parent directories): .git").is_none());
+        assert!(
+            one("fatal: not a git repository (or any of the parent directories): .git").is_none()
+        );
     }
 
     #[test]
     fn a_package_managers_download_is_told_to_fetch_first() {
         let text = "    Updating crates.io index\nwarning: spurious network error: Could not resolve host: index.crates.io";
         let d = one(text).unwrap();
-        assert!(d.fix.unwrap().starts_with("fetch dependencies before the run"));
+        assert!(
+            d.fix
+                .unwrap()
+                .starts_with("fetch dependencies before the run")
+        );
         // Control: another program's refusal keeps the flag.
         let d = one("curl: (6) Could not resolve host: example.com").unwrap();
         assert!(d.fix.unwrap().starts_with("--allow-net"));
@@ -1162,12 +1209,43 @@ mod tests {
         let d = from_output(&g, false, Path::new("/work/p"), line);
         assert_eq!(d.len(), 1, "{d:?}");
         assert_eq!(d[0].target, "localhost:8099");
-        assert!(d[0].fix.as_deref().unwrap().starts_with("--allow-domain 127.0.0.1:8099"));
+        assert!(
+            d[0].fix
+                .as_deref()
+                .unwrap()
+                .starts_with("--allow-domain 127.0.0.1:8099")
+        );
         let node = "Error: connect ECONNREFUSED 127.0.0.1:3000";
         let d = from_output(&g, false, Path::new("/work/p"), node);
         assert_eq!(d[0].target, "localhost:3000", "{d:?}");
         // Control: with the host's network, localhost is the host's.
         g.network = Network::On;
         assert!(from_output(&g, false, Path::new("/work/p"), line).is_empty());
+    }
+
+    #[test]
+    fn a_variable_the_command_did_not_get_is_named_with_its_flag() {
+        // HOME is set for the test process; the grant passes nothing.
+        let d = one("bash: HOME: unbound variable").unwrap();
+        assert_eq!(
+            (d.target.as_str(), d.fix.as_deref()),
+            ("$HOME", Some("--env HOME"))
+        );
+        let d = one("KeyError: 'HOME'").unwrap();
+        assert_eq!(d.target, "$HOME");
+        // Controls: a variable unset here too was not dropped; one the
+        // grant passes was not either.
+        assert!(one("sh: 1: TOOLCAGE_NEVER_SET_ANYWHERE: parameter not set").is_none());
+        let mut g = grant();
+        g.env_allow = vec!["HO*".into()];
+        assert!(
+            from_output(
+                &g,
+                false,
+                Path::new("/work/p"),
+                "bash: HOME: unbound variable"
+            )
+            .is_empty()
+        );
     }
 }
