@@ -280,6 +280,10 @@ impl Pipeline {
                             outcome: &r.outcome,
                             is_error: r.is_error,
                         },
+                        Err(CallError::Denied(denial)) => Ran::Refused {
+                            denial,
+                            after: started.elapsed(),
+                        },
                         Err(e) => {
                             error = e.to_string();
                             Ran::Failed {

@@ -21,7 +21,7 @@ use clap::Args;
 #[derive(Debug, Args)]
 pub(crate) struct AuditArgs {
     #[command(flatten)]
-    pub(crate) policy: PolicyArgs,
+    pub(crate) policy: LogSource,
     /// Only the last N records.
     #[arg(long, value_name = "N")]
     pub(crate) tail: Option<usize>,
@@ -32,6 +32,29 @@ pub(crate) struct AuditArgs {
     /// is in the log.
     #[arg(long)]
     pub(crate) all: bool,
+}
+
+/// Where the log is: the policy's `[audit] path`, from the profile and
+/// the policy file. A grant's flags (`--read`, `--allow-net`, ...) do not
+/// move it, so `audit` does not take them.
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct LogSource {
+    /// A shipped profile: default, untrusted, ci, network.
+    #[arg(long, value_name = "NAME", value_parser = super::docs::ProfileName)]
+    pub(crate) profile: Option<String>,
+    /// A policy file (TOML) whose [audit] path names the log.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) policy: Option<std::path::PathBuf>,
+}
+
+impl LogSource {
+    fn policy_args(&self) -> PolicyArgs {
+        PolicyArgs {
+            profile: self.profile.clone(),
+            policy: self.policy.clone(),
+            ..PolicyArgs::default()
+        }
+    }
 }
 
 /// The records to show: without the `started` records whose call has a
@@ -105,7 +128,7 @@ fn summary_raw(r: &AuditRecord) -> String {
 }
 
 pub(crate) fn run(global: &Global, args: &AuditArgs) -> u8 {
-    let engine = match global.engine_without_tools(&args.policy) {
+    let engine = match global.engine_without_tools(&args.policy.policy_args()) {
         Ok(e) => e,
         Err(e) => {
             super::say(&e);

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 #[derive(Debug, Args)]
 pub(crate) struct DoctorArgs {
-    /// Print one JSON object with the same facts (keys in the README).
+    /// Print one JSON object with the same facts (keys in docs/commands.md).
     #[arg(long)]
     pub(crate) json: bool,
 }
@@ -345,9 +345,11 @@ fn to_text(
     line(&mut out, "sysctls", &sysctls.join(", "));
     out.push('\n');
     let block = host.namespaces.as_ref().err().map(|b| b.message());
+    let shared = shared_gaps(profiles);
     for p in profiles {
-        profile_text(&mut out, p, block.as_deref());
+        profile_text(&mut out, p, block.as_deref(), &shared);
     }
+    shared_text(&mut out, &shared);
     out.push('\n');
     out.push_str(if ok {
         "default and ci run fully here\n"
@@ -357,7 +359,71 @@ fn to_text(
     out
 }
 
-fn profile_text(out: &mut String, p: &ProfileCheck, block: Option<&str>) {
+/// How one gap stands for one profile, as the text report says it.
+fn gap_how(c: &Checked, l: &Lack) -> String {
+    match &l.compensated_by {
+        Some(by) => format!("compensated: {by}"),
+        None if c.accepts.iter().any(|a| a == l.id) => {
+            "not compensated; this profile accepts it (namespace_free_accepts)".into()
+        }
+        None => "NOT compensated".into(),
+    }
+}
+
+/// The gaps every profile has, and has the same way: said once, after
+/// the profiles, not under each of them. `(part, how)`.
+fn shared_gaps(profiles: &[ProfileCheck]) -> Vec<(String, String)> {
+    let checked: Vec<&Checked> = profiles
+        .iter()
+        .filter_map(|p| p.result.as_ref().ok())
+        .collect();
+    let Some(first) = checked.first() else {
+        return Vec::new();
+    };
+    first
+        .lacking
+        .iter()
+        .map(|l| (l.part.clone(), gap_how(first, l)))
+        .filter(|(part, how)| {
+            checked.len() > 1
+                && checked.iter().all(|c| {
+                    c.lacking
+                        .iter()
+                        .any(|l| &l.part == part && &gap_how(c, l) == how)
+                })
+        })
+        .collect()
+}
+
+/// A gap's name without its explanation: `PID namespace`.
+fn gap_name(part: &str) -> &str {
+    part.split(" (").next().unwrap_or(part)
+}
+
+/// The shared gaps: in full when there is one, else one line each by name
+/// (`--json` has every explanation).
+fn shared_text(out: &mut String, shared: &[(String, String)]) {
+    match shared {
+        [] => {}
+        [(part, how)] => out.push_str(&format!("every profile lacks {part}; {how}\n")),
+        many => {
+            out.push_str(
+                "every profile lacks (what each is and how it is compensated: doctor --json):\n",
+            );
+            for (part, how) in many {
+                let how = how.split(": ").next().unwrap_or(how);
+                out.push_str(&format!("{:<20}{}; {how}\n", "", gap_name(part)));
+            }
+        }
+    }
+}
+
+fn profile_text(
+    out: &mut String,
+    p: &ProfileCheck,
+    block: Option<&str>,
+    shared: &[(String, String)],
+) {
     let label = format!("profile {}", p.name);
     let c = match &p.result {
         Ok(c) => c,
@@ -379,14 +445,40 @@ fn profile_text(out: &mut String, p: &ProfileCheck, block: Option<&str>) {
         (None, false) => "runs with gaps".into(),
     };
     out.push_str(&format!("{label:<20}{:<16}{verdict}\n", c.mode.name()));
-    for l in &c.lacking {
-        let how = match &l.compensated_by {
-            Some(by) => format!("compensated: {by}"),
-            None if c.accepts.iter().any(|a| a == l.id) => {
-                "not compensated; this profile accepts it (namespace_free_accepts)".into()
-            }
-            None => "NOT compensated".into(),
-        };
-        out.push_str(&format!("{:<20}lacks {}; {how}\n", "", l.part));
+    // This profile's own gaps, by name, grouped by how each stands.
+    let own: Vec<(&Lack, String)> = c
+        .lacking
+        .iter()
+        .map(|l| (l, gap_how(c, l)))
+        .filter(|(l, how)| !shared.iter().any(|(p, h)| *p == l.part && h == how))
+        .collect();
+    // Two gaps of one name (the constructed root's files and its sockets)
+    // are told apart by their id.
+    let name = |l: &Lack| {
+        let short = gap_name(&l.part);
+        match c
+            .lacking
+            .iter()
+            .filter(|o| gap_name(&o.part) == short)
+            .count()
+        {
+            1 => short.to_string(),
+            _ => format!("{short} ({})", l.id),
+        }
+    };
+    let groups = [
+        "NOT compensated",
+        "not compensated; this profile accepts it (namespace_free_accepts)",
+        "compensated",
+    ];
+    for group in groups {
+        let names: Vec<String> = own
+            .iter()
+            .filter(|(_, how)| how.split(": ").next() == Some(group))
+            .map(|(l, _)| name(l))
+            .collect();
+        if !names.is_empty() {
+            out.push_str(&format!("{:<20}lacks, {group}: {}\n", "", names.join(", ")));
+        }
     }
 }

@@ -20,15 +20,25 @@ pub(crate) fn explain(e: &SandboxError, resolved: &Resolved, ctx: &Context) -> S
         // A script that exists but whose interpreter does not: execve's
         // ENOENT names the script.
         SandboxError::NotFound(name) if name.contains('/') => {
-            match shebang_unreachable(Path::new(name), &[], resolved, ctx) {
-                Some(u) => format!(
-                    "{name}: cannot start: the #! line's interpreter {} (fix: {})",
-                    u.what,
-                    u.fix
-                        .unwrap_or_else(|| "install it, or change the script's #! line".into())
-                ),
-                None => e.to_string(),
-            }
+            interpreter_message(name, Path::new(name), resolved, ctx)
+                .unwrap_or_else(|| e.to_string())
+        }
+        // Found on the call's PATH (an activated venv's `pytest`), but its
+        // `#!` interpreter is not: execve's ENOENT names the program.
+        SandboxError::NotFound(name) if found_script(name, resolved, ctx).is_some() => {
+            let script = found_script(name, resolved, ctx).unwrap_or_default();
+            interpreter_message(name, &script, resolved, ctx).unwrap_or_else(|| e.to_string())
+        }
+        // Namespace-free, Landlock refuses the interpreter (EACCES) where
+        // the constructed root would not have it (ENOENT): the same fix.
+        SandboxError::CannotExecute { program, .. } => {
+            let script = match program.contains('/') {
+                true => Some(PathBuf::from(program)),
+                false => found_script(program, resolved, ctx),
+            };
+            script
+                .and_then(|s| interpreter_message(program, &s, resolved, ctx))
+                .unwrap_or_else(|| e.to_string())
         }
         SandboxError::NotFound(name) => match lookup(name, &resolved.grant, ctx).dropped {
             Some(found) => format!(
@@ -52,6 +62,30 @@ pub(crate) fn explain(e: &SandboxError, resolved: &Resolved, ctx: &Context) -> S
         },
         _ => e.to_string(),
     }
+}
+
+/// `{name}: cannot start: the #! line's interpreter ... (fix: ...)` when
+/// `script`'s interpreter is what cannot start.
+fn interpreter_message(
+    name: &str,
+    script: &Path,
+    resolved: &Resolved,
+    ctx: &Context,
+) -> Option<String> {
+    let u = shebang_unreachable(script, &[], resolved, ctx)?;
+    Some(format!(
+        "{name}: cannot start: the #! line's interpreter {} (fix: {})",
+        u.what,
+        u.fix
+            .unwrap_or_else(|| "install it, or change the script's #! line".into())
+    ))
+}
+
+/// The file a bare `name` is on the call's PATH, when the call finds it.
+fn found_script(name: &str, resolved: &Resolved, ctx: &Context) -> Option<PathBuf> {
+    lookup(name, &resolved.grant, ctx)
+        .kept
+        .filter(|p| shebang(p).is_some())
 }
 
 /// A note when a bare `name` runs as another program than the operator's

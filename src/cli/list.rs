@@ -81,6 +81,7 @@ pub(crate) fn run(global: &Global, args: &ListArgs) -> u8 {
         Ok(upstream) => upstream_rows(&upstream, &root, &mut rows),
         Err(e) => super::say(&e),
     }
+    print_notes(&root, &engine.catalog.diagnostics);
     print_rows(&root, rows, args.json)
 }
 
@@ -116,6 +117,27 @@ fn upstream_rows(upstream: &Session, root: &std::path::Path, rows: &mut Vec<Row>
         });
     }
     rows.sort_by(|a, b| a.name.cmp(&b.name));
+}
+
+/// What discovery left out on purpose (an `.mcp.json` entry that runs
+/// toolcage itself), one `note:` line each on stderr.
+fn print_notes(root: &std::path::Path, diagnostics: &[crate::discover::Diagnostic]) {
+    for d in diagnostics
+        .iter()
+        .filter(|d| d.severity == crate::discover::Severity::Note)
+    {
+        let line = d.line.map(|l| format!(":{l}")).unwrap_or_default();
+        let fix = d
+            .fix
+            .as_deref()
+            .map(|f| format!(" (fix: {f})"))
+            .unwrap_or_default();
+        super::notice(&format!(
+            "note: {}{line}: {}{fix}",
+            text::one_line(&relative(root, &d.file)),
+            text::one_line(&d.message)
+        ));
+    }
 }
 
 fn print_rows(root: &std::path::Path, rows: Vec<Row>, json: bool) -> u8 {

@@ -268,7 +268,7 @@ pub(crate) fn relative(root: &std::path::Path, path: &std::path::Path) -> String
 #[derive(Debug, Clone, Default, Args)]
 pub(crate) struct PolicyArgs {
     /// A shipped profile: default, untrusted, ci, network.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = docs::ProfileName)]
     pub(crate) profile: Option<String>,
     /// A policy file (TOML), layered over the profile (later wins).
     #[arg(long, value_name = "FILE")]
@@ -436,18 +436,13 @@ pub fn main() -> ExitCode {
     ExitCode::from(out::status(code))
 }
 
-/// `--help` and `--version` succeed; a usage error is toolcage's own failure
-/// for `exec` (125: its other statuses belong to the command) and an
-/// invalid-arguments error (2) for every other command.
+/// `--help` and `--version` succeed; a usage error is toolcage's own
+/// failure before anything ran (125) on every command: one status, and
+/// one `exec` can use (its other statuses belong to the command).
 fn usage_error_status(e: &clap::Error) -> u8 {
     use clap::error::ErrorKind;
     if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
         return status::OK;
     }
-    let exec = parse::subcommand_name(std::env::args().skip(1)).as_deref() == Some("exec");
-    if exec {
-        status::INTERNAL
-    } else {
-        status::INVALID
-    }
+    status::INTERNAL
 }

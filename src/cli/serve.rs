@@ -187,14 +187,14 @@ pub(crate) fn run(global: &Global, args: &ServeArgs) -> u8 {
         Ok(a) => a.flatten(),
         Err(e) => {
             eprintln!("toolcage serve: {e}");
-            return status::INVALID;
+            return status::INTERNAL;
         }
     };
     let replica = match check_replica(args) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("toolcage serve: {e}");
-            return status::INVALID;
+            return status::INTERNAL;
         }
     };
     match try_run(global, args, addr, auth, replica, max_message_bytes) {

@@ -147,6 +147,9 @@ pub enum Severity {
     /// Loaded, but something is off (e.g. a param name that is not a valid
     /// env name, a shadowed tool).
     Warning,
+    /// Left out on purpose, nothing to fix in the file's own terms (an
+    /// `.mcp.json` entry that runs toolcage itself); `check` still exits 0.
+    Note,
 }
 
 /// Why a file was skipped, or what is wrong with a loaded tool. Rendered as
@@ -278,6 +281,14 @@ impl Diagnostic {
         }
     }
 
+    /// A Note-severity diagnostic (left out on purpose; not a problem).
+    pub fn note(file: &Path, line: Option<usize>, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            severity: Severity::Note,
+            ..Diagnostic::error(file, line, message)
+        }
+    }
+
     /// Attach the fix.
     pub(crate) fn fix(mut self, fix: impl Into<String>) -> Diagnostic {
         self.fix = Some(fix.into());
@@ -341,6 +352,7 @@ pub(crate) fn check_line(
     let sev = match severity {
         Severity::Error => "error  ",
         Severity::Warning => "warning",
+        Severity::Note => "note   ",
     };
     let line = line.map(|l| format!(":{l}")).unwrap_or_default();
     let fix = fix.map(|f| format!(" (fix: {f})")).unwrap_or_default();

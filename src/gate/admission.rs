@@ -106,6 +106,13 @@ pub enum Ran<'a> {
     },
     /// The call could not run, or was stopped before it did, after `after`.
     Failed { error: &'a str, after: Duration },
+    /// Allowed by the gate, then refused by its runner before anything ran
+    /// (an http tool whose grant has no network): recorded as denied, as
+    /// its exit status (3) says.
+    Refused {
+        denial: &'a super::GateDenial,
+        after: Duration,
+    },
 }
 
 /// A call refused before it reached the gate.

@@ -112,6 +112,20 @@ pub(crate) fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
             r.error = Some(error.to_string());
             r.duration_ms = Some(millis(after));
         }
+        Ran::Refused { denial, after } => {
+            r.decision = Recorded::Denied {
+                reason: denial.reason.code().into(),
+                message: denial.message.clone(),
+            };
+            r.enforcement = Some(not_ran(format!(
+                "nothing ran: the call was denied ({}) when it was about to run",
+                denial.reason.code()
+            )));
+            r.denials = serde_json::to_value([denial.entry(&call.tool.name)]).ok();
+            r.is_error = Some(true);
+            r.error = Some(denial.message.clone());
+            r.duration_ms = Some(millis(after));
+        }
     }
     if redact { r.redacted(&args) } else { r }
 }

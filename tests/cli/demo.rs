@@ -1,4 +1,4 @@
-//! The README quick start on `examples/demo`, through the real binary, so
+//! The README's `examples/demo` commands (and docs/commands.md's), through the real binary, so
 //! the demo and the documentation cannot rot.
 
 use std::path::PathBuf;

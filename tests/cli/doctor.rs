@@ -101,6 +101,7 @@ fn assert_runs_fully_here(o: &Output, o_json: &Output, who: &str) {
             assert_eq!(p["landlock"], "fully_enforced", "{who}: {p:#}");
         }
         assert!(text.contains("default and ci run fully here"), "{text}");
+        assert_shared_once(&text, &report);
     } else {
         assert_eq!(o.status.code(), Some(1), "{who}: ABI {abi} lacks truncate");
     }
@@ -142,6 +143,49 @@ fn assert_container_blocks(o: &Output, o_json: &Output, who: &str) {
         .collect::<Vec<_>>()
         .join("\n");
     assert!(ci_block.contains("this profile accepts it"), "{text}");
+    assert_shared_once(&text, &report);
+    // The namespace-free report fits a screen.
+    assert!(
+        text.lines().count() <= 26,
+        "{} lines: {text}",
+        text.lines().count()
+    );
+}
+
+/// A gap every profile has, compensated the same way, is said once, after
+/// the profiles; the JSON (the control) still lists it under each of them.
+fn assert_shared_once(text: &str, report: &Value) {
+    let profiles = report["profiles"].as_array().unwrap();
+    let gaps = |p: &Value| -> Vec<(String, Value)> {
+        p["lacking"]
+            .as_array()
+            .map(|l| {
+                l.iter()
+                    .map(|x| {
+                        (
+                            x["part"].as_str().unwrap().to_string(),
+                            x["compensated_by"].clone(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let Some(first) = profiles.first() else {
+        return;
+    };
+    for (part, by) in gaps(first) {
+        if by.is_null()
+            || !profiles
+                .iter()
+                .all(|p| gaps(p).contains(&(part.clone(), by.clone())))
+        {
+            continue;
+        }
+        let name = part.split(" (").next().unwrap();
+        assert_eq!(text.matches(name).count(), 1, "{name}: {text}");
+        assert!(text.contains("every profile lacks"), "{text}");
+    }
 }
 
 #[test]

@@ -4,12 +4,17 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../gateway_support/mod.rs"]
+mod gateway_support;
+#[path = "../stdio_client/mod.rs"]
+mod stdio_client;
 
 mod annotations;
 mod call;
 mod closed_stdout;
 mod demo;
 mod denials;
+mod diagnoses;
 mod docs;
 mod doctor;
 mod exec;
@@ -20,6 +25,7 @@ mod parent_holds;
 mod policy;
 mod presets;
 mod project_root;
+mod quick_start;
 mod quiet;
 mod repos;
 mod same_flags;

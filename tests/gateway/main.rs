@@ -11,4 +11,5 @@ mod manage_support;
 mod stdio_client;
 
 mod manage_tools;
+mod self_entry;
 mod upstreams;

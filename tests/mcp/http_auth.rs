@@ -219,7 +219,7 @@ fn token_file_must_be_private() {
     let out: Output = command(&p, &["--http", "127.0.0.1:0", "--token-file", arg])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(arg) && err.contains("chmod 600") && err.lines().count() == 1,
@@ -231,7 +231,7 @@ fn token_file_must_be_private() {
     let out = command(&p, &["--http", "127.0.0.1:0", "--token-file", arg])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("empty"),
         "{out:?}"
@@ -276,7 +276,7 @@ fn no_auth_is_loopback_only() {
         let out = command(&p, &["--http", addr, "--no-auth"])
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{addr}: {out:?}");
+        assert_eq!(out.status.code(), Some(125), "{addr}: {out:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
             err.contains("--no-auth") && err.contains("loopback"),
@@ -290,9 +290,9 @@ fn no_auth_is_loopback_only() {
     )
     .output()
     .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
     let out = command(&p, &["--no-auth"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
 
     // Control: on loopback it serves without a header, as before.
     let s = spawn(&p, &["--http", "127.0.0.1:0", "--no-auth"]);

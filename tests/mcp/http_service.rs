@@ -250,7 +250,7 @@ fn a_bad_allow_host_is_refused_before_serving() {
     let p = project("svc-host-bad");
     for bad in ["*.example.com", "http://mcp.example.com", "user@mcp", ""] {
         let o = common::toolcage(&p, &["serve", "--http", "127.0.0.1:0", "--allow-host", bad]);
-        assert_eq!(o.status.code(), Some(2), "{bad}: {o:?}");
+        assert_eq!(o.status.code(), Some(125), "{bad}: {o:?}");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains("--allow-host"), "{bad}: {err}");
     }

@@ -93,7 +93,7 @@ impl HostEnv {
     ];
 
     /// This process's values of [`HostEnv::NAMES`].
-    pub(crate) fn capture() -> HostEnv {
+    pub fn capture() -> HostEnv {
         HostEnv::from_pairs(std::env::vars())
     }
 

@@ -98,6 +98,7 @@ impl Gatekeeper for Log {
             Ran::Finished { .. } => "finished".to_string(),
             Ran::Failed { error, .. } => format!("failed: {error}"),
             Ran::NotRun => "not run".to_string(),
+            Ran::Refused { denial, .. } => format!("refused: {}", denial.message),
         };
         self.records.lock().unwrap().push(line);
         Ok(())

@@ -6,7 +6,10 @@
 //! allows (`super::upstream`). `cwd` never reads the operator's
 //! environment (`${VAR:-default}` gives the default). `type: "sse"` (the
 //! legacy transport) is refused with the fix; a server named `toolcage`
-//! is refused (its prompts would seem to be toolcage's).
+//! is refused (its prompts would seem to be toolcage's). An entry that
+//! runs `toolcage ... serve` itself (a client's registration of toolcage
+//! written into the project's file) is skipped with a note: toolcage is
+//! never its own upstream (docs/clients.md).
 
 use super::upstream::{SkippedUpstream, Transport, UpstreamSpec};
 use super::{Diagnostic, Found, fsread};
@@ -137,6 +140,21 @@ impl Server<'_> {
     }
 
     fn read(&self, server: &Value) -> Result<UpstreamSpec, Diagnostic> {
+        if let Some(program) = runs_toolcage_serve(server) {
+            return Err(Diagnostic::note(
+                self.file,
+                self.line,
+                format!(
+                    "server '{}' runs toolcage itself ({program} ... serve): skipped, toolcage \
+                     is never its own upstream",
+                    self.name
+                ),
+            )
+            .fix(
+                "register toolcage in your MCP client's user-level configuration \
+                 (docs/clients.md) and remove this entry from the project's .mcp.json",
+            ));
+        }
         if self.name.is_empty() || self.name.chars().any(char::is_control) {
             return Err(self.error(
                 "the name is empty or holds control characters",
@@ -342,6 +360,39 @@ impl Server<'_> {
         }
         Ok(real)
     }
+}
+
+/// The program of a stdio entry that starts `toolcage serve`: its command
+/// is named `toolcage` (a bare name or a path ending in it), or is the
+/// running binary (by path, or found first on `PATH`), and `serve` is one
+/// of its arguments. `None` for anything else.
+fn runs_toolcage_serve(server: &Value) -> Option<String> {
+    let command = server.get("command")?.as_str()?;
+    let args = server.get("args")?.as_array()?;
+    if !args.iter().any(|a| a.as_str() == Some("serve")) {
+        return None;
+    }
+    let named = Path::new(command)
+        .file_name()
+        .is_some_and(|n| n == "toolcage");
+    (named || is_running_binary(command)).then(|| command.to_string())
+}
+
+/// Whether `command` (a path, or a name looked up on `PATH`) is the binary
+/// running now.
+fn is_running_binary(command: &str) -> bool {
+    let Ok(me) = std::env::current_exe().and_then(|p| p.canonicalize()) else {
+        return false;
+    };
+    let same = |p: &Path| p.canonicalize().is_ok_and(|p| p == me);
+    if command.contains('/') {
+        return same(Path::new(command));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(command))
+        .find(|p| p.is_file())
+        .is_some_and(|p| same(&p))
 }
 
 /// The 1-based line of the first `"key":` in `text`.

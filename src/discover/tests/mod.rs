@@ -81,6 +81,7 @@ pub(super) fn rendered(c: &Catalog, root: &Path) -> Vec<String> {
             let sev = match d.severity {
                 Severity::Error => "error",
                 Severity::Warning => "warning",
+                Severity::Note => "note",
             };
             format!("{sev} {d}")
         })

@@ -12,6 +12,7 @@
 //! host's symlinks).
 
 mod files;
+mod hints;
 mod paths;
 mod syscalls;
 #[cfg(test)]
@@ -23,6 +24,7 @@ pub use syscalls::cpu_limit;
 
 use crate::denial::{Denial, DenialLog};
 use files::classify_resolved;
+use hints::{dropped_variable, fetch_first, git_identity, own_loopback};
 use paths::paths_in;
 use std::path::{Path, PathBuf};
 use syscalls::{refused_by_pid_or_mode, refused_syscall};
@@ -75,8 +77,11 @@ const NO_NETWORK: [&str; 3] = [
 pub fn from_output(grant: &Grant, namespace_free: bool, cwd: &Path, text: &str) -> Vec<Denial> {
     let mut log = DenialLog::default();
     for line in text.lines() {
-        if let Some(d) =
-            refused_syscall(line).or_else(|| refused_by_pid_or_mode(grant, namespace_free, line))
+        if let Some(d) = refused_syscall(line)
+            .or_else(|| refused_by_pid_or_mode(grant, namespace_free, line))
+            .or_else(|| git_identity(line))
+            .or_else(|| own_loopback(grant, line))
+            .or_else(|| dropped_variable(grant, line))
         {
             log.record(d);
             continue;
@@ -129,6 +134,7 @@ pub fn from_output(grant: &Grant, namespace_free: bool, cwd: &Path, text: &str) 
             }
         }
     }
+    fetch_first(&mut log, text);
     log.kept
 }
 

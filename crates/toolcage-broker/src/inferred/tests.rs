@@ -403,3 +403,76 @@ fn repeats_are_counted_and_paths_normalised() {
     assert_eq!(v.len(), 1);
     assert_eq!((v[0].target.as_str(), v[0].count), ("/etc/shadow", 2));
 }
+
+#[test]
+fn git_without_an_identity_names_both_ways_to_give_it_one() {
+    let d = one("Author identity unknown").unwrap();
+    assert_eq!(d.target, "git's identity");
+    let fix = d.fix.unwrap();
+    assert!(fix.contains("--env GIT_AUTHOR_NAME=") && fix.contains("--read ~/.gitconfig"));
+    // Control: git's other failures are not an identity.
+    assert!(one("fatal: not a git repository (or any of the parent directories): .git").is_none());
+}
+
+#[test]
+fn a_package_managers_download_is_told_to_fetch_first() {
+    let text = "    Updating crates.io index\nwarning: spurious network error: Could not resolve host: index.crates.io";
+    let d = one(text).unwrap();
+    assert!(
+        d.fix
+            .unwrap()
+            .starts_with("fetch dependencies before the run")
+    );
+    // Control: another program's refusal keeps the flag.
+    let d = one("curl: (6) Could not resolve host: example.com").unwrap();
+    assert!(d.fix.unwrap().starts_with("--allow-net"));
+}
+
+#[test]
+fn localhost_is_the_calls_own_in_domain_mode_only() {
+    let line =
+        "curl: (7) Failed to connect to localhost port 8099 after 0 ms: Couldn't connect to server";
+    let mut g = grant();
+    g.network = Network::Domains(toolcage_policy::DomainPolicy::default());
+    let d = from_output(&g, false, Path::new("/work/p"), line);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].target, "localhost:8099");
+    assert!(
+        d[0].fix
+            .as_deref()
+            .unwrap()
+            .starts_with("--allow-domain 127.0.0.1:8099")
+    );
+    let node = "Error: connect ECONNREFUSED 127.0.0.1:3000";
+    let d = from_output(&g, false, Path::new("/work/p"), node);
+    assert_eq!(d[0].target, "localhost:3000", "{d:?}");
+    // Control: with the host's network, localhost is the host's.
+    g.network = Network::On;
+    assert!(from_output(&g, false, Path::new("/work/p"), line).is_empty());
+}
+
+#[test]
+fn a_variable_the_command_did_not_get_is_named_with_its_flag() {
+    // HOME is set for the test process; the grant passes nothing.
+    let d = one("bash: HOME: unbound variable").unwrap();
+    assert_eq!(
+        (d.target.as_str(), d.fix.as_deref()),
+        ("$HOME", Some("--env HOME"))
+    );
+    let d = one("KeyError: 'HOME'").unwrap();
+    assert_eq!(d.target, "$HOME");
+    // Controls: a variable unset here too was not dropped; one the
+    // grant passes was not either.
+    assert!(one("sh: 1: TOOLCAGE_NEVER_SET_ANYWHERE: parameter not set").is_none());
+    let mut g = grant();
+    g.env_allow = vec!["HO*".into()];
+    assert!(
+        from_output(
+            &g,
+            false,
+            Path::new("/work/p"),
+            "bash: HOME: unbound variable"
+        )
+        .is_empty()
+    );
+}
