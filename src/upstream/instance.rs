@@ -5,6 +5,7 @@
 //! its whole process tree (the sandbox's cancel token).
 
 use super::client::UpstreamClient;
+use super::start_error::{client_error, exit_text, unreachable_program, with_stderr};
 use crate::discover::{Transport, UpstreamSpec};
 use crate::policy::Grant;
 use crate::sandbox::{CancelToken, EnforcementReport};
@@ -585,36 +586,6 @@ async fn handshake(
     }
 }
 
-/// `why`, and the end of what the server wrote to stderr.
-fn with_stderr(why: String, stderr: &Tail) -> String {
-    let tail = stderr.text(20);
-    match tail.trim().is_empty() {
-        true => why,
-        false => format!("{why}; its stderr ends with:\n{tail}"),
-    }
-}
-
-fn exit_text(exit: crate::sandbox::Exit) -> String {
-    match exit {
-        crate::sandbox::Exit::Code(c) => format!("exit status {c}"),
-        crate::sandbox::Exit::Signal(s) => format!("killed by signal {s}"),
-        crate::sandbox::Exit::Timeout => "timed out".into(),
-        crate::sandbox::Exit::Cancelled => "stopped by toolcage".into(),
-    }
-}
-
-/// rmcp wraps a transport's error in its worker's type names: keep what
-/// our HTTP client said, when it said something.
-fn client_error(e: &str) -> String {
-    match e.split_once("Client error: ") {
-        Some((_, rest)) => rest
-            .rsplit_once(", when ")
-            .map_or(rest, |(msg, _)| msg)
-            .to_string(),
-        None => e.to_string(),
-    }
-}
-
 /// Stops routing a request's progress when its call ends.
 struct Unroute(super::client::ProgressRoutes, rmcp::model::ProgressToken);
 
@@ -625,78 +596,4 @@ impl Drop for Unroute {
             .unwrap_or_else(|p| p.into_inner())
             .remove(&self.1);
     }
-}
-
-/// When `script`'s `#!` interpreter (an absolute path) exists on this
-/// machine, the server's grant is what cannot read it (a venv's `python`
-/// under `~/.pyenv`): the interpreter and the `[upstreams.NAME]` line that
-/// grants it, a toolchain preset when one covers it. Reading the script's
-/// own directory would change nothing.
-fn interpreter_fix(script: &std::path::Path, server: &str) -> Option<String> {
-    use crate::policy::presets::{self, HostEnv, Operator};
-    use std::io::Read;
-    let mut head = [0u8; 256];
-    let n = std::fs::File::open(script).ok()?.read(&mut head).ok()?;
-    let line = head[..n].split(|&b| b == b'\n').next()?;
-    let line = std::str::from_utf8(line.strip_prefix(b"#!")?).ok()?;
-    let interpreter = std::path::PathBuf::from(line.split([' ', '\t']).find(|w| !w.is_empty())?);
-    if !interpreter.is_absolute() {
-        return None;
-    }
-    // A venv's `python` is a link into the toolchain that made it.
-    let real = interpreter.canonicalize().ok()?;
-    let env = HostEnv::capture();
-    let home = std::path::PathBuf::from(env.get("HOME").unwrap_or("/"));
-    let host = Operator {
-        home: &home,
-        env: &env,
-    };
-    let fix = match presets::covering(&real, &host) {
-        Some(p) => format!("with = [\"{}\"] in [upstreams.{server}]", p.name()),
-        None => format!(
-            "add_read = [\"{}\"] in [upstreams.{server}.fs]",
-            presets::prefix_of(&real, &host).display()
-        ),
-    };
-    Some(format!(
-        "the #! line's interpreter {} exists on this machine, but the server's grant cannot \
-         read it (fix: {fix})",
-        interpreter.display()
-    ))
-}
-
-/// A server program that exists on this machine but that the server's
-/// grant cannot see: named with the `[upstreams.NAME.fs]` line that
-/// grants it (a `--read` flag does not reach a server's grant).
-fn unreachable_program(e: &crate::sandbox::SandboxError, server: &str) -> Option<String> {
-    use crate::sandbox::SandboxError;
-    let (program, dir) = match e {
-        SandboxError::OutsideGrant {
-            program, resolved, ..
-        } => (program.clone(), resolved.parent()?.to_path_buf()),
-        // Namespace-free, Landlock refuses the interpreter with EACCES.
-        SandboxError::CannotExecute { program, .. } if program.contains('/') => {
-            let fix = interpreter_fix(std::path::Path::new(program), server)?;
-            return Some(format!("{program}: cannot start: {fix}"));
-        }
-        SandboxError::NotFound(program) if program.contains('/') => {
-            let path = std::path::Path::new(program);
-            if !path.exists() {
-                return None;
-            }
-            if let Some(fix) = interpreter_fix(path, server) {
-                return Some(format!("{program}: cannot start: {fix}"));
-            }
-            (
-                program.clone(),
-                path.canonicalize().ok()?.parent()?.to_path_buf(),
-            )
-        }
-        _ => return None,
-    };
-    Some(format!(
-        "{program}: exists on this machine, but the server's grant cannot read it (fix: \
-         add_read = [\"{}\"] in [upstreams.{server}.fs])",
-        dir.display()
-    ))
 }

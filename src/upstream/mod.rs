@@ -31,6 +31,7 @@ pub(crate) mod names;
 pub(crate) mod pins;
 mod server;
 pub(crate) mod session;
+mod start_error;
 mod status;
 pub(crate) mod toolbox;
 
