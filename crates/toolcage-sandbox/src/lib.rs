@@ -21,6 +21,7 @@ pub mod mode;
 mod namespace_free;
 mod netns;
 pub mod output;
+pub mod pool;
 pub mod probe;
 mod program;
 pub mod proxy;

@@ -36,9 +36,11 @@
 
 mod after;
 mod prepare;
+pub(crate) mod ready;
 mod start;
 
-use start::RunError::{self, Failed, Unavailable};
+pub(crate) use start::RunError;
+use start::RunError::{Failed, Unavailable};
 
 use super::landlock as ll;
 use super::mode::{self, HostFeatures, IsolationMode, ModeDecision};
@@ -58,6 +60,9 @@ pub fn run(
     cmd: &Command,
     cancel: Option<&CancelToken>,
 ) -> Result<Outcome, SandboxError> {
+    if let Some(ran) = run_ready(grant, cmd, cancel) {
+        return ran;
+    }
     if namespaces_failed().is_none() {
         match run_in(grant, cmd, cancel, IsolationMode::Namespaces) {
             Err(Unavailable(errno)) => NAMESPACES_FAILED.store(errno, Ordering::Relaxed),
@@ -72,6 +77,25 @@ pub fn run(
             stage: "clone",
             source: std::io::Error::from_raw_os_error(errno),
         }),
+    }
+}
+
+/// The call in a sandbox prepared ahead (`pool.rs`), when one is ready
+/// for its grant; `None`: none is, or the call does not fit one (it starts
+/// cold).
+fn run_ready(
+    grant: &Grant,
+    cmd: &Command,
+    cancel: Option<&CancelToken>,
+) -> Option<Result<Outcome, SandboxError>> {
+    if !ready::eligible(grant, cmd) {
+        return None;
+    }
+    let sandbox = super::pool::take(grant, &cmd.extra_read)?;
+    match sandbox.run(grant, cmd, cancel) {
+        Ok(outcome) => Some(Ok(outcome)),
+        Err(Some(Failed(e))) => Some(Err(e)),
+        Err(None | Some(Unavailable(_))) => None,
     }
 }
 
