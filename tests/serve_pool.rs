@@ -236,3 +236,49 @@ fn a_pooled_call_is_confined_like_a_cold_one() {
     }
     let _ = std::fs::remove_dir_all(&outside);
 }
+
+#[test]
+fn a_call_never_takes_a_sandbox_prepared_for_another_grant() {
+    common::namespace_free_if_asked();
+    let p = Project::new("pool-key");
+    // Outside the project: writable only where the policy adds it.
+    let out = std::env::temp_dir().join(format!("tc-pool-key-out-{}", std::process::id()));
+    std::fs::create_dir_all(&out).unwrap();
+    for name in ["wide", "narrow"] {
+        let f = p.write(
+            &format!(".agents/tools/{name}"),
+            &format!(
+                "#!/bin/sh\n# @description Write outside the project.\n\
+                 echo x > '{}/{name}.txt' 2>/dev/null && echo WROTE || echo REFUSED\n",
+                out.display()
+            ),
+        );
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    p.write(
+        "tc.toml",
+        &format!("[tools.wide.fs]\nadd_write = [{out:?}]\n"),
+    );
+    let mut c = Command::new(env!("CARGO_BIN_EXE_toolcage"));
+    c.arg("-C")
+        .arg(&p.dir)
+        .args(["serve", "--no-watch", "--pool", "2", "--policy", "tc.toml"])
+        .env("XDG_STATE_HOME", p.state_dir());
+    let mut s = Serve::spawn(c, None);
+    let server = server_pid(&p);
+    for i in 0..6 {
+        if i >= 2 && !common::namespace_free_run() {
+            // Both grants have sandboxes ready (or being made).
+            assert!(wait_until(|| ready_inits(&server) == 2), "call {i}");
+        }
+        let (name, want) = match i % 2 {
+            0 => ("wide", "WROTE"), // the control: its grant adds the dir
+            _ => ("narrow", "REFUSED"),
+        };
+        let _ = std::fs::remove_file(out.join(format!("{name}.txt")));
+        let r = text(&s.request("tools/call", json!({"name": name, "arguments": {}})));
+        assert_eq!(r.trim(), want, "call {i} of {name}");
+        assert_eq!(out.join(format!("{name}.txt")).exists(), want == "WROTE");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}

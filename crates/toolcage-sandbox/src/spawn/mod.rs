@@ -25,14 +25,16 @@
 //! the child, the init's steps up to `open_listeners` (`child/init.rs`:
 //! namespaces, id maps, the root, loopback, the proxy's listeners). What
 //! depends on the call is [`prepare::Invocation`] (argv, environment,
-//! working directory, program), the pipes, the broker's audit tap, and
-//! from `become_subreaper` on the init's steps and all of the tool's. A
-//! pool would stop the init at that line and hand it the call's half.
-//! What still crosses the seam: the call's own readable paths
+//! working directory, program), its stdio, the broker's audit tap, and
+//! from `receive_call` on the init's steps and all of the tool's.
+//! [`ready`] stops the init at that line (`serve --pool`, `pool.rs`): the
+//! call's half reaches it over a socket. What still crosses the seam, and
+//! so is part of a prepared sandbox's key: the call's own readable paths
 //! (`Command::extra_read`, the parameters file) are in the Landlock
-//! ruleset and the root's plan; the init keeps the call's stdio from its
-//! first step (`keep_fds`); namespace-free mode's private tmp and its
-//! snapshot of protected paths are made per call.
+//! ruleset and the root's plan. Not prepared ahead: namespace-free mode
+//! (its private tmp and its snapshot of protected paths are made per
+//! call), domain mode (the proxy is set up with the init), `--explain`
+//! and toolcage's own stdio (`exec`).
 
 mod after;
 mod prepare;
