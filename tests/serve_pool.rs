@@ -262,7 +262,8 @@ fn a_call_never_takes_a_sandbox_prepared_for_another_grant() {
     let mut c = Command::new(env!("CARGO_BIN_EXE_toolcage"));
     c.arg("-C")
         .arg(&p.dir)
-        .args(["serve", "--no-watch", "--pool", "2", "--policy", "tc.toml"])
+        .args(["serve", "--no-watch", "--pool", "2", "--policy"])
+        .arg(p.path("tc.toml"))
         .env("XDG_STATE_HOME", p.state_dir());
     let mut s = Serve::spawn(c, None);
     let server = server_pid(&p);
@@ -277,7 +278,7 @@ fn a_call_never_takes_a_sandbox_prepared_for_another_grant() {
         };
         let _ = std::fs::remove_file(out.join(format!("{name}.txt")));
         let r = text(&s.request("tools/call", json!({"name": name, "arguments": {}})));
-        assert_eq!(r.trim(), want, "call {i} of {name}");
+        assert_eq!(r.lines().next(), Some(want), "call {i} of {name}: {r}");
         assert_eq!(out.join(format!("{name}.txt")).exists(), want == "WROTE");
     }
     let _ = std::fs::remove_dir_all(&out);
