@@ -49,6 +49,20 @@ struct State {
     generation: u64,
     /// Namespaces refused: nothing is prepared any more.
     off: bool,
+    /// Calls running in a sandbox taken from the pool: while there are
+    /// as many ready as running, the filler waits for them to end rather
+    /// than take a CPU from them.
+    running: usize,
+}
+
+/// A call running in a sandbox from the pool (see `State::running`).
+pub(crate) struct Running(&'static Pool);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.lock().running -= 1;
+        self.0.wake.notify_one();
+    }
 }
 
 static POOL: OnceLock<Pool> = OnceLock::new();
@@ -101,7 +115,7 @@ pub fn size() -> usize {
 
 /// A fresh ready sandbox for `grant` and `extra_read`, if one is ready;
 /// either way the key is marked wanted and the filler woken.
-pub(crate) fn take(grant: &Grant, extra_read: &[PathBuf]) -> Option<Ready> {
+pub(crate) fn take(grant: &Grant, extra_read: &[PathBuf]) -> Option<(Ready, Running)> {
     let pool = POOL.get()?;
     let key = Key {
         grant: grant.clone(),
@@ -123,11 +137,14 @@ pub(crate) fn take(grant: &Grant, extra_read: &[PathBuf]) -> Option<Ready> {
             }
             stale.push(r);
         }
+        if found.is_some() {
+            s.running += 1;
+        }
         found
     };
     pool.wake.notify_one();
     drop(stale);
-    found
+    found.map(|r| (r, Running(pool)))
 }
 
 impl Pool {
@@ -162,9 +179,11 @@ impl State {
     }
 
     /// The wanted key with the fewest ready sandboxes (the most recent
-    /// first among equals), while fewer than `size` are ready.
+    /// first among equals), while fewer than `size` are ready and fewer
+    /// than the calls running from the pool (else after they end).
     fn next(&self, size: usize) -> Option<Key> {
-        if self.off || self.ready.len() >= size {
+        let busy = self.running > 0 && self.ready.len() >= self.running;
+        if self.off || self.ready.len() >= size || busy {
             return None;
         }
         let count = |k: &Key| self.ready.iter().filter(|(r, _)| r == k).count();

@@ -93,7 +93,7 @@ fn run_ready(
     if !ready::eligible(grant, cmd) {
         return None;
     }
-    let sandbox = super::pool::take(grant, &cmd.extra_read)?;
+    let (sandbox, _running) = super::pool::take(grant, &cmd.extra_read)?;
     match sandbox.run(grant, cmd, cancel) {
         Ok(outcome) => Some(Ok(outcome)),
         Err(Some(Failed(e))) => Some(Err(e)),
