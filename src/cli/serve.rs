@@ -31,6 +31,10 @@ pub(crate) struct ServeArgs {
     /// Do not watch the tool dirs for changes (no hot reload).
     #[arg(long)]
     pub(crate) no_watch: bool,
+    /// Sandboxes kept prepared ahead of their call, for the grants recent
+    /// calls used (each serves one call; 0 turns the pool off).
+    #[arg(long, value_name = "N", default_value_t = crate::sandbox::pool::DEFAULT_SIZE)]
+    pub(crate) pool: usize,
     /// How long an approval request (MCP elicitation) waits for an answer;
     /// no answer denies the call.
     #[arg(long, value_name = "DUR", default_value = "2m")]
@@ -228,6 +232,8 @@ fn try_run(
     // Every network-off call takes a network namespace made while the
     // previous call ran (sandbox/netns.rs).
     crate::sandbox::keep_network_namespace_ready();
+    // Sandboxes made ahead of their call, one per call (sandbox/pool.rs).
+    crate::sandbox::pool::start(args.pool)?;
     let config = serve_config(args, max_message_bytes)?;
     let engine = global.engine(&args.policy)?;
     check_audit_target(&engine, addr.is_some())?;

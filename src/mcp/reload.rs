@@ -113,7 +113,16 @@ async fn watch_loop(server: McpServer, mut watch: Watch, mut rx: mpsc::Unbounded
         }
         watch.sync();
         let host = server.shared.host.clone();
-        let changed = match tokio::task::spawn_blocking(move || host.reload()).await {
+        let changed = match tokio::task::spawn_blocking(move || {
+            // A tool's grant may change: its prepared sandboxes go (and
+            // again after, those a call prepared meanwhile).
+            crate::sandbox::pool::clear();
+            let changed = host.reload();
+            crate::sandbox::pool::clear();
+            changed
+        })
+        .await
+        {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!("rediscovery failed: {e}");

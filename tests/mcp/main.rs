@@ -18,5 +18,6 @@ mod http_server;
 mod http_service;
 mod interrupted_calls;
 mod serve_http;
+mod serve_pool;
 mod serve_process;
 mod stdio;

@@ -31,6 +31,7 @@ pub mod mode;
 mod namespace_free;
 mod netns;
 pub mod output;
+pub mod pool;
 pub mod probe;
 mod program;
 mod proxy;

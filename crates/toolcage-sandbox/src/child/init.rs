@@ -2,7 +2,9 @@
 //! parent module): async-signal-safe, no allocation, no locks.
 
 use super::super::steps;
-use super::{ChildPlan, Stage, close_all_but, errno, fail, fail_at, loopback_up};
+use super::{
+    CallIn, ChildPlan, Stage, ToolArgs, ToolCall, close_all_but, errno, fail, fail_at, loopback_up,
+};
 use std::ptr;
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -76,12 +78,14 @@ pub extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
     // the channel the plan names, and closed.
     unsafe { open_listeners(plan) };
     // The seam: above, the sandbox (what the grant decides); below, the
-    // call (see `spawn/mod.rs`).
+    // call (see `spawn/mod.rs`). A sandbox prepared ahead waits here.
+    // SAFETY: reads our own socket into memory of our own copy.
+    let call = unsafe { receive_call(plan) };
     // SAFETY: the subreaper flag is ours.
     unsafe { become_subreaper(plan) };
     // SAFETY: the tool runs on its own stack from the plan, in our memory,
     // while we are suspended (vfork) until it execs.
-    let tool = unsafe { start_tool(plan) };
+    let tool = unsafe { start_tool(plan, call) };
     // SAFETY: writes our own report pipe and our own static.
     unsafe { forward_to(plan, tool) };
     // SAFETY: the handlers installed are async-signal-safe and ours.
@@ -291,6 +295,144 @@ unsafe fn open_listeners(plan: &ChildPlan) {
     }
 }
 
+/// Init step: the call. In the plan, or for a sandbox prepared ahead
+/// ([`CallIn`]), received: its stdio with the header, then its strings
+/// into memory the parent allocated. The socket closed unused (the pool
+/// discarded us): exit.
+///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
+///
+/// # Safety
+/// The child's contract: in the init, after the sandbox's steps.
+unsafe fn receive_call(plan: &ChildPlan) -> ToolCall {
+    let Some(c) = &plan.call_in else {
+        return ToolCall::of_plan(plan);
+    };
+    // SAFETY: our caller keeps the child's contract; the memory written is
+    // the plan's `CallIn` buffers, in our own copy.
+    unsafe {
+        let (header, stdio) = receive_header(plan, c);
+        let [len, argc, envc] = header.map(|v| v as usize);
+        if len > c.cap || argc + envc + 2 > c.ptrs_cap || !read_exact(c.fd, c.buf, len) {
+            fail(plan, Stage::Call);
+        }
+        let bytes = std::slice::from_raw_parts(c.buf, len);
+        let ptrs = std::slice::from_raw_parts_mut(c.ptrs, c.ptrs_cap);
+        // program, cwd, argv..., envp...: 2 + argc + envc strings.
+        let mut starts = [ptr::null::<libc::c_char>(); 2];
+        let mut n = 0;
+        let mut at = 0;
+        for (i, b) in bytes.iter().enumerate() {
+            if *b != 0 {
+                continue;
+            }
+            let s = c.buf.add(at) as *const libc::c_char;
+            match n {
+                0 | 1 => starts[n] = s,
+                k if k < 2 + argc => ptrs[k - 2] = s,
+                k if k < 2 + argc + envc => ptrs[k - 1] = s,
+                _ => fail(plan, Stage::Call),
+            }
+            n += 1;
+            at = i + 1;
+        }
+        if n != 2 + argc + envc || at != len {
+            fail(plan, Stage::Call);
+        }
+        ptrs[argc] = ptr::null();
+        ptrs[argc + 1 + envc] = ptr::null();
+        ToolCall {
+            program: starts[0],
+            cwd: starts[1],
+            argv: c.ptrs,
+            envp: c.ptrs.add(argc + 1),
+            stdio,
+        }
+    }
+}
+
+/// The call's header (length, argc, envc) and its three descriptors,
+/// each moved to 3 or above (0 to 2 are closed in the init: a received
+/// descriptor there could be overwritten by another's `dup2`).
+///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
+///
+/// # Safety
+/// The child's contract: in the init, `c` its plan's.
+unsafe fn receive_header(plan: &ChildPlan, c: &CallIn) -> ([u32; 3], [libc::c_int; 3]) {
+    let mut header = [0u32; 3];
+    let mut control = [0u64; 8];
+    // SAFETY: recvmsg into stack buffers described by the msghdr; the
+    // CMSG_* helpers walk that control buffer within its length.
+    unsafe {
+        let mut iov = libc::iovec {
+            iov_base: header.as_mut_ptr().cast(),
+            iov_len: std::mem::size_of_val(&header),
+        };
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control);
+        let n = loop {
+            let n = libc::recvmsg(c.fd, &mut msg, libc::MSG_CMSG_CLOEXEC | libc::MSG_WAITALL);
+            if n >= 0 || errno() != libc::EINTR {
+                break n;
+            }
+        };
+        if n == 0 {
+            libc::_exit(0); // discarded before any call
+        }
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        let want = libc::CMSG_LEN(3 * std::mem::size_of::<libc::c_int>() as u32) as usize;
+        if n as usize != std::mem::size_of_val(&header)
+            || msg.msg_flags & libc::MSG_CTRUNC != 0
+            || cmsg.is_null()
+            || (*cmsg).cmsg_level != libc::SOL_SOCKET
+            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+            || (*cmsg).cmsg_len as usize != want
+        {
+            fail(plan, Stage::Call);
+        }
+        let mut fds = [-1 as libc::c_int; 3];
+        ptr::copy_nonoverlapping(
+            libc::CMSG_DATA(cmsg) as *const libc::c_int,
+            fds.as_mut_ptr(),
+            3,
+        );
+        for fd in &mut fds {
+            if *fd < 3 {
+                let moved = libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, 3);
+                if moved < 0 {
+                    fail(plan, Stage::Call);
+                }
+                *fd = moved;
+            }
+        }
+        (header, fds)
+    }
+}
+
+/// Read exactly `len` bytes from `fd` into `buf`; false on EOF or error.
+///
+/// Async-signal-safe: raw syscalls only, no allocation, no locks.
+///
+/// # Safety
+/// `buf` is valid for `len` bytes of writes.
+unsafe fn read_exact(fd: libc::c_int, buf: *mut u8, len: usize) -> bool {
+    let mut got = 0;
+    while got < len {
+        // SAFETY: read(2) into the rest of `buf`, valid per our contract.
+        let n = unsafe { libc::read(fd, buf.add(got).cast(), len - got) };
+        match n {
+            n if n > 0 => got += n as usize,
+            n if n < 0 && errno() == libc::EINTR => continue,
+            _ => return false,
+        }
+    }
+    true
+}
+
 /// Init step, namespace-free: orphans of the call become our children, so
 /// we can reap them.
 ///
@@ -313,15 +455,18 @@ unsafe fn become_subreaper(plan: &ChildPlan) {
 /// # Safety
 /// The child's contract: in the init, with `plan.tool_stack_top` the top
 /// of a stack no one else uses.
-unsafe fn start_tool(plan: &ChildPlan) -> libc::pid_t {
-    // SAFETY: `tool_main` runs on the tool's own stack, reading the plan we
-    // pass it, while we wait (vfork); `fail` keeps the child's contract.
+unsafe fn start_tool(plan: &ChildPlan, call: ToolCall) -> libc::pid_t {
+    // On our stack, which stays put while we are suspended (vfork).
+    let args = ToolArgs { plan, call };
+    // SAFETY: `tool_main` runs on the tool's own stack, reading the plan
+    // and the call we pass it, while we wait (vfork); `fail` keeps the
+    // child's contract.
     unsafe {
         let tool = libc::clone(
             super::tool::tool_main,
             plan.tool_stack_top,
             libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            plan as *const ChildPlan as *mut libc::c_void,
+            &args as *const ToolArgs as *mut libc::c_void,
         );
         if tool < 0 {
             fail(plan, Stage::Spawn);

@@ -59,6 +59,7 @@ pub enum Stage {
     Spawn = 13,
     Network = 14,
     Proxy = 15,
+    Call = 16,
 }
 
 impl Stage {
@@ -80,6 +81,7 @@ impl Stage {
             Spawn,
             Network,
             Proxy,
+            Call,
         ]
         .into_iter()
         .find(|s| *s as u32 == v)
@@ -102,6 +104,7 @@ impl Stage {
             Stage::Spawn => "starting the tool inside the namespace",
             Stage::Network => "bringing up loopback in the network namespace",
             Stage::Proxy => "creating the proxy's listeners in the network namespace",
+            Stage::Call => "receiving the call in a sandbox prepared ahead",
         }
     }
 }
@@ -164,6 +167,9 @@ pub struct ChildPlan {
     /// process (the audit records name its Landlock domain by that pid)
     /// while it is certain to be alive, then closes the write end.
     pub exec_gate_fd: RawFd,
+    /// A sandbox prepared ahead (`pool.rs`): the init waits for its call
+    /// here after the sandbox's steps; `None`: the call is in the plan.
+    pub call_in: Option<CallIn>,
     /// Owners of the memory `argv`/`envp`/`seccomp` point into and of the
     /// Landlock ruleset.
     pub _storage: PlanStorage,
@@ -178,6 +184,56 @@ pub struct PlanStorage {
     pub _seccomp: Vec<Vec<libc::sock_filter>>,
     /// The ruleset `landlock_fd` is.
     pub _landlock: Option<OwnedFd>,
+    /// What [`CallIn`]'s pointers point into.
+    pub _call_in: (Vec<u8>, Vec<*const libc::c_char>),
+}
+
+/// Where a prepared sandbox's init receives its call (`init.rs`,
+/// `receive_call`): a unix stream socket, and memory allocated by the
+/// parent before the clone (the init's own copy) that the call is read
+/// into, so that receiving it allocates nothing.
+///
+/// The wire: one message of three `u32` (the payload's length, argc,
+/// envc) carrying the tool's stdin, stdout and stderr (`SCM_RIGHTS`);
+/// then the payload: program, working directory, each argument, each
+/// `KEY=value`, each NUL-terminated.
+pub struct CallIn {
+    pub fd: RawFd,
+    pub buf: *mut u8,
+    pub cap: usize,
+    /// Room for argv, a null, envp, a null.
+    pub ptrs: *mut *const libc::c_char,
+    pub ptrs_cap: usize,
+}
+
+/// What the tool runs: from the plan, or received by a prepared
+/// sandbox's init. Pointers into the plan or [`CallIn`]'s memory.
+pub(crate) struct ToolCall {
+    pub program: *const libc::c_char,
+    pub cwd: *const libc::c_char,
+    pub argv: *const *const libc::c_char,
+    pub envp: *const *const libc::c_char,
+    pub stdio: [RawFd; 3],
+}
+
+impl ToolCall {
+    /// The call the parent put in the plan.
+    fn of_plan(plan: &ChildPlan) -> ToolCall {
+        ToolCall {
+            program: plan.program.as_ptr(),
+            cwd: plan.cwd.as_ptr(),
+            argv: plan.argv.as_ptr(),
+            envp: plan.envp.as_ptr(),
+            stdio: plan.stdio,
+        }
+    }
+}
+
+/// What the init hands the tool (on the init's stack, which stays put
+/// while it is suspended until the tool execs).
+pub(crate) struct ToolArgs<'a> {
+    pub plan: &'a ChildPlan,
+    pub call: ToolCall,
 }
 
 fn errno() -> i32 {

@@ -1,15 +1,16 @@
 //! The tool's steps (`tool_main`), under the child's contract (see the
 //! parent module): async-signal-safe, no allocation, no locks.
 
-use super::{ChildPlan, FreshRule, Stage, errno, fail};
+use super::{ChildPlan, FreshRule, Stage, ToolArgs, ToolCall, errno, fail};
 use std::os::fd::RawFd;
 use std::ptr;
 
 /// The tool's entry point: its steps, in order (drop everything, then
 /// exec). Any failure reports its stage and exits 125.
 pub(super) extern "C" fn tool_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: as for `init_main`; the init is suspended (vfork) until we exec.
-    let plan = unsafe { &*(arg as *const ChildPlan) };
+    // SAFETY: the init passes its ToolArgs, on its stack, and is
+    // suspended (vfork) until we exec; the plan is in the memory we share.
+    let ToolArgs { plan, call } = unsafe { &*(arg as *const ToolArgs) };
     // SAFETY: we are the tool, just cloned: the session is ours to lead.
     unsafe { new_session(plan) };
     // SAFETY: the death signal set is ours.
@@ -18,7 +19,7 @@ pub(super) extern "C" fn tool_main(arg: *mut libc::c_void) -> libc::c_int {
     unsafe { set_rlimits(plan) };
     // SAFETY: the working directory changed is ours (the init shares our
     // memory, not our filesystem context).
-    unsafe { enter_cwd(plan) };
+    unsafe { enter_cwd(plan, call) };
     // SAFETY: the capabilities dropped are ours.
     unsafe { drop_capabilities(plan) };
     // SAFETY: no_new_privs is set on us alone.
@@ -28,7 +29,7 @@ pub(super) extern "C" fn tool_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: the descriptors marked are our own table's (no CLONE_FILES).
     unsafe { close_inherited(plan) };
     // SAFETY: as above.
-    unsafe { set_stdio(plan) };
+    unsafe { set_stdio(plan, call) };
     // SAFETY: the signal mask is ours; dispositions are all default.
     unsafe { unblock_signals(plan) };
     // SAFETY: a read of the gate the plan names, our own copy.
@@ -38,7 +39,7 @@ pub(super) extern "C" fn tool_main(arg: *mut libc::c_void) -> libc::c_int {
     unsafe { install_seccomp(plan) };
     // SAFETY: the program, argv and envp are C strings and null-terminated
     // pointer arrays in the plan.
-    unsafe { exec(plan) }
+    unsafe { exec(plan, call) }
 }
 
 /// Tool step: lead a new session (and process group).
@@ -99,11 +100,11 @@ unsafe fn set_rlimits(plan: &ChildPlan) {
 ///
 /// # Safety
 /// The child's contract: in the tool.
-unsafe fn enter_cwd(plan: &ChildPlan) {
-    // SAFETY: chdir with a C string from the plan; `fail` keeps the
+unsafe fn enter_cwd(plan: &ChildPlan, call: &ToolCall) {
+    // SAFETY: chdir with a C string of the call; `fail` keeps the
     // child's contract.
     unsafe {
-        if libc::chdir(plan.cwd.as_ptr()) != 0 {
+        if libc::chdir(call.cwd) != 0 {
             fail(plan, Stage::Chdir);
         }
     }
@@ -183,8 +184,8 @@ unsafe fn close_inherited(plan: &ChildPlan) {
 ///
 /// # Safety
 /// The child's contract: in the tool, after [`close_inherited`].
-unsafe fn set_stdio(plan: &ChildPlan) {
-    for (target, &fd) in plan.stdio.iter().enumerate() {
+unsafe fn set_stdio(plan: &ChildPlan, call: &ToolCall) {
+    for (target, &fd) in call.stdio.iter().enumerate() {
         let target = target as RawFd;
         // SAFETY: fcntl/dup2 on descriptors of our own table; `fail` keeps
         // the child's contract.
@@ -249,15 +250,11 @@ unsafe fn install_seccomp(plan: &ChildPlan) {
 ///
 /// # Safety
 /// The child's contract: in the tool, last.
-unsafe fn exec(plan: &ChildPlan) -> ! {
+unsafe fn exec(plan: &ChildPlan, call: &ToolCall) -> ! {
     // SAFETY: execve with a C string and null-terminated arrays of C
-    // strings from the plan; `fail` keeps the child's contract.
+    // strings of the call; `fail` keeps the child's contract.
     unsafe {
-        libc::execve(
-            plan.program.as_ptr(),
-            plan.argv.as_ptr(),
-            plan.envp.as_ptr(),
-        );
+        libc::execve(call.program, call.argv, call.envp);
         fail(plan, Stage::Exec)
     }
 }

@@ -25,20 +25,24 @@
 //! the child, the init's steps up to `open_listeners` (`child/init.rs`:
 //! namespaces, id maps, the root, loopback, the proxy's listeners). What
 //! depends on the call is [`prepare::Invocation`] (argv, environment,
-//! working directory, program), the pipes, the broker's audit tap, and
-//! from `become_subreaper` on the init's steps and all of the tool's. A
-//! pool would stop the init at that line and hand it the call's half.
-//! What still crosses the seam: the call's own readable paths
+//! working directory, program), its stdio, the broker's audit tap, and
+//! from `receive_call` on the init's steps and all of the tool's.
+//! [`ready`] stops the init at that line (`serve --pool`, `pool.rs`): the
+//! call's half reaches it over a socket. What still crosses the seam, and
+//! so is part of a prepared sandbox's key: the call's own readable paths
 //! (`Command::extra_read`, the parameters file) are in the Landlock
-//! ruleset and the root's plan; the init keeps the call's stdio from its
-//! first step (`keep_fds`); namespace-free mode's private tmp and its
-//! snapshot of protected paths are made per call.
+//! ruleset and the root's plan. Not prepared ahead: namespace-free mode
+//! (its private tmp and its snapshot of protected paths are made per
+//! call), domain mode (the proxy is set up with the init), `--explain`
+//! and toolcage's own stdio (`exec`).
 
 mod after;
 mod prepare;
+pub(crate) mod ready;
 mod start;
 
-use start::RunError::{self, Failed, Unavailable};
+pub(crate) use start::RunError;
+use start::RunError::{Failed, Unavailable};
 
 use super::landlock as ll;
 use super::mode::{self, HostFeatures, IsolationMode, ModeDecision};
@@ -58,6 +62,9 @@ pub fn run(
     cmd: &Command,
     cancel: Option<&CancelToken>,
 ) -> Result<Outcome, SandboxError> {
+    if let Some(ran) = run_ready(grant, cmd, cancel) {
+        return ran;
+    }
     if namespaces_failed().is_none() {
         match run_in(grant, cmd, cancel, IsolationMode::Namespaces) {
             Err(Unavailable(errno)) => NAMESPACES_FAILED.store(errno, Ordering::Relaxed),
@@ -72,6 +79,25 @@ pub fn run(
             stage: "clone",
             source: std::io::Error::from_raw_os_error(errno),
         }),
+    }
+}
+
+/// The call in a sandbox prepared ahead (`pool.rs`), when one is ready
+/// for its grant; `None`: none is, or the call does not fit one (it starts
+/// cold).
+fn run_ready(
+    grant: &Grant,
+    cmd: &Command,
+    cancel: Option<&CancelToken>,
+) -> Option<Result<Outcome, SandboxError>> {
+    if !ready::eligible(grant, cmd) {
+        return None;
+    }
+    let (sandbox, _running) = super::pool::take(grant, &cmd.extra_read)?;
+    match sandbox.run(grant, cmd, cancel) {
+        Ok(outcome) => Some(Ok(outcome)),
+        Err(Some(Failed(e))) => Some(Err(e)),
+        Err(None | Some(Unavailable(_))) => None,
     }
 }
 

@@ -105,6 +105,16 @@ pub(in crate::spawn) struct Wires {
 }
 
 impl Wires {
+    /// A sandbox prepared ahead: its stdio comes with its call.
+    pub fn ahead() -> Result<Wires, SandboxError> {
+        Ok(Wires {
+            pipes: None,
+            tee: None,
+            report: pipe()?,
+            status: pipe()?,
+        })
+    }
+
     fn new(cmd: &Command) -> Result<Wires, SandboxError> {
         let pipes = if cmd.inherit_stdio || cmd.stdio_fds.is_some() {
             None
@@ -167,8 +177,14 @@ pub(in crate::spawn) fn prepare<'g>(
     };
     let paths_memory = canon::remember();
     let (env, cwd, program) = resolve_call(grant, cmd, argv0, host_tmp.as_ref())?;
-    let (sandbox, report, root) =
-        confine(grant, cmd, isolation, decision, runtime, host_tmp.as_ref())?;
+    let (sandbox, report, root) = confine(
+        grant,
+        &cmd.extra_read,
+        isolation,
+        decision,
+        runtime,
+        host_tmp.as_ref(),
+    )?;
     let call = Invocation {
         argv: cmd
             .argv
@@ -200,16 +216,16 @@ pub(in crate::spawn) fn prepare<'g>(
 /// The confinement the grant and the mode decide (see [`Confinement`]),
 /// what it will be reported as (refused when that is less than the grant's
 /// `enforcement` accepts), and what toolcage keeps of the root's plan.
-fn confine<'g>(
+pub(in crate::spawn) fn confine<'g>(
     grant: &'g Grant,
-    cmd: &Command,
+    extra_read: &[PathBuf],
     isolation: IsolationMode,
     decision: Option<ModeDecision>,
     runtime: &runtime_dir::RuntimeDir,
     host_tmp: Option<&HostTmp>,
 ) -> Result<(Confinement<'g>, EnforcementReport, RootRecord), SandboxError> {
     let namespace_free = isolation == IsolationMode::NamespaceFree;
-    let mut extra_read = cmd.extra_read.clone();
+    let mut extra_read = extra_read.to_vec();
     extra_read.extend(network_files(grant));
     let landlock = landlock(grant, &extra_read, runtime, namespace_free, host_tmp)?;
     let (rlimits, rlimit_notes) = rlimits(grant);
@@ -259,7 +275,7 @@ fn confine<'g>(
 
 /// The call's environment, working directory and program (resolved on the
 /// sandbox's `PATH`, and readable under the grant).
-fn resolve_call(
+pub(in crate::spawn) fn resolve_call(
     grant: &Grant,
     cmd: &Command,
     argv0: &OsStr,
@@ -457,13 +473,15 @@ fn network_files(grant: &Grant) -> Vec<PathBuf> {
     }
 }
 
-fn cstring(s: &OsStr) -> Result<CString, SandboxError> {
+pub(in crate::spawn) fn cstring(s: &OsStr) -> Result<CString, SandboxError> {
     CString::new(s.as_bytes())
         .map_err(|_| SandboxError::Prepare(format!("{}: contains a NUL byte", s.display())))
 }
 
 /// The environment as `KEY=value` C strings.
-fn env_strings(env: &BTreeMap<String, String>) -> Result<Vec<CString>, SandboxError> {
+pub(in crate::spawn) fn env_strings(
+    env: &BTreeMap<String, String>,
+) -> Result<Vec<CString>, SandboxError> {
     env.iter()
         .map(|(k, v)| cstring(&OsString::from(format!("{k}={v}"))))
         .collect()

@@ -2,7 +2,9 @@
 //! process), then the init: the pipes, the child's plan, `clone(2)`, and
 //! the wait until the tool has exec'd.
 
-use super::super::child::{ChildPlan, PlanStorage, ProcWrite, Stage, init_main, loopback_request};
+use super::super::child::{
+    CallIn, ChildPlan, PlanStorage, ProcWrite, Stage, init_main, loopback_request,
+};
 use super::super::init_guard::InitGuard;
 use super::super::landlock as ll;
 use super::super::{Command, SandboxError, landlock_log, netns, output, probe, proxy};
@@ -12,10 +14,10 @@ use std::ffi::OsStr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use toolcage_policy::{DomainPolicy, canon};
 
-const STACK_SIZE: usize = 256 * 1024;
+pub(in crate::spawn) const STACK_SIZE: usize = 256 * 1024;
 
 /// Why `run_in` did not run the call.
-pub(in crate::spawn) enum RunError {
+pub(crate) enum RunError {
     /// The namespaces could not be created (errno): try without them.
     Unavailable(i32),
     Failed(SandboxError),
@@ -30,6 +32,7 @@ impl From<SandboxError> for RunError {
 
 /// Phase 3's product: what serves the call from toolcage's process, set up
 /// before the init exists (its descriptors go into the child's plan).
+#[derive(Default)]
 pub(in crate::spawn) struct Broker {
     /// Domain mode: the proxy's listener plan and the channel on which the
     /// init sends it the listeners it made in the call's network namespace.
@@ -153,7 +156,13 @@ fn clone_child(
     let mut stacks = vec![0u8; 2 * STACK_SIZE];
     let tool_stack_top = stacks.as_mut_ptr_range().end.cast();
     let netns_fd = netns.as_ref().map_or(-1, |f| f.as_raw_fd());
-    let plan = child_plan(cmd, call, sandbox, wires, broker, netns_fd, tool_stack_top);
+    let side = CallSide {
+        stdio: wires.stdio(cmd),
+        explain: cmd.explain,
+        call,
+        call_in: None,
+    };
+    let plan = child_plan(side, sandbox, wires, broker, netns_fd, tool_stack_top);
     let flags = namespace_flags(namespace_free, own_netns);
     drop(paths_memory);
     let init = spawn_init(&plan, &mut stacks[..STACK_SIZE], flags)
@@ -161,22 +170,44 @@ fn clone_child(
     Ok((init, (plan, stacks)))
 }
 
+/// What the plan holds of the call: its strings and stdio (a sandbox
+/// prepared ahead has neither yet, and receives them on `call_in`).
+pub(in crate::spawn) struct CallSide {
+    pub stdio: [RawFd; 3],
+    pub explain: bool,
+    pub call: Invocation,
+    pub call_in: Option<(CallIn, CallInStorage)>,
+}
+
+/// What a [`CallIn`]'s pointers point into.
+pub(in crate::spawn) type CallInStorage = (Vec<u8>, Vec<*const libc::c_char>);
+
 /// Everything the init and the tool need, in memory they will have a copy
 /// of: pointers into the call's strings and programs (owned by the plan),
 /// the descriptors to keep, the steps of the root.
-fn child_plan(
-    cmd: &Command,
-    call: Invocation,
+pub(in crate::spawn) fn child_plan(
+    side: CallSide,
     sandbox: Confinement<'_>,
     wires: &Wires,
     broker: &Broker,
     netns_fd: RawFd,
     tool_stack_top: *mut libc::c_void,
 ) -> ChildPlan {
-    let stdio = wires.stdio(cmd);
+    let CallSide {
+        stdio,
+        explain,
+        call,
+        call_in,
+    } = side;
     let landlock_fd = sandbox.landlock.fd.as_ref().map_or(-1, |f| f.as_raw_fd());
     let exec_gate_fd = broker.exec_gate.as_ref().map_or(-1, |(r, _)| r.as_raw_fd());
-    let keep_fds = keep_fds(stdio, wires, broker, [landlock_fd, netns_fd, exec_gate_fd]);
+    let call_fd = call_in.as_ref().map_or(-1, |(c, _)| c.fd);
+    let mut keep_fds = keep_fds(stdio, wires, broker, [landlock_fd, netns_fd, exec_gate_fd]);
+    if call_fd >= 0 {
+        keep_fds.push(call_fd);
+        keep_fds.sort_unstable();
+    }
+    let (call_in, call_in_storage) = call_in.unzip();
     ChildPlan {
         program: call.program,
         argv: null_terminated(&call.argv),
@@ -190,7 +221,7 @@ fn child_plan(
         landlock_fd,
         // LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON (ABI 7): off unless asked,
         // so routine refusals do not flood an operator's audit log.
-        landlock_flags: match cmd.explain && ll::kernel_abi() >= 7 {
+        landlock_flags: match explain && ll::kernel_abi() >= 7 {
             true => 1 << 1,
             false => 0,
         },
@@ -213,11 +244,13 @@ fn child_plan(
         sigrtmax: libc::SIGRTMAX(),
         namespace_free: sandbox.namespace_free,
         exec_gate_fd,
+        call_in,
         _storage: PlanStorage {
             _argv: call.argv,
             _env: call.env,
             _seccomp: sandbox.seccomp,
             _landlock: sandbox.landlock.fd,
+            _call_in: call_in_storage.unwrap_or_default(),
         },
     }
 }
@@ -245,7 +278,7 @@ fn keep_fds(stdio: [RawFd; 3], wires: &Wires, broker: &Broker, more: [RawFd; 3])
 
 /// Not root: the init's user namespace maps us to ourselves (and
 /// `setgroups` is denied, as an unprivileged map requires).
-fn id_maps(namespace_free: bool) -> Vec<ProcWrite> {
+pub(in crate::spawn) fn id_maps(namespace_free: bool) -> Vec<ProcWrite> {
     let (uid, gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
     if uid.is_root() || namespace_free {
         return Vec::new();
@@ -267,7 +300,7 @@ fn id_maps(namespace_free: bool) -> Vec<ProcWrite> {
 }
 
 /// The namespaces the init is cloned into; none namespace-free.
-fn namespace_flags(namespace_free: bool, own_netns: bool) -> libc::c_int {
+pub(in crate::spawn) fn namespace_flags(namespace_free: bool, own_netns: bool) -> libc::c_int {
     if namespace_free {
         return 0;
     }
@@ -284,7 +317,7 @@ fn namespace_flags(namespace_free: bool, own_netns: bool) -> libc::c_int {
     flags
 }
 
-fn cap_last() -> libc::c_int {
+pub(in crate::spawn) fn cap_last() -> libc::c_int {
     std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
         .ok()
         .and_then(|s| s.trim().parse().ok())
@@ -293,7 +326,7 @@ fn cap_last() -> libc::c_int {
 
 /// clone(2) the namespace init with `flags`, like fork: it runs in its own
 /// copy of our memory, so nothing the parent frees or unwinds can reach it.
-fn spawn_init(
+pub(in crate::spawn) fn spawn_init(
     plan: &ChildPlan,
     stack: &mut [u8],
     flags: libc::c_int,
@@ -352,7 +385,7 @@ fn restore_signal_mask(old: &libc::sigset_t) {
 
 /// Why the init could not be cloned: namespaces refused (try without
 /// them), or a failure of its own.
-fn clone_error(source: std::io::Error, namespace_free: bool) -> RunError {
+pub(in crate::spawn) fn clone_error(source: std::io::Error, namespace_free: bool) -> RunError {
     match source.raw_os_error() {
         Some(errno) if !namespace_free && probe::blocks_namespaces(errno) => Unavailable(errno),
         _ => Failed(SandboxError::Setup {
@@ -368,7 +401,7 @@ fn clone_error(source: std::io::Error, namespace_free: bool) -> RunError {
 /// Wait until the tool has exec'd (the report pipe closes on exec) or
 /// setup failed; then reap the init and name the step that failed.
 /// Namespace-free, the init first sends the tool's process group.
-fn await_exec(
+pub(in crate::spawn) fn await_exec(
     init: &mut InitGuard,
     report: &OwnedFd,
     namespace_free: bool,
