@@ -72,18 +72,61 @@ pub enum PasswordFrom {
     Env(String),
 }
 
-/// The operator's choice of store: `--store URL` with its password source.
+/// The operator's choice of store: `--store URL` with its password source
+/// and the namespace of its keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreSpec {
     /// `redis://HOST:PORT[/DB]` or `rediss://…`, without a password.
     pub url: String,
     pub password: Option<PasswordFrom>,
+    /// `--store-prefix` / `[store] prefix`: the namespace of every key
+    /// (`None`: derived from the project, [`default_prefix`]).
+    pub prefix: Option<String>,
+    /// Where `prefix` was said, for messages.
+    pub prefix_from: &'static str,
+}
+
+/// The namespace of a project's keys when the operator names none: the
+/// project's state-directory name (the first 16 hex digits of the SHA-256
+/// of its canonical path), so two projects sharing one Redis share no
+/// limit and no pin, and replicas serving the project at the same path
+/// share both.
+pub(crate) fn default_prefix(project: &Path) -> String {
+    crate::audit::location::project_hash(project)
+}
+
+/// Check a namespace the operator named: 1 to 64 letters, digits, `.`,
+/// `_` or `-`. No `:` (one namespace could then reach into another's keys)
+/// and no glob characters (an ACL pattern `~toolcage:NAME:*` must mean
+/// only these keys).
+/// `what` names where it was said (`--store-prefix`, `[store] prefix`).
+pub(crate) fn check_prefix(what: &str, name: &str) -> Result<(), String> {
+    let ok = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} '{}': not a namespace name (fix: 1 to 64 letters, digits, '.', '_'              or '-', e.g. the deployment's name)",
+            crate::text::one_line(name)
+        ))
+    }
 }
 
 impl StoreSpec {
-    /// Check the URL now (a bad one is the operator's error at startup, not
-    /// a refusal at each call); the password is read now too.
-    pub(crate) fn open(&self) -> Result<RedisStore, String> {
+    /// Check the URL and the namespace now (a bad one is the operator's
+    /// error at startup, not a refusal at each call); the password is read
+    /// now too. `project`: whose keys they are when no prefix is named.
+    pub(crate) fn open(&self, project: &Path) -> Result<RedisStore, String> {
+        let prefix = match &self.prefix {
+            Some(p) => {
+                check_prefix(self.prefix_from, p)?;
+                p.clone()
+            }
+            None => default_prefix(project),
+        };
         let password = match &self.password {
             None => None,
             Some(PasswordFrom::File(p)) => Some(read_password_file(p)?),
@@ -94,7 +137,7 @@ impl StoreSpec {
                 )
             })?),
         };
-        RedisStore::new(&self.url, password)
+        Ok(RedisStore::new(&self.url, password)?.with_prefix(&prefix))
     }
 }
 
