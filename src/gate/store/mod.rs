@@ -21,10 +21,42 @@ pub(crate) use file::FileStore;
 
 use super::persist::RateCheck;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 /// Failed store operations since the process started.
 static ERRORS: AtomicU64 = AtomicU64::new(0);
+
+/// How the last operation on the shared store went: [`UNUSED`] (none yet:
+/// no store, or not asked), [`UP`] or [`DOWN`].
+static LAST: AtomicU8 = AtomicU8::new(UNUSED);
+const UNUSED: u8 = 0;
+const UP: u8 = 1;
+const DOWN: u8 = 2;
+
+/// Whether the last operation on the shared store succeeded (`None`: no
+/// operation yet), for `toolcage_store_up`.
+pub(crate) fn up() -> Option<bool> {
+    match LAST.load(Ordering::Relaxed) {
+        UP => Some(true),
+        DOWN => Some(false),
+        _ => None,
+    }
+}
+
+/// Note how an operation on store `shown` went; the change from answering
+/// to not (and back) is logged once, not at every call.
+pub(crate) fn note_outcome(shown: &str, error: Option<&str>) {
+    let now = if error.is_some() { DOWN } else { UP };
+    let before = LAST.swap(now, Ordering::Relaxed);
+    match (before, error) {
+        (UNUSED | UP, Some(e)) => tracing::warn!(
+            "store {shown} degraded: {e}; calls with a rate limit and upstream tools are \
+             refused until it answers, other tools run"
+        ),
+        (DOWN, None) => tracing::warn!("store {shown} answers again"),
+        _ => {}
+    }
+}
 
 /// How many store operations failed in this process.
 pub(crate) fn errors() -> u64 {

@@ -195,9 +195,13 @@ impl RedisStore {
                 Err(e) => Err(e),
             },
         };
+        if result.is_ok() {
+            super::note_outcome(&self.shown, None);
+        }
         result.map_err(|e| {
             *guard = None;
             count_error();
+            super::note_outcome(&self.shown, Some(&e.to_string()));
             format!(
                 "store {} did not answer: {e}; calls that need it are refused until it does \
                  (fix: check that Redis runs and is reachable from here)",
