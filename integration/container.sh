@@ -141,13 +141,16 @@ serve_in() {
     || { fail "$name-doctor-$want_mode"; echo "$doctor" | tail -n 20; }
   cid="$("${run[@]}" -d "${pod_opts[@]}" --env REPLICA=container "$tag" -C /project serve --http "127.0.0.1:$port" \
     --policy /etc/toolcage/policy.toml --token-file /run/toolcage/token --drain 5s --env REPLICA)" || { fail "$name-start"; return; }
-  local code=""
+  # /readyz: 200 where calls run, 503 where they fail closed (its trial
+  # call fails as theirs do).
+  local code="" want=200
+  [ "$scenario" = refused ] && want=503
   for _ in $(seq 1 200); do
     code="$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz")"
-    [ "$code" = 200 ] && break
+    [ "$code" = "$want" ] && break
     sleep 0.05
   done
-  [ "$code" = 200 ] && pass "$name-readyz" || { fail "$name-readyz: HTTP $code"; "${pod[@]}" logs "$cid" | tail; }
+  [ "$code" = "$want" ] && pass "$name-readyz-$want" || { fail "$name-readyz: HTTP $code, not $want"; "${pod[@]}" logs "$cid" | tail; }
   local args=(only "http://127.0.0.1:$port/mcp" container 1)
   [ "$scenario" = refused ] && args=(refused "http://127.0.0.1:$port/mcp")
   timeout 120 "$py" "$here/python_service.py" "${args[@]}" \
@@ -163,8 +166,9 @@ echo "-- podman's default seccomp profile (namespaces allowed), /proc unmasked"
 # unless procMount: Unmasked), and the kernel then refuses the mount.
 serve_in podman-default /usr/share/containers/seccomp.json namespaces runs --security-opt unmask=/proc/*
 echo "-- the same with podman's /proc masks: calls fail closed"
-# (doctor and /readyz do not see this: their probe creates the namespaces
-# but mounts no /proc; the call itself is refused, never run unsandboxed)
+# (doctor does not see this: its probe creates the namespaces but mounts no
+# /proc; /readyz's trial call does, so it is 503 with the reason; the call
+# itself is refused, never run unsandboxed)
 serve_in podman-masked /usr/share/containers/seccomp.json namespaces refused
 echo "-- a RuntimeDefault-like seccomp profile (namespaces refused)"
 serve_in runtime-default "$work/runtime-default.json" namespace-free runs

@@ -91,6 +91,17 @@ pub(crate) struct GlobalOptions {
         requires = "store"
     )]
     pub(crate) store_password_env: Option<String>,
+
+    /// The namespace of every key in the store (toolcage:NAME:...), so
+    /// several projects or deployments can share one Redis
+    /// [default: a digest of the canonical project path]
+    #[arg(
+        long = "store-prefix",
+        global = true,
+        value_name = "NAME",
+        requires = "store"
+    )]
+    pub(crate) store_prefix: Option<String>,
 }
 
 impl GlobalOptions {
@@ -103,7 +114,12 @@ impl GlobalOptions {
             (None, Some(n)) => Some(PasswordFrom::Env(n.clone())),
             (None, None) => None,
         };
-        Some(StoreSpec { url, password })
+        Some(StoreSpec {
+            url,
+            password,
+            prefix: self.store_prefix.clone(),
+            prefix_from: "--store-prefix",
+        })
     }
 }
 
@@ -232,10 +248,14 @@ impl Global {
                     (None, Some(n)) => Some(PasswordFrom::Env(n)),
                     (None, None) => None,
                 },
+                prefix: s.prefix,
+                prefix_from: "[store] prefix",
             }),
         };
         if let Some(spec) = spec {
-            let store = spec.open().map_err(crate::policy::PolicyError::Input)?;
+            let store = spec
+                .open(&engine.project_root())
+                .map_err(crate::policy::PolicyError::Input)?;
             engine.store = std::sync::Arc::new(store);
         }
         Ok(engine)

@@ -128,7 +128,8 @@ pub(super) fn subcommand_name(mut args: impl Iterator<Item = String>) -> Option<
             | "--tools-toml"
             | "--store"
             | "--store-password-file"
-            | "--store-password-env" => {
+            | "--store-password-env"
+            | "--store-prefix" => {
                 args.next();
             }
             _ if a.starts_with('-') => {}

@@ -520,20 +520,44 @@ fn check_audit_target(engine: &crate::call::Engine, http: bool) -> anyhow::Resul
 }
 
 /// `/readyz`: whether a call under the served policy's default grant can
-/// be enforced here, as `toolcage doctor` decides it (the policy is
-/// resolved again at each check, so a changed policy file counts), and the
-/// shared store answers when `--store` names one.
+/// be enforced here, as `toolcage doctor` decides it and as a trial run
+/// shows (the policy is resolved again at each check, so a changed policy
+/// file counts). A shared store that does not answer leaves the replica
+/// ready but degraded: the calls that need it are refused, the others run,
+/// and a store shared by every replica would otherwise take them all out
+/// of the balancer at once.
 fn readiness(engine: &crate::call::Engine) -> mcp::http::ReadyCheck {
     let engine = engine.clone();
     Arc::new(move || {
-        // A store that does not answer refuses limited and upstream
-        // calls: this replica is not ready for them.
-        engine.store.ping()?;
         let resolved = (engine.stack)
             .resolve(&engine.ctx, &engine.overrides, None)
             .map_err(|e| format!("the policy does not resolve: {e}"))?;
-        super::doctor::enforceable(&resolved.grant)
+        super::doctor::enforceable(&resolved.grant)?;
+        trial_run(&resolved.grant)?;
+        Ok(engine.store.ping().err())
     })
+}
+
+/// One `/bin/true` through the path every call takes
+/// (`toolcage_sandbox::run`: the mode, namespaces, the root with a fresh
+/// `/proc`, Landlock, seccomp): what `doctor`'s probe cannot see, such as
+/// a container whose masked `/proc` makes the kernel refuse that mount, so
+/// that every call fails closed. A setup failure is not ready, with the
+/// reason; `/bin/true` not found or not runnable under the grant says the
+/// sandbox was set up, so it is ready.
+fn trial_run(grant: &crate::policy::Grant) -> Result<(), String> {
+    let cmd = crate::sandbox::Command {
+        argv: vec!["/bin/true".into()],
+        ..Default::default()
+    };
+    match crate::sandbox::run(grant, &cmd, None) {
+        Err(e) if e.kind() == crate::sandbox::SandboxErrorKind::Setup => Err(format!(
+            "a trial call under the served policy failed, so every call would: {e} (fix: in a \
+             container whose /proc is masked, procMount: Unmasked, or a seccomp profile that \
+             refuses namespaces so that calls run namespace-free; see docs/server.md)"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Raise the soft limit on open files to the hard one, so the server's own

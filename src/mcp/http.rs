@@ -50,9 +50,11 @@ pub(crate) const HEALTHZ: &str = "/healthz";
 /// Readiness: 200 when calls can be enforced here and the server is not
 /// draining.
 pub(crate) const READYZ: &str = "/readyz";
-/// Whether calls can be enforced here (the caller's decision: `doctor`'s,
-/// for the served policy); `Err` says why not.
-pub(crate) type ReadyCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+/// Whether calls can be enforced here (the caller's decision: `doctor`'s
+/// and a trial run's, for the served policy); `Err` says why not,
+/// `Ok(Some(note))` that this replica is ready but degraded (the shared
+/// store does not answer: some calls are refused, the others run).
+pub(crate) type ReadyCheck = Arc<dyn Fn() -> Result<Option<String>, String> + Send + Sync>;
 
 /// What `serve --http` adds to the endpoint beyond the server itself.
 pub(crate) struct HttpOptions {

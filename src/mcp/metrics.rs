@@ -49,6 +49,9 @@ pub(crate) struct Gauges {
     pub(crate) upstream_servers: BTreeMap<String, u64>,
     /// Failed operations on the shared store (`crate::gate::store::errors`).
     pub(crate) store_errors: u64,
+    /// Whether the last operation on the shared store succeeded (`None`:
+    /// none yet, no store).
+    pub(crate) store_up: Option<bool>,
 }
 
 /// `decision` and `outcome` of a finished `tools/call`:
@@ -212,6 +215,16 @@ fn render_gauges(o: &mut String, g: &Gauges) {
         "Failed operations on a shared state store.",
     );
     sample(o, "toolcage_store_errors_total", &[], g.store_errors as f64);
+    if let Some(up) = g.store_up {
+        family(
+            o,
+            "toolcage_store_up",
+            "gauge",
+            "1 when the last operation on the shared store succeeded, 0 when it failed \
+             (degraded: limited and upstream calls are refused).",
+        );
+        sample(o, "toolcage_store_up", &[], f64::from(u8::from(up)));
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -531,3 +531,104 @@ fn rediss_checks_the_servers_certificate() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+#[test]
+fn two_projects_on_one_store_share_no_limit_and_replicas_of_one_project_do() {
+    let Some(redis) = store_support::start("store namespaces") else {
+        return;
+    };
+    let url = redis.url();
+    let store = ["--store", url.as_str()];
+    let (p, q) = (Project::new("ns-p"), Project::new("ns-q"));
+    // Two replicas of project p share its limit: 4 of 10 (control).
+    let (a, b) = (p.replica("a"), p.replica("b"));
+    assert_eq!(ten_calls(&p, &a, &b, &store), 4);
+    // Project q, the same tool name and limit key, the same Redis: p's
+    // calls are not q's. Its own 4 are admitted, then its own limit binds.
+    let (c, d) = (q.replica("c"), q.replica("d"));
+    assert_eq!(ten_calls(&q, &c, &d, &store), 4);
+    // The keys say whose they are.
+    let keys = store_support::keys(&redis);
+    let spaces: std::collections::BTreeSet<&str> = keys
+        .iter()
+        .filter_map(|k| k.strip_prefix("toolcage:")?.split(':').next())
+        .collect();
+    assert_eq!(spaces.len(), 2, "{keys:?}");
+    assert!(keys.iter().all(|k| k.starts_with("toolcage:")), "{keys:?}");
+    // One namespace named for both (a deployment serving the project from
+    // two paths): they share it, from the flag or the operator's policy.
+    let (e, g) = (p.replica("e"), q.replica("g"));
+    let named = ["--store", url.as_str(), "--store-prefix", "team-a"];
+    for _ in 0..4 {
+        assert_eq!(code(&p.call(&e, "limited", &named, &[])), 0);
+    }
+    let o = q.call(&g, "limited", &named, &[]);
+    assert_eq!(code(&o), 3, "{}", err(&o));
+    assert!(err(&o).contains("rate limit"), "{}", err(&o));
+    let policy = format!("{POLICY}\n[store]\nurl = \"{url}\"\nprefix = \"team-a\"\n");
+    std::fs::write(q.outside.path().join("policy.toml"), policy).unwrap();
+    let o = q.call(&g, "limited", &[], &[]);
+    assert_eq!(code(&o), 3, "{}", err(&o));
+    assert!(keys_of(&redis, "team-a") > 0);
+    // A name that could reach into another namespace is refused before
+    // anything runs.
+    for bad in ["team:a", "team*", ""] {
+        let o = p.call(&e, "free", &["--store", &url, "--store-prefix", bad], &[]);
+        assert_eq!(code(&o), 125, "{bad}: {}", err(&o));
+        assert!(err(&o).contains("not a namespace name"), "{}", err(&o));
+    }
+}
+
+/// How many keys namespace `name` holds.
+fn keys_of(redis: &store_support::Redis, name: &str) -> usize {
+    let start = format!("toolcage:{name}:");
+    store_support::keys(redis)
+        .iter()
+        .filter(|k| k.starts_with(&start))
+        .count()
+}
+
+#[test]
+fn a_pin_of_one_project_does_not_hold_back_another_projects_tool() {
+    let Some(redis) = store_support::start("store namespaces pins") else {
+        return;
+    };
+    let url = redis.url();
+    let store = ["--store", url.as_str()];
+    let states = tempfile::tempdir().unwrap();
+    let replica = |n: &str| {
+        let p = states.path().join(n);
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    };
+    // Project one pins fx__echo as v1 in the store.
+    let one = gateway_support::Fixture::new("ns-one", json!({"ECHO_DESC": "Echo v1"}), "");
+    let (code, out, e) = run(&one, &replica("a"), &["list", "--store", &url]);
+    assert_eq!(code, 0, "{e}");
+    assert!(out.contains("fx__echo"), "{out}");
+    // Project two's server describes its echo otherwise. Its first sight
+    // pins it: project one's approval is not its own, so nothing is held.
+    let two = gateway_support::Fixture::new("ns-two", json!({"ECHO_DESC": "Echo v2"}), "");
+    let mut s = serve(&two, &replica("c"), &store);
+    assert!(s.tools().contains(&"fx__echo".to_string()));
+    let (is_error, text) = s.call_text("fx__echo", json!({"text": "x"}));
+    assert!(!is_error, "{text}");
+    s.finish();
+    // Control: a replica of project one that sees the same change holds it
+    // back, by project one's pin from the other replica.
+    one.set_env(json!({"ECHO_DESC": "Echo v2"}));
+    let mut s = serve(&one, &replica("b"), &store);
+    assert!(!s.tools().contains(&"fx__echo".to_string()));
+    let (is_error, text) = s.call_text("fx__echo", json!({"text": "x"}));
+    assert!(
+        is_error && text.contains("changed since it was approved"),
+        "{text}"
+    );
+    s.finish();
+    // Two pins documents, one per project.
+    let pins: Vec<String> = store_support::keys(&redis)
+        .into_iter()
+        .filter(|k| k.ends_with(":doc:pins"))
+        .collect();
+    assert_eq!(pins.len(), 2, "{pins:?}");
+}

@@ -1,8 +1,9 @@
 //! `toolcage serve --http` as a replica behind a load balancer, through the
 //! binary: `--allow-host` for a proxy's Host and Origin (the token still
 //! required), 404 for a session this replica does not hold, `/healthz` and
-//! `/readyz` without a token (`/readyz` as `doctor` decides, 503 where the
-//! policy cannot be enforced), `--metrics` (counters move, unknown tools
+//! `/readyz` without a token (`/readyz` as `doctor` and a trial run decide,
+//! 503 where the policy cannot be enforced or a call would fail closed;
+//! 200 "degraded" while the shared store is away), `--metrics` (counters move, unknown tools
 //! bucketed), `[audit] path = "-"` (stdout under --http, refused for
 //! stdio), and `--drain` on SIGTERM. Every refusal has its control; no
 //! timing asserts beyond generous bounds.
@@ -355,6 +356,100 @@ fn readyz_is_503_with_the_reason_where_the_policy_cannot_be_enforced() {
     assert_eq!((r.status, r.body.as_str()), (200, "ready\n"), "{}", s.log());
 }
 
+/// `c` under a masked `/proc` (when `masked`), as in a pod whose runtime
+/// covers parts of it: a user and mount namespace in which `/proc/uptime`
+/// is covered, and `c` in a user and mount namespace below it, where those
+/// mounts are locked. The kernel then refuses every fresh `/proc`, as it
+/// does a call's. Control (`masked` false): the same namespaces, nothing
+/// covered. `None` when `unshare` is missing.
+fn under_masked_proc(c: &Command, masked: bool) -> Option<Command> {
+    if Command::new("unshare").arg("--version").output().is_err() {
+        eprintln!("masked /proc: SKIPPED: unshare (util-linux) is not installed");
+        return None;
+    }
+    let cover = if masked {
+        "mount --bind /dev/null /proc/uptime && "
+    } else {
+        ""
+    };
+    let mut w = Command::new("unshare");
+    w.args(["--user", "--map-root-user", "--mount", "sh", "-c"])
+        .arg(format!(
+            "{cover}exec unshare --user --map-root-user --mount \"$@\""
+        ))
+        .arg("sh")
+        .arg(c.get_program())
+        .args(c.get_args())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null());
+    for (k, v) in c.get_envs() {
+        match v {
+            Some(v) => w.env(k, v),
+            None => w.env_remove(k),
+        };
+    }
+    if let Some(d) = c.get_current_dir() {
+        w.current_dir(d);
+    }
+    Some(w)
+}
+
+#[test]
+fn readyz_is_503_with_the_reason_where_a_trial_call_fails_closed() {
+    if common::namespace_free_run() {
+        // Namespace-free calls mount no /proc: the condition does not apply.
+        eprintln!("masked /proc: SKIPPED: calls run namespace-free here");
+        return;
+    }
+    let p = project("svc-masked");
+    let (c, files) = command(&p, &[]);
+    let Some(w) = under_masked_proc(&c, true) else {
+        return;
+    };
+    let s = start(&p, w, files, false);
+    // Every call fails closed here (the sandbox cannot mount its /proc) ...
+    let sid = rt().block_on(open_session(s.addr));
+    let call = |id| {
+        let r = rt().block_on(rpc(
+            s.addr,
+            &sid,
+            id,
+            "tools/call",
+            json!({"name": "noop", "arguments": {}}),
+        ));
+        answer(&r, id)
+    };
+    let refused = call(2);
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert!(
+        text(&refused).contains("mounting a fresh /proc"),
+        "{refused}"
+    );
+    // ... and readyz says so, with the reason, in one line.
+    let r = get(s.addr, "/readyz", &[]);
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(r.body.starts_with("not ready: "), "{}", r.body);
+    assert!(r.body.contains("mounting a fresh /proc"), "{}", r.body);
+    assert_eq!(r.body.lines().count(), 1, "{}", r.body);
+    assert_eq!(get(s.addr, "/healthz", &[]).status, 200);
+    drop(s);
+    // Control: the same namespaces with nothing of /proc covered: ready,
+    // and a call runs.
+    let (c, files) = command(&p, &[]);
+    let s = start(&p, under_masked_proc(&c, false).unwrap(), files, false);
+    let r = get(s.addr, "/readyz", &[]);
+    assert_eq!((r.status, r.body.as_str()), (200, "ready\n"), "{}", s.log());
+    let sid = rt().block_on(open_session(s.addr));
+    let r = rt().block_on(rpc(
+        s.addr,
+        &sid,
+        2,
+        "tools/call",
+        json!({"name": "noop", "arguments": {}}),
+    ));
+    assert_eq!(text(&answer(&r, 2)).trim(), "ok");
+}
+
 // ---------------------------------------------------------------- metrics
 
 fn metrics(s: &Server) -> String {
@@ -632,8 +727,26 @@ fn readyz_until(s: &Server, want: u16) -> http::Reply {
     }
 }
 
+/// Poll `/readyz` until its body is `want` or, unless `want` ends a line,
+/// holds it; the last reply.
+fn readyz_body_until(s: &Server, want: &str) -> http::Reply {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = get(s.addr, "/readyz", &[]);
+        let hit = if want.ends_with('\n') {
+            r.body == want
+        } else {
+            r.body.contains(want)
+        };
+        if hit || Instant::now() > until {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 #[test]
-fn a_store_away_is_not_ready_counts_errors_and_recovers() {
+fn a_store_away_leaves_the_replica_ready_but_degraded_and_recovers() {
     let Some(mut redis) = store_support::start("store metrics") else {
         return;
     };
@@ -667,10 +780,12 @@ fn a_store_away_is_not_ready_counts_errors_and_recovers() {
         answer(&r, id)
     };
     assert_eq!(text(&call(2)).trim(), "ok");
-    assert!(metrics(&s).contains("toolcage_store_errors_total 0\n"));
+    let m = metrics(&s);
+    assert!(m.contains("toolcage_store_errors_total 0\n"), "{m}");
+    assert!(m.contains("toolcage_store_up 1\n"), "{m}");
     redis.stop();
     // The limited call is refused, naming the store; the errors counted;
-    // not ready, saying why.
+    // the store reported down.
     let refused = call(3);
     assert_eq!(refused["result"]["isError"], true, "{refused}");
     assert!(
@@ -683,12 +798,29 @@ fn a_store_away_is_not_ready_counts_errors_and_recovers() {
         m.contains("toolcage_denials_total{layer=\"gate\"} 1\n"),
         "{m}"
     );
-    let r = readyz_until(&s, 503);
-    assert_eq!(r.status, 503, "{}", r.body);
-    assert!(r.body.contains(&format!("store {url}")), "{}", r.body);
-    // Back: ready again and the same session's call runs.
-    redis.restart();
-    let r = readyz_until(&s, 200);
+    assert!(m.contains("toolcage_store_up 0\n"), "{m}");
+    assert!(
+        s.log().contains(&format!("store {url} degraded")),
+        "{}",
+        s.log()
+    );
+    // Still ready: every replica shares the store, and taking them all out
+    // of the balancer would stop the calls that need no store too. The
+    // body says what is degraded, in one line.
+    let r = readyz_body_until(&s, "degraded");
     assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.starts_with("ready, degraded: "), "{}", r.body);
+    assert!(r.body.contains(&format!("store {url}")), "{}", r.body);
+    assert_eq!(r.body.lines().count(), 1, "{}", r.body);
+    // Back: plainly ready again, and the same session's call runs.
+    redis.restart();
+    let r = readyz_body_until(&s, "ready\n");
+    assert_eq!((r.status, r.body.as_str()), (200, "ready\n"));
     assert_eq!(text(&call(4)).trim(), "ok");
+    assert!(metrics(&s).contains("toolcage_store_up 1\n"));
+    assert!(
+        s.log().contains(&format!("store {url} answers again")),
+        "{}",
+        s.log()
+    );
 }

@@ -134,3 +134,14 @@ impl Drop for Redis {
         self.stop();
     }
 }
+
+/// Every key in `redis`, sorted.
+pub fn keys(redis: &Redis) -> Vec<String> {
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut c = client
+        .get_connection_with_timeout(Duration::from_secs(2))
+        .unwrap();
+    let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut c).unwrap();
+    keys.sort();
+    keys
+}

@@ -91,6 +91,8 @@
 //! url = "redis://redis:6379/0" # rate limits and upstream pins in Redis,
 //!                              # shared by every replica; no password here
 //! password_file = "/run/secrets/redis"  # or password_env = "REDIS_PASSWORD"
+//! prefix = "team-a"            # keys are toolcage:PREFIX:...; default: a
+//!                              # digest of the canonical project path
 //!
 //! [tools.NAME]                 # per-tool overrides: any section above,
 //! limits = { timeout = "2m" }  # e.g. [tools.NAME.limits]; no nested tools
@@ -420,6 +422,8 @@ pub struct StoreSection {
     pub password_file: Option<String>,
     /// The environment variable holding the password.
     pub password_env: Option<String>,
+    /// The namespace of every key (`--store-prefix`).
+    pub prefix: Option<String>,
 }
 
 /// The top-level-only sections of one layer.

@@ -21,10 +21,42 @@ pub(crate) use file::FileStore;
 
 use super::persist::RateCheck;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 /// Failed store operations since the process started.
 static ERRORS: AtomicU64 = AtomicU64::new(0);
+
+/// How the last operation on the shared store went: [`UNUSED`] (none yet:
+/// no store, or not asked), [`UP`] or [`DOWN`].
+static LAST: AtomicU8 = AtomicU8::new(UNUSED);
+const UNUSED: u8 = 0;
+const UP: u8 = 1;
+const DOWN: u8 = 2;
+
+/// Whether the last operation on the shared store succeeded (`None`: no
+/// operation yet), for `toolcage_store_up`.
+pub(crate) fn up() -> Option<bool> {
+    match LAST.load(Ordering::Relaxed) {
+        UP => Some(true),
+        DOWN => Some(false),
+        _ => None,
+    }
+}
+
+/// Note how an operation on store `shown` went; the change from answering
+/// to not (and back) is logged once, not at every call.
+pub(crate) fn note_outcome(shown: &str, error: Option<&str>) {
+    let now = if error.is_some() { DOWN } else { UP };
+    let before = LAST.swap(now, Ordering::Relaxed);
+    match (before, error) {
+        (UNUSED | UP, Some(e)) => tracing::warn!(
+            "store {shown} degraded: {e}; calls with a rate limit and upstream tools are \
+             refused until it answers, other tools run"
+        ),
+        (DOWN, None) => tracing::warn!("store {shown} answers again"),
+        _ => {}
+    }
+}
 
 /// How many store operations failed in this process.
 pub(crate) fn errors() -> u64 {
@@ -72,18 +104,61 @@ pub enum PasswordFrom {
     Env(String),
 }
 
-/// The operator's choice of store: `--store URL` with its password source.
+/// The operator's choice of store: `--store URL` with its password source
+/// and the namespace of its keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreSpec {
     /// `redis://HOST:PORT[/DB]` or `rediss://…`, without a password.
     pub url: String,
     pub password: Option<PasswordFrom>,
+    /// `--store-prefix` / `[store] prefix`: the namespace of every key
+    /// (`None`: derived from the project, [`default_prefix`]).
+    pub prefix: Option<String>,
+    /// Where `prefix` was said, for messages.
+    pub prefix_from: &'static str,
+}
+
+/// The namespace of a project's keys when the operator names none: the
+/// project's state-directory name (the first 16 hex digits of the SHA-256
+/// of its canonical path), so two projects sharing one Redis share no
+/// limit and no pin, and replicas serving the project at the same path
+/// share both.
+pub(crate) fn default_prefix(project: &Path) -> String {
+    crate::audit::location::project_hash(project)
+}
+
+/// Check a namespace the operator named: 1 to 64 letters, digits, `.`,
+/// `_` or `-`. No `:` (one namespace could then reach into another's keys)
+/// and no glob characters (an ACL pattern `~toolcage:NAME:*` must mean
+/// only these keys).
+/// `what` names where it was said (`--store-prefix`, `[store] prefix`).
+pub(crate) fn check_prefix(what: &str, name: &str) -> Result<(), String> {
+    let ok = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} '{}': not a namespace name (fix: 1 to 64 letters, digits, '.', '_'              or '-', e.g. the deployment's name)",
+            crate::text::one_line(name)
+        ))
+    }
 }
 
 impl StoreSpec {
-    /// Check the URL now (a bad one is the operator's error at startup, not
-    /// a refusal at each call); the password is read now too.
-    pub(crate) fn open(&self) -> Result<RedisStore, String> {
+    /// Check the URL and the namespace now (a bad one is the operator's
+    /// error at startup, not a refusal at each call); the password is read
+    /// now too. `project`: whose keys they are when no prefix is named.
+    pub(crate) fn open(&self, project: &Path) -> Result<RedisStore, String> {
+        let prefix = match &self.prefix {
+            Some(p) => {
+                check_prefix(self.prefix_from, p)?;
+                p.clone()
+            }
+            None => default_prefix(project),
+        };
         let password = match &self.password {
             None => None,
             Some(PasswordFrom::File(p)) => Some(read_password_file(p)?),
@@ -94,7 +169,7 @@ impl StoreSpec {
                 )
             })?),
         };
-        RedisStore::new(&self.url, password)
+        Ok(RedisStore::new(&self.url, password)?.with_prefix(&prefix))
     }
 }
 

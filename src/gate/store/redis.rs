@@ -1,6 +1,10 @@
 //! The shared store: one Redis for every replica of a service.
 //!
-//! - Rate limits: one sorted set per limit key (`toolcage:rate:KEY`), the
+//! Every key is `toolcage:NS:…`: `NS` is the namespace of one project or
+//! deployment (`--store-prefix`, else the project's digest), so projects
+//! sharing one Redis share nothing.
+//!
+//! - Rate limits: one sorted set per limit key (`toolcage:NS:rate:KEY`), the
 //!   admitted calls' times (milliseconds) as scores. One Lua script
 //!   ([`RATE_SCRIPT`], `EVALSHA`, falling back to `EVAL` once after a
 //!   Redis restart) checks every limit of a call and records it in all or
@@ -10,7 +14,7 @@
 //!   `window` before now; a refused call is not recorded; the wait is until
 //!   the call `requests` back leaves the window. Time is the Redis server's
 //!   clock (`TIME`), one clock for every replica.
-//! - Documents (the pins): a string key `toolcage:doc:NAME`, updated by a
+//! - Documents (the pins): a string key `toolcage:NS:doc:NAME`, updated by a
 //!   compare-and-set script (the text read must still be there), retried
 //!   when another replica wrote in between.
 //!
@@ -77,13 +81,13 @@ end
 return 0
 ";
 
-const PREFIX: &str = "toolcage:";
-
 /// Gate state in Redis.
 pub struct RedisStore {
     client: redis::Client,
     /// The URL as the operator gave it (never with a password).
     shown: String,
+    /// `toolcage:NS:`, the start of every key.
+    prefix: String,
     conn: Mutex<Option<redis::Connection>>,
     rate: redis::Script,
     cas: redis::Script,
@@ -95,6 +99,7 @@ impl std::fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisStore")
             .field("url", &self.shown)
+            .field("prefix", &self.prefix)
             .finish_non_exhaustive()
     }
 }
@@ -133,7 +138,8 @@ pub(crate) fn check_url(url: &str) -> Result<url::Url, String> {
 
 impl RedisStore {
     /// A store at `url` (checked by [`check_url`]), authenticating with
-    /// `password` when given. Nothing is connected yet.
+    /// `password` when given, its keys in namespace `default` until
+    /// [`RedisStore::with_prefix`] names one. Nothing is connected yet.
     pub fn new(url: &str, password: Option<String>) -> Result<RedisStore, String> {
         let u = check_url(url)?;
         let shown = u.to_string();
@@ -147,11 +153,19 @@ impl RedisStore {
         Ok(RedisStore {
             client,
             shown,
+            prefix: "toolcage:default:".into(),
             conn: Mutex::new(None),
             rate: redis::Script::new(RATE_SCRIPT),
             cas: redis::Script::new(CAS_SCRIPT),
             fixed_now: false,
         })
+    }
+
+    /// Keep every key under `toolcage:NAME:` (checked by the caller:
+    /// [`super::check_prefix`]).
+    pub fn with_prefix(mut self, name: &str) -> RedisStore {
+        self.prefix = format!("toolcage:{name}:");
+        self
     }
 
     /// Count in the caller's time, not the server's (tests of the windows).
@@ -181,9 +195,13 @@ impl RedisStore {
                 Err(e) => Err(e),
             },
         };
+        if result.is_ok() {
+            super::note_outcome(&self.shown, None);
+        }
         result.map_err(|e| {
             *guard = None;
             count_error();
+            super::note_outcome(&self.shown, Some(&e.to_string()));
             format!(
                 "store {} did not answer: {e}; calls that need it are refused until it does \
                  (fix: check that Redis runs and is reachable from here)",
@@ -192,8 +210,8 @@ impl RedisStore {
         })
     }
 
-    fn doc_key(name: &str) -> String {
-        format!("{PREFIX}doc:{name}")
+    fn doc_key(&self, name: &str) -> String {
+        format!("{}doc:{name}", self.prefix)
     }
 }
 
@@ -210,7 +228,7 @@ impl RateCheck for RedisStore {
         }
         let mut inv = self.rate.prepare_invoke();
         for (key, _) in limits {
-            inv.key(format!("{PREFIX}rate:{key}"));
+            inv.key(format!("{}rate:{key}", self.prefix));
         }
         inv.arg(if self.fixed_now {
             millis(now).to_string()
@@ -241,21 +259,21 @@ impl RateCheck for RedisStore {
 
 impl Store for RedisStore {
     fn doc_location(&self, name: &str) -> String {
-        format!("key {} in {}", Self::doc_key(name), self.shown)
+        format!("key {} in {}", self.doc_key(name), self.shown)
     }
 
     fn doc_reset(&self, name: &str) -> String {
-        format!("redis-cli -u {} DEL {}", self.shown, Self::doc_key(name))
+        format!("redis-cli -u {} DEL {}", self.shown, self.doc_key(name))
     }
 
     fn read_doc(&self, name: &str) -> Result<Option<String>, DocError> {
-        let key = Self::doc_key(name);
+        let key = self.doc_key(name);
         self.with_conn(|c| redis::cmd("GET").arg(&key).query::<Option<String>>(c))
             .map_err(DocError::Store)
     }
 
     fn update_doc(&self, name: &str, update: &mut Update<'_>) -> Result<(), DocError> {
-        let key = Self::doc_key(name);
+        let key = self.doc_key(name);
         for _ in 0..CAS_TRIES {
             let now = self.read_doc(name)?;
             let Some(new) = update(now.as_deref()).map_err(DocError::Content)? else {

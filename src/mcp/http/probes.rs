@@ -22,13 +22,16 @@ const READY_TTL: Duration = Duration::from_secs(5);
 /// The readiness answer, decided at most every [`READY_TTL`].
 pub(super) struct Readiness {
     pub(super) check: Option<ReadyCheck>,
-    pub(super) last: Mutex<Option<(Instant, Result<(), String>)>>,
+    pub(super) last: Mutex<Option<(Instant, Decision)>>,
 }
 
+/// Ready (with what is degraded, if anything), or why not.
+type Decision = Result<Option<String>, String>;
+
 impl Readiness {
-    async fn decide(&self) -> Result<(), String> {
+    async fn decide(&self) -> Decision {
         let Some(check) = &self.check else {
-            return Ok(());
+            return Ok(None);
         };
         if let Some((at, r)) = &*self.last.lock().unwrap_or_else(|p| p.into_inner())
             && at.elapsed() < READY_TTL
@@ -63,7 +66,13 @@ pub(super) async fn probe_answer(
         );
     }
     match ready.decide().await {
-        Ok(()) => text(StatusCode::OK, "ready\n".into()),
+        Ok(None) => text(StatusCode::OK, "ready\n".into()),
+        // Still ready: taking every replica out of the balancer for a
+        // shared store would stop the calls that need no store too.
+        Ok(Some(degraded)) => text(
+            StatusCode::OK,
+            format!("ready, degraded: {}\n", crate::text::one_line(&degraded)),
+        ),
         Err(why) => text(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("not ready: {}\n", crate::text::one_line(&why)),
@@ -116,6 +125,7 @@ pub(super) async fn serve_metrics(
                         pending_calls: server.shared.queue.pending(),
                         upstream_servers: server.upstream_states().await,
                         store_errors: crate::gate::store::errors(),
+                        store_up: crate::gate::store::up(),
                     };
                     let mut out = text(StatusCode::OK, server.shared.metrics.render(&gauges));
                     out.headers_mut().insert(
