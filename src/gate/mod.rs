@@ -411,16 +411,21 @@ impl Gate {
         can_ask: bool,
     ) -> Result<(Slot, Option<approval::MemKey>), Verdict> {
         let early = approval::unanswerable(pre_approval, call.resolved.grant.allow_yes, can_ask);
-        let (slot, need, _) = self.screen(call, session, early).map_err(Verdict::Denied)?;
+        let (slot, need, digest) = self.screen(call, session, early).map_err(Verdict::Denied)?;
         match need {
-            Need::Nothing => Err(Verdict::Allowed(Permit::new(Approval::NotNeeded, slot))),
-            Need::Remembered { by } => Err(Verdict::Allowed(Permit::new(
-                Approval::Approved {
-                    by,
-                    remembered: true,
-                },
-                slot,
-            ))),
+            Need::Nothing => Err(Verdict::Allowed(
+                Permit::new(Approval::NotNeeded, slot).with_digest(digest),
+            )),
+            Need::Remembered { by } => Err(Verdict::Allowed(
+                Permit::new(
+                    Approval::Approved {
+                        by,
+                        remembered: true,
+                    },
+                    slot,
+                )
+                .with_digest(digest),
+            )),
             Need::Ask { key } => Ok((slot, key)),
         }
     }
