@@ -132,10 +132,6 @@ fn fail_with(args: &CallArgs, message: &str, code: u8, denials: Vec<crate::sandb
 }
 
 pub fn run(global: &Global, args: &CallArgs) -> u8 {
-    // As `exec` does: the call's network namespace is made on another CPU
-    // while the tools are discovered, the grant resolved and the gate
-    // asked (sandbox/netns.rs); a call that needs none leaves it.
-    crate::sandbox::network_namespace_ahead();
     let mut engine = match global.engine(&args.policy) {
         Ok(e) => e,
         Err(e) => return fail(args, &e.to_string(), status::INTERNAL),
