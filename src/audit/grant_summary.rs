@@ -17,7 +17,7 @@ pub struct GrantSummary {
 }
 
 impl GrantSummary {
-    pub(crate) fn of(g: &Grant) -> GrantSummary {
+    pub fn of(g: &Grant) -> GrantSummary {
         let network = g.network.summary();
         GrantSummary {
             read: g.read.clone(),

@@ -97,7 +97,7 @@ impl AuditLog {
                 return Err(format!("cannot lock audit log {shown}: {e}"));
             }
         };
-        let result = write_line(&mut locked, line, self.sync)
+        let result = write_line(&mut *locked, line, self.sync)
             .map_err(|e| format!("cannot write audit log {shown}: {e}"));
         match locked.unlock() {
             Ok(f) => *guard = Some(f),
@@ -130,18 +130,42 @@ fn open_stdout() -> Result<AuditLog, String> {
     })
 }
 
-fn write_line(file: &mut File, line: &[u8], sync: bool) -> std::io::Result<()> {
-    let len = file.metadata()?.len();
-    let mut buf = Vec::with_capacity(line.len() + 1);
-    if len > 0 {
+/// What appending needs of the log file: a seam so a test can count the
+/// system calls a record costs.
+trait Appendable {
+    fn len(&self) -> std::io::Result<u64>;
+    fn last_byte(&self, len: u64) -> std::io::Result<u8>;
+    fn write_once(&mut self, buf: &[u8]) -> std::io::Result<usize>;
+    fn sync_data(&self) -> std::io::Result<()>;
+}
+
+impl Appendable for File {
+    fn len(&self) -> std::io::Result<u64> {
+        Ok(self.metadata()?.len())
+    }
+    fn last_byte(&self, len: u64) -> std::io::Result<u8> {
         let mut last = [0u8; 1];
-        file.read_exact_at(&mut last, len - 1)?;
-        if last[0] != b'\n' {
-            buf.push(b'\n');
-        }
+        self.read_exact_at(&mut last, len - 1)?;
+        Ok(last[0])
+    }
+    fn write_once(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.write(buf)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        File::sync_data(self)
+    }
+}
+
+/// One record: one `write(2)` of the whole line (a newline first after a
+/// torn line), and one `fdatasync` when asked; never more.
+fn write_line(file: &mut impl Appendable, line: &[u8], sync: bool) -> std::io::Result<()> {
+    let len = file.len()?;
+    let mut buf = Vec::with_capacity(line.len() + 1);
+    if len > 0 && file.last_byte(len)? != b'\n' {
+        buf.push(b'\n');
     }
     buf.extend_from_slice(line);
-    let n = file.write(&buf)?;
+    let n = file.write_once(&buf)?;
     if n != buf.len() {
         return Err(std::io::Error::other(format!(
             "short write: {n} of {} bytes",
@@ -152,4 +176,57 @@ fn write_line(file: &mut File, line: &[u8], sync: bool) -> std::io::Result<()> {
         file.sync_data()?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// A log file in memory that counts writes and syncs.
+    #[derive(Default)]
+    struct Counting {
+        bytes: Vec<u8>,
+        writes: usize,
+        syncs: Cell<usize>,
+    }
+
+    impl Appendable for Counting {
+        fn len(&self) -> std::io::Result<u64> {
+            Ok(self.bytes.len() as u64)
+        }
+        fn last_byte(&self, len: u64) -> std::io::Result<u8> {
+            Ok(self.bytes[len as usize - 1])
+        }
+        fn write_once(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.writes += 1;
+            self.bytes.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn sync_data(&self) -> std::io::Result<()> {
+            self.syncs.set(self.syncs.get() + 1);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_record_is_one_write_even_after_a_torn_line() {
+        let mut f = Counting::default();
+        write_line(&mut f, b"{\"a\":1}\n", false).unwrap();
+        assert_eq!(f.writes, 1);
+        // A writer that died mid-line: the repair newline goes in the same write.
+        f.bytes.extend_from_slice(b"{\"torn");
+        write_line(&mut f, b"{\"b\":2}\n", false).unwrap();
+        assert_eq!((f.writes, f.syncs.get()), (2, 0));
+        assert_eq!(f.bytes, b"{\"a\":1}\n{\"torn\n{\"b\":2}\n");
+    }
+
+    #[test]
+    fn a_synced_record_is_one_write_and_one_sync() {
+        let mut f = Counting::default();
+        for _ in 0..3 {
+            write_line(&mut f, b"{}\n", true).unwrap();
+        }
+        assert_eq!((f.writes, f.syncs.get()), (3, 3));
+    }
 }

@@ -23,6 +23,6 @@ pub(crate) mod redact;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use grant_summary::GrantSummary;
+pub use grant_summary::GrantSummary;
 pub(crate) use log::AuditLog;
 pub use record::{AuditRecord, RecordedDecision};

@@ -226,15 +226,36 @@ impl AuditRecord {
 
     /// One line of JSON, with its newline; long fields capped first
     /// ([`AuditRecord::capped`]).
-    pub(crate) fn to_line(&self) -> Result<String, serde_json::Error> {
+    pub fn to_line(&self) -> Result<String, serde_json::Error> {
+        // Encoded once as it is when nothing can need a cap: the arguments'
+        // text is part of the line, so a line within the arguments' limit
+        // holds arguments within it too.
+        if self.short_texts() {
+            let mut s = serde_json::to_string(self)?;
+            if s.len() <= MAX_ARGS_TEXT {
+                s.push('\n');
+                return Ok(s);
+            }
+        }
         let mut s = serde_json::to_string(&self.clone().capped())?;
         s.push('\n');
         Ok(s)
     }
 
+    /// The tool name, denial message and error are all within their caps
+    /// ([`AuditRecord::capped`] would leave them as they are).
+    fn short_texts(&self) -> bool {
+        let message = match &self.decision {
+            RecordedDecision::Denied { message, .. } => message.len(),
+            _ => 0,
+        };
+        let error = self.error.as_ref().map_or(0, String::len);
+        self.tool.len() <= MAX_TOOL_NAME && message <= MAX_MESSAGE && error <= MAX_MESSAGE
+    }
+
     /// The record with the tool name, arguments, denial message and error
     /// capped (see the module documentation for the limits).
-    pub(crate) fn capped(mut self) -> AuditRecord {
+    pub fn capped(mut self) -> AuditRecord {
         self.tool = cap_text(&self.tool, MAX_TOOL_NAME);
         if let Some(args) = &self.args {
             let text = serde_json::to_string(args).unwrap_or_default();

@@ -148,3 +148,40 @@ fn long_names_arguments_and_messages_are_stored_as_prefix_and_hash() {
     assert_eq!(kept.args, small.args);
     assert_eq!(kept.args_cut, None);
 }
+
+/// The line a record becomes is the capped record's, whether it was
+/// encoded once (nothing to cap) or capped first: at the arguments' limit,
+/// just past it, with long arguments, and with a long tool name.
+#[test]
+fn to_line_is_the_capped_record_on_every_path() {
+    use super::record::MAX_ARGS_TEXT;
+    let capped_line = |r: &AuditRecord| {
+        let mut s = serde_json::to_string(&r.clone().capped()).unwrap();
+        s.push('\n');
+        s
+    };
+    let base = rec("t").to_line().unwrap().len();
+    for extra in [
+        0,
+        MAX_ARGS_TEXT - base - 20,
+        MAX_ARGS_TEXT - base + 50,
+        2 * MAX_ARGS_TEXT,
+    ] {
+        let mut r = rec("t");
+        r.args = Some(serde_json::json!({"a": "x".repeat(extra)}));
+        assert_eq!(
+            r.to_line().unwrap(),
+            capped_line(&r),
+            "args of {extra} bytes"
+        );
+    }
+    let mut long = rec(&"n".repeat(300));
+    assert_eq!(long.to_line().unwrap(), capped_line(&long));
+    long.args = Some(serde_json::json!({"a": "x".repeat(2 * MAX_ARGS_TEXT)}));
+    let line = long.to_line().unwrap();
+    assert_eq!(line, capped_line(&long));
+    assert!(
+        line.contains("args_cut") && !line.contains("\"args\":"),
+        "{line}"
+    );
+}

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 
 /// `{readOnlyHint, destructiveHint, openWorldHint}` (and `idempotentHint`
 /// where the tool declares it) for `tool` run under `grant`.
-pub fn annotations(tool: &ToolSpec, grant: &Grant) -> Value {
+pub(crate) fn annotations(tool: &ToolSpec, grant: &Grant) -> Value {
     let open_world = grant.network != Network::Off;
     if let ToolKind::OpencrabsHttp { method, .. } = &tool.kind {
         let method = method.to_ascii_uppercase();

@@ -78,21 +78,21 @@ impl Definition {
 /// <entrypoint>`, or `sh -c '<command template>'` ([`super::runner::ToolRunner::runs`]).
 /// Raw project text: the caller neutralises it ([`crate::text`]) before
 /// showing it.
-pub fn runs(tool: &ToolSpec) -> String {
+pub(crate) fn runs(tool: &ToolSpec) -> String {
     runner_for(tool).runs()
 }
 
 /// The files whose content is part of the definition: the source file
 /// (except a `tools.toml`, whose entry is the spec) and what it executes
 /// ([`super::runner::ToolRunner::files`]).
-pub fn files(tool: &ToolSpec) -> Vec<PathBuf> {
+pub(crate) fn files(tool: &ToolSpec) -> Vec<PathBuf> {
     runner_for(tool).files()
 }
 
 /// `sha256:<hex>` of a regular file's content, or why it cannot be read
 /// (the call will fail to start; the text still changes the digest).
 /// Opened non-blocking, so a FIFO cannot hang the gate.
-pub fn file_digest(path: &Path) -> String {
+pub(crate) fn file_digest(path: &Path) -> String {
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
@@ -125,7 +125,7 @@ fn hex(bytes: &[u8]) -> String {
 
 /// Lowercase hex SHA-256 of the canonical JSON of the spec, the grant and
 /// the content of [`files`].
-pub fn digest(tool: &ToolSpec, grant: &Grant) -> String {
+pub(crate) fn digest(tool: &ToolSpec, grant: &Grant) -> String {
     let contents: Vec<serde_json::Value> = files(tool)
         .iter()
         .map(|p| serde_json::json!([p.display().to_string(), file_digest(p)]))

@@ -10,16 +10,17 @@ use std::collections::BTreeMap;
 
 /// A command ready for the sandbox, and what must live until it has run.
 #[derive(Debug)]
-pub struct Encoded {
-    pub command: Command,
-    /// Removed on drop (after the run, even on error).
-    pub params_file: Option<ParamsFile>,
+pub(crate) struct Encoded {
+    pub(crate) command: Command,
+    /// Removed on drop (after the run, even on error): held, never read.
+    #[expect(dead_code, reason = "held for its Drop, which removes the file")]
+    pub(crate) params_file: Option<ParamsFile>,
 }
 
 /// Why arguments could not be encoded (a template that cannot render, a
 /// parameters file that cannot be written).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EncodeError {
+pub(crate) enum EncodeError {
     /// The arguments do not fit the tool's command template.
     Invalid(String),
     /// toolcage could not prepare the call (I/O).
@@ -28,12 +29,12 @@ pub enum EncodeError {
 
 /// The arguments as a JSON object: what Octomind and clawd tools read on
 /// stdin and OpenCrabs tools find in `$OPENCRABS_PARAMS`.
-pub fn stdin_json(args: &Map<String, Value>) -> Vec<u8> {
+pub(crate) fn stdin_json(args: &Map<String, Value>) -> Vec<u8> {
     serde_json::to_vec(args).unwrap_or_else(|_| b"{}".to_vec())
 }
 
 /// Whether `name` can be an environment variable name (`[A-Za-z_][A-Za-z0-9_]*`).
-pub fn is_env_name(name: &str) -> bool {
+pub(crate) fn is_env_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -42,7 +43,7 @@ pub fn is_env_name(name: &str) -> bool {
 /// The natural text of a value: strings raw, numbers and booleans as
 /// written, arrays and objects as JSON. `None` for null (the variable is
 /// not set, as if the parameter were absent).
-pub fn env_text(v: &Value) -> Option<String> {
+pub(crate) fn env_text(v: &Value) -> Option<String> {
     match v {
         Value::Null => None,
         Value::String(s) => Some(s.clone()),
@@ -55,7 +56,7 @@ pub fn env_text(v: &Value) -> Option<String> {
 /// `OCTOMIND_PARAM_<UPPER>` for each parameter whose name is a valid env
 /// name (the others travel on stdin only), and the two context variables.
 /// Values holding a NUL byte cannot be environment values: stdin only.
-pub fn octomind_env(
+pub(crate) fn octomind_env(
     tool: &str,
     args: &Map<String, Value>,
     grant: &Grant,

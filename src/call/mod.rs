@@ -23,16 +23,16 @@
 //! - [`validate`], [`encode`], [`params_file`], [`result`],
 //!   [`annotations`]: the steps' pieces.
 
-pub mod annotations;
-pub mod definition;
-pub mod encode;
-pub mod engine;
-pub mod params_file;
-pub mod pipeline;
-pub mod result;
-pub mod runner;
+pub(crate) mod annotations;
+pub(crate) mod definition;
+pub(crate) mod encode;
+pub(crate) mod engine;
+pub(crate) mod params_file;
+pub(crate) mod pipeline;
+pub(crate) mod result;
+pub(crate) mod runner;
 pub mod script;
-pub mod validate;
+pub(crate) mod validate;
 
 pub use crate::gate::PreparedCall;
 pub use definition::Definition;

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// A parameters file; removed on drop.
 #[derive(Debug)]
-pub struct ParamsFile {
+pub(crate) struct ParamsFile {
     path: PathBuf,
 }
 
@@ -19,7 +19,7 @@ pub struct ParamsFile {
 /// directory, which no call can see (a call granted the host's `/tmp`
 /// listed every running call's arguments when they lived in
 /// `<tmp>/.toolcage-params-<uid>`).
-pub fn private_dir() -> std::io::Result<PathBuf> {
+pub(crate) fn private_dir() -> std::io::Result<PathBuf> {
     crate::sandbox::private_files_dir().map_err(|e| std::io::Error::other(e.to_string()))
 }
 
@@ -36,7 +36,7 @@ fn random_name() -> String {
 
 impl ParamsFile {
     /// Write `content` to a new file (O_EXCL, mode 0600) in [`private_dir`].
-    pub fn create(content: &[u8]) -> std::io::Result<ParamsFile> {
+    pub(crate) fn create(content: &[u8]) -> std::io::Result<ParamsFile> {
         let dir = private_dir()?;
         let mut last = None;
         for _ in 0..8 {
@@ -60,7 +60,7 @@ impl ParamsFile {
         Err(last.unwrap_or_else(|| std::io::Error::other("no free file name")))
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 }

@@ -146,7 +146,7 @@ impl Pipeline {
         // refused before the gate (nobody is asked to approve it).
         let prepared = self.tools.prepare(name, args).and_then(|mut p| {
             p.callers = surface.callers().to_vec();
-            match crate::call::script::too_deep(&p.tool, &p.callers) {
+            match nested::too_deep(&p.tool, &p.callers) {
                 None => Ok(p),
                 Some(why) => Err(CallError::Unsupported(why)),
             }
@@ -345,6 +345,6 @@ fn audit_failed(error: String, refused: Option<CallError>) -> CallError {
     }
 }
 
-pub mod nested;
+pub(crate) mod nested;
 #[cfg(test)]
 mod tests;

@@ -14,7 +14,7 @@ use crate::sandbox::{Exit, Outcome};
 use crate::text::format_duration;
 
 /// The first line of a failed run's text; `None` when the run succeeded.
-pub fn failure_line(exit: Exit, grant: &Grant) -> Option<String> {
+pub(crate) fn failure_line(exit: Exit, grant: &Grant) -> Option<String> {
     match exit {
         Exit::Code(0) => None,
         Exit::Code(c) => Some(format!("tool exited with status {c}")),
@@ -26,7 +26,7 @@ pub fn failure_line(exit: Exit, grant: &Grant) -> Option<String> {
 
 /// A timeout's line. The limit may come from a policy, `--timeout` or the
 /// tool's own declaration (bounded by the policy): `policy` says which.
-pub fn timed_out(grant: &Grant) -> String {
+pub(crate) fn timed_out(grant: &Grant) -> String {
     format!(
         "timed out after {} (the call's time limit; `toolcage policy TOOL` shows where it is set)",
         format_duration(grant.timeout)
@@ -86,7 +86,7 @@ fn line_break(c: char) -> bool {
 /// Output a tool (or an upstream server) produced, as a result's text shows
 /// it: every line that imitates one of toolcage's gets a `\` before it. A
 /// line starts after any [`line_break`], so `x\r[toolcage: ...` is one too.
-pub fn shown(output: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn shown(output: &str) -> std::borrow::Cow<'_, str> {
     let starts = std::iter::once(0).chain(
         output
             .char_indices()
@@ -112,7 +112,7 @@ pub fn shown(output: &str) -> std::borrow::Cow<'_, str> {
 
 /// A captured stream as a result shows it: the tool's text escaped
 /// ([`shown`]), then toolcage's truncation marker.
-pub fn shown_stream(c: &crate::sandbox::Captured) -> String {
+pub(crate) fn shown_stream(c: &crate::sandbox::Captured) -> String {
     let escaped = crate::sandbox::Captured {
         text: shown(&c.text).into_owned(),
         bytes_kept: c.bytes_kept,
@@ -122,7 +122,7 @@ pub fn shown_stream(c: &crate::sandbox::Captured) -> String {
 }
 
 /// The text and error flag for `outcome`.
-pub fn format(outcome: &Outcome, grant: &Grant) -> (String, bool) {
+pub(crate) fn format(outcome: &Outcome, grant: &Grant) -> (String, bool) {
     let mut text = String::new();
     let failure = failure_line(outcome.exit, grant);
     if let Some(line) = &failure {

@@ -6,7 +6,7 @@ use crate::discover::{Coerce, CrabParam, ToolKind, ToolSpec};
 use serde_json::{Map, Value};
 
 /// The validated arguments, or a one-line reason naming the parameter.
-pub fn arguments(tool: &ToolSpec, args: Value) -> Result<Map<String, Value>, String> {
+pub(crate) fn arguments(tool: &ToolSpec, args: Value) -> Result<Map<String, Value>, String> {
     let mut map = match args {
         Value::Null => Map::new(),
         Value::Object(m) => m,
@@ -31,7 +31,7 @@ pub fn arguments(tool: &ToolSpec, args: Value) -> Result<Map<String, Value>, Str
 }
 
 /// OpenCrabs: defaults for missing parameters, then the coercions.
-pub fn apply_crab(params: &[CrabParam], map: &mut Map<String, Value>) -> Result<(), String> {
+pub(crate) fn apply_crab(params: &[CrabParam], map: &mut Map<String, Value>) -> Result<(), String> {
     for p in params {
         if !map.contains_key(&p.name)
             && let Some(d) = &p.default
@@ -199,7 +199,7 @@ fn one_line(s: &str) -> String {
     }
 }
 
-pub fn json_kind(v: &Value) -> &'static str {
+pub(crate) fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -207,7 +207,7 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    pub(crate) fn get(&self, name: &str) -> Option<&ToolSpec> {
+    pub fn get(&self, name: &str) -> Option<&ToolSpec> {
         self.tools
             .binary_search_by(|t| t.name.as_str().cmp(name))
             .ok()

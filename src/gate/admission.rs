@@ -265,7 +265,7 @@ impl Admission {
     /// Write the `started` record, right before the run. `Err`: it could
     /// not be written and the call must not run; the call is then ended
     /// (recorded as not run, as far as the log takes it).
-    pub(crate) fn start(&mut self) -> Result<(), String> {
+    pub fn start(&mut self) -> Result<(), String> {
         let written = self.write(Ran::Starting, None);
         if let Err(e) = &written {
             let why = format!("{}: not run: {e}", self.call.tool.name);

@@ -125,7 +125,7 @@ impl Gate {
     /// the machine, or Redis, shared by every replica), kept across
     /// restarts; concurrency slots are counted in memory. The audit log is
     /// opened now.
-    pub(crate) fn for_server(setup: &Setup<'_>) -> Result<Gate, GateError> {
+    pub fn for_server(setup: &Setup<'_>) -> Result<Gate, GateError> {
         let dir = location::state_dir(setup.project_root, setup.ctx);
         Gate::build(
             setup,
@@ -410,16 +410,21 @@ impl Gate {
         can_ask: bool,
     ) -> Result<(Slot, Option<approval::MemKey>), Verdict> {
         let early = approval::unanswerable(pre_approval, call.resolved.grant.allow_yes, can_ask);
-        let (slot, need, _) = self.screen(call, session, early).map_err(Verdict::Denied)?;
+        let (slot, need, digest) = self.screen(call, session, early).map_err(Verdict::Denied)?;
         match need {
-            Need::Nothing => Err(Verdict::Allowed(Permit::new(Approval::NotNeeded, slot))),
-            Need::Remembered { by } => Err(Verdict::Allowed(Permit::new(
-                Approval::Approved {
-                    by,
-                    remembered: true,
-                },
-                slot,
-            ))),
+            Need::Nothing => Err(Verdict::Allowed(
+                Permit::new(Approval::NotNeeded, slot).with_digest(digest),
+            )),
+            Need::Remembered { by } => Err(Verdict::Allowed(
+                Permit::new(
+                    Approval::Approved {
+                        by,
+                        remembered: true,
+                    },
+                    slot,
+                )
+                .with_digest(digest),
+            )),
             Need::Ask { key } => Ok((slot, key)),
         }
     }

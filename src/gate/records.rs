@@ -31,6 +31,11 @@ pub(crate) fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
         Verdict::Allowed(p) => Some(p.call_id.clone()),
         Verdict::Denied(_) => None,
     };
+    // Hashed once per call: the gate's own digest, kept in the permit.
+    let args_sha256 = match event.verdict {
+        Verdict::Allowed(p) => p.args_sha256(|| args_digest(&args)).to_string(),
+        Verdict::Denied(_) => args_digest(&args),
+    };
     let decision = match event.verdict {
         Verdict::Allowed(p) => match &p.approval {
             Approval::NotNeeded => Recorded::Allowed,
@@ -54,8 +59,8 @@ pub(crate) fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
         source: call.tool.source.display().to_string(),
         upstream: upstream_ref(&call.tool.kind),
         definition_sha256: Some(call.definition_sha256.clone()),
-        args_sha256: args_digest(&args),
-        args: Some(args.clone()),
+        args_sha256,
+        args: None,
         args_cut: None,
         decision,
         approval_mode: Some(mode_name(call.resolved.grant.approval).into()),
@@ -127,7 +132,11 @@ pub(crate) fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
             r.duration_ms = Some(millis(after));
         }
     }
-    if redact { r.redacted(&args) } else { r }
+    if redact {
+        return r.redacted(&args);
+    }
+    r.args = Some(args);
+    r
 }
 
 /// The record of a call refused before the gate (nothing ran): the tool

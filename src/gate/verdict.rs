@@ -31,6 +31,8 @@ pub struct Permit {
     pub approval: Approval,
     /// Pairs the call's `started` audit record with its final one.
     pub call_id: String,
+    /// The arguments' digest, computed once for the call's records.
+    args_sha256: std::sync::OnceLock<String>,
     _slot: Slot,
 }
 
@@ -51,8 +53,21 @@ impl Permit {
         Permit {
             approval,
             call_id: fresh_call_id(),
+            args_sha256: std::sync::OnceLock::new(),
             _slot: slot,
         }
+    }
+
+    /// The permit, with the arguments' digest the gate already computed.
+    pub(super) fn with_digest(self, digest: String) -> Permit {
+        let _ = self.args_sha256.set(digest);
+        self
+    }
+
+    /// The digest of the call's arguments: `compute`d for the first of its
+    /// records, then the same text for the other.
+    pub(crate) fn args_sha256(&self, compute: impl FnOnce() -> String) -> &str {
+        self.args_sha256.get_or_init(compute)
     }
 
     /// A permit that holds no concurrency slot, for gatekeepers other than

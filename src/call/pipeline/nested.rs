@@ -13,11 +13,40 @@
 
 use super::{Job, JobDone, NotRun, Pipeline, Surface, Turn};
 use crate::call::{CallError, CallResult, PreparedCall};
+use crate::discover::{ToolKind, ToolSpec};
 use crate::gate::{ApprovalChannel, BoxFuture, SessionId};
 use crate::sandbox::CancelToken;
 use serde_json::Value;
 use std::cell::RefCell;
 use std::sync::Arc;
+
+/// Scripts calling scripts: at most this many run nested (the outer one
+/// counts).
+pub(crate) const MAX_DEPTH: usize = 4;
+
+/// Why a call of `tool` made by `callers` (outermost first) is too deep to
+/// run: a script past [`MAX_DEPTH`] nested scripts, or any tool called
+/// from deeper than the deepest script may run. `None`: it may run.
+pub(crate) fn too_deep(tool: &ToolSpec, callers: &[String]) -> Option<String> {
+    let script = matches!(tool.kind, ToolKind::AgentdirScript { .. });
+    let fits = match script {
+        true => callers.len() < MAX_DEPTH,
+        false => callers.len() <= MAX_DEPTH,
+    };
+    if fits {
+        return None;
+    }
+    let chain = callers
+        .iter()
+        .map(String::as_str)
+        .chain([tool.name.as_str()])
+        .collect::<Vec<_>>()
+        .join(" → ");
+    Some(format!(
+        "{chain}: refused, scripts calling scripts nest at most {MAX_DEPTH} deep \
+         (fix: have a script return its result instead of calling another script that deep)"
+    ))
+}
 
 /// The pipeline the call running on this thread came through.
 struct Outer {
@@ -58,7 +87,7 @@ impl Drop for Running {
 /// pipeline, as made by `callers` (the scripts above it, outermost first,
 /// the calling one last); `None` when no call runs here through a pipeline
 /// (an engine used directly: the caller runs it itself).
-pub fn call(
+pub(crate) fn call(
     name: &str,
     args: Value,
     cancel: Option<&CancelToken>,

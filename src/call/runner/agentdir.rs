@@ -10,9 +10,9 @@ use crate::policy::Grant;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
-pub struct JsScript<'a> {
-    pub tool: &'a ToolSpec,
-    pub path: &'a Path,
+pub(crate) struct JsScript<'a> {
+    pub(crate) tool: &'a ToolSpec,
+    pub(crate) path: &'a Path,
 }
 
 impl ToolRunner for JsScript<'_> {
@@ -49,10 +49,10 @@ impl ToolRunner for JsScript<'_> {
 
 /// A tool of an upstream MCP server. The gateway runs its calls (it holds
 /// the server's running instance); through a plain engine it is refused.
-pub struct Upstream<'a> {
-    pub tool: &'a ToolSpec,
-    pub server: &'a str,
-    pub runs: &'a str,
+pub(crate) struct Upstream<'a> {
+    pub(crate) tool: &'a ToolSpec,
+    pub(crate) server: &'a str,
+    pub(crate) runs: &'a str,
 }
 
 impl Upstream<'_> {

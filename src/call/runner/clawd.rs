@@ -10,10 +10,10 @@ use crate::sandbox::Command;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
-pub struct Entrypoint<'a> {
-    pub tool: &'a ToolSpec,
-    pub interpreter: Option<&'a str>,
-    pub entrypoint: &'a Path,
+pub(crate) struct Entrypoint<'a> {
+    pub(crate) tool: &'a ToolSpec,
+    pub(crate) interpreter: Option<&'a str>,
+    pub(crate) entrypoint: &'a Path,
 }
 
 impl ToolRunner for Entrypoint<'_> {

@@ -15,11 +15,11 @@
 //! - [`agentdir`]: `kind: script`, run by a sandboxed QuickJS child
 //!   ([`super::script`]); `kind: mcp` tools run through the gateway.
 
-pub mod agentdir;
-pub mod clawd;
-pub mod http;
-pub mod octomind;
-pub mod opencrabs;
+pub(crate) mod agentdir;
+pub(crate) mod clawd;
+pub(crate) mod http;
+pub(crate) mod octomind;
+pub(crate) mod opencrabs;
 
 use super::encode::{EncodeError, Encoded};
 use super::pipeline::Toolbox;
@@ -36,16 +36,16 @@ use std::path::PathBuf;
 /// `callers` are the scripts whose `ctx.tool` made the call, outermost
 /// first (a script's own calls are made one level deeper).
 #[derive(Clone, Copy, Default)]
-pub struct Run<'a> {
-    pub cancel: Option<&'a CancelToken>,
-    pub explain: bool,
-    pub callers: &'a [String],
+pub(crate) struct Run<'a> {
+    pub(crate) cancel: Option<&'a CancelToken>,
+    pub(crate) explain: bool,
+    pub(crate) callers: &'a [String],
 }
 
 /// How calls of one kind of tool run. Object-safe: [`runner_for`] hands
 /// out `Box<dyn ToolRunner>` borrowing the tool's spec. Every kind answers
 /// every method (a default is the right answer for the kinds that keep it).
-pub trait ToolRunner {
+pub(crate) trait ToolRunner {
     /// Why no call of this tool can run here (an upstream server's tool
     /// outside the gateway): checked before the arguments, refused with
     /// this text.
@@ -89,7 +89,7 @@ pub trait ToolRunner {
 
 /// The kinds whose call is one command in the sandbox (Octomind, clawd,
 /// the OpenCrabs shell executor): the command they build.
-pub trait Encode {
+pub(crate) trait Encode {
     /// The sandboxed command for validated `args` under `grant`.
     fn encode(&self, args: &Map<String, Value>, grant: &Grant) -> Result<Encoded, EncodeError>;
 }
@@ -124,7 +124,7 @@ fn run_command(
 }
 
 /// The runner for `tool`'s kind.
-pub fn runner_for(tool: &ToolSpec) -> Box<dyn ToolRunner + '_> {
+pub(crate) fn runner_for(tool: &ToolSpec) -> Box<dyn ToolRunner + '_> {
     match &tool.kind {
         // One command in the sandbox (`Encode`).
         ToolKind::Octomind { program } => Box::new(octomind::Executable { tool, program }),

@@ -11,9 +11,9 @@ use crate::sandbox::Command;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
-pub struct Executable<'a> {
-    pub tool: &'a ToolSpec,
-    pub program: &'a Path,
+pub(crate) struct Executable<'a> {
+    pub(crate) tool: &'a ToolSpec,
+    pub(crate) program: &'a Path,
 }
 
 impl ToolRunner for Executable<'_> {

@@ -15,8 +15,8 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-pub struct Shell<'a> {
-    pub command: &'a str,
+pub(crate) struct Shell<'a> {
+    pub(crate) command: &'a str,
 }
 
 impl ToolRunner for Shell<'_> {
@@ -74,10 +74,10 @@ impl Encode for Shell<'_> {
     }
 }
 
-pub struct Http<'a> {
-    pub tool: &'a ToolSpec,
-    pub method: &'a str,
-    pub url: &'a str,
+pub(crate) struct Http<'a> {
+    pub(crate) tool: &'a ToolSpec,
+    pub(crate) method: &'a str,
+    pub(crate) url: &'a str,
 }
 
 impl ToolRunner for Http<'_> {

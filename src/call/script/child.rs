@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 /// The hidden subcommand's name.
-pub const SUBCOMMAND: &str = "__script-runner";
+pub(crate) const SUBCOMMAND: &str = "__script-runner";
 
 /// What the parent passes on the command line.
 struct Setup {
@@ -47,11 +47,11 @@ fn setup(args: &[String]) -> Result<Setup, String> {
 /// How the error that the interrupt handler's stop becomes begins: the
 /// parent counts it as the call's timeout (the supervisor would have
 /// killed the runner at the same moment).
-pub const PAST_TIMEOUT: &str = "the script ran past its timeout";
+pub(crate) const PAST_TIMEOUT: &str = "the script ran past its timeout";
 
 /// Run the script named on the command line; the result goes to stdout as
 /// a frame. The exit status is 0 whenever a frame was written.
-pub fn main(args: &[String]) -> ExitCode {
+pub(crate) fn main(args: &[String]) -> ExitCode {
     let frame = match setup(args).and_then(|s| run(&s)) {
         Ok(text) => json!({"op": "done", "result": text}),
         Err(message) => json!({"op": "error", "message": message}),

@@ -9,7 +9,7 @@
 //!
 //! Bounds on a tree of calls: each call carries the chain of scripts that
 //! made it ([`crate::gate::PreparedCall::callers`]), so scripts nest at
-//! most [`MAX_DEPTH`] deep whatever threads serve the calls; and the parent
+//! most [`super::pipeline::nested::MAX_DEPTH`] deep whatever threads serve the calls; and the parent
 //! answers one frame at a time, so a script has at most one inner call
 //! running (a `Promise.all` of many runs them one after another). A tree
 //! thus holds at most `MAX_DEPTH` script runners and one other tool's
@@ -18,6 +18,7 @@
 pub mod child;
 
 use super::pipeline::Toolbox;
+use super::pipeline::nested::too_deep;
 use super::{CallError, CallResult, result};
 use crate::discover::{ToolKind, ToolSpec};
 use crate::policy::Grant;
@@ -29,22 +30,19 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 
 /// QuickJS heap limit (the seed's 64 MiB).
-pub const HEAP_BYTES: u64 = 64 << 20;
+pub(crate) const HEAP_BYTES: u64 = 64 << 20;
 /// QuickJS stack limit (the seed's 512 KiB).
-pub const STACK_BYTES: u64 = 512 << 10;
+pub(crate) const STACK_BYTES: u64 = 512 << 10;
 /// `maxToolCalls` when the front matter sets none.
-pub const DEFAULT_MAX_TOOL_CALLS: u64 = 30;
+pub(crate) const DEFAULT_MAX_TOOL_CALLS: u64 = 30;
 /// `maxOutputBytes` when the front matter sets none.
-pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 64 << 10;
-/// The runner's address space at most (the heap limit is QuickJS's own
+pub(crate) const DEFAULT_MAX_OUTPUT_BYTES: u64 = 64 << 10;
+/// The child's address space at most (the heap limit is QuickJS's own
 /// accounting; this is the kernel's backstop).
 const MAX_ADDRESS_SPACE: u64 = 1 << 30;
-/// Scripts calling scripts: at most this many run nested (the outer one
-/// counts).
-const MAX_DEPTH: usize = 4;
-/// The largest frame the parent reads from a runner.
+/// The largest frame the parent reads from a child.
 const MAX_FRAME: u64 = 16 << 20;
-/// How much of the runner's stderr is kept.
+/// How much of the child's stderr is kept.
 const STDERR_CAP: usize = 16 << 10;
 
 /// The binary that runs scripts, when not this one (see [`set_child_binary`]).
@@ -66,30 +64,6 @@ struct Limits<'a> {
     callers: &'a [String],
 }
 
-/// Why a call of `tool` made by `callers` (outermost first) is too deep to
-/// run: a script past [`MAX_DEPTH`] nested scripts, or any tool called
-/// from deeper than the deepest script may run. `None`: it may run.
-pub(crate) fn too_deep(tool: &ToolSpec, callers: &[String]) -> Option<String> {
-    let script = matches!(tool.kind, ToolKind::AgentdirScript { .. });
-    let fits = match script {
-        true => callers.len() < MAX_DEPTH,
-        false => callers.len() <= MAX_DEPTH,
-    };
-    if fits {
-        return None;
-    }
-    let chain = callers
-        .iter()
-        .map(String::as_str)
-        .chain([tool.name.as_str()])
-        .collect::<Vec<_>>()
-        .join(" → ");
-    Some(format!(
-        "{chain}: refused, scripts calling scripts nest at most {MAX_DEPTH} deep \
-         (fix: have a script return its result instead of calling another script that deep)"
-    ))
-}
-
 fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
 }
@@ -100,31 +74,18 @@ fn internal(e: impl std::fmt::Display) -> CallError {
 
 /// Run `tool` (a `kind: script`) with `args` (`{inputs}`) under `grant`.
 /// `toolbox` runs the script's `ctx.tool` calls; without one they fail.
-pub fn execute(
+pub(crate) fn execute(
     tool: &ToolSpec,
     args: &Map<String, Value>,
     grant: &Grant,
     run: super::runner::Run<'_>,
     toolbox: Option<&dyn Toolbox>,
 ) -> Result<CallResult, CallError> {
-    let cancel = run.cancel;
-    let ToolKind::AgentdirScript {
-        path,
-        allowed_tools,
-        max_tool_calls,
-        max_output_bytes,
-        ..
-    } = &tool.kind
-    else {
-        return Err(CallError::Internal(format!(
-            "{} is not a script tool",
-            tool.name
-        )));
-    };
+    let script = script_of(tool)?;
     let limits = Limits {
         name: &tool.name,
-        allowed: allowed_tools,
-        max_calls: max_tool_calls.unwrap_or(DEFAULT_MAX_TOOL_CALLS),
+        allowed: script.allowed_tools,
+        max_calls: script.max_tool_calls.unwrap_or(DEFAULT_MAX_TOOL_CALLS),
         callers: run.callers,
     };
     // The pipeline refuses it before the gate; an engine used directly
@@ -132,6 +93,73 @@ pub fn execute(
     if let Some(why) = too_deep(tool, run.callers) {
         return Err(CallError::Unsupported(why));
     }
+    let (cmd, ends) = child_command(script.path, grant)?;
+    let inputs = args.get("inputs").cloned().unwrap_or_else(|| json!({}));
+    let grant = &child_grant(grant);
+    let ran = run_and_converse(grant, &cmd, ends, &inputs, &limits, toolbox, run.cancel);
+    let (end, mut outcome) = ran?;
+    let max_output = script.max_output_bytes.unwrap_or(DEFAULT_MAX_OUTPUT_BYTES);
+    let (text, is_error) = result_text(&outcome, end, grant, max_output);
+    // The child's stdout carries frames, not output: what the script
+    // returned is the call's output (the audit record counts it).
+    outcome.stdout = crate::sandbox::Captured {
+        text: text.clone(),
+        bytes_kept: text.len() as u64,
+        bytes_omitted: 0,
+    };
+    Ok(CallResult {
+        text,
+        is_error,
+        outcome,
+        content: None,
+    })
+}
+
+/// What a script tool's child needs from its tool file.
+struct Script<'a> {
+    path: &'a std::path::Path,
+    allowed_tools: &'a [String],
+    max_tool_calls: Option<u64>,
+    max_output_bytes: Option<u64>,
+}
+
+fn script_of(tool: &ToolSpec) -> Result<Script<'_>, CallError> {
+    match &tool.kind {
+        ToolKind::AgentdirScript {
+            path,
+            allowed_tools,
+            max_tool_calls,
+            max_output_bytes,
+            ..
+        } => Ok(Script {
+            path,
+            allowed_tools,
+            max_tool_calls: *max_tool_calls,
+            max_output_bytes: *max_output_bytes,
+        }),
+        _ => Err(CallError::Internal(format!(
+            "{} is not a script tool",
+            tool.name
+        ))),
+    }
+}
+
+/// The pipes between the parent and its child: the child's ends (closed
+/// in the parent once the run ends) and the parent's.
+struct Ends {
+    stdin_r: OwnedFd,
+    stdout_w: OwnedFd,
+    stderr_w: OwnedFd,
+    stdin_w: OwnedFd,
+    stdout_r: OwnedFd,
+    stderr_r: OwnedFd,
+}
+
+/// `toolcage __script-runner SCRIPT HEAP STACK TIMEOUT_MS` on new pipes.
+fn child_command(
+    script: &std::path::Path,
+    grant: &Grant,
+) -> Result<(crate::sandbox::Command, Ends), CallError> {
     let exe = match CHILD_BINARY.get() {
         Some(p) => p.clone(),
         None => std::env::current_exe().map_err(internal)?,
@@ -143,7 +171,7 @@ pub fn execute(
         argv: vec![
             exe.clone().into(),
             child::SUBCOMMAND.into(),
-            path.clone().into(),
+            script.to_path_buf().into(),
             HEAP_BYTES.to_string().into(),
             STACK_BYTES.to_string().into(),
             grant.timeout.as_millis().to_string().into(),
@@ -157,8 +185,19 @@ pub fn execute(
         ]),
         ..Default::default()
     };
-    let inputs = args.get("inputs").cloned().unwrap_or_else(|| json!({}));
-    // The runner's rlimits: the grant's, tightened (never loosened).
+    let ends = Ends {
+        stdin_r,
+        stdout_w,
+        stderr_w,
+        stdin_w,
+        stdout_r,
+        stderr_r,
+    };
+    Ok((cmd, ends))
+}
+
+/// The child's rlimits: the grant's, tightened (never loosened).
+fn child_grant(grant: &Grant) -> Grant {
     let mut grant = grant.clone();
     let cpu = grant.timeout.as_secs().saturating_add(1);
     let l = &mut grant.limits;
@@ -167,38 +206,47 @@ pub fn execute(
             .map_or(MAX_ADDRESS_SPACE, |a| a.min(MAX_ADDRESS_SPACE)),
     );
     l.cpu_seconds = Some(l.cpu_seconds.map_or(cpu, |c| c.min(cpu)));
-    let grant = &grant;
+    grant
+}
+
+/// Run the child in the sandbox while answering its frames and keeping
+/// its stderr: the script's last frame and the run's outcome.
+fn run_and_converse(
+    grant: &Grant,
+    cmd: &crate::sandbox::Command,
+    ends: Ends,
+    inputs: &Value,
+    limits: &Limits<'_>,
+    toolbox: Option<&dyn Toolbox>,
+    cancel: Option<&CancelToken>,
+) -> Result<(Option<Result<String, String>>, crate::sandbox::Outcome), CallError> {
+    let Ends {
+        stdin_r,
+        stdout_w,
+        stderr_w,
+        stdin_w,
+        stdout_r,
+        stderr_r,
+    } = ends;
     let (end, stderr, outcome) = std::thread::scope(|s| {
         let child = s.spawn(move || {
-            let outcome = crate::sandbox::run(grant, &cmd, cancel);
+            let outcome = crate::sandbox::run(grant, cmd, cancel);
             // Our copies of the child's ends: its output ends only once
             // they are closed too.
             drop((stdin_r, stdout_w, stderr_w));
             outcome
         });
-        let stderr = s.spawn(move || {
-            let mut buf = CappedBuffer::new(STDERR_CAP);
-            let mut file = File::from(stderr_r);
-            let mut chunk = [0u8; 4096];
-            while let Ok(n) = file.read(&mut chunk) {
-                if n == 0 {
-                    break;
-                }
-                buf.push(&chunk[..n]);
-            }
-            buf.finish()
-        });
+        let stderr = s.spawn(move || read_capped(File::from(stderr_r)));
         let end = converse(
             File::from(stdin_w),
             File::from(stdout_r),
-            &inputs,
-            &limits,
+            inputs,
+            limits,
             toolbox,
             cancel,
         );
         let outcome = child.join();
-        let stderr = stderr.join();
-        (end, stderr, outcome)
+        (end, stderr.join(), outcome)
     });
     let mut outcome = outcome
         .map_err(|_| CallError::Internal("the script runner's thread panicked".into()))??;
@@ -212,8 +260,31 @@ pub fn execute(
     {
         outcome.exit = Exit::Timeout;
     }
-    let max_output = max_output_bytes.unwrap_or(DEFAULT_MAX_OUTPUT_BYTES);
-    let (text, is_error) = match (result::failure_line(outcome.exit, grant), end) {
+    Ok((end, outcome))
+}
+
+/// The child's stderr, the first [`STDERR_CAP`] bytes kept.
+fn read_capped(mut file: File) -> crate::sandbox::Captured {
+    let mut buf = CappedBuffer::new(STDERR_CAP);
+    let mut chunk = [0u8; 4096];
+    while let Ok(n) = file.read(&mut chunk) {
+        if n == 0 {
+            break;
+        }
+        buf.push(&chunk[..n]);
+    }
+    buf.finish()
+}
+
+/// What the agent sees, and whether it is an error: what the script
+/// returned or threw, capped, or why the child ended without it.
+fn result_text(
+    outcome: &crate::sandbox::Outcome,
+    end: Option<Result<String, String>>,
+    grant: &Grant,
+    max_output: u64,
+) -> (String, bool) {
+    match (result::failure_line(outcome.exit, grant), end) {
         (None, Some(Ok(text))) => (cap(result::shown(&text).into_owned(), max_output), false),
         (None, Some(Err(message))) => (cap(message, max_output), true),
         // Killed (timeout, signal, cancel) or ended without a result.
@@ -229,20 +300,7 @@ pub fn execute(
             }
             (text, true)
         }
-    };
-    // The runner's stdout carries frames, not output: what the script
-    // returned is the call's output (the audit record counts it).
-    outcome.stdout = crate::sandbox::Captured {
-        text: text.clone(),
-        bytes_kept: text.len() as u64,
-        bytes_omitted: 0,
-    };
-    Ok(CallResult {
-        text,
-        is_error,
-        outcome,
-        content: None,
-    })
+    }
 }
 
 /// At most `max` bytes of `text` (on a character boundary), with the
@@ -260,7 +318,7 @@ fn cap(text: String, max: u64) -> String {
     format!("{}\n{}", &text[..end], truncation_marker(omitted))
 }
 
-/// Speak the protocol until the runner's last frame (see [`child`]):
+/// Speak the protocol until the child's last frame (see [`child`]):
 /// `Some(Ok(result))`, `Some(Err(message))`, or `None` when it ended
 /// without one. One frame at a time: the next is read only once the inner
 /// call a `tool` frame asked for has ended, so however the script
@@ -273,7 +331,7 @@ fn converse(
     toolbox: Option<&dyn Toolbox>,
     cancel: Option<&CancelToken>,
 ) -> Option<Result<String, String>> {
-    // A write to a runner that died fails; its exit tells why.
+    // A write to a child that died fails; its exit tells why.
     let _ = writeln!(to_child, "{}", json!({ "inputs": inputs }));
     let mut from_child = BufReader::new(from_child);
     let mut calls = 0u64;

@@ -23,6 +23,22 @@ fn canonical_json_sorts_keys_at_every_level() {
     assert_eq!(canonical_json(&json!({"k\"": "a\nb"})), r#"{"k\"":"a\nb"}"#);
 }
 
+/// The one-encoding path gives the bytes the key-sorting writer gives:
+/// escapes, non-ASCII keys, numbers of every kind, nesting.
+#[test]
+fn canonical_json_fast_path_matches_the_sorting_writer() {
+    let v = json!({
+        "zeta": [1, -2, 3.5, 1e300, u64::MAX, i64::MIN, true, null],
+        "Äpfel": {"\u{1}ctl": "tab\there", "é": "\u{2028}", "": ""},
+        "a\"q": [{"y": {"b": [], "a": {}}, "x": "\\"}],
+        "10": "ten", "9": "nine", "A": "upper", "_": "under"
+    });
+    assert!(keys_sorted(&v));
+    let mut slow = String::new();
+    write_canonical(&v, &mut slow);
+    assert_eq!(canonical_json(&v), slow);
+}
+
 const T: Bound<'static> = Bound {
     name: "t",
     definition: "def1",

@@ -14,15 +14,15 @@ use std::time::{Duration, Instant};
 const MAX_HEAD: usize = 64 * 1024;
 
 #[derive(Debug)]
-pub struct Response {
-    pub status: u16,
-    pub reason: String,
-    pub headers: Vec<(String, String)>,
-    pub body: Captured,
+pub(crate) struct Response {
+    pub(crate) status: u16,
+    pub(crate) reason: String,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: Captured,
 }
 
 impl Response {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
@@ -32,17 +32,17 @@ impl Response {
 
 /// Why an exchange did not complete.
 #[derive(Debug)]
-pub enum Failure {
+pub(crate) enum Failure {
     Timeout,
     Cancelled,
     Other(String),
 }
 
 /// Reads that give up at the deadline or on cancellation.
-pub struct Limited<'a, S> {
-    pub inner: S,
-    pub deadline: Instant,
-    pub cancel: Option<&'a CancelToken>,
+pub(crate) struct Limited<'a, S> {
+    pub(crate) inner: S,
+    pub(crate) deadline: Instant,
+    pub(crate) cancel: Option<&'a CancelToken>,
 }
 
 impl<S: Read> Limited<'_, S> {
@@ -131,7 +131,7 @@ impl<S: Read> Reader<'_, S> {
 }
 
 /// Read the response to a request already sent on `stream`.
-pub fn exchange<S: Read>(
+pub(crate) fn exchange<S: Read>(
     stream: Limited<'_, S>,
     head_only: bool,
     cap: usize,
@@ -215,4 +215,4 @@ pub fn exchange<S: Read>(
 
 /// How long each blocking read may wait before the deadline and the
 /// cancel token are checked again.
-pub const SLICE: Duration = Duration::from_millis(200);
+pub(crate) const SLICE: Duration = Duration::from_millis(200);

@@ -15,7 +15,7 @@
 //! Kept apart from the sandboxed runners so it plugs into the call
 //! pipeline's runner trait as one implementation.
 
-pub mod client;
+pub(crate) mod client;
 mod render;
 mod tls;
 
@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 const MAX_REDIRECTS: usize = 5;
 
 /// Run a call of the http tool `tool` with validated `args` under `grant`.
-pub fn run(
+pub(crate) fn run(
     tool: &ToolSpec,
     args: &Map<String, Value>,
     grant: &Grant,
@@ -149,7 +149,7 @@ pub fn run(
 /// grant's network reaches (decided before resolving, private addresses
 /// refused unless pinned, as for an http tool). No redirects are followed.
 #[allow(clippy::too_many_arguments)]
-pub fn exchange(
+pub(crate) fn exchange(
     who: &str,
     network: &Network,
     url: &str,

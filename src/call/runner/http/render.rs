@@ -18,17 +18,17 @@ const VALUE: &AsciiSet = &NON_ALPHANUMERIC
 
 /// Where a request goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
-    pub url: url::Url,
-    pub host: Host,
-    pub port: u16,
-    pub tls: bool,
+pub(crate) struct Target {
+    pub(crate) url: url::Url,
+    pub(crate) host: Host,
+    pub(crate) port: u16,
+    pub(crate) tls: bool,
 }
 
 impl Target {
     /// Check a URL (rendered, or a redirect's): http or https, a host, no
     /// user information.
-    pub fn new(url: url::Url) -> Result<Target, String> {
+    pub(crate) fn new(url: url::Url) -> Result<Target, String> {
         let tls = match url.scheme() {
             "http" => false,
             "https" => true,
@@ -55,7 +55,7 @@ impl Target {
     }
 
     /// `host[:port]` for the Host header (the port only when not the default).
-    pub fn authority(&self) -> String {
+    pub(crate) fn authority(&self) -> String {
         let default = if self.tls { 443 } else { 80 };
         match self.url.port().filter(|p| *p != default) {
             Some(p) => format!("{}:{p}", self.host),
@@ -64,7 +64,7 @@ impl Target {
     }
 
     /// The request target: path and query.
-    pub fn path(&self) -> String {
+    pub(crate) fn path(&self) -> String {
         match self.url.query() {
             Some(q) => format!("{}?{q}", self.url.path()),
             None => self.url.path().to_string(),
@@ -73,7 +73,7 @@ impl Target {
 }
 
 /// The URL template rendered with `args`, each value percent-encoded.
-pub fn url(template: &str, args: &Map<String, Value>) -> Result<Target, String> {
+pub(crate) fn url(template: &str, args: &Map<String, Value>) -> Result<Target, String> {
     let t = template::parse(template).map_err(|e| format!("url template: {e}"))?;
     let encode = |v: &str| utf8_percent_encode(v, VALUE).to_string();
     let text = t.render_encoded(args, &encode);
@@ -83,7 +83,7 @@ pub fn url(template: &str, args: &Map<String, Value>) -> Result<Target, String> 
 
 /// The header templates rendered with `args`; a value that would put a
 /// control character (CR, LF, NUL, ...) into a header is an error.
-pub fn headers(
+pub(crate) fn headers(
     templates: &[(String, String)],
     args: &Map<String, Value>,
 ) -> Result<Vec<(String, String)>, String> {
@@ -102,7 +102,7 @@ pub fn headers(
 }
 
 /// The body for methods that carry one: the arguments as JSON.
-pub fn body(method: &str, args: &Map<String, Value>) -> Option<Vec<u8>> {
+pub(crate) fn body(method: &str, args: &Map<String, Value>) -> Option<Vec<u8>> {
     matches!(method, "POST" | "PUT" | "PATCH")
         .then(|| serde_json::to_vec(args).unwrap_or_else(|_| b"{}".to_vec()))
 }

@@ -30,7 +30,7 @@ fn config() -> Result<Arc<rustls::ClientConfig>, String> {
 }
 
 /// A TLS session to `host` over `tcp` (the handshake happens on first use).
-pub fn connect(
+pub(crate) fn connect(
     host: &Host,
     tcp: TcpStream,
 ) -> Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>, String> {
