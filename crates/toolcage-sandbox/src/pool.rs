@@ -218,7 +218,7 @@ fn fill(pool: &'static Pool) {
                 drop(s);
                 drop(r);
             }
-            Err(super::spawn::RunError::Unavailable(_)) => {
+            Err(super::spawn::start::RunError::Unavailable(_)) => {
                 // The kernel or a container refuses namespaces: calls run
                 // namespace-free, which is not prepared ahead.
                 s.off = true;
@@ -226,7 +226,7 @@ fn fill(pool: &'static Pool) {
                 drop(s);
                 drop(dropped);
             }
-            Err(super::spawn::RunError::Failed(_)) => {
+            Err(super::spawn::start::RunError::Failed(_)) => {
                 // This grant cannot be prepared: its calls start cold and
                 // meet the same error there, where it is reported.
                 s.wanted.retain(|k| *k != key);

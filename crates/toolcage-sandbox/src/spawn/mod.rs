@@ -39,7 +39,7 @@
 mod after;
 mod prepare;
 pub(crate) mod ready;
-mod start;
+pub(crate) mod start;
 
 pub(crate) use start::RunError;
 use start::RunError::{Failed, Unavailable};
