@@ -21,7 +21,7 @@ use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 use toolcage::gate::persist::{FileRates, RateCheck};
-use toolcage::gate::store::RedisStore;
+use toolcage::gate::store::redis::RedisStore;
 use toolcage::policy::RateLimit;
 
 const ROUNDS: usize = 200;

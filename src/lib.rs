@@ -20,7 +20,7 @@
 //! - `gate`: `Gate`, `Gatekeeper`, `admit`, `Admission`, `Verdict`,
 //!   `Permit`, `GateDenial`, `DenyReason`, the approval channel types,
 //!   `SessionId`, `PreparedCall`, and the rate-limit and store parts the
-//!   tests and benches drive (`ratelimit`, `persist`, `store::RedisStore`);
+//!   tests and benches drive (`ratelimit`, `persist`, `store::redis::RedisStore`);
 //! - `audit`: `AuditRecord`, `RecordedDecision`, `audit::read`;
 //! - `spec::Format`;
 //! - `call` (the engine, `Toolbox`, `PreparedCall`, `CallError`,

@@ -2,8 +2,8 @@
 //! tool side of the call pipeline ([`Toolbox`]): look up, validate,
 //! resolve the grant, and run through the tool kind's runner.
 
-use super::pipeline::Toolbox;
 use super::runner::runner_for;
+use super::toolbox::Toolbox;
 use super::{CallError, CallResult, Definition, PreparedCall, annotations, definition, validate};
 use crate::discover::{Catalog, Options, ToolSpec};
 use crate::gate::Setup;

@@ -32,12 +32,14 @@ pub(crate) mod pipeline;
 pub(crate) mod result;
 pub(crate) mod runner;
 pub mod script;
+pub(crate) mod toolbox;
 pub(crate) mod validate;
 
 pub use crate::gate::PreparedCall;
 pub use definition::Definition;
 pub use engine::Engine;
-pub use pipeline::{NotRun, NotRunKind, Pipeline, Surface, Toolbox};
+pub use pipeline::{NotRun, NotRunKind, Pipeline, Surface};
+pub use toolbox::Toolbox;
 
 use crate::gate::{DenyReason, GateDenial};
 use crate::policy::PolicyError;

@@ -20,8 +20,8 @@
 //! notifications for the MCP server).
 
 use super::definition;
+use super::toolbox::Toolbox;
 use super::{CallError, CallResult, PreparedCall};
-use crate::discover::ToolSpec;
 use crate::gate::{
     Admission, Approval, ApprovalChannel, BoxFuture, DenyReason, GateDenial, Gatekeeper, Gone, Ran,
     Rejected, SessionId, StoppedBy, admit,
@@ -31,24 +31,6 @@ use futures::future::{Either, select};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// The tool side of the pipeline: look up, validate and resolve a call,
-/// and run it. [`super::Engine`] is the real one; tests install fakes.
-pub trait Toolbox: Send + Sync + 'static {
-    /// Look up, validate the arguments, resolve the grant. Nothing runs.
-    fn prepare(&self, name: &str, args: Value) -> Result<PreparedCall, CallError>;
-    /// Encode, run, format. Blocking; `cancel` kills what the call started.
-    fn execute(
-        &self,
-        call: &PreparedCall,
-        cancel: Option<&CancelToken>,
-    ) -> Result<CallResult, CallError>;
-    /// The discovered tool behind `name`, for the record of a call refused
-    /// before the gate.
-    fn spec(&self, _name: &str) -> Option<ToolSpec> {
-        None
-    }
-}
 
 /// Why a surface stopped a call before it ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

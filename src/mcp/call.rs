@@ -20,6 +20,7 @@
 #![allow(deprecated)] // LoggingLevel: see server.rs
 
 use super::McpServer;
+use super::answer::build;
 use super::elicitation::Elicitation;
 use super::manage::Handled;
 use super::queue::Place;
@@ -609,29 +610,4 @@ fn refused(server: &McpServer, name: &str, e: &CallError) -> CallToolResult {
 
 fn error_result(text: String, meta: Value) -> CallToolResult {
     build(text, true, meta)
-}
-
-/// A result with `_meta`; every result carries `toolcage/enforcement` and
-/// `toolcage/denials` (docs/results.md#mcp-results): where `meta` has none, nothing
-/// ran in a sandbox (toolcage answered itself: `find_tools`, a management
-/// tool) and nothing was refused.
-pub(super) fn build(text: String, is_error: bool, mut meta: Value) -> CallToolResult {
-    if let Some(m) = meta.as_object_mut() {
-        m.entry("toolcage/enforcement").or_insert_with(|| {
-            not_ran("nothing ran in a sandbox: toolcage answered this call itself".into())
-        });
-        m.entry("toolcage/denials").or_insert_with(|| json!([]));
-    }
-    let v = json!({
-        "content": [{"type": "text", "text": text}],
-        "isError": is_error,
-        "_meta": meta,
-    });
-    match serde_json::from_value::<CallToolResult>(v) {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::error!("building a tool result: {e}");
-            CallToolResult::error(vec![rmcp::model::ContentBlock::text(text)])
-        }
-    }
 }

@@ -17,6 +17,7 @@
 //! - [`metrics`]: the counters `--metrics` serves, in Prometheus text.
 //! - [`manage`]: `custom_script` and `tool_manage`, when `[manage]` enables them.
 
+pub(crate) mod answer;
 pub mod auth;
 pub(crate) mod call;
 pub(crate) mod connections;

@@ -14,48 +14,12 @@
 //! holds); `server__tool` is accepted too, and a bare name two servers
 //! share is answered with both full names.
 
-use super::exposed::{CALL_MCP_TOOL, Exposed, FIND_TOOLS, Offered};
-use crate::call::Definition;
+use super::exposed::{Exposed, Offered};
 use crate::policy::Expose;
 use serde_json::{Value, json};
 
 const TOP: usize = 15;
 const DESCRIPTION_CHARS: usize = 200;
-
-/// The two tools' definitions.
-pub(crate) fn definitions() -> Vec<Definition> {
-    vec![
-        Definition {
-            name: CALL_MCP_TOOL.into(),
-            description: "Call a tool of an upstream MCP server by the exact name find_tools \
-                returned, with its arguments as an object."
-                .into(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "tool_name": {"type": "string", "description": "Exact tool name from find_tools"},
-                    "arguments": {"type": "object", "description": "The tool's arguments"}
-                },
-                "required": ["tool_name"],
-                "additionalProperties": false
-            }),
-            annotations: json!({}),
-        },
-        Definition {
-            name: FIND_TOOLS.into(),
-            description: "Search the tools of the upstream MCP servers by keywords; returns up to \
-                15 matches with their exact names and parameter schemas."
-                .into(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {"query": {"type": "string", "description": "Keywords"}},
-                "required": ["query"],
-                "additionalProperties": false
-            }),
-            annotations: json!({"readOnlyHint": true, "destructiveHint": false, "openWorldHint": false}),
-        },
-    ]
-}
 
 fn index(exposed: &Exposed) -> impl Iterator<Item = &Offered> {
     exposed

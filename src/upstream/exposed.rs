@@ -157,7 +157,7 @@ impl Exposed {
             .map(|t| t.definition.clone())
             .collect();
         if self.deferred {
-            defs.extend(super::deferred::definitions());
+            defs.extend(deferred_definitions());
         }
         defs
     }
@@ -199,4 +199,40 @@ impl Exposed {
             .any(|s| name.starts_with(&format!("{}__", names::sanitize(&s.spec.name))))
             .then_some(why)
     }
+}
+
+/// The two deferred tools' definitions (`find_tools`, `call_mcp_tool`:
+/// `deferred.rs` answers them).
+fn deferred_definitions() -> Vec<Definition> {
+    vec![
+        Definition {
+            name: CALL_MCP_TOOL.into(),
+            description: "Call a tool of an upstream MCP server by the exact name find_tools \
+                returned, with its arguments as an object."
+                .into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "tool_name": {"type": "string", "description": "Exact tool name from find_tools"},
+                    "arguments": {"type": "object", "description": "The tool's arguments"}
+                },
+                "required": ["tool_name"],
+                "additionalProperties": false
+            }),
+            annotations: json!({}),
+        },
+        Definition {
+            name: FIND_TOOLS.into(),
+            description: "Search the tools of the upstream MCP servers by keywords; returns up to \
+                15 matches with their exact names and parameter schemas."
+                .into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {"query": {"type": "string", "description": "Keywords"}},
+                "required": ["query"],
+                "additionalProperties": false
+            }),
+            annotations: json!({"readOnlyHint": true, "destructiveHint": false, "openWorldHint": false}),
+        },
+    ]
 }

@@ -5,7 +5,7 @@
 //! its whole process tree (the sandbox's cancel token).
 
 use super::client::UpstreamClient;
-use super::start_error::{client_error, exit_text, unreachable_program, with_stderr};
+use super::start_error::{Tail, client_error, exit_text, unreachable_program, with_stderr};
 use crate::discover::{Transport, UpstreamSpec};
 use crate::policy::Grant;
 use crate::sandbox::{CancelToken, EnforcementReport};
@@ -15,14 +15,13 @@ use rmcp::{RoleClient, ServiceExt};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a server may take from exec to answering `initialize` and
 /// `tools/list` (`npx` may download first).
 pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(60);
-const STDERR_TAIL: usize = 16 * 1024;
 
 /// Bounds on one listing of a server's tools (`tools/list` and its
 /// `nextCursor` pages): a server past any of them is stopped, with the
@@ -31,44 +30,6 @@ const STDERR_TAIL: usize = 16 * 1024;
 pub(crate) const MAX_LIST_PAGES: usize = 100;
 pub(crate) const MAX_LIST_TOOLS: usize = 1000;
 pub(crate) const MAX_LIST_BYTES: usize = 4 * 1024 * 1024;
-
-/// The last bytes a server wrote to stderr.
-#[derive(Debug, Default)]
-pub(crate) struct Tail {
-    bytes: Mutex<Vec<u8>>,
-    /// A reader has not yet seen the end of the server's stderr.
-    reading: AtomicBool,
-}
-
-impl Tail {
-    fn push(&self, chunk: &[u8]) {
-        let mut b = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
-        b.extend_from_slice(chunk);
-        if b.len() > STDERR_TAIL {
-            let cut = b.len() - STDERR_TAIL;
-            b.drain(..cut);
-        }
-    }
-
-    /// The tail as text, its last `lines` lines.
-    pub(crate) fn text(&self, lines: usize) -> String {
-        let b = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
-        let s = String::from_utf8_lossy(&b);
-        let all: Vec<&str> = s.lines().collect();
-        let from = all.len().saturating_sub(lines);
-        crate::text::multi_line(&all[from..].join("\n"))
-    }
-
-    /// Wait, at most `limit`, for the reader to reach the end of stderr: a
-    /// server that wrote why and exited can be seen gone (its stdout
-    /// closed) before its last words are read from the pipe.
-    async fn settled(&self, limit: Duration) {
-        let until = Instant::now() + limit;
-        while self.reading.load(Ordering::Acquire) && Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-}
 
 /// Why a call to a running server produced no result.
 #[derive(Debug)]

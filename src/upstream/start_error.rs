@@ -1,9 +1,52 @@
 //! Why a server did not start or answer, in words a person can act on:
-//! its exit, its stderr's tail, our HTTP client's error, and the grant's
+//! its exit, its stderr's tail ([`Tail`], kept as it writes), our HTTP client's error, and the grant's
 //! fix when the server's program or its `#!` interpreter exists on this
 //! machine but the server's grant cannot read it.
 
-use super::instance::Tail;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How much of a server's stderr is kept.
+const STDERR_TAIL: usize = 16 * 1024;
+
+/// The last bytes a server wrote to stderr.
+#[derive(Debug, Default)]
+pub(crate) struct Tail {
+    bytes: Mutex<Vec<u8>>,
+    /// A reader has not yet seen the end of the server's stderr.
+    pub(super) reading: AtomicBool,
+}
+
+impl Tail {
+    pub(super) fn push(&self, chunk: &[u8]) {
+        let mut b = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
+        b.extend_from_slice(chunk);
+        if b.len() > STDERR_TAIL {
+            let cut = b.len() - STDERR_TAIL;
+            b.drain(..cut);
+        }
+    }
+
+    /// The tail as text, its last `lines` lines.
+    pub(crate) fn text(&self, lines: usize) -> String {
+        let b = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
+        let s = String::from_utf8_lossy(&b);
+        let all: Vec<&str> = s.lines().collect();
+        let from = all.len().saturating_sub(lines);
+        crate::text::multi_line(&all[from..].join("\n"))
+    }
+
+    /// Wait, at most `limit`, for the reader to reach the end of stderr: a
+    /// server that wrote why and exited can be seen gone (its stdout
+    /// closed) before its last words are read from the pipe.
+    pub(super) async fn settled(&self, limit: Duration) {
+        let until = Instant::now() + limit;
+        while self.reading.load(Ordering::Acquire) && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
 
 /// `why`, and the end of what the server wrote to stderr.
 pub(super) fn with_stderr(why: String, stderr: &Tail) -> String {

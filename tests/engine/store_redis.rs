@@ -14,7 +14,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 use toolcage::gate::persist::{RateCheck, RateRefusal};
 use toolcage::gate::ratelimit::RateLimiter;
-use toolcage::gate::store::RedisStore;
+use toolcage::gate::store::redis::RedisStore;
 use toolcage::policy::RateLimit;
 
 const TOOLS_TOML: &str = r#"

@@ -3,7 +3,7 @@
 //! `kind: mcp`) run through the gateway, not here.
 
 use super::{Run, ToolRunner};
-use crate::call::pipeline::Toolbox;
+use crate::call::toolbox::Toolbox;
 use crate::call::{CallError, CallResult, script};
 use crate::discover::ToolSpec;
 use crate::policy::Grant;

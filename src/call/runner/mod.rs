@@ -22,7 +22,7 @@ pub(crate) mod octomind;
 pub(crate) mod opencrabs;
 
 use super::encode::{EncodeError, Encoded};
-use super::pipeline::Toolbox;
+use super::toolbox::Toolbox;
 use super::{CallError, CallResult, result};
 use crate::discover::{ToolKind, ToolSpec};
 use crate::policy::Grant;

@@ -17,8 +17,8 @@
 
 pub mod child;
 
-use super::pipeline::Toolbox;
 use super::pipeline::nested::too_deep;
+use super::toolbox::Toolbox;
 use super::{CallError, CallResult, result};
 use crate::discover::{ToolKind, ToolSpec};
 use crate::policy::Grant;

@@ -4,7 +4,7 @@
 //!
 //! - [`FileStore`] (the default): the project's state directory, as
 //!   `toolcage call` and `toolcage serve` of one machine share it.
-//! - [`RedisStore`] (`--store redis://HOST:PORT[/DB]`): one Redis shared by
+//! - [`redis::RedisStore`] (`--store redis://HOST:PORT[/DB]`): one Redis shared by
 //!   every replica of a service, so a rate limit counts calls across all of
 //!   them and a definition approved once is approved on each.
 //!
@@ -14,9 +14,8 @@
 //! ([`errors`]) for `toolcage_store_errors_total`.
 
 mod file;
-mod redis;
+pub mod redis;
 
-pub use self::redis::RedisStore;
 pub(crate) use file::FileStore;
 
 use super::persist::RateCheck;
@@ -145,50 +144,4 @@ pub(crate) fn check_prefix(what: &str, name: &str) -> Result<(), String> {
             crate::text::one_line(name)
         ))
     }
-}
-
-impl StoreSpec {
-    /// Check the URL and the namespace now (a bad one is the operator's
-    /// error at startup, not a refusal at each call); the password is read
-    /// now too. `project`: whose keys they are when no prefix is named.
-    pub(crate) fn open(&self, project: &Path) -> Result<RedisStore, String> {
-        let prefix = match &self.prefix {
-            Some(p) => {
-                check_prefix(self.prefix_from, p)?;
-                p.clone()
-            }
-            None => default_prefix(project),
-        };
-        let password = match &self.password {
-            None => None,
-            Some(PasswordFrom::File(p)) => Some(read_password_file(p)?),
-            Some(PasswordFrom::Env(name)) => Some(std::env::var(name).map_err(|_| {
-                format!(
-                    "--store-password-env {name}: the variable is not set or not UTF-8 (fix: \
-                     export {name}, or name the variable that holds the store's password)"
-                )
-            })?),
-        };
-        Ok(RedisStore::new(&self.url, password)?.with_prefix(&prefix))
-    }
-}
-
-fn read_password_file(p: &Path) -> Result<String, String> {
-    let text = std::fs::read_to_string(p).map_err(|e| {
-        format!(
-            "--store-password-file {}: {e} (fix: name a readable file that holds the store's \
-             password)",
-            p.display()
-        )
-    })?;
-    // A trailing newline is the editor's, not the password's.
-    let pw = text.strip_suffix('\n').unwrap_or(&text);
-    let pw = pw.strip_suffix('\r').unwrap_or(pw);
-    if pw.is_empty() {
-        return Err(format!(
-            "--store-password-file {}: the file is empty (fix: write the password into it)",
-            p.display()
-        ));
-    }
-    Ok(pw.to_string())
 }

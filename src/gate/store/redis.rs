@@ -22,10 +22,13 @@
 //! next one after any failure, with connect, read and write timeouts
 //! ([`TIMEOUT`]): a store that does not answer refuses in half a second.
 
-use super::{DocError, Store, Update, count_error};
+use super::{
+    DocError, PasswordFrom, Store, StoreSpec, Update, check_prefix, count_error, default_prefix,
+};
 use crate::gate::persist::{RateCheck, RateRefusal, StateError};
 use crate::gate::ratelimit::Limited;
 use crate::policy::RateLimit;
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -299,4 +302,50 @@ impl Store for RedisStore {
         self.with_conn(|c| redis::cmd("PING").query::<String>(c))
             .map(|_| ())
     }
+}
+
+impl StoreSpec {
+    /// Check the URL and the namespace now (a bad one is the operator's
+    /// error at startup, not a refusal at each call); the password is read
+    /// now too. `project`: whose keys they are when no prefix is named.
+    pub(crate) fn open(&self, project: &Path) -> Result<RedisStore, String> {
+        let prefix = match &self.prefix {
+            Some(p) => {
+                check_prefix(self.prefix_from, p)?;
+                p.clone()
+            }
+            None => default_prefix(project),
+        };
+        let password = match &self.password {
+            None => None,
+            Some(PasswordFrom::File(p)) => Some(read_password_file(p)?),
+            Some(PasswordFrom::Env(name)) => Some(std::env::var(name).map_err(|_| {
+                format!(
+                    "--store-password-env {name}: the variable is not set or not UTF-8 (fix: \
+                     export {name}, or name the variable that holds the store's password)"
+                )
+            })?),
+        };
+        Ok(RedisStore::new(&self.url, password)?.with_prefix(&prefix))
+    }
+}
+
+fn read_password_file(p: &Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(p).map_err(|e| {
+        format!(
+            "--store-password-file {}: {e} (fix: name a readable file that holds the store's \
+             password)",
+            p.display()
+        )
+    })?;
+    // A trailing newline is the editor's, not the password's.
+    let pw = text.strip_suffix('\n').unwrap_or(&text);
+    let pw = pw.strip_suffix('\r').unwrap_or(pw);
+    if pw.is_empty() {
+        return Err(format!(
+            "--store-password-file {}: the file is empty (fix: write the password into it)",
+            p.display()
+        ));
+    }
+    Ok(pw.to_string())
 }

@@ -41,7 +41,7 @@ use write::Op;
 
 /// A management tool's answer as MCP shows it.
 fn answer(text: String, is_error: bool) -> Handled {
-    Handled::Answer(super::call::build(text, is_error, json!({})))
+    Handled::Answer(super::answer::build(text, is_error, json!({})))
 }
 
 /// The management tools of one server.

@@ -75,7 +75,7 @@ pub(crate) fn eligible(grant: &Grant, cmd: &Command) -> bool {
         && !cmd.tee_stderr
         && !cmd.explain
         && !matches!(grant.network, Network::Domains(_))
-        && super::namespaces_failed().is_none()
+        && super::super::namespace_free::namespaces_failed().is_none()
 }
 
 /// Prepare a sandbox for `grant` and the call's readable paths
