@@ -3,6 +3,7 @@
 //! each stop has its control (the same call, not stopped, runs).
 
 use super::*;
+use crate::discover::ToolSpec;
 use crate::gate::{Approval, CallEvent, Permit, PreApproved, Verdict};
 use crate::policy::{Grant, Requests, Resolved};
 use crate::sandbox::Outcome;
