@@ -386,3 +386,105 @@ fn completions_offer_profiles_presets_and_the_projects_tool_names() {
         "{fish}"
     );
 }
+
+/// What zsh makes of `typed` followed by a Tab, completed by the script in
+/// `script` in an interactive zsh on a pseudo-terminal (`zpty`): the line
+/// after completion.
+fn zsh_completes(script: &std::path::Path, typed: &str) -> String {
+    let driver = r#"
+zmodload zsh/zpty
+zpty z "zsh -f -i"
+zpty -w z "PS1='> '; bindkey -e; autoload -U compinit; compinit -u -D; source ${(q)1}"
+zpty -wn z "$2"$'\t'
+zpty -wn z $'\x01echo BEGIN-LINE \x05 END-LINE\n'
+while zpty -r z line; do
+    if [[ $line == BEGIN-LINE*END-LINE* ]]; then print -r -- "${line%%$'\r'*}"; break; fi
+done
+zpty -d z
+"#;
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_toolcage"))
+        .parent()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // A guard against a shell that never answers, not a measurement.
+    let o = Command::new("timeout")
+        .args(["60", "zsh", "-f", "-c", driver, "zsh"])
+        .arg(script)
+        .arg(typed)
+        .current_dir(dir.path())
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
+        .output()
+        .unwrap();
+    let line = String::from_utf8_lossy(&o.stdout);
+    let line = line.trim();
+    assert!(line.starts_with("BEGIN-LINE"), "{typed}: {o:?}");
+    line.trim_start_matches("BEGIN-LINE")
+        .trim_end_matches("END-LINE")
+        .trim()
+        .to_string()
+}
+
+/// zsh completes the project's tool names after `call`, `schema` and
+/// `policy`, with `-C DIR` before or after the command, in a real
+/// interactive zsh when one is installed (else the script's text).
+#[test]
+fn zsh_completes_the_projects_tool_names() {
+    let zsh = out(&toolcage(&["completions", "zsh"]));
+    // The three tool-name positionals go to the function, defined before
+    // the lines that run `_toolcage`.
+    assert_eq!(zsh.matches(":_toolcage_tools' \\").count(), 3, "{zsh}");
+    let defined = zsh.find("_toolcage_tools() {").expect("defined");
+    let tail = zsh
+        .find("if [ \"$funcstack[1]\" = \"_toolcage\" ]")
+        .expect("tail");
+    assert!(defined < tail);
+    let installed = Command::new("zsh")
+        .args(["-f", "-c", "zmodload zsh/zpty"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !installed {
+        eprintln!("zsh with zpty not installed: checked the script's text only");
+        return;
+    }
+    let script = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(script.path(), &zsh).unwrap();
+    let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/demo");
+    let d = demo.to_str().unwrap();
+    for (typed, want) in [
+        (
+            format!("toolcage -C {d} call wo"),
+            "call word_count".to_string(),
+        ),
+        (
+            format!("toolcage call -C {d} wo"),
+            format!("-C {d} word_count"),
+        ),
+        (
+            format!("toolcage -C {d} schema ct_gr"),
+            "schema ct_greet".into(),
+        ),
+        (
+            format!("toolcage --project={d} policy wo"),
+            "policy word_count".into(),
+        ),
+        (
+            format!("toolcage -C {d} exec --profile unt"),
+            "--profile untrusted".into(),
+        ),
+    ] {
+        let line = zsh_completes(script.path(), &typed);
+        assert!(line.ends_with(&want), "{typed}: {line}");
+    }
+    // Controls: the second word after `call` is an argument, not a tool;
+    // and without -C, in a directory with no tools, there is none to offer.
+    let line = zsh_completes(
+        script.path(),
+        &format!("toolcage -C {d} call word_count wo"),
+    );
+    assert!(line.ends_with("word_count wo"), "{line}");
+    let line = zsh_completes(script.path(), "toolcage call wo");
+    assert!(line.ends_with("call wo"), "{line}");
+}
