@@ -32,6 +32,8 @@ pub(crate) struct AuditArgs {
     /// is in the log.
     #[arg(long)]
     pub(crate) all: bool,
+    #[command(flatten)]
+    pub(crate) opts: super::options::LogOpts,
 }
 
 /// Where the log is: the policy's `[audit] path`, from the profile and

@@ -53,6 +53,8 @@ pub(crate) struct CallArgs {
     /// not a string (count=3 → 3; name=3 → "3" when name is a string).
     #[arg(value_name = "KEY=VALUE")]
     pub(crate) pairs: Vec<String>,
+    #[command(flatten)]
+    pub(crate) opts: super::options::StoreCmdOpts,
 }
 
 /// Whether the schema says `key` is a string (so its value is never parsed).

@@ -19,6 +19,8 @@ pub(crate) struct CheckArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) opts: super::options::DiscoverOpts,
 }
 
 #[derive(Debug, Serialize)]

@@ -13,7 +13,7 @@ pub(crate) struct CompletionsArgs {
 }
 
 /// The completion script for `args.shell` on stdout: clap's, plus (bash,
-/// fish) the project's tool names for `call`, `schema` and `policy`,
+/// fish, zsh) the project's tool names for `call`, `schema` and `policy`,
 /// asked of `toolcage list` when the shell completes.
 pub(crate) fn completions(args: &CompletionsArgs) -> u8 {
     let mut out = Vec::new();
@@ -21,10 +21,51 @@ pub(crate) fn completions(args: &CompletionsArgs) -> u8 {
     match args.shell {
         Shell::Bash => out.extend_from_slice(BASH_TOOL_NAMES.as_bytes()),
         Shell::Fish => out.extend_from_slice(FISH_TOOL_NAMES.as_bytes()),
+        Shell::Zsh => out = zsh_with_tools(&String::from_utf8_lossy(&out)).into_bytes(),
         _ => {}
     }
     write(&out)
 }
+
+/// clap's zsh script with the tool-name positionals (`call NAME`,
+/// `schema [NAME]`, `policy [NAME]`: the only ones with a description)
+/// completed by `_toolcage_tools`, defined before the script's last lines
+/// (which run `_toolcage` when zsh autoloads the file).
+fn zsh_with_tools(script: &str) -> String {
+    let mut out = String::with_capacity(script.len() + ZSH_TOOL_NAMES.len());
+    for line in script.split_inclusive('\n') {
+        let tool_name = (line.starts_with("':name -- ") || line.starts_with("'::name -- "))
+            && line.trim_end().ends_with(":_default' \\");
+        if tool_name {
+            out.push_str(&line.replacen(":_default' \\", ":_toolcage_tools' \\", 1));
+            continue;
+        }
+        if line.starts_with("if [ \"$funcstack[1]\" = \"_toolcage\" ]") {
+            out.push_str(ZSH_TOOL_NAMES);
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+/// The project's tools (`-C DIR` when typed, before or after the command).
+const ZSH_TOOL_NAMES: &str = r#"(( $+functions[_toolcage_tools] )) ||
+_toolcage_tools() {
+    local -a typed project tools
+    local i
+    typed=(${(z)BUFFER})
+    for ((i = 1; i < ${#typed}; i++)); do
+        case "${typed[i]}" in
+            --) break ;;
+            -C|--project) project=(-C "${(Q)typed[i+1]}") ;;
+            --project=*) project=(-C "${(Q)${typed[i]#--project=}}") ;;
+        esac
+    done
+    tools=(${(f)"$(toolcage $project -q list 2>/dev/null | cut -d' ' -f1)"})
+    _describe -t tools 'tool' tools
+}
+
+"#;
 
 /// Wraps clap's `_toolcage`: the first word after `call`, `schema` or
 /// `policy` is a tool of the project (`-C DIR` when given).
@@ -35,7 +76,7 @@ _toolcage_with_tools() {
         word="${COMP_WORDS[i]}"
         case "$word" in
             -C|--project) project=(-C "${COMP_WORDS[i+1]}"); ((i++)) ;;
-            --profile|--policy|--with|--tools-toml|--store|--log|--args) ((i++)) ;;
+            --profile|--policy|--with|--tools-toml|--store|--store-prefix|--store-password-file|--store-password-env|--log|--args) ((i++)) ;;
             -*) ;;
             *) if [[ -z "$sub" ]]; then sub="$word"; else ((positional++)); fi ;;
         esac

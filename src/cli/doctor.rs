@@ -16,6 +16,8 @@ pub(crate) struct DoctorArgs {
     /// Print one JSON object with the same facts (keys in docs/commands.md).
     #[arg(long)]
     pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) opts: super::options::LogOpts,
 }
 
 /// The profiles whose full enforcement decides the exit status.

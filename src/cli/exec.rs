@@ -21,6 +21,8 @@ pub(crate) struct ExecArgs {
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub(crate) command: Vec<OsString>,
+    #[command(flatten)]
+    pub(crate) opts: super::options::ProjectOpts,
 }
 
 /// Run `args` with `project`'s policy; `here` is the directory the command

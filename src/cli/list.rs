@@ -14,6 +14,8 @@ pub(crate) struct ListArgs {
     /// Print a JSON array of {name, format, source, line, description, approval}.
     #[arg(long)]
     pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) opts: super::options::StoreCmdOpts,
 }
 
 #[derive(Debug, Serialize)]

@@ -17,6 +17,7 @@ mod exec;
 mod explain;
 mod hints;
 mod list;
+mod options;
 mod parse;
 mod policy;
 mod schema;
@@ -28,6 +29,8 @@ mod terminal;
 mod toolnotes;
 mod upstreams;
 
+pub(crate) use options::GlobalOptions;
+use options::{Given, Level};
 pub(crate) use out::print_json;
 pub(crate) use stderr::{notice, quiet, say};
 
@@ -42,85 +45,6 @@ pub(crate) struct Cli {
 
     #[command(subcommand)]
     pub(crate) command: CliCommand,
-}
-
-/// The options every subcommand takes.
-#[derive(Debug, Args)]
-pub(crate) struct GlobalOptions {
-    /// The project whose tools are discovered; the working directory of every call
-    /// [default: the nearest directory up from here holding a tool directory or a .git,
-    /// as git and cargo find their roots; else the current directory]
-    #[arg(short = 'C', long = "project", global = true, value_name = "PROJECT")]
-    pub(crate) project: Option<PathBuf>,
-
-    /// Log verbosity for toolcage's own diagnostics on stderr (error, warn, info, debug, trace)
-    /// [default: warn; error with --quiet]
-    #[arg(long, global = true)]
-    pub(crate) log: Option<String>,
-
-    /// Print none of toolcage's own warnings, notes, hints and tips on stderr
-    /// (errors, the tool's output and approval prompts still show).
-    #[arg(short = 'q', long, global = true)]
-    pub(crate) quiet: bool,
-
-    /// An OpenCrabs tools.toml outside the project, discovered with the project's tools.
-    #[arg(long = "tools-toml", global = true, value_name = "FILE")]
-    pub(crate) tools_toml: Option<PathBuf>,
-
-    /// Keep rate limits and upstream pins in Redis, shared by every replica
-    /// (redis://HOST:PORT[/DB] or rediss://...; no password in the URL)
-    /// [default: files in the project's state directory]
-    #[arg(long = "store", global = true, value_name = "URL")]
-    pub(crate) store: Option<String>,
-
-    /// A file holding the store's password (first line)
-    #[arg(
-        long = "store-password-file",
-        global = true,
-        value_name = "PATH",
-        requires = "store",
-        conflicts_with = "store_password_env"
-    )]
-    pub(crate) store_password_file: Option<PathBuf>,
-
-    /// An environment variable holding the store's password
-    #[arg(
-        long = "store-password-env",
-        global = true,
-        value_name = "NAME",
-        requires = "store"
-    )]
-    pub(crate) store_password_env: Option<String>,
-
-    /// The namespace of every key in the store (toolcage:NAME:...), so
-    /// several projects or deployments can share one Redis
-    /// [default: a digest of the canonical project path]
-    #[arg(
-        long = "store-prefix",
-        global = true,
-        value_name = "NAME",
-        requires = "store"
-    )]
-    pub(crate) store_prefix: Option<String>,
-}
-
-impl GlobalOptions {
-    /// `--store` and where its password comes from.
-    pub(crate) fn store(&self) -> Option<crate::gate::store::StoreSpec> {
-        use crate::gate::store::{PasswordFrom, StoreSpec};
-        let url = self.store.clone()?;
-        let password = match (&self.store_password_file, &self.store_password_env) {
-            (Some(p), _) => Some(PasswordFrom::File(p.clone())),
-            (None, Some(n)) => Some(PasswordFrom::Env(n.clone())),
-            (None, None) => None,
-        };
-        Some(StoreSpec {
-            url,
-            password,
-            prefix: self.store_prefix.clone(),
-            prefix_from: "--store-prefix",
-        })
-    }
 }
 
 /// The project (`-C`, else found up from the current directory) and, when
@@ -187,7 +111,7 @@ fn home_project(project: &Path, explicit: bool, policy: &PolicyArgs) -> Result<(
     })
 }
 
-/// What every tool command needs from the global options.
+/// What every tool command needs from the shared options.
 #[derive(Debug, Clone)]
 pub(crate) struct Global {
     pub(crate) project: PathBuf,
@@ -369,6 +293,38 @@ pub(crate) enum CliCommand {
 }
 
 impl CliCommand {
+    /// Which of the shared options the command reads.
+    fn level(&self) -> Level {
+        match self {
+            CliCommand::Exec(_) => Level::Project,
+            CliCommand::Audit(_) | CliCommand::Doctor(_) => Level::Log,
+            CliCommand::Check(_) | CliCommand::Policy(_) => Level::Discover,
+            CliCommand::Serve(_)
+            | CliCommand::List(_)
+            | CliCommand::Schema(_)
+            | CliCommand::Call(_)
+            | CliCommand::Upstreams(_) => Level::Store,
+            CliCommand::Completions(_) | CliCommand::Man(_) => Level::Nothing,
+        }
+    }
+
+    /// The shared options typed after the command's name.
+    fn given(&self) -> Given {
+        match self {
+            CliCommand::Exec(a) => Given::from(&a.opts),
+            CliCommand::Audit(a) => Given::from(&a.opts),
+            CliCommand::Doctor(a) => Given::from(&a.opts),
+            CliCommand::Check(a) => Given::from(&a.opts),
+            CliCommand::Policy(a) => Given::from(&a.opts),
+            CliCommand::Serve(a) => Given::from(&a.opts),
+            CliCommand::List(a) => Given::from(&a.opts),
+            CliCommand::Schema(a) => Given::from(&a.opts),
+            CliCommand::Call(a) => Given::from(&a.opts),
+            CliCommand::Upstreams(a) => a.given(),
+            CliCommand::Completions(_) | CliCommand::Man(_) => Given::default(),
+        }
+    }
+
     /// The policy options of a command that discovers tools or runs
     /// anything: it needs a project. `audit` (a read of the log),
     /// `doctor`, `completions` and `man` work anywhere.
@@ -416,28 +372,29 @@ pub fn main() -> ExitCode {
             return ExitCode::from(usage_status);
         }
     };
+    let given = cli.command.given().over(Given::from(&cli.options));
     // exec's path (policy, sandbox) logs nothing: it reports on stderr
     // itself. Setting up the subscriber would cost ~40 us of every exec.
-    stderr::QUIET.store(cli.options.quiet, Ordering::Relaxed);
+    stderr::QUIET.store(given.quiet, Ordering::Relaxed);
     if !matches!(cli.command, CliCommand::Exec(_)) {
-        let level = match (&cli.options.log, cli.options.quiet) {
+        let level = match (&given.log, given.quiet) {
             (Some(level), _) => level.as_str(),
             (None, true) => "error",
             (None, false) => "warn",
         };
         stderr::init_logging(level);
     }
-    let (project, here) = project_and_here(cli.options.project.as_deref());
+    let (project, here) = project_and_here(given.project.as_deref());
     if let Some(policy) = cli.command.policy_args()
-        && let Err(e) = home_project(&project, cli.options.project.is_some(), policy)
+        && let Err(e) = home_project(&project, given.project.is_some(), policy)
     {
         say(&e);
         return ExitCode::from(out::status(status::INTERNAL));
     }
     let global = Global {
         project: project.clone(),
-        tools_toml: cli.options.tools_toml.clone(),
-        store: cli.options.store(),
+        tools_toml: given.tools_toml.clone(),
+        store: given.store(),
     };
     let code = match &cli.command {
         CliCommand::Exec(args) => exec::run(&project, here.as_deref(), args),

@@ -2,8 +2,8 @@
 //! fast path: the rest of [`Cli`] is not built), and the tip for an `exec`
 //! whose command is missing its `--`.
 
-use super::{ABOUT, Cli, CliCommand, EXEC_ABOUT, GlobalOptions, exec};
-use clap::{Parser, Subcommand};
+use super::{ABOUT, Cli, CliCommand, EXEC_ABOUT, Given, GlobalOptions, exec};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// [`Cli`] with `exec` alone: clap builds every subcommand's arguments
 /// before it parses, ~0.15 ms of each `toolcage exec`. The help, the
@@ -24,7 +24,7 @@ enum ExecOnly {
     Exec(exec::ExecArgs),
 }
 
-/// Whether `args` (the program name first) are global options with their
+/// Whether `args` (the program name first) are `-C`/`-q` options with their
 /// values and then `exec`: anything else (`--help`, a flag clap might read
 /// as a value) goes to [`Cli`] itself.
 fn exec_first(args: &[std::ffi::OsString]) -> bool {
@@ -33,13 +33,13 @@ fn exec_first(args: &[std::ffi::OsString]) -> bool {
         match w {
             "exec" => return true,
             "-q" | "--quiet" => {}
-            "-C" | "--project" | "--log" | "--tools-toml" => match words.next() {
+            // exec takes no other option before its name (the whole
+            // parser says so).
+            "-C" | "--project" => match words.next() {
                 Some(Some(v)) if !v.starts_with('-') => {}
                 _ => return false,
             },
-            _ if ["--project=", "--log=", "--tools-toml="]
-                .iter()
-                .any(|p| w.starts_with(p)) => {}
+            _ if w.starts_with("--project=") => {}
             _ if w.starts_with("-C") && w.len() > 2 && !w.starts_with("-C-") => {}
             _ => return false,
         }
@@ -59,7 +59,32 @@ pub(super) fn parse_from(args: Vec<std::ffi::OsString>) -> Result<Cli, clap::Err
             command: CliCommand::Exec(args),
         });
     }
-    Cli::try_parse_from(args)
+    whole(args)
+}
+
+/// [`Cli`], refused when an option typed before the command's name is one
+/// the command does not use (`toolcage --store URL doctor`): as clap
+/// refuses it after the name.
+fn whole(args: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
+    let name = subcommand_name(
+        args.iter()
+            .skip(1)
+            .map(|a| a.to_string_lossy().into_owned()),
+    );
+    let cli = Cli::try_parse_from(args)?;
+    let Some(flag) = Given::from(&cli.options).beyond(cli.command.level()) else {
+        return Ok(cli);
+    };
+    let name = name.unwrap_or_default();
+    let mut cmd = Cli::command();
+    // Built, a subcommand's usage line is `toolcage NAME ...`.
+    cmd.build();
+    let mut sub = cmd.find_subcommand(&name).cloned().unwrap_or(cmd);
+    Err(clap::Error::raw(
+        clap::error::ErrorKind::UnknownArgument,
+        format!("unexpected argument '{flag}': `toolcage {name}` does not use it"),
+    )
+    .format(&mut sub))
 }
 
 /// `toolcage exec true`: clap sees `true` as an unexpected argument. The
@@ -118,7 +143,7 @@ fn shell_word(a: &str) -> String {
     }
 }
 
-/// The first word that is neither a global option nor its value.
+/// The first word that is neither a shared option nor its value.
 pub(super) fn subcommand_name(mut args: impl Iterator<Item = String>) -> Option<String> {
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -199,6 +224,11 @@ mod tests {
             &["--log", "exec"],
             &["exec", "-C", "/q", "--", "x"],
             &["list"],
+            &["-C", "/p", "list", "-C", "/q"],
+            &["--store", "redis://x", "list"],
+            &["--store", "redis://x", "doctor"],
+            &["-q", "completions", "bash"],
+            &["-C", "/p", "-q", "exec", "-C", "/q", "--", "x"],
             &["exe", "--", "x"],
             &[],
         ];
@@ -206,7 +236,7 @@ mod tests {
             let mut args: Vec<std::ffi::OsString> = vec!["toolcage".into()];
             args.extend(case.iter().map(|a| a.into()));
             let fast = parse_from(args.clone());
-            let whole = Cli::try_parse_from(args);
+            let whole = whole(args);
             match (fast, whole) {
                 (Ok(a), Ok(b)) => assert_eq!(format!("{a:?}"), format!("{b:?}"), "{case:?}"),
                 (Err(a), Err(b)) => {

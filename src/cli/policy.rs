@@ -16,6 +16,8 @@ pub(crate) struct PolicyCmdArgs {
     /// The tool (default: the policy defaults, for no tool).
     #[arg(value_name = "NAME")]
     pub(crate) name: Option<String>,
+    #[command(flatten)]
+    pub(crate) opts: super::options::DiscoverOpts,
 }
 
 pub(crate) fn run(global: &Global, args: &PolicyCmdArgs) -> u8 {

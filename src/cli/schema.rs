@@ -13,6 +13,8 @@ pub(crate) struct SchemaArgs {
     /// One tool: print its definition as one object (default: an array of all).
     #[arg(value_name = "NAME")]
     pub(crate) name: Option<String>,
+    #[command(flatten)]
+    pub(crate) opts: super::options::StoreCmdOpts,
 }
 
 pub(crate) fn run(global: &Global, args: &SchemaArgs) -> u8 {

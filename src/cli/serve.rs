@@ -87,6 +87,8 @@ pub(crate) struct ServeArgs {
     /// running calls are cancelled at once.
     #[arg(long, value_name = "DUR", requires = "http")]
     pub(crate) drain: Option<String>,
+    #[command(flatten)]
+    pub(crate) opts: super::options::StoreCmdOpts,
 }
 
 /// The flags of a served replica, checked before anything starts.

@@ -26,6 +26,8 @@ pub(crate) struct UpstreamsArgs {
     pub(crate) json: bool,
     #[command(subcommand)]
     pub(crate) action: Option<UpstreamsAction>,
+    #[command(flatten)]
+    pub(crate) opts: super::options::StoreCmdOpts,
 }
 
 #[derive(Debug, Subcommand)]
@@ -38,6 +40,8 @@ pub(crate) enum UpstreamsAction {
         json: bool,
         #[command(flatten)]
         policy: PolicyArgs,
+        #[command(flatten)]
+        opts: super::options::StoreCmdOpts,
     },
     /// Pin the held definitions of server NAME, or of one tool, exactly as `upstreams show NAME` showed them: HEX is the digest it printed; refused if the server now reports another.
     Approve {
@@ -47,6 +51,8 @@ pub(crate) enum UpstreamsAction {
         digest: Option<String>,
         #[command(flatten)]
         policy: PolicyArgs,
+        #[command(flatten)]
+        opts: super::options::StoreCmdOpts,
     },
 }
 
@@ -57,11 +63,28 @@ impl UpstreamsAction {
         }
     }
 
+    fn opts(&self) -> &super::options::StoreCmdOpts {
+        match self {
+            UpstreamsAction::Show { opts, .. } | UpstreamsAction::Approve { opts, .. } => opts,
+        }
+    }
+
     fn policy(&self) -> &PolicyArgs {
         match self {
             UpstreamsAction::Show { policy, .. } | UpstreamsAction::Approve { policy, .. } => {
                 policy
             }
+        }
+    }
+}
+
+impl UpstreamsArgs {
+    /// The shared options, from `approve NAME ...` over `upstreams ...`.
+    pub(crate) fn given(&self) -> super::options::Given {
+        let here = super::options::Given::from(&self.opts);
+        match &self.action {
+            Some(action) => super::options::Given::from(action.opts()).over(here),
+            None => here,
         }
     }
 }

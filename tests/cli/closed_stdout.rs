@@ -17,9 +17,13 @@ fn demo() -> PathBuf {
 fn run(args: &[&str], state: &std::path::Path, read: bool) -> (Option<i32>, String, String) {
     // Close-on-exec: toolcage must not hold the read end itself.
     let (r, w): (OwnedFd, OwnedFd) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+    // `completions` and `man` have no project (and refuse -C).
+    let project: Vec<std::ffi::OsString> = match args[0] {
+        "completions" | "man" => vec![],
+        _ => vec!["-C".into(), demo().into()],
+    };
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolcage"))
-        .arg("-C")
-        .arg(demo())
+        .args(project)
         .args(args)
         .env("XDG_STATE_HOME", state)
         .env("RUST_BACKTRACE", "1")

@@ -131,32 +131,206 @@ fn a_usage_error_is_125_on_every_command() {
     assert_eq!(o.status.code(), Some(125), "{o:?}");
 }
 
-#[test]
-fn each_command_lists_only_the_options_it_uses() {
-    let audit = help("audit");
-    for grant_flag in [
+/// The options each command's `--help` lists (besides `--help`): its
+/// own, then the shared ones it reads, in the nesting of
+/// `src/cli/options.rs` (project < log < tools.toml < store).
+fn expected_options(command: &[&str]) -> Vec<&'static str> {
+    const POLICY: [&str; 10] = [
+        "--profile",
+        "--policy",
+        "--with",
         "--allow-net",
+        "--allow-domain",
         "--read",
         "--write",
-        "--allow-domain",
         "--env",
         "--timeout",
-    ] {
-        assert!(
-            !audit.contains(&format!("{grant_flag} ")),
-            "{grant_flag}: {audit}"
-        );
+        "--allow-degraded",
+    ];
+    const PROJECT: [&str; 2] = ["--project", "--quiet"];
+    const LOG: [&str; 1] = ["--log"];
+    const TOOLS_TOML: [&str; 1] = ["--tools-toml"];
+    const STORE: [&str; 4] = [
+        "--store",
+        "--store-password-file",
+        "--store-password-env",
+        "--store-prefix",
+    ];
+    const SERVE: [&str; 17] = [
+        "--http",
+        "--pool",
+        "--max-concurrent",
+        "--max-message-bytes",
+        "--page-size",
+        "--no-watch",
+        "--approval-timeout",
+        "--max-sessions",
+        "--max-pending-per-session",
+        "--max-pending",
+        "--max-connections",
+        "--header-timeout",
+        "--token-file",
+        "--no-auth",
+        "--allow-host",
+        "--metrics",
+        "--drain",
+    ];
+    let own: &[&str] = match command {
+        ["exec"] => &["--json", "--explain"],
+        ["serve"] => &SERVE,
+        ["list"] | ["check"] | ["policy"] | ["upstreams"] | ["upstreams", "show"] => &["--json"],
+        ["schema"] => &[],
+        ["call"] => &["--args", "--yes", "--json", "--explain"],
+        ["audit"] => &["--profile", "--policy", "--tail", "--json", "--all"],
+        ["doctor"] => &["--json"],
+        ["upstreams", "approve"] => &["--digest"],
+        ["completions"] | ["man"] => &[],
+        other => panic!("no table for {other:?}"),
+    };
+    let shared: Vec<&[&str]> = match command[0] {
+        "exec" => vec![&POLICY, &PROJECT],
+        "audit" | "doctor" => vec![&PROJECT, &LOG],
+        "check" | "policy" => vec![&POLICY, &PROJECT, &LOG, &TOOLS_TOML],
+        "serve" | "list" | "schema" | "call" | "upstreams" => {
+            vec![&POLICY, &PROJECT, &LOG, &TOOLS_TOML, &STORE]
+        }
+        _ => vec![],
+    };
+    let mut all: Vec<&str> = own.to_vec();
+    for s in shared {
+        all.extend(s);
     }
-    assert!(
-        audit.contains("--profile") && audit.contains("--policy"),
-        "{audit}"
-    );
-    // Control: the commands that resolve a grant take them.
+    all.sort();
+    all.dedup();
+    all
+}
+
+/// The long options a help text lists, each with whether it takes a value.
+fn listed_options(help: &str) -> Vec<(String, bool)> {
+    let mut out: Vec<(String, bool)> = help
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with('-'))
+        .filter_map(|l| {
+            let at = l.find("--")?;
+            let mut words = l[at..].split_whitespace();
+            let name = words.next()?.to_string();
+            let takes_value = words.next().is_some_and(|w| w.starts_with('<'));
+            Some((name, takes_value))
+        })
+        .filter(|(name, _)| name != "--help")
+        .collect();
+    out.sort();
+    out
+}
+
+/// A value each option accepts.
+fn value_for(option: &str) -> &'static str {
+    match option {
+        "--profile" => "default",
+        "--with" => "rust",
+        "--log" => "warn",
+        "--store" => "redis://127.0.0.1:1",
+        _ => "1",
+    }
+}
+
+#[test]
+fn each_command_lists_only_the_options_it_uses() {
+    let mut commands: Vec<Vec<&str>> = COMMANDS.iter().map(|c| vec![*c]).collect();
+    commands.push(vec!["upstreams", "show"]);
+    commands.push(vec!["upstreams", "approve"]);
+    for command in &commands {
+        let mut args = command.clone();
+        args.push("--help");
+        let o = toolcage(&args);
+        assert_eq!(o.status.code(), Some(0), "{command:?}");
+        let text = out(&o);
+        let listed = listed_options(&text);
+        let names: Vec<&str> = listed.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, expected_options(command), "{command:?}: {text}");
+        // Each option listed is one the command accepts (clap reads the
+        // words before `--help` and stops at an unknown one).
+        for (name, takes_value) in &listed {
+            let mut args = command.clone();
+            args.push(name);
+            if *takes_value {
+                args.push(value_for(name));
+            }
+            args.push("--help");
+            let o = toolcage(&args);
+            assert_eq!(o.status.code(), Some(0), "{args:?}: {o:?}");
+        }
+    }
+    // Control: the commands that resolve a grant still take all of it,
+    // and exec keeps every option it had.
     for command in ["exec", "call", "policy"] {
         let text = help(command);
         assert!(
             text.contains("--allow-net") && text.contains("--read <PATH>"),
             "{command}: {text}"
+        );
+    }
+    let exec: Vec<String> = listed_options(&help("exec"))
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    for option in [
+        "--profile",
+        "--policy",
+        "--with",
+        "--allow-net",
+        "--allow-domain",
+        "--read",
+        "--write",
+        "--env",
+        "--timeout",
+        "--allow-degraded",
+        "--json",
+        "--explain",
+        "--project",
+        "--quiet",
+    ] {
+        assert!(exec.iter().any(|o| o == option), "{option}: {exec:?}");
+    }
+}
+
+/// An option a command does not use is a usage error (125), after its
+/// name as before it; the commands that use it take it in both places.
+#[test]
+fn an_option_a_command_does_not_use_is_a_usage_error() {
+    let refused: [&[&str]; 8] = [
+        &["doctor", "--store", "redis://127.0.0.1:1"],
+        &["--store", "redis://127.0.0.1:1", "doctor"],
+        &["--tools-toml", "t.toml", "audit"],
+        &["audit", "--allow-net"],
+        &["-C", ".", "man"],
+        &["completions", "bash", "--log", "warn"],
+        &["--log", "warn", "exec", "--", "true"],
+        &["--tools-toml", "t.toml", "exec", "--", "true"],
+    ];
+    for args in refused {
+        let o = toolcage(args);
+        assert_eq!(o.status.code(), Some(125), "{args:?}: {o:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("unexpected argument"), "{args:?}: {err}");
+        assert!(out(&o).is_empty(), "{args:?}");
+    }
+    // Control: where they are used, before or after the name.
+    let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/demo");
+    let d = demo.to_str().unwrap();
+    for args in [
+        vec!["-C", d, "list"],
+        vec!["list", "-C", d],
+        vec!["-q", "-C", d, "doctor", "--log", "error"],
+        vec!["-C", d, "exec", "--", "true"],
+        vec!["exec", "-C", d, "-q", "--", "true"],
+        vec!["completions", "bash"],
+    ] {
+        let o = toolcage(&args);
+        assert!(
+            o.status.code() == Some(0) || (args.contains(&"doctor") && o.status.code() == Some(1)),
+            "{args:?}: {o:?}"
         );
     }
 }
@@ -217,4 +391,106 @@ fn completions_offer_profiles_presets_and_the_projects_tool_names() {
         fish.contains("__fish_seen_subcommand_from call schema policy"),
         "{fish}"
     );
+}
+
+/// What zsh makes of `typed` followed by a Tab, completed by the script in
+/// `script` in an interactive zsh on a pseudo-terminal (`zpty`): the line
+/// after completion.
+fn zsh_completes(script: &std::path::Path, typed: &str) -> String {
+    let driver = r#"
+zmodload zsh/zpty
+zpty z "zsh -f -i"
+zpty -w z "PS1='> '; bindkey -e; autoload -U compinit; compinit -u -D; source ${(q)1}"
+zpty -wn z "$2"$'\t'
+zpty -wn z $'\x01echo BEGIN-LINE \x05 END-LINE\n'
+while zpty -r z line; do
+    if [[ $line == BEGIN-LINE*END-LINE* ]]; then print -r -- "${line%%$'\r'*}"; break; fi
+done
+zpty -d z
+"#;
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_toolcage"))
+        .parent()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // A guard against a shell that never answers, not a measurement.
+    let o = Command::new("timeout")
+        .args(["60", "zsh", "-f", "-c", driver, "zsh"])
+        .arg(script)
+        .arg(typed)
+        .current_dir(dir.path())
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
+        .output()
+        .unwrap();
+    let line = String::from_utf8_lossy(&o.stdout);
+    let line = line.trim();
+    assert!(line.starts_with("BEGIN-LINE"), "{typed}: {o:?}");
+    line.trim_start_matches("BEGIN-LINE")
+        .trim_end_matches("END-LINE")
+        .trim()
+        .to_string()
+}
+
+/// zsh completes the project's tool names after `call`, `schema` and
+/// `policy`, with `-C DIR` before or after the command, in a real
+/// interactive zsh when one is installed (else the script's text).
+#[test]
+fn zsh_completes_the_projects_tool_names() {
+    let zsh = out(&toolcage(&["completions", "zsh"]));
+    // The three tool-name positionals go to the function, defined before
+    // the lines that run `_toolcage`.
+    assert_eq!(zsh.matches(":_toolcage_tools' \\").count(), 3, "{zsh}");
+    let defined = zsh.find("_toolcage_tools() {").expect("defined");
+    let tail = zsh
+        .find("if [ \"$funcstack[1]\" = \"_toolcage\" ]")
+        .expect("tail");
+    assert!(defined < tail);
+    let installed = Command::new("zsh")
+        .args(["-f", "-c", "zmodload zsh/zpty"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !installed {
+        eprintln!("zsh with zpty not installed: checked the script's text only");
+        return;
+    }
+    let script = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(script.path(), &zsh).unwrap();
+    let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/demo");
+    let d = demo.to_str().unwrap();
+    for (typed, want) in [
+        (
+            format!("toolcage -C {d} call wo"),
+            "call word_count".to_string(),
+        ),
+        (
+            format!("toolcage call -C {d} wo"),
+            format!("-C {d} word_count"),
+        ),
+        (
+            format!("toolcage -C {d} schema ct_gr"),
+            "schema ct_greet".into(),
+        ),
+        (
+            format!("toolcage --project={d} policy wo"),
+            "policy word_count".into(),
+        ),
+        (
+            format!("toolcage -C {d} exec --profile unt"),
+            "--profile untrusted".into(),
+        ),
+    ] {
+        let line = zsh_completes(script.path(), &typed);
+        assert!(line.ends_with(&want), "{typed}: {line}");
+    }
+    // Controls: the second word after `call` is an argument, not a tool;
+    // and without -C, in a directory with no tools, there is none to offer.
+    let line = zsh_completes(
+        script.path(),
+        &format!("toolcage -C {d} call word_count wo"),
+    );
+    assert!(line.ends_with("word_count wo"), "{line}");
+    let line = zsh_completes(script.path(), "toolcage call wo");
+    assert!(line.ends_with("call wo"), "{line}");
 }
