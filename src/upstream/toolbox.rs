@@ -199,6 +199,7 @@ impl Gateway {
         result.outcome.stdout.bytes_kept = b.kept;
         result.outcome.stdout.bytes_omitted = b.omitted;
         result.content = Some(content);
+        result.content_kinds = Some(b.kinds);
         Ok(result)
     }
 }
@@ -234,6 +235,8 @@ struct Bounded {
     kept: u64,
     /// Bytes cut or left out.
     omitted: u64,
+    /// Each kind of content: its blocks, bytes kept and left out.
+    kinds: Value,
 }
 
 /// Bound every kind of content of an upstream result to `cap` bytes in
@@ -249,6 +252,7 @@ fn bound(result: &mut Value, cap: usize) -> Bounded {
         cap,
         kept: 0,
         omitted: 0,
+        kinds: Map::new(),
     };
     let mut all = String::new();
     let mut blocks: Vec<Value> = match result.get_mut("content").map(Value::take) {
@@ -261,7 +265,14 @@ fn bound(result: &mut Value, cap: usize) -> Bounded {
             strip_our_meta(r);
         }
         escape_imitations(block);
+        let kind = block
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown")
+            .to_string();
+        let before = (b.kept, b.omitted);
         *block = b.block(std::mem::take(block));
+        b.count(&kind, before);
         let text = block.get("text").and_then(Value::as_str).or_else(|| {
             block
                 .get("resource")
@@ -279,12 +290,14 @@ fn bound(result: &mut Value, cap: usize) -> Bounded {
         && let Some(structured) = o.remove("structuredContent")
     {
         let n = json_len(&structured);
-        match b.take(n) {
-            true => {
+        let before = (b.kept, b.omitted);
+        let note = (!b.take(n)).then(|| b.note("structuredContent", n));
+        b.count("structuredContent", before);
+        match note {
+            None => {
                 o.insert("structuredContent".into(), structured);
             }
-            false => {
-                let note = b.note("structuredContent", n);
+            Some(note) => {
                 if !all.is_empty() {
                     all.push('\n');
                 }
@@ -298,6 +311,7 @@ fn bound(result: &mut Value, cap: usize) -> Bounded {
         text: all,
         kept: b.kept,
         omitted: b.omitted,
+        kinds: Value::Object(b.kinds),
     }
 }
 
@@ -306,9 +320,24 @@ struct Budget {
     cap: usize,
     kept: u64,
     omitted: u64,
+    kinds: Map<String, Value>,
 }
 
 impl Budget {
+    /// One block of `kind` was bounded: what it added to kept and omitted
+    /// since `before` is its share.
+    fn count(&mut self, kind: &str, before: (u64, u64)) {
+        let (kept, omitted) = (self.kept - before.0, self.omitted - before.1);
+        let entry = self
+            .kinds
+            .entry(kind.to_string())
+            .or_insert_with(|| json!({"blocks": 0, "kept": 0, "omitted": 0}));
+        for (key, add) in [("blocks", 1), ("kept", kept), ("omitted", omitted)] {
+            let n = entry[key].as_u64().unwrap_or(0).saturating_add(add);
+            entry[key] = json!(n);
+        }
+    }
+
     /// Take `n` bytes if they fit in what is left.
     fn take(&mut self, n: usize) -> bool {
         if n > self.left {
@@ -454,5 +483,6 @@ fn failed(
         },
         text,
         content: None,
+        content_kinds: None,
     }
 }

@@ -66,6 +66,7 @@ impl Toolbox for Tools {
             is_error: false,
             outcome: outcome(),
             content: None,
+            content_kinds: None,
         })
     }
 }

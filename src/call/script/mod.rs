@@ -242,6 +242,7 @@ pub fn execute(
         is_error,
         outcome,
         content: None,
+        content_kinds: None,
     })
 }
 
