@@ -29,6 +29,7 @@ pub(crate) mod http_client;
 pub(crate) mod instance;
 pub(crate) mod names;
 pub(crate) mod pins;
+pub(crate) mod resources;
 mod server;
 pub(crate) mod session;
 mod start_error;
@@ -90,6 +91,8 @@ pub(crate) struct Gateway {
     tool_policy: ToolPolicy,
     /// Upstream elicitation requests forwarded in this session.
     session_elicits: Arc<std::sync::atomic::AtomicUsize>,
+    /// Which server listed each resource URI and template, as last listed.
+    pub(crate) resource_routes: Mutex<resources::Routes>,
 }
 
 impl Gateway {
@@ -121,6 +124,7 @@ impl Gateway {
                 sections: engine.stack.tool_sections(),
             },
             session_elicits: Default::default(),
+            resource_routes: Mutex::default(),
         }
     }
 

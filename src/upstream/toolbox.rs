@@ -26,6 +26,9 @@ pub(crate) struct SessionTools {
 
 impl Toolbox for SessionTools {
     fn prepare(&self, name: &str, args: Value) -> Result<PreparedCall, CallError> {
+        if let Some(read) = self.gateway.prepare_read(name, args.clone()) {
+            return read;
+        }
         let exposed = self.gateway.exposed();
         if self.local.spec(name).is_none()
             && let Some(why) = exposed.unusable_for(name, &self.gateway.servers)
@@ -86,6 +89,17 @@ impl Toolbox for SessionTools {
             return self.local.execute(call, cancel);
         };
         let gw = self.gateway.clone();
+        // A resource read ([`super::resources::READ`]; no tool's name holds '/').
+        if call.tool.name.ends_with(super::resources::READ) && tool == "resources/read" {
+            let uri = call
+                .args
+                .get("uri")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            return self
+                .runtime
+                .block_on(gw.read(server, uri, &call.resolved.grant));
+        }
         self.runtime
             .block_on(gw.call(server, tool, &call.args, &call.resolved.grant, cancel))
     }
@@ -227,16 +241,16 @@ fn declined_elicitations(server: &str, reasons: Vec<String>) -> Vec<crate::sandb
 }
 
 /// What [`bound`] left of an upstream result.
-struct Bounded {
+pub(super) struct Bounded {
     /// The text of its text blocks (and of toolcage's notes), as capped.
-    text: String,
+    pub(super) text: String,
     /// Bytes of content passed on (text, base64 data, resource text or
     /// blob, other blocks and `structuredContent` as JSON).
-    kept: u64,
+    pub(super) kept: u64,
     /// Bytes cut or left out.
-    omitted: u64,
+    pub(super) omitted: u64,
     /// Each kind of content: its blocks, bytes kept and left out.
-    kinds: Value,
+    pub(super) kinds: Value,
 }
 
 /// Bound every kind of content of an upstream result to `cap` bytes in
@@ -246,7 +260,7 @@ struct Bounded {
 /// `structuredContent`) is passed whole or replaced by a note saying what
 /// was left out. `_meta` keys in toolcage's namespace (`toolcage/...`)
 /// are removed from every block: only toolcage speaks for toolcage.
-fn bound(result: &mut Value, cap: usize) -> Bounded {
+pub(super) fn bound(result: &mut Value, cap: usize) -> Bounded {
     let mut b = Budget {
         left: cap,
         cap,
@@ -454,7 +468,7 @@ fn json_len(v: &Value) -> usize {
     serde_json::to_vec(v).map_or(0, |b| b.len())
 }
 
-fn failed(
+pub(super) fn failed(
     text: String,
     exit: Exit,
     start: Instant,

@@ -11,5 +11,6 @@ mod manage_support;
 mod stdio_client;
 
 mod manage_tools;
+mod resources;
 mod self_entry;
 mod upstreams;

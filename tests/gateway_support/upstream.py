@@ -22,7 +22,11 @@ structuredContent, image, audio, resource blob or text, or a resource
 link; meta() puts toolcage/ keys in its blocks' _meta; ask(message,
 times) asks the client (elicitation/create) during the call, ask_later
 (message) after it has answered (the action lands in FX_LOG's directory
-as late.txt)."""
+as late.txt).
+
+Resources: fx://notes/hello (text) and fx://bin/logo (a PNG blob) are
+listed; the templates fx://notes/{name} ("note NAME") and fx://big/{n}
+(n bytes of text) are read too; any other URI is an error."""
 import json
 import os
 import sys
@@ -127,6 +131,27 @@ def big(kind, n):
     return None
 
 
+RESOURCES = [
+    {"uri": "fx://notes/hello", "name": "hello", "mimeType": "text/plain"},
+    {"uri": "fx://bin/logo", "name": "logo", "mimeType": "image/png"},
+]
+TEMPLATES = [
+    {"uriTemplate": "fx://notes/{name}", "name": "note", "mimeType": "text/plain"},
+    {"uriTemplate": "fx://big/{n}", "name": "big", "mimeType": "text/plain"},
+]
+
+
+def read_resource(uri):
+    """resources/read: its contents, or None for an unknown URI."""
+    if uri == "fx://bin/logo":
+        return [{"uri": uri, "mimeType": "image/png", "blob": "iVBORw0KGgo="}]
+    if uri.startswith("fx://notes/"):
+        return [{"uri": uri, "mimeType": "text/plain", "text": "note " + uri[len("fx://notes/"):]}]
+    if uri.startswith("fx://big/"):
+        return [{"uri": uri, "mimeType": "text/plain", "text": "b" * int(uri[len("fx://big/"):])}]
+    return None
+
+
 def send(msg):
     with lock:
         sys.stdout.write(json.dumps(msg) + "\n")
@@ -228,7 +253,7 @@ for line in sys.stdin:
         version = msg["params"].get("protocolVersion", "2025-11-25")
         send({"jsonrpc": "2.0", "id": mid, "result": {
             "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": True}},
+            "capabilities": {"tools": {"listChanged": True}, "resources": {}},
             "serverInfo": {"name": "fixture", "version": "1"}}})
     elif method == "tools/list":
         items, more = tools_page((msg.get("params") or {}).get("cursor"))
@@ -243,6 +268,18 @@ for line in sys.stdin:
             threading.Thread(target=answer_call, args=(mid, p), daemon=True).start()
         else:
             answer_call(mid, p)
+    elif method == "resources/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"resources": RESOURCES}})
+    elif method == "resources/templates/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"resourceTemplates": TEMPLATES}})
+    elif method == "resources/read":
+        uri = (msg.get("params") or {}).get("uri", "")
+        log("resources/read " + uri)
+        contents = read_resource(uri)
+        if contents is None:
+            send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32002, "message": "no resource " + uri}})
+        else:
+            send({"jsonrpc": "2.0", "id": mid, "result": {"contents": contents}})
     elif method == "ping":
         send({"jsonrpc": "2.0", "id": mid, "result": {}})
     else:

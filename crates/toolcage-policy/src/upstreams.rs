@@ -8,7 +8,7 @@
 //! bounded by the sections' `[requests]`, as a tool's files do.
 
 use super::error::PolicyError;
-use super::file::Expose;
+use super::file::{Expose, Resources};
 use super::stack::{FileLayer, PolicyStack, shipped, write_names};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -24,6 +24,9 @@ pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 pub struct UpstreamSettings {
     pub profile: String,
     pub expose: Expose,
+    /// `resources`: the server's resources are listed and read (`allow`),
+    /// each read asked about (`approve`), or neither (`deny`).
+    pub resources: Resources,
     /// `None`: never stopped for being idle.
     pub idle_timeout: Option<Duration>,
     pub enabled: bool,
@@ -52,6 +55,7 @@ impl PolicyStack {
         let mut s = UpstreamSettings {
             profile: DEFAULT_UPSTREAM_PROFILE.into(),
             expose: Expose::Flat,
+            resources: Resources::Allow,
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
             enabled: true,
             env_from_host: Vec::new(),
@@ -62,6 +66,9 @@ impl PolicyStack {
             }
             if let Some(e) = u.expose {
                 s.expose = e;
+            }
+            if let Some(r) = u.resources {
+                s.resources = r;
             }
             if let Some(d) = u.idle_timeout {
                 s.idle_timeout = (!d.0.is_zero()).then_some(d.0);
