@@ -71,6 +71,23 @@ pub(crate) async fn read(
     }
 }
 
+/// `resources/subscribe` (`on`) or `unsubscribe`: forwarded to the server
+/// the URI is routed to.
+pub(crate) async fn subscribe(
+    server: &McpServer,
+    uri: String,
+    on: bool,
+    context: &RequestContext<RoleServer>,
+) -> Result<(), McpError> {
+    let not_found = |why: String| McpError::resource_not_found(why, Some(json!({"uri": uri})));
+    let Some(gw) = server.gateway(&context.peer).await else {
+        return Err(not_found(format!(
+            "resource {uri}: this project declares no upstream server"
+        )));
+    };
+    gw.subscribe(&uri, on).await.map_err(not_found)
+}
+
 fn parse<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, McpError> {
     serde_json::from_value(v).map_err(|e| McpError::internal_error(e.to_string(), None))
 }

@@ -341,7 +341,7 @@ fn server_info(upstreams: bool) -> ServerConfig {
             _meta[\"toolcage/enforcement\"] reports what the kernel enforced.",
     });
     if upstreams {
-        v["capabilities"]["resources"] = json!({});
+        v["capabilities"]["resources"] = json!({"subscribe": true, "listChanged": true});
     }
     serde_json::from_value(v).unwrap_or_else(|e| {
         tracing::error!("building the server info: {e}");
@@ -461,6 +461,22 @@ impl ServerHandler for McpServer {
         super::resources::read(self, request, context)
             .await
             .map(rmcp::model::ReadResourceResponse::Complete)
+    }
+
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        super::resources::subscribe(self, request.uri, true, &context).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        super::resources::subscribe(self, request.uri, false, &context).await
     }
 
     async fn set_level(

@@ -128,6 +128,11 @@ impl Gateway {
         }
     }
 
+    /// The client this session's gateway serves, if any.
+    pub(crate) fn downstream(&self) -> Option<&Peer<RoleServer>> {
+        self.wiring.downstream.as_ref()
+    }
+
     pub(crate) fn server(&self, name: &str) -> Option<&Server> {
         self.servers.iter().find(|s| s.spec.name == name)
     }
@@ -243,10 +248,16 @@ impl Gateway {
             .filter(|p| p.starts_with(&grant.project))
             .map(|p| format!("file://{}", p.display()))
             .collect();
+        let weak = Arc::downgrade(self);
+        let on_resource: client::OnResource = Arc::new(move |name, uri| {
+            let Some(gw) = weak.upgrade() else { return };
+            tokio::spawn(async move { gw.resource_news(&name, uri).await });
+        });
         UpstreamClient {
             server: server.spec.name.clone(),
             downstream: self.wiring.downstream.clone(),
             on_list_changed: Some(on_list_changed),
+            on_resource: Some(on_resource),
             roots,
             elicitation_timeout: self.wiring.elicitation_timeout,
             progress: Default::default(),

@@ -39,6 +39,8 @@ pub(crate) struct Routes {
     uris: BTreeMap<String, String>,
     /// (server, uriTemplate)
     templates: Vec<(String, String)>,
+    /// The URIs the client subscribed to.
+    subscribed: std::collections::BTreeSet<String>,
 }
 
 pub(crate) fn read_name(server: &str) -> String {
@@ -154,6 +156,75 @@ impl Gateway {
                     .join(", ")
             )),
         }
+    }
+
+    /// `resources/subscribe` (`on`) or `unsubscribe` of `uri`, on the
+    /// server it is routed to (a `deny` server lists nothing, so none of
+    /// its URIs is routed). `Err`: why not, for the client.
+    pub(crate) async fn subscribe(self: &Arc<Self>, uri: &str, on: bool) -> Result<(), String> {
+        let server = self.resource_server(uri).await?;
+        let instance = self.instance(&server).await?;
+        let params = json!({"uri": uri});
+        #[allow(deprecated)] // the 2025-11-25 protocol upstreams speak
+        let r = match on {
+            true => match serde_json::from_value(params) {
+                Ok(p) => instance.peer().subscribe(p).await,
+                Err(e) => return Err(e.to_string()),
+            },
+            false => match serde_json::from_value(params) {
+                Ok(p) => instance.peer().unsubscribe(p).await,
+                Err(e) => return Err(e.to_string()),
+            },
+        };
+        r.map_err(|e| format!("upstream server '{server}': {e}"))?;
+        let mut routes = self.routes();
+        match on {
+            true => routes.subscribed.insert(uri.to_string()),
+            false => routes.subscribed.remove(uri),
+        };
+        Ok(())
+    }
+
+    /// Whether `server` may tell the client `uri` was updated: the client
+    /// subscribed to it, and it is routed to that server.
+    pub(crate) fn may_report_update(&self, server: &str, uri: &str) -> bool {
+        let routes = self.routes();
+        routes.subscribed.contains(uri)
+            && (routes.uris.get(uri).map(String::as_str) == Some(server)
+                || routes
+                    .templates
+                    .iter()
+                    .any(|(s, t)| s == server && template_matches(t, uri)))
+    }
+
+    /// A server's resource notification, passed to the client when it may
+    /// be: an update of a URI the client subscribed to on that server, a
+    /// list change of a server whose resources are listed.
+    pub(crate) async fn resource_news(&self, server: &str, uri: Option<String>) {
+        let Some(peer) = self.downstream() else {
+            return;
+        };
+        match uri {
+            Some(uri) if self.may_report_update(server, &uri) => {
+                let Ok(p) = serde_json::from_value(json!({"uri": uri})) else {
+                    return;
+                };
+                let _ = peer.notify_resource_updated(p).await;
+            }
+            Some(uri) => {
+                tracing::debug!("upstream {server}: update of {uri} not subscribed here; dropped");
+            }
+            None if self.lists_resources_of(server) => {
+                let _ = peer.notify_resource_list_changed().await;
+            }
+            None => {}
+        }
+    }
+
+    /// Whether `server`'s resources are shown to the client at all.
+    pub(crate) fn lists_resources_of(&self, server: &str) -> bool {
+        self.server(server)
+            .is_some_and(|s| s.settings.resources != Resources::Deny)
     }
 
     /// A read of `server`'s resource prepared for the pipeline; `None`

@@ -200,3 +200,77 @@ fn reads_share_the_servers_rate_limit_and_stdout_cap() {
         recs[1]
     );
 }
+
+/// The `notifications/resources/updated` the client got, by URI.
+fn updates(s: &gateway_support::Serve, uri: &str) -> usize {
+    s.notifications
+        .iter()
+        .filter(|n| n["method"] == "notifications/resources/updated" && n["params"]["uri"] == uri)
+        .count()
+}
+
+/// Wait until the client got an update of `uri`.
+fn wait_update(s: &mut gateway_support::Serve, uri: &str) {
+    for _ in 0..100 {
+        if updates(s, uri) > 0 {
+            return;
+        }
+        s.wait_for("never/arrives", std::time::Duration::from_millis(100));
+    }
+    panic!("no update of {uri}: {:?}", s.notifications);
+}
+
+#[test]
+fn updates_reach_the_client_only_for_what_it_subscribed_to() {
+    let f = logging("res-sub", "");
+    let mut s = f.serve();
+    let r = s.request("resources/subscribe", json!({"uri": "fx://notes/hello"}));
+    assert!(r.get("result").is_some(), "{r}");
+    // Control first: an update of a URI not subscribed is dropped; the
+    // subscribed one (sent after it) reaches the client.
+    s.call("fx__touch", json!({"uri": "fx://notes/other"}));
+    s.call("fx__touch", json!({"uri": "fx://notes/hello"}));
+    wait_update(&mut s, "fx://notes/hello");
+    assert_eq!(updates(&s, "fx://notes/other"), 0, "{:?}", s.notifications);
+    assert!(s.wait_for(
+        "notifications/resources/list_changed",
+        std::time::Duration::from_secs(30)
+    ));
+    // Unsubscribed: no more updates of it (a subscribed sentinel's update
+    // comes after).
+    let r = s.request("resources/unsubscribe", json!({"uri": "fx://notes/hello"}));
+    assert!(r.get("result").is_some(), "{r}");
+    s.request("resources/subscribe", json!({"uri": "fx://notes/sentinel"}));
+    s.call("fx__touch", json!({"uri": "fx://notes/hello"}));
+    s.call("fx__touch", json!({"uri": "fx://notes/sentinel"}));
+    wait_update(&mut s, "fx://notes/sentinel");
+    assert_eq!(updates(&s, "fx://notes/hello"), 1, "{:?}", s.notifications);
+    drop(s);
+    let asked = std::fs::read_to_string(f.root().join("out/log")).unwrap_or_default();
+    assert!(
+        asked.contains("resources/subscribe fx://notes/hello"),
+        "{asked}"
+    );
+    assert!(
+        asked.contains("resources/unsubscribe fx://notes/hello"),
+        "{asked}"
+    );
+
+    // A denied server: subscribing is refused and the server never asked.
+    let f = logging("res-sub-deny", "resources = \"deny\"\n");
+    let mut s = f.serve();
+    let r = s.request("resources/subscribe", json!({"uri": "fx://notes/hello"}));
+    assert_eq!(r["error"]["code"], -32002, "{r}");
+    s.call("fx__touch", json!({"uri": "fx://notes/hello"}));
+    s.call("fx__echo", json!({"text": "x"}));
+    assert!(
+        !s.notifications
+            .iter()
+            .any(|n| n["method"] == "notifications/resources/list_changed"),
+        "{:?}",
+        s.notifications
+    );
+    drop(s);
+    let asked = std::fs::read_to_string(f.root().join("out/log")).unwrap_or_default();
+    assert!(!asked.contains("resources/subscribe"), "{asked}");
+}

@@ -611,7 +611,7 @@ fn check_explains_each_server() {
     let (code, out, err) = f.run(&["check"]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
-        out.contains("upstream fx (") && out.contains("started, 16 tool(s)"),
+        out.contains("upstream fx (") && out.contains("started, 17 tool(s)"),
         "{out}"
     );
     assert!(out.contains("upstream dflt ("), "{out}");
@@ -653,7 +653,7 @@ fn upstreams_lists_the_servers_skipped_at_load_with_why() {
     let (code, out, err) = f.run(&["upstreams"]);
     assert_eq!(code, 0, "{err}");
     // Control: the server that runs is listed as before.
-    assert!(out.contains("fx  running  16 tool(s)"), "{out}");
+    assert!(out.contains("fx  running  17 tool(s)"), "{out}");
     assert!(out.contains("legacy  unsupported  0 tool(s)"), "{out}");
     assert!(
         out.contains("type \"sse\" (the legacy HTTP+SSE transport) is not supported"),
