@@ -25,6 +25,7 @@ runs=(
   "escape||0 1"
   "gateway|upstreams::|0"
   "gateway|resources::|0"
+  "gateway|prompts::|0"
   "engine|store_redis::|0 1"
 )
 for run in "${runs[@]}"; do

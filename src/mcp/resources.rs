@@ -88,6 +88,44 @@ pub(crate) async fn subscribe(
     gw.subscribe(&uri, on).await.map_err(not_found)
 }
 
+/// `prompts/list`: the upstream servers' prompts not held.
+pub(crate) async fn list_prompts(
+    server: &McpServer,
+    context: &RequestContext<RoleServer>,
+) -> Result<rmcp::model::ListPromptsResult, McpError> {
+    let items = match server.gateway(&context.peer).await {
+        Some(gw) => gw.list_prompts().await,
+        None => Vec::new(),
+    };
+    parse(json!({"prompts": items}))
+}
+
+/// `prompts/get`: its arguments checked, a held prompt refused.
+pub(crate) async fn get_prompt(
+    server: &McpServer,
+    request: rmcp::model::GetPromptRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Result<rmcp::model::GetPromptResult, McpError> {
+    use crate::upstream::prompts::GetError;
+    let name = request.name;
+    let data = Some(json!({"prompt": name}));
+    let Some(gw) = server.gateway(&context.peer).await else {
+        return Err(McpError::invalid_params(
+            format!("no prompt '{name}': this project declares no upstream server"),
+            data,
+        ));
+    };
+    match gw.get_prompt(&name, request.arguments).await {
+        Ok(v) => parse(v),
+        Err(GetError::Invalid(why)) => Err(McpError::invalid_params(why, data)),
+        Err(GetError::Held(why)) => Err(McpError::invalid_request(
+            format!("toolcage: {why}"),
+            Some(json!({"prompt": name, "toolcage/denial": "definition_changed"})),
+        )),
+        Err(GetError::Failed(why)) => Err(McpError::internal_error(why, data)),
+    }
+}
+
 fn parse<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, McpError> {
     serde_json::from_value(v).map_err(|e| McpError::internal_error(e.to_string(), None))
 }

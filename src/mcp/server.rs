@@ -342,6 +342,7 @@ fn server_info(upstreams: bool) -> ServerConfig {
     });
     if upstreams {
         v["capabilities"]["resources"] = json!({"subscribe": true, "listChanged": true});
+        v["capabilities"]["prompts"] = json!({});
     }
     serde_json::from_value(v).unwrap_or_else(|e| {
         tracing::error!("building the server info: {e}");
@@ -461,6 +462,24 @@ impl ServerHandler for McpServer {
         super::resources::read(self, request, context)
             .await
             .map(rmcp::model::ReadResourceResponse::Complete)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, McpError> {
+        super::resources::list_prompts(self, &context).await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, McpError> {
+        super::resources::get_prompt(self, request, &context)
+            .await
+            .map(rmcp::model::GetPromptResponse::Complete)
     }
 
     async fn subscribe(

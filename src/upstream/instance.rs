@@ -305,6 +305,14 @@ impl Instance {
             .is_some_and(|i| i.capabilities.resources.is_some())
     }
 
+    /// Whether the server declared `prompts` when it started.
+    pub(crate) fn has_prompts(&self) -> bool {
+        self.service
+            .peer()
+            .peer_info()
+            .is_some_and(|i| i.capabilities.prompts.is_some())
+    }
+
     /// Why the server is gone, if it is.
     pub(crate) fn exited(&self) -> Option<String> {
         if let Some(why) = self

@@ -29,6 +29,7 @@ pub(crate) mod http_client;
 pub(crate) mod instance;
 pub(crate) mod names;
 pub(crate) mod pins;
+pub(crate) mod prompts;
 pub(crate) mod resources;
 mod server;
 pub(crate) mod session;
@@ -75,6 +76,10 @@ pub(crate) struct Wiring {
 pub(crate) struct Gateway {
     pub(crate) servers: Vec<Server>,
     pub(crate) pins: Pins,
+    /// The pins of the servers' prompts (`prompt-pins`).
+    pub(crate) prompt_pins: Pins,
+    /// Each prompt offered or held, by the name the client sees.
+    pub(crate) prompt_routes: Mutex<BTreeMap<String, prompts::Route>>,
     slots: tokio::sync::Mutex<BTreeMap<String, Slot>>,
     /// Names taken by local tools: flat names avoid them.
     pub(crate) local_names: Vec<String>,
@@ -107,6 +112,8 @@ impl Gateway {
         Gateway {
             servers,
             pins: Pins::in_store(engine.store.clone()),
+            prompt_pins: Pins::prompts_in(engine.store.clone()),
+            prompt_routes: Mutex::default(),
             slots: tokio::sync::Mutex::new(BTreeMap::new()),
             local_names: engine
                 .catalog

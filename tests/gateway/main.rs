@@ -11,6 +11,7 @@ mod manage_support;
 mod stdio_client;
 
 mod manage_tools;
+mod prompts;
 mod resources;
 mod self_entry;
 mod upstreams;

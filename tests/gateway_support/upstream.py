@@ -29,7 +29,10 @@ listed; the templates fx://notes/{name} ("note NAME") and fx://big/{n}
 (n bytes of text) are read too; any other URI is an error.
 resources/subscribe and unsubscribe are answered; touch(uri) sends
 notifications/resources/updated for that URI (subscribed or not: the
-gateway filters) and notifications/resources/list_changed."""
+gateway filters) and notifications/resources/list_changed.
+
+Prompts: greet(name, required; PROMPT_DESC sets its description) and
+plain() answer prompts/get with one user message."""
 import json
 import os
 import sys
@@ -143,6 +146,24 @@ TEMPLATES = [
     {"uriTemplate": "fx://notes/{name}", "name": "note", "mimeType": "text/plain"},
     {"uriTemplate": "fx://big/{n}", "name": "big", "mimeType": "text/plain"},
 ]
+
+
+def prompts():
+    return [
+        {"name": "greet", "description": os.environ.get("PROMPT_DESC", "Greet someone"),
+         "arguments": [{"name": "name", "description": "Who", "required": True}]},
+        {"name": "plain", "description": "A plain prompt", "arguments": []},
+    ]
+
+
+def get_prompt(name, args):
+    if name == "greet":
+        text_ = "Hello " + args.get("name", "<missing>")
+    elif name == "plain":
+        text_ = "Just plain"
+    else:
+        return None
+    return {"description": name, "messages": [{"role": "user", "content": {"type": "text", "text": text_}}]}
 
 
 def read_resource(uri):
@@ -261,7 +282,7 @@ for line in sys.stdin:
         version = msg["params"].get("protocolVersion", "2025-11-25")
         send({"jsonrpc": "2.0", "id": mid, "result": {
             "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": True}, "resources": {"subscribe": True, "listChanged": True}},
+            "capabilities": {"tools": {"listChanged": True}, "resources": {"subscribe": True, "listChanged": True}, "prompts": {}},
             "serverInfo": {"name": "fixture", "version": "1"}}})
     elif method == "tools/list":
         items, more = tools_page((msg.get("params") or {}).get("cursor"))
@@ -280,6 +301,16 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": mid, "result": {"resources": RESOURCES}})
     elif method == "resources/templates/list":
         send({"jsonrpc": "2.0", "id": mid, "result": {"resourceTemplates": TEMPLATES}})
+    elif method == "prompts/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"prompts": prompts()}})
+    elif method == "prompts/get":
+        p = msg.get("params") or {}
+        log("prompts/get " + p.get("name", ""))
+        r = get_prompt(p.get("name"), p.get("arguments") or {})
+        if r is None:
+            send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32602, "message": "no prompt"}})
+        else:
+            send({"jsonrpc": "2.0", "id": mid, "result": r})
     elif method in ("resources/subscribe", "resources/unsubscribe"):
         log(method + " " + (msg.get("params") or {}).get("uri", ""))
         send({"jsonrpc": "2.0", "id": mid, "result": {}})
