@@ -126,6 +126,26 @@ pub(crate) async fn get_prompt(
     }
 }
 
+/// `completion/complete`: routed to the server the reference names.
+pub(crate) async fn complete(
+    server: &McpServer,
+    request: rmcp::model::CompleteRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Result<rmcp::model::CompleteResult, McpError> {
+    let request =
+        serde_json::to_value(request).map_err(|e| McpError::internal_error(e.to_string(), None))?;
+    let Some(gw) = server.gateway(&context.peer).await else {
+        return Err(McpError::invalid_params(
+            "nothing to complete: this project declares no upstream server",
+            None,
+        ));
+    };
+    match gw.complete(request).await {
+        Ok(v) => parse(v),
+        Err(why) => Err(McpError::invalid_params(why, None)),
+    }
+}
+
 fn parse<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, McpError> {
     serde_json::from_value(v).map_err(|e| McpError::internal_error(e.to_string(), None))
 }

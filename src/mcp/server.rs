@@ -343,6 +343,7 @@ fn server_info(upstreams: bool) -> ServerConfig {
     if upstreams {
         v["capabilities"]["resources"] = json!({"subscribe": true, "listChanged": true});
         v["capabilities"]["prompts"] = json!({});
+        v["capabilities"]["completions"] = json!({});
     }
     serde_json::from_value(v).unwrap_or_else(|e| {
         tracing::error!("building the server info: {e}");
@@ -480,6 +481,14 @@ impl ServerHandler for McpServer {
         super::resources::get_prompt(self, request, &context)
             .await
             .map(rmcp::model::GetPromptResponse::Complete)
+    }
+
+    async fn complete(
+        &self,
+        request: rmcp::model::CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, McpError> {
+        super::resources::complete(self, request, &context).await
     }
 
     async fn subscribe(

@@ -23,6 +23,7 @@
 //! and is never sent again.
 
 pub(crate) mod client;
+mod complete;
 pub(crate) mod deferred;
 pub(crate) mod exposed;
 pub(crate) mod http_client;

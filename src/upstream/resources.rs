@@ -185,6 +185,23 @@ impl Gateway {
         Ok(())
     }
 
+    /// The server that listed the template `template` (exactly), if one
+    /// did (a `deny` server lists none).
+    pub(crate) fn template_server(&self, template: &str) -> Option<String> {
+        let routes = self.routes();
+        let mut servers: Vec<&String> = routes
+            .templates
+            .iter()
+            .filter(|(_, t)| t == template)
+            .map(|(s, _)| s)
+            .collect();
+        servers.dedup();
+        match servers.as_slice() {
+            [one] => Some((*one).clone()),
+            _ => None,
+        }
+    }
+
     /// Whether `server` may tell the client `uri` was updated: the client
     /// subscribed to it, and it is routed to that server.
     pub(crate) fn may_report_update(&self, server: &str, uri: &str) -> bool {

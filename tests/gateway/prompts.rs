@@ -99,6 +99,16 @@ fn a_changed_prompt_is_held_until_approved_and_the_unchanged_still_work() {
             .contains("toolcage upstreams show fx"),
         "{r}"
     );
+    // Nor completed.
+    let r = s.request(
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "fx__greet"},
+               "argument": {"name": "name", "value": "A"}}),
+    );
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("held"),
+        "{r}"
+    );
     // Control: the unchanged prompt is listed and served.
     assert!(listed.contains(&"fx__plain".to_string()), "{listed:?}");
     assert_eq!(message(&get(&mut s, "fx__plain", json!({}))), "Just plain");
@@ -123,4 +133,53 @@ fn a_changed_prompt_is_held_until_approved_and_the_unchanged_still_work() {
         message(&get(&mut s, "fx__greet", json!({"name": "Bo"}))),
         "Hello Bo"
     );
+}
+
+fn complete(s: &mut gateway_support::Serve, reference: Value, value: &str) -> Value {
+    s.request(
+        "completion/complete",
+        json!({"ref": reference, "argument": {"name": "name", "value": value}}),
+    )
+}
+
+#[test]
+fn completion_reaches_the_server_of_the_prompt_or_template_named() {
+    let f = fixture("complete");
+    let mut s = f.serve();
+    let r = complete(
+        &mut s,
+        json!({"type": "ref/prompt", "name": "fx__greet"}),
+        "An",
+    );
+    assert_eq!(
+        r["result"]["completion"]["values"],
+        json!(["Ann", "Anna"]),
+        "{r}"
+    );
+    let template = json!({"type": "ref/resource", "uri": "fx://notes/{name}"});
+    let r = complete(&mut s, template.clone(), "h");
+    assert_eq!(r["result"]["completion"]["values"], json!(["hello"]), "{r}");
+    // Names no server gave: an error, and no server is asked.
+    let r = complete(&mut s, json!({"type": "ref/prompt", "name": "greet"}), "A");
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let r = complete(
+        &mut s,
+        json!({"type": "ref/resource", "uri": "fx://other/{x}"}),
+        "",
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    drop(s);
+    let log = std::fs::read_to_string(f.root().join("out/log")).unwrap_or_default();
+    assert_eq!(log.matches("completion/complete").count(), 2, "{log}");
+
+    // A `deny` server's templates are not listed: not completed either
+    // (control: the same request above, with `allow`, was answered).
+    let f = Fixture::new(
+        "complete-deny",
+        json!({}),
+        "[upstreams.fx]\nresources = \"deny\"\n",
+    );
+    let mut s = f.serve();
+    let r = complete(&mut s, template, "h");
+    assert_eq!(r["error"]["code"], -32602, "{r}");
 }

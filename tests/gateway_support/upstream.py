@@ -32,7 +32,9 @@ notifications/resources/updated for that URI (subscribed or not: the
 gateway filters) and notifications/resources/list_changed.
 
 Prompts: greet(name, required; PROMPT_DESC sets its description) and
-plain() answer prompts/get with one user message."""
+plain() answer prompts/get with one user message. completion/complete
+offers Ann, Anna, Bob for greet's name and hello, other for
+fx://notes/{name}, those starting with the value typed."""
 import json
 import os
 import sys
@@ -282,7 +284,7 @@ for line in sys.stdin:
         version = msg["params"].get("protocolVersion", "2025-11-25")
         send({"jsonrpc": "2.0", "id": mid, "result": {
             "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": True}, "resources": {"subscribe": True, "listChanged": True}, "prompts": {}},
+            "capabilities": {"tools": {"listChanged": True}, "resources": {"subscribe": True, "listChanged": True}, "prompts": {}, "completions": {}},
             "serverInfo": {"name": "fixture", "version": "1"}}})
     elif method == "tools/list":
         items, more = tools_page((msg.get("params") or {}).get("cursor"))
@@ -301,6 +303,13 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": mid, "result": {"resources": RESOURCES}})
     elif method == "resources/templates/list":
         send({"jsonrpc": "2.0", "id": mid, "result": {"resourceTemplates": TEMPLATES}})
+    elif method == "completion/complete":
+        p = msg.get("params") or {}
+        ref, arg = p.get("ref") or {}, p.get("argument") or {}
+        log("completion/complete " + str(ref.get("name") or ref.get("uri")))
+        pool = {"greet": ["Ann", "Anna", "Bob"], "fx://notes/{name}": ["hello", "other"]}
+        values = [v for v in pool.get(ref.get("name") or ref.get("uri"), []) if v.startswith(arg.get("value", ""))]
+        send({"jsonrpc": "2.0", "id": mid, "result": {"completion": {"values": values, "total": len(values), "hasMore": False}}})
     elif method == "prompts/list":
         send({"jsonrpc": "2.0", "id": mid, "result": {"prompts": prompts()}})
     elif method == "prompts/get":
