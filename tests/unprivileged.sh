@@ -26,6 +26,7 @@ runs=(
   "gateway|upstreams::|0"
   "gateway|resources::|0"
   "gateway|prompts::|0"
+  "gateway|unprefixed::|0"
   "engine|store_redis::|0 1"
 )
 for run in "${runs[@]}"; do

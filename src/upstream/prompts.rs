@@ -57,7 +57,7 @@ impl Gateway {
     /// replaced. The prompts offered (held ones are not), with the server
     /// in their names.
     pub(crate) async fn list_prompts(self: &Arc<Self>) -> Vec<Value> {
-        let mut routes = BTreeMap::new();
+        let mut routes: BTreeMap<String, Route> = BTreeMap::new();
         for s in &self.servers {
             let server = s.spec.name.clone();
             let Ok(i) = self.instance(&server).await else {
@@ -83,6 +83,22 @@ impl Gateway {
                     PinState::Changed { pinned, now } => Some((pinned, now)),
                     _ => None,
                 };
+                // `prefix = false`: its own name; a name another server's
+                // prompt has is not offered (the first keeps it).
+                let name = match self.prefixes(&server) {
+                    true => name,
+                    false => t.name.to_string(),
+                };
+                if let Some(other) = routes.get(&name) {
+                    tracing::warn!(
+                        "upstream {server}: prompt '{}' is not offered: its name '{name}' is \
+                         also prompt '{}' of upstream server '{}'",
+                        t.name,
+                        other.prompt,
+                        other.server
+                    );
+                    continue;
+                }
                 routes.insert(
                     name,
                     Route {

@@ -82,7 +82,9 @@ impl Gateway {
                     continue;
                 }
                 uris.insert(uri.to_string(), server.clone());
-                prefix_name(&mut r, &server);
+                if self.prefixes(&server) {
+                    prefix_name(&mut r, &server);
+                }
                 all.push(r);
             }
         }
@@ -100,7 +102,9 @@ impl Gateway {
                     continue;
                 };
                 templates.push((server.clone(), tpl.to_string()));
-                prefix_name(&mut t, &server);
+                if self.prefixes(&server) {
+                    prefix_name(&mut t, &server);
+                }
                 all.push(t);
             }
         }
@@ -236,6 +240,11 @@ impl Gateway {
             }
             None => {}
         }
+    }
+
+    /// Whether `server`'s names carry it (`prefix`, true unless `false`).
+    pub(crate) fn prefixes(&self, server: &str) -> bool {
+        self.server(server).is_none_or(|s| s.settings.prefix)
     }
 
     /// Whether `server`'s resources are shown to the client at all.

@@ -14,4 +14,5 @@ mod manage_tools;
 mod prompts;
 mod resources;
 mod self_entry;
+mod unprefixed;
 mod upstreams;

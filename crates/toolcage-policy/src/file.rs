@@ -269,6 +269,10 @@ pub(crate) struct UpstreamBody {
     /// What its resources may do (`allow` when not given).
     #[serde(default)]
     pub resources: Option<Resources>,
+    /// `false`: its tools, prompts and resources under their own names,
+    /// not `server__name`.
+    #[serde(default)]
+    pub prefix: Option<bool>,
     /// Stop the server after this long without a call (`0`: never).
     #[serde(default)]
     pub idle_timeout: Option<Dur>,

@@ -27,6 +27,9 @@ pub struct UpstreamSettings {
     /// `resources`: the server's resources are listed and read (`allow`),
     /// each read asked about (`approve`), or neither (`deny`).
     pub resources: Resources,
+    /// `prefix`: names as `server__name` (`true`, the default) or as the
+    /// server gives them (`false`, for hosts that front one server).
+    pub prefix: bool,
     /// `None`: never stopped for being idle.
     pub idle_timeout: Option<Duration>,
     pub enabled: bool,
@@ -56,6 +59,7 @@ impl PolicyStack {
             profile: DEFAULT_UPSTREAM_PROFILE.into(),
             expose: Expose::Flat,
             resources: Resources::Allow,
+            prefix: true,
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
             enabled: true,
             env_from_host: Vec::new(),
@@ -69,6 +73,9 @@ impl PolicyStack {
             }
             if let Some(r) = u.resources {
                 s.resources = r;
+            }
+            if let Some(p) = u.prefix {
+                s.prefix = p;
             }
             if let Some(d) = u.idle_timeout {
                 s.idle_timeout = (!d.0.is_zero()).then_some(d.0);

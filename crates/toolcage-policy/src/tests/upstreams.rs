@@ -86,4 +86,7 @@ fn settings_and_errors_name_the_section() {
     let e = env.err("[upstreams.s]\nenabled = true\nresources = \"maybe\"\n");
     assert!(e.contains("p.toml:3"), "{e}");
     assert!(e.contains("allow, approve, deny"), "{e}");
+    assert!(stack.upstream_settings("other").prefix);
+    let e = env.err("[upstreams.s]\nprefix = \"no\"\n");
+    assert!(e.contains("p.toml:2"), "{e}");
 }
