@@ -164,8 +164,12 @@ impl Gateway {
             .map_err(GetError::Failed)?;
         let params = serde_json::from_value(json!({"name": route.prompt, "arguments": args}))
             .map_err(|e| GetError::Invalid(e.to_string()))?;
+        let cap = self
+            .server(&route.server)
+            .and_then(|s| s.grant.as_ref().ok())
+            .map_or(0, |g| g.grant.output.stdout);
         match tokio::time::timeout(TIMEOUT, instance.peer().get_prompt(params)).await {
-            Ok(Ok(r)) => Ok(serde_json::to_value(r).unwrap_or_default()),
+            Ok(Ok(r)) => Ok(bounded(serde_json::to_value(r).unwrap_or_default(), cap)),
             Ok(Err(e)) => Err(GetError::Failed(format!(
                 "upstream server '{}': {e}",
                 route.server
@@ -192,6 +196,27 @@ impl Gateway {
             .filter_map(|(n, r)| as_tool(&r.definition).map(|t| (n, t)))
             .collect()
     }
+}
+
+/// The messages' content within the server's stdout cap, as a tool
+/// result's is (text cut with the marker, what cannot be cut left out
+/// with a note).
+fn bounded(mut result: Value, cap: usize) -> Value {
+    let Some(messages) = result.get_mut("messages").and_then(Value::as_array_mut) else {
+        return result;
+    };
+    let blocks: Vec<Value> = messages
+        .iter_mut()
+        .map(|m| m.get_mut("content").map(Value::take).unwrap_or(Value::Null))
+        .collect();
+    let mut as_result = json!({"content": blocks});
+    super::toolbox::bound(&mut as_result, cap);
+    if let Value::Array(blocks) = as_result["content"].take() {
+        for (m, b) in messages.iter_mut().zip(blocks) {
+            m["content"] = b;
+        }
+    }
+    result
 }
 
 /// Every required argument present, none the prompt does not declare,

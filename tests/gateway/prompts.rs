@@ -183,3 +183,20 @@ fn completion_reaches_the_server_of_the_prompt_or_template_named() {
     let r = complete(&mut s, template, "h");
     assert_eq!(r["error"]["code"], -32602, "{r}");
 }
+
+#[test]
+fn a_prompts_messages_share_the_servers_stdout_cap() {
+    let f = Fixture::new(
+        "prompt-cap",
+        json!({}),
+        "[upstreams.fx.limits]\nstdout = \"1KiB\"\n",
+    );
+    let mut s = f.serve();
+    // Control: under the cap, whole.
+    let r = get(&mut s, "fx__long", json!({"bytes": "500"}));
+    assert_eq!(message(&r).len(), 500, "{r}");
+    let r = get(&mut s, "fx__long", json!({"bytes": "100000"}));
+    let t = message(&r);
+    assert!(t.len() < 2048, "{} bytes", t.len());
+    assert!(t.contains("TRUNCATED"), "{t:.200}");
+}

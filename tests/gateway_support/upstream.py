@@ -32,7 +32,7 @@ notifications/resources/updated for that URI (subscribed or not: the
 gateway filters) and notifications/resources/list_changed.
 
 Prompts: greet(name, required; PROMPT_DESC sets its description) and
-plain() answer prompts/get with one user message. completion/complete
+plain() and long(bytes) answer prompts/get with one user message. completion/complete
 offers Ann, Anna, Bob for greet's name and hello, other for
 fx://notes/{name}, those starting with the value typed."""
 import json
@@ -155,6 +155,8 @@ def prompts():
         {"name": "greet", "description": os.environ.get("PROMPT_DESC", "Greet someone"),
          "arguments": [{"name": "name", "description": "Who", "required": True}]},
         {"name": "plain", "description": "A plain prompt", "arguments": []},
+        {"name": "long", "description": "A prompt of BYTES bytes",
+         "arguments": [{"name": "bytes", "required": True}]},
     ]
 
 
@@ -163,6 +165,8 @@ def get_prompt(name, args):
         text_ = "Hello " + args.get("name", "<missing>")
     elif name == "plain":
         text_ = "Just plain"
+    elif name == "long":
+        text_ = "L" * int(args.get("bytes", "0"))
     else:
         return None
     return {"description": name, "messages": [{"role": "user", "content": {"type": "text", "text": text_}}]}
