@@ -100,6 +100,7 @@ fn main() {
         let finished = Ran::Finished {
             outcome: &ran.outcome,
             is_error: ran.is_error,
+            content: None,
         };
         admission.complete(finished, None).expect("final record");
     });
@@ -144,6 +145,7 @@ fn encoding(prepared: &toolcage::call::PreparedCall) {
         grant: Some(GrantSummary::of(&prepared.resolved.grant)),
         enforcement: None,
         exit: None,
+        content: None,
         exit_status: Some(0),
         is_error: Some(false),
         error: None,

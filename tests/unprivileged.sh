@@ -24,6 +24,9 @@ status=0
 runs=(
   "escape||0 1"
   "gateway|upstreams::|0"
+  "gateway|resources::|0"
+  "gateway|prompts::|0"
+  "gateway|unprefixed::|0"
   "engine|store_redis::|0 1"
 )
 for run in "${runs[@]}"; do

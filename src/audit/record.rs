@@ -171,6 +171,12 @@ pub struct AuditRecord {
     /// `tool_manage`); absent on every other record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub change: Option<ChangeRecord>,
+    /// An upstream tool's result: each kind of content it held (`text`,
+    /// `image`, `audio`, `resource`, `resource_link`, `structuredContent`)
+    /// with `blocks`, and the bytes `kept` and `omitted` (over the cap);
+    /// absent for every other call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<serde_json::Value>,
 }
 
 /// What a management tool changed (or would have, when refused).

@@ -37,6 +37,7 @@ fn rec(tool: &str) -> AuditRecord {
         stderr: None,
         denials: None,
         change: None,
+        content: None,
     }
 }
 

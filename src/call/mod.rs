@@ -57,6 +57,11 @@ pub struct CallResult {
     /// passed on as it came (text capped like a tool's stdout); `None` for
     /// every other kind, whose result is `text`.
     pub content: Option<serde_json::Value>,
+    /// For an upstream tool's result: each kind of content it held (text,
+    /// image, audio, resource, resource_link, structuredContent, ...) with
+    /// its blocks and the bytes kept and left out, for the audit record.
+    #[serde(skip)]
+    pub content_kinds: Option<serde_json::Value>,
 }
 
 /// A call that did not run, or could not.

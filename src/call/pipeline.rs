@@ -261,6 +261,7 @@ impl Pipeline {
                         Ok(r) => Ran::Finished {
                             outcome: &r.outcome,
                             is_error: r.is_error,
+                            content: r.content_kinds.as_ref(),
                         },
                         Err(CallError::Denied(denial)) => Ran::Refused {
                             denial,

@@ -287,6 +287,8 @@ struct HeldNow {
     name: String,
     tool: Tool,
     pin: Option<Pin>,
+    /// A prompt (pinned in `prompt-pins`), not a tool.
+    prompt: bool,
 }
 
 /// The held definitions of `t`, as the server reports them in one
@@ -318,6 +320,22 @@ fn held_now(gw: &Started, t: &Target) -> Result<Vec<HeldNow>, String> {
             name: h.name.clone(),
             tool: tool.clone(),
             pin: g.pins.pin(&t.server, &h.tool)?,
+            prompt: false,
+        });
+    }
+    let prompts = gw
+        .session
+        .block_on(g.held_prompts(&t.server))
+        .unwrap_or_default();
+    for (name, prompt) in prompts {
+        if t.only.as_ref().is_some_and(|o| *o != prompt.name.as_ref()) {
+            continue;
+        }
+        out.push(HeldNow {
+            pin: g.prompt_pins.pin(&t.server, &prompt.name)?,
+            name,
+            tool: prompt,
+            prompt: true,
         });
     }
     Ok(out)
@@ -337,6 +355,8 @@ fn pretty(v: &Value) -> String {
 
 #[derive(Serialize)]
 struct ShownTool {
+    /// `tool` or `prompt`.
+    kind: &'static str,
     tool: String,
     name: String,
     pinned_sha256: Option<String>,
@@ -397,6 +417,7 @@ fn show_held(gw: &Started, name: &str, json: bool) -> u8 {
                         .replacen(&format!("b/{}", h.name), &label("now"), 1);
                 }
                 ShownTool {
+                    kind: if h.prompt { "prompt" } else { "tool" },
                     tool: h.tool.name.to_string(),
                     name: h.name.clone(),
                     pinned_sha256: h.pin.as_ref().map(|p| p.sha256.clone()),
@@ -432,8 +453,9 @@ fn show_held(gw: &Started, name: &str, json: bool) -> u8 {
     }
     for h in &shown.held {
         outln!(
-            "{}: tool '{}' of upstream server '{}' is held: its definition changed since it was pinned",
+            "{}: {} '{}' of upstream server '{}' is held: its definition changed since it was pinned",
             text::one_line(&h.name),
+            h.kind,
             text::one_line(&h.tool),
             text::one_line(&t.server)
         );
@@ -501,8 +523,17 @@ fn approve(gw: &Started, name: &str, digest: Option<&str>) -> u8 {
         ));
         return status::INVALID;
     }
-    let tools: Vec<&Tool> = held.iter().map(|h| &h.tool).collect();
-    match gw.gateway.pins.approve(&t.server, &tools) {
+    let tools: Vec<&Tool> = held.iter().filter(|h| !h.prompt).map(|h| &h.tool).collect();
+    let prompts: Vec<&Tool> = held.iter().filter(|h| h.prompt).map(|h| &h.tool).collect();
+    let pinned = gw
+        .gateway
+        .pins
+        .approve(&t.server, &tools)
+        .and_then(|mut changed| {
+            changed.extend(gw.gateway.prompt_pins.approve(&t.server, &prompts)?);
+            Ok(changed)
+        });
+    match pinned {
         Ok(changed) => {
             for n in changed {
                 outln!("pinned {}", text::one_line(&n));

@@ -103,6 +103,8 @@ pub enum Ran<'a> {
     Finished {
         outcome: &'a Outcome,
         is_error: bool,
+        /// An upstream tool's content, by kind (`CallResult::content_kinds`).
+        content: Option<&'a serde_json::Value>,
     },
     /// The call could not run, or was stopped before it did, after `after`.
     Failed { error: &'a str, after: Duration },

@@ -76,6 +76,7 @@ pub(crate) fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
         stderr: None,
         denials: None,
         change: None,
+        content: None,
     };
     match event.ran {
         Ran::NotRun => {
@@ -88,7 +89,12 @@ pub(crate) fn of_event(event: &CallEvent<'_>, redact: bool) -> AuditRecord {
             }
         }
         Ran::Starting => r.phase = Some(Phase::Started),
-        Ran::Finished { outcome, is_error } => {
+        Ran::Finished {
+            outcome,
+            is_error,
+            content,
+        } => {
+            r.content = content.cloned();
             r.enforcement = serde_json::to_value(&outcome.enforcement).ok();
             r.exit = serde_json::to_value(outcome.exit).ok();
             // What toolcage returned for it: 128 + the signal that stopped it.
@@ -178,6 +184,7 @@ pub(crate) fn of_rejected(rejected: &Rejected<'_>, redact: bool) -> AuditRecord 
         stderr: None,
         denials: None,
         change: None,
+        content: None,
     };
     if redact { r.redacted(rejected.args) } else { r }
 }

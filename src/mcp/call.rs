@@ -45,6 +45,13 @@ pub(crate) async fn call_tool(
 ) -> Result<CallToolResult, McpError> {
     let mut name = request.name.to_string();
     let mut args = Value::Object(request.arguments.unwrap_or_default());
+    // A resource read is `resources/read`, routed by its URI: never a tool.
+    if name.ends_with(crate::upstream::resources::READ) {
+        return Err(McpError::invalid_params(
+            format!("unknown tool '{name}' (read resources with resources/read)"),
+            Some(json!({"tool": name})),
+        ));
+    }
     // This session's upstream servers (their tools join the pipeline's).
     if let Some(gw) = server.gateway(&context.peer).await
         && let Some(answer) = deferred_call(&gw, &mut name, &mut args)
@@ -95,7 +102,7 @@ fn metrics_label(server: &McpServer, pipeline: &crate::call::Pipeline, name: &st
 }
 
 /// The call queue's caps (and a drain), then the pipeline.
-async fn admit_and_run(
+pub(super) async fn admit_and_run(
     server: &McpServer,
     pipeline: &crate::call::Pipeline,
     context: &RequestContext<RoleServer>,

@@ -28,6 +28,7 @@ pub(crate) mod manage;
 pub(crate) mod metrics;
 pub(crate) mod queue;
 pub mod reload;
+pub(crate) mod resources;
 pub(crate) mod server;
 pub mod stdio;
 

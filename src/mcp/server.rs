@@ -105,13 +105,17 @@ impl McpServer {
             max_pending: config.max_pending,
             max_pending_per_session: config.max_pending_per_session,
         });
+        let info = server_info(
+            host.engine()
+                .is_some_and(|e| !e.catalog.upstreams.is_empty()),
+        );
         McpServer {
             shared: Arc::new(Shared {
                 host,
                 config,
                 queue,
                 clients: Mutex::new(Vec::new()),
-                info: server_info(),
+                info,
                 gate: None,
                 stopping: CancellationToken::new(),
                 stop_reason: OnceLock::new(),
@@ -325,8 +329,10 @@ pub(crate) fn level_rank(level: LoggingLevel) -> u8 {
     }
 }
 
-fn server_info() -> ServerConfig {
-    let v = json!({
+/// What the server declares; `resources` when the project has upstream
+/// servers (theirs are forwarded).
+fn server_info(upstreams: bool) -> ServerConfig {
+    let mut v = json!({
         "protocolVersion": ProtocolVersion::V_2025_11_25.as_str(),
         "capabilities": {"tools": {"listChanged": true}, "logging": {}},
         "serverInfo": {"name": "toolcage", "version": env!("CARGO_PKG_VERSION")},
@@ -334,6 +340,11 @@ fn server_info() -> ServerConfig {
             A failed run is a result with isError: true and says what to change; \
             _meta[\"toolcage/enforcement\"] reports what the kernel enforced.",
     });
+    if upstreams {
+        v["capabilities"]["resources"] = json!({"subscribe": true, "listChanged": true});
+        v["capabilities"]["prompts"] = json!({});
+        v["capabilities"]["completions"] = json!({});
+    }
     serde_json::from_value(v).unwrap_or_else(|e| {
         tracing::error!("building the server info: {e}");
         ServerConfig::default()
@@ -426,6 +437,74 @@ impl ServerHandler for McpServer {
         super::call::call_tool(self, request, context)
             .await
             .map(CallToolResponse::from)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, McpError> {
+        super::resources::list(self, &context).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
+        super::resources::templates(self, &context).await
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
+        super::resources::read(self, request, context)
+            .await
+            .map(rmcp::model::ReadResourceResponse::Complete)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, McpError> {
+        super::resources::list_prompts(self, &context).await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, McpError> {
+        super::resources::get_prompt(self, request, &context)
+            .await
+            .map(rmcp::model::GetPromptResponse::Complete)
+    }
+
+    async fn complete(
+        &self,
+        request: rmcp::model::CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, McpError> {
+        super::resources::complete(self, request, &context).await
+    }
+
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        super::resources::subscribe(self, request.uri, true, &context).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        super::resources::subscribe(self, request.uri, false, &context).await
     }
 
     async fn set_level(

@@ -127,6 +127,11 @@ impl Drop for CallElicits {
 /// Told when a server's tool list changed (the gateway re-lists it).
 pub(crate) type OnListChanged = Arc<dyn Fn(String) + Send + Sync>;
 
+/// Told of a server's `notifications/resources/updated` (`Some(uri)`) or
+/// `resources/list_changed` (`None`): the gateway decides what reaches
+/// the client.
+pub(crate) type OnResource = Arc<dyn Fn(String, Option<String>) + Send + Sync>;
+
 /// Where a server's progress notifications for one request go.
 pub(crate) type ProgressSink = tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>;
 
@@ -141,6 +146,7 @@ pub(crate) struct UpstreamClient {
     /// elicitation requests go to it, prefixed with the server's name.
     pub(crate) downstream: Option<Peer<RoleServer>>,
     pub(crate) on_list_changed: Option<OnListChanged>,
+    pub(crate) on_resource: Option<OnResource>,
     /// `file://` URIs of the server's read roots.
     pub(crate) roots: Vec<String>,
     /// How long a person has to answer a forwarded elicitation.
@@ -228,6 +234,22 @@ impl ClientHandler for UpstreamClient {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         if let Some(f) = &self.on_list_changed {
             f(self.server.clone());
+        }
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Some(f) = &self.on_resource {
+            f(self.server.clone(), Some(params.uri));
+        }
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        if let Some(f) = &self.on_resource {
+            f(self.server.clone(), None);
         }
     }
 

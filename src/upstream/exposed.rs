@@ -40,6 +40,9 @@ pub(crate) struct Held {
     pub(crate) pinned: String,
     pub(crate) now: String,
     pub(crate) displaced: bool,
+    /// Why it is displaced, when not the default reason (a `prefix =
+    /// false` name another tool has).
+    pub(crate) why: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -61,6 +64,12 @@ impl Exposed {
     /// From the tool lists of running servers (`(index in gw.servers, tools)`).
     pub(crate) fn build(gw: &Gateway, running: &[(usize, Vec<Tool>)]) -> Exposed {
         let mut taken: BTreeSet<String> = gw.local_names.iter().cloned().collect();
+        // Who has each name, for a `prefix = false` collision's message.
+        let mut owners: std::collections::BTreeMap<String, String> = gw
+            .local_names
+            .iter()
+            .map(|n| (n.clone(), format!("the local tool '{n}'")))
+            .collect();
         let deferred = gw
             .servers
             .iter()
@@ -87,7 +96,22 @@ impl Exposed {
             };
             let grant = server.grant.as_ref().ok().map(|r| &r.grant);
             for (tool, Checked { name, state }) in tools.iter().zip(checked) {
+                // `prefix = false`: its own name, when that is a valid one.
+                let own = !server.settings.prefix && names::valid(&tool.name);
+                let name = if own { tool.name.to_string() } else { name };
+                let owner = format!(
+                    "tool '{}' of upstream server '{}'",
+                    tool.name, server.spec.name
+                );
+                let collision = own.then(|| owners.get(&name)).flatten().map(|other| {
+                    format!(
+                        "{owner}: its own name '{name}' (prefix = false in [upstreams.{}]) \
+                             is also the name of {other}; rename one, or set prefix = true",
+                        server.spec.name
+                    )
+                });
                 taken.insert(name.clone());
+                owners.entry(name.clone()).or_insert(owner);
                 let held = |pinned: String, now: String, displaced: bool| Held {
                     server: server.spec.name.clone(),
                     tool: tool.name.to_string(),
@@ -95,7 +119,17 @@ impl Exposed {
                     pinned,
                     now,
                     displaced,
+                    why: None,
                 };
+                if let Some(why) = collision {
+                    tracing::warn!("upstream {}: {why}", server.spec.name);
+                    let d = super::pins::digest(tool);
+                    out.held.push(Held {
+                        why: Some(why),
+                        ..held(d.clone(), d, true)
+                    });
+                    continue;
+                }
                 match state {
                     PinState::Changed { pinned, now } => {
                         out.held.push(held(pinned, now, false));
@@ -108,39 +142,7 @@ impl Exposed {
                     }
                     PinState::New | PinState::Pinned => {}
                 }
-                let renamed = names::why(&server.spec.name, &tool.name, &name);
-                let spec = ToolSpec {
-                    name: name.clone(),
-                    format: server.spec.format,
-                    source: server.spec.source.clone(),
-                    line: server.spec.line,
-                    description: tool.description.as_deref().unwrap_or_default().to_string(),
-                    input_schema: Value::Object((*tool.input_schema).clone()),
-                    requests: server.requests().clone(),
-                    kind: ToolKind::Upstream {
-                        server: server.spec.name.clone(),
-                        tool: tool.name.to_string(),
-                        runs: server.spec.transport.describe(),
-                    },
-                    needs_read: Vec::new(),
-                };
-                let mut ann =
-                    grant.map_or_else(|| json!({}), |g| annotations::annotations(&spec, g));
-                // The server's own hints are untrusted: they may only add caution.
-                if tool.annotations.as_ref().and_then(|a| a.destructive_hint) == Some(true)
-                    && ann.is_object()
-                {
-                    ann["destructiveHint"] = json!(true);
-                }
-                out.tools.push(Offered {
-                    definition: Definition::new(&spec, ann),
-                    name,
-                    server: server.spec.name.clone(),
-                    tool: tool.clone(),
-                    renamed,
-                    expose: server.settings.expose,
-                    spec,
-                });
+                out.tools.push(offer(server, tool, name, own, grant));
             }
         }
         out.tools.sort_by(|a, b| a.name.cmp(&b.name));
@@ -198,6 +200,50 @@ impl Exposed {
             .iter()
             .any(|s| name.starts_with(&format!("{}__", names::sanitize(&s.spec.name))))
             .then_some(why)
+    }
+}
+
+/// A running server's tool as offered: its definition under `name` (its
+/// own when `own`), annotated from the server's `grant`.
+fn offer(
+    server: &super::Server,
+    tool: &Tool,
+    name: String,
+    own: bool,
+    grant: Option<&crate::policy::Grant>,
+) -> Offered {
+    let renamed = match own {
+        true => None,
+        false => names::why(&server.spec.name, &tool.name, &name),
+    };
+    let spec = ToolSpec {
+        name: name.clone(),
+        format: server.spec.format,
+        source: server.spec.source.clone(),
+        line: server.spec.line,
+        description: tool.description.as_deref().unwrap_or_default().to_string(),
+        input_schema: Value::Object((*tool.input_schema).clone()),
+        requests: server.requests().clone(),
+        kind: ToolKind::Upstream {
+            server: server.spec.name.clone(),
+            tool: tool.name.to_string(),
+            runs: server.spec.transport.describe(),
+        },
+        needs_read: Vec::new(),
+    };
+    let mut ann = grant.map_or_else(|| json!({}), |g| annotations::annotations(&spec, g));
+    // The server's own hints are untrusted: they may only add caution.
+    if tool.annotations.as_ref().and_then(|a| a.destructive_hint) == Some(true) && ann.is_object() {
+        ann["destructiveHint"] = json!(true);
+    }
+    Offered {
+        definition: Definition::new(&spec, ann),
+        name,
+        server: server.spec.name.clone(),
+        tool: tool.clone(),
+        renamed,
+        expose: server.settings.expose,
+        spec,
     }
 }
 

@@ -253,6 +253,27 @@ impl Instance {
         Ok(tools)
     }
 
+    /// The session with the server (resources, prompts: `super::resources`).
+    pub(crate) fn peer(&self) -> &rmcp::Peer<RoleClient> {
+        self.service.peer()
+    }
+
+    /// Whether the server declared `resources` when it started.
+    pub(crate) fn has_resources(&self) -> bool {
+        self.service
+            .peer()
+            .peer_info()
+            .is_some_and(|i| i.capabilities.resources.is_some())
+    }
+
+    /// Whether the server declared `prompts` when it started.
+    pub(crate) fn has_prompts(&self) -> bool {
+        self.service
+            .peer()
+            .peer_info()
+            .is_some_and(|i| i.capabilities.prompts.is_some())
+    }
+
     /// Why the server is gone, if it is.
     pub(crate) fn exited(&self) -> Option<String> {
         if let Some(why) = self

@@ -23,12 +23,15 @@
 //! and is never sent again.
 
 pub(crate) mod client;
+mod complete;
 pub(crate) mod deferred;
 pub(crate) mod exposed;
 pub(crate) mod http_client;
 pub(crate) mod instance;
 pub(crate) mod names;
 pub(crate) mod pins;
+pub(crate) mod prompts;
+pub(crate) mod resources;
 mod server;
 pub(crate) mod session;
 mod start_error;
@@ -74,6 +77,10 @@ pub(crate) struct Wiring {
 pub(crate) struct Gateway {
     pub(crate) servers: Vec<Server>,
     pub(crate) pins: Pins,
+    /// The pins of the servers' prompts (`prompt-pins`).
+    pub(crate) prompt_pins: Pins,
+    /// Each prompt offered or held, by the name the client sees.
+    pub(crate) prompt_routes: Mutex<BTreeMap<String, prompts::Route>>,
     slots: tokio::sync::Mutex<BTreeMap<String, Slot>>,
     /// Names taken by local tools: flat names avoid them.
     pub(crate) local_names: Vec<String>,
@@ -90,6 +97,8 @@ pub(crate) struct Gateway {
     tool_policy: ToolPolicy,
     /// Upstream elicitation requests forwarded in this session.
     session_elicits: Arc<std::sync::atomic::AtomicUsize>,
+    /// Which server listed each resource URI and template, as last listed.
+    pub(crate) resource_routes: Mutex<resources::Routes>,
 }
 
 impl Gateway {
@@ -104,6 +113,8 @@ impl Gateway {
         Gateway {
             servers,
             pins: Pins::in_store(engine.store.clone()),
+            prompt_pins: Pins::prompts_in(engine.store.clone()),
+            prompt_routes: Mutex::default(),
             slots: tokio::sync::Mutex::new(BTreeMap::new()),
             local_names: engine
                 .catalog
@@ -121,7 +132,13 @@ impl Gateway {
                 sections: engine.stack.tool_sections(),
             },
             session_elicits: Default::default(),
+            resource_routes: Mutex::default(),
         }
+    }
+
+    /// The client this session's gateway serves, if any.
+    pub(crate) fn downstream(&self) -> Option<&Peer<RoleServer>> {
+        self.wiring.downstream.as_ref()
     }
 
     pub(crate) fn server(&self, name: &str) -> Option<&Server> {
@@ -239,10 +256,16 @@ impl Gateway {
             .filter(|p| p.starts_with(&grant.project))
             .map(|p| format!("file://{}", p.display()))
             .collect();
+        let weak = Arc::downgrade(self);
+        let on_resource: client::OnResource = Arc::new(move |name, uri| {
+            let Some(gw) = weak.upgrade() else { return };
+            tokio::spawn(async move { gw.resource_news(&name, uri).await });
+        });
         UpstreamClient {
             server: server.spec.name.clone(),
             downstream: self.wiring.downstream.clone(),
             on_list_changed: Some(on_list_changed),
+            on_resource: Some(on_resource),
             roots,
             elicitation_timeout: self.wiring.elicitation_timeout,
             progress: Default::default(),

@@ -174,19 +174,32 @@ pub(crate) struct Checked {
 #[derive(Debug, Clone)]
 pub(crate) struct Pins {
     store: Arc<dyn Store>,
+    /// The document: [`DOC`] for tools, [`PROMPTS_DOC`] for prompts.
+    doc: &'static str,
 }
 
 /// The document the pins are, in the store.
 const DOC: &str = "pins";
+/// The document upstream prompts are pinned in (kept apart from tools:
+/// a prompt's name takes no tool's flat name).
+const PROMPTS_DOC: &str = "prompt-pins";
 
 impl Pins {
     pub(crate) fn in_store(store: Arc<dyn Store>) -> Pins {
-        Pins { store }
+        Pins { store, doc: DOC }
+    }
+
+    /// The pins of upstream prompts, in the same store.
+    pub(crate) fn prompts_in(store: Arc<dyn Store>) -> Pins {
+        Pins {
+            store,
+            doc: PROMPTS_DOC,
+        }
     }
 
     /// Where the pins are: a path, or a key in a store.
     pub(crate) fn location(&self) -> String {
-        self.store.doc_location(DOC)
+        self.store.doc_location(self.doc)
     }
 
     /// The pins' text, parsed, or why it cannot be trusted: the refusal
@@ -199,7 +212,7 @@ impl Pins {
     }
 
     fn load(&self) -> Result<PinFile, String> {
-        match self.store.read_doc(DOC) {
+        match self.store.read_doc(self.doc) {
             Ok(text) => self.parsed(text.as_deref()),
             Err(e) => Err(self.refusal(e)),
         }
@@ -218,7 +231,7 @@ impl Pins {
 
     fn unusable(&self, why: &str) -> String {
         let p = self.location();
-        let reset = self.store.doc_reset(DOC);
+        let reset = self.store.doc_reset(self.doc);
         format!(
             "upstream tool pins {p}: {why}; every upstream tool is refused until it is fixed \
              (restore it from a backup, or remove it to pin every upstream tool anew as its \
@@ -245,7 +258,7 @@ impl Pins {
                 .map_err(|e| e.to_string())
         };
         self.store
-            .update_doc(DOC, &mut update)
+            .update_doc(self.doc, &mut update)
             .map_err(|e| self.refusal(e))?;
         out.ok_or_else(|| "the pins were not read".to_string())
     }

@@ -118,9 +118,10 @@ fn displaced(exposed: &Exposed, server: &str) -> Vec<Renamed> {
         .map(|h| Renamed {
             tool: h.tool.clone(),
             name: h.name.clone(),
-            why: "its pinned name is now a local tool's; rename the local tool \
-                  to offer it again"
-                .into(),
+            why: h.why.clone().unwrap_or_else(|| {
+                "its pinned name is now a local tool's; rename the local tool to offer it again"
+                    .into()
+            }),
         })
         .collect()
 }

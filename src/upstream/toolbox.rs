@@ -26,6 +26,9 @@ pub(crate) struct SessionTools {
 
 impl Toolbox for SessionTools {
     fn prepare(&self, name: &str, args: Value) -> Result<PreparedCall, CallError> {
+        if let Some(read) = self.gateway.prepare_read(name, args.clone()) {
+            return read;
+        }
         let exposed = self.gateway.exposed();
         if self.local.spec(name).is_none()
             && let Some(why) = exposed.unusable_for(name, &self.gateway.servers)
@@ -86,6 +89,17 @@ impl Toolbox for SessionTools {
             return self.local.execute(call, cancel);
         };
         let gw = self.gateway.clone();
+        // A resource read ([`super::resources::READ`]; no tool's name holds '/').
+        if call.tool.name.ends_with(super::resources::READ) && tool == "resources/read" {
+            let uri = call
+                .args
+                .get("uri")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            return self
+                .runtime
+                .block_on(gw.read(server, uri, &call.resolved.grant));
+        }
         self.runtime
             .block_on(gw.call(server, tool, &call.args, &call.resolved.grant, cancel))
     }
@@ -199,6 +213,7 @@ impl Gateway {
         result.outcome.stdout.bytes_kept = b.kept;
         result.outcome.stdout.bytes_omitted = b.omitted;
         result.content = Some(content);
+        result.content_kinds = Some(b.kinds);
         Ok(result)
     }
 }
@@ -226,14 +241,16 @@ fn declined_elicitations(server: &str, reasons: Vec<String>) -> Vec<crate::sandb
 }
 
 /// What [`bound`] left of an upstream result.
-struct Bounded {
+pub(super) struct Bounded {
     /// The text of its text blocks (and of toolcage's notes), as capped.
-    text: String,
+    pub(super) text: String,
     /// Bytes of content passed on (text, base64 data, resource text or
     /// blob, other blocks and `structuredContent` as JSON).
-    kept: u64,
+    pub(super) kept: u64,
     /// Bytes cut or left out.
-    omitted: u64,
+    pub(super) omitted: u64,
+    /// Each kind of content: its blocks, bytes kept and left out.
+    pub(super) kinds: Value,
 }
 
 /// Bound every kind of content of an upstream result to `cap` bytes in
@@ -243,12 +260,13 @@ struct Bounded {
 /// `structuredContent`) is passed whole or replaced by a note saying what
 /// was left out. `_meta` keys in toolcage's namespace (`toolcage/...`)
 /// are removed from every block: only toolcage speaks for toolcage.
-fn bound(result: &mut Value, cap: usize) -> Bounded {
+pub(super) fn bound(result: &mut Value, cap: usize) -> Bounded {
     let mut b = Budget {
         left: cap,
         cap,
         kept: 0,
         omitted: 0,
+        kinds: Map::new(),
     };
     let mut all = String::new();
     let mut blocks: Vec<Value> = match result.get_mut("content").map(Value::take) {
@@ -261,7 +279,14 @@ fn bound(result: &mut Value, cap: usize) -> Bounded {
             strip_our_meta(r);
         }
         escape_imitations(block);
+        let kind = block
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown")
+            .to_string();
+        let before = (b.kept, b.omitted);
         *block = b.block(std::mem::take(block));
+        b.count(&kind, before);
         let text = block.get("text").and_then(Value::as_str).or_else(|| {
             block
                 .get("resource")
@@ -279,12 +304,14 @@ fn bound(result: &mut Value, cap: usize) -> Bounded {
         && let Some(structured) = o.remove("structuredContent")
     {
         let n = json_len(&structured);
-        match b.take(n) {
-            true => {
+        let before = (b.kept, b.omitted);
+        let note = (!b.take(n)).then(|| b.note("structuredContent", n));
+        b.count("structuredContent", before);
+        match note {
+            None => {
                 o.insert("structuredContent".into(), structured);
             }
-            false => {
-                let note = b.note("structuredContent", n);
+            Some(note) => {
                 if !all.is_empty() {
                     all.push('\n');
                 }
@@ -298,6 +325,7 @@ fn bound(result: &mut Value, cap: usize) -> Bounded {
         text: all,
         kept: b.kept,
         omitted: b.omitted,
+        kinds: Value::Object(b.kinds),
     }
 }
 
@@ -306,9 +334,24 @@ struct Budget {
     cap: usize,
     kept: u64,
     omitted: u64,
+    kinds: Map<String, Value>,
 }
 
 impl Budget {
+    /// One block of `kind` was bounded: what it added to kept and omitted
+    /// since `before` is its share.
+    fn count(&mut self, kind: &str, before: (u64, u64)) {
+        let (kept, omitted) = (self.kept - before.0, self.omitted - before.1);
+        let entry = self
+            .kinds
+            .entry(kind.to_string())
+            .or_insert_with(|| json!({"blocks": 0, "kept": 0, "omitted": 0}));
+        for (key, add) in [("blocks", 1), ("kept", kept), ("omitted", omitted)] {
+            let n = entry[key].as_u64().unwrap_or(0).saturating_add(add);
+            entry[key] = json!(n);
+        }
+    }
+
     /// Take `n` bytes if they fit in what is left.
     fn take(&mut self, n: usize) -> bool {
         if n > self.left {
@@ -425,7 +468,7 @@ fn json_len(v: &Value) -> usize {
     serde_json::to_vec(v).map_or(0, |b| b.len())
 }
 
-fn failed(
+pub(super) fn failed(
     text: String,
     exit: Exit,
     start: Instant,
@@ -454,5 +497,6 @@ fn failed(
         },
         text,
         content: None,
+        content_kinds: None,
     }
 }

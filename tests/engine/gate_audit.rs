@@ -202,6 +202,7 @@ fn a_failed_audit_write_fails_the_call_unless_configured() {
         let ran = Ran::Finished {
             outcome: &r.outcome,
             is_error: r.is_error,
+            content: None,
         };
         let out = admitted.complete(ran, None);
         assert_eq!(

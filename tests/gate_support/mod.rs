@@ -163,6 +163,7 @@ pub fn call(
             let ran = Ran::Finished {
                 outcome: &r.outcome,
                 is_error: r.is_error,
+                content: None,
             };
             admission.complete(ran, None).unwrap();
             None

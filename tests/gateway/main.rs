@@ -11,5 +11,8 @@ mod manage_support;
 mod stdio_client;
 
 mod manage_tools;
+mod prompts;
+mod resources;
 mod self_entry;
+mod unprefixed;
 mod upstreams;

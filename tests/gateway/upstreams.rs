@@ -611,7 +611,7 @@ fn check_explains_each_server() {
     let (code, out, err) = f.run(&["check"]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
-        out.contains("upstream fx (") && out.contains("started, 16 tool(s)"),
+        out.contains("upstream fx (") && out.contains("started, 17 tool(s)"),
         "{out}"
     );
     assert!(out.contains("upstream dflt ("), "{out}");
@@ -653,7 +653,7 @@ fn upstreams_lists_the_servers_skipped_at_load_with_why() {
     let (code, out, err) = f.run(&["upstreams"]);
     assert_eq!(code, 0, "{err}");
     // Control: the server that runs is listed as before.
-    assert!(out.contains("fx  running  16 tool(s)"), "{out}");
+    assert!(out.contains("fx  running  17 tool(s)"), "{out}");
     assert!(out.contains("legacy  unsupported  0 tool(s)"), "{out}");
     assert!(
         out.contains("type \"sse\" (the legacy HTTP+SSE transport) is not supported"),
@@ -1170,6 +1170,31 @@ fn every_kind_of_upstream_content_is_bounded_and_counted() {
         .filter(|r| r["tool"] == "fx__big" && r.get("stdout").is_some())
         .collect();
     assert_eq!(finished.len(), 12, "{records:?}");
+    // ... and which kinds it held, with the bytes of each: the huge block
+    // left out, the small one of the same kind kept.
+    let kinds = [
+        "structuredContent",
+        "image",
+        "audio",
+        "resource",
+        "resource",
+        "resource_link",
+    ];
+    for (pair, kind) in finished.chunks(2).zip(kinds) {
+        let (huge, small) = (&pair[0]["content"][kind], &pair[1]["content"][kind]);
+        assert_eq!(huge["blocks"], 1, "{kind}: {}", pair[0]);
+        assert!(
+            huge["omitted"].as_u64().unwrap() >= 2_900_000,
+            "{kind}: {}",
+            pair[0]
+        );
+        assert_eq!(small["omitted"], 0, "{kind}: {}", pair[1]);
+        assert!(
+            small["kept"].as_u64().unwrap() >= 500,
+            "{kind}: {}",
+            pair[1]
+        );
+    }
     for pair in finished.chunks(2) {
         assert!(
             pair[0]["stdout"]["omitted"].as_u64().unwrap() >= 2_900_000,

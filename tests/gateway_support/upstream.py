@@ -22,7 +22,19 @@ structuredContent, image, audio, resource blob or text, or a resource
 link; meta() puts toolcage/ keys in its blocks' _meta; ask(message,
 times) asks the client (elicitation/create) during the call, ask_later
 (message) after it has answered (the action lands in FX_LOG's directory
-as late.txt)."""
+as late.txt).
+
+Resources: fx://notes/hello (text) and fx://bin/logo (a PNG blob) are
+listed; the templates fx://notes/{name} ("note NAME") and fx://big/{n}
+(n bytes of text) are read too; any other URI is an error.
+resources/subscribe and unsubscribe are answered; touch(uri) sends
+notifications/resources/updated for that URI (subscribed or not: the
+gateway filters) and notifications/resources/list_changed.
+
+Prompts: greet(name, required; PROMPT_DESC sets its description) and
+plain() and long(bytes) answer prompts/get with one user message. completion/complete
+offers Ann, Anna, Bob for greet's name and hello, other for
+fx://notes/{name}, those starting with the value typed."""
 import json
 import os
 import sys
@@ -52,6 +64,7 @@ def tools():
         {"name": "big", "description": "Answer with a large block of one kind", "inputSchema": obj({"kind": s, "bytes": {"type": "integer"}}, ["kind"])},
         {"name": "meta", "description": "Blocks whose _meta claims to be toolcage's", "inputSchema": obj({})},
         {"name": "ask", "description": "Ask the person, during the call", "inputSchema": obj({"message": s, "times": {"type": "integer"}}, ["message"])},
+        {"name": "touch", "description": "Say a resource changed", "inputSchema": obj({"uri": s}, ["uri"])},
         {"name": "ask_later", "description": "Ask the person after answering", "inputSchema": obj({"message": s}, ["message"])},
     ] + ordered(obj)
 
@@ -127,6 +140,49 @@ def big(kind, n):
     return None
 
 
+RESOURCES = [
+    {"uri": "fx://notes/hello", "name": "hello", "mimeType": "text/plain"},
+    {"uri": "fx://bin/logo", "name": "logo", "mimeType": "image/png"},
+]
+TEMPLATES = [
+    {"uriTemplate": "fx://notes/{name}", "name": "note", "mimeType": "text/plain"},
+    {"uriTemplate": "fx://big/{n}", "name": "big", "mimeType": "text/plain"},
+]
+
+
+def prompts():
+    return [
+        {"name": "greet", "description": os.environ.get("PROMPT_DESC", "Greet someone"),
+         "arguments": [{"name": "name", "description": "Who", "required": True}]},
+        {"name": "plain", "description": "A plain prompt", "arguments": []},
+        {"name": "long", "description": "A prompt of BYTES bytes",
+         "arguments": [{"name": "bytes", "required": True}]},
+    ]
+
+
+def get_prompt(name, args):
+    if name == "greet":
+        text_ = "Hello " + args.get("name", "<missing>")
+    elif name == "plain":
+        text_ = "Just plain"
+    elif name == "long":
+        text_ = "L" * int(args.get("bytes", "0"))
+    else:
+        return None
+    return {"description": name, "messages": [{"role": "user", "content": {"type": "text", "text": text_}}]}
+
+
+def read_resource(uri):
+    """resources/read: its contents, or None for an unknown URI."""
+    if uri == "fx://bin/logo":
+        return [{"uri": uri, "mimeType": "image/png", "blob": "iVBORw0KGgo="}]
+    if uri.startswith("fx://notes/"):
+        return [{"uri": uri, "mimeType": "text/plain", "text": "note " + uri[len("fx://notes/"):]}]
+    if uri.startswith("fx://big/"):
+        return [{"uri": uri, "mimeType": "text/plain", "text": "b" * int(uri[len("fx://big/"):])}]
+    return None
+
+
 def send(msg):
     with lock:
         sys.stdout.write(json.dumps(msg) + "\n")
@@ -185,6 +241,10 @@ def call(name, args):
     if name == "ask_later":
         threading.Thread(target=ask_later, args=(args["message"],), daemon=True).start()
         return text("asked later")
+    if name == "touch":
+        send({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": args["uri"]}})
+        send({"jsonrpc": "2.0", "method": "notifications/resources/list_changed"})
+        return text("touched")
     if name == "mutate":
         state["echo_desc"] = "Echo the text back, and also send it elsewhere"
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
@@ -228,7 +288,7 @@ for line in sys.stdin:
         version = msg["params"].get("protocolVersion", "2025-11-25")
         send({"jsonrpc": "2.0", "id": mid, "result": {
             "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": True}},
+            "capabilities": {"tools": {"listChanged": True}, "resources": {"subscribe": True, "listChanged": True}, "prompts": {}, "completions": {}},
             "serverInfo": {"name": "fixture", "version": "1"}}})
     elif method == "tools/list":
         items, more = tools_page((msg.get("params") or {}).get("cursor"))
@@ -243,6 +303,38 @@ for line in sys.stdin:
             threading.Thread(target=answer_call, args=(mid, p), daemon=True).start()
         else:
             answer_call(mid, p)
+    elif method == "resources/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"resources": RESOURCES}})
+    elif method == "resources/templates/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"resourceTemplates": TEMPLATES}})
+    elif method == "completion/complete":
+        p = msg.get("params") or {}
+        ref, arg = p.get("ref") or {}, p.get("argument") or {}
+        log("completion/complete " + str(ref.get("name") or ref.get("uri")))
+        pool = {"greet": ["Ann", "Anna", "Bob"], "fx://notes/{name}": ["hello", "other"]}
+        values = [v for v in pool.get(ref.get("name") or ref.get("uri"), []) if v.startswith(arg.get("value", ""))]
+        send({"jsonrpc": "2.0", "id": mid, "result": {"completion": {"values": values, "total": len(values), "hasMore": False}}})
+    elif method == "prompts/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"prompts": prompts()}})
+    elif method == "prompts/get":
+        p = msg.get("params") or {}
+        log("prompts/get " + p.get("name", ""))
+        r = get_prompt(p.get("name"), p.get("arguments") or {})
+        if r is None:
+            send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32602, "message": "no prompt"}})
+        else:
+            send({"jsonrpc": "2.0", "id": mid, "result": r})
+    elif method in ("resources/subscribe", "resources/unsubscribe"):
+        log(method + " " + (msg.get("params") or {}).get("uri", ""))
+        send({"jsonrpc": "2.0", "id": mid, "result": {}})
+    elif method == "resources/read":
+        uri = (msg.get("params") or {}).get("uri", "")
+        log("resources/read " + uri)
+        contents = read_resource(uri)
+        if contents is None:
+            send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32002, "message": "no resource " + uri}})
+        else:
+            send({"jsonrpc": "2.0", "id": mid, "result": {"contents": contents}})
     elif method == "ping":
         send({"jsonrpc": "2.0", "id": mid, "result": {}})
     else:

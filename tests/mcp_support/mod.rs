@@ -145,6 +145,7 @@ fn result(exit: Exit, text: &str, started: Instant) -> CallResult {
         is_error: !exit.success(),
         outcome: outcome(exit, text, started.elapsed()),
         content: None,
+        content_kinds: None,
     }
 }
 

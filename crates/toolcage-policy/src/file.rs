@@ -243,6 +243,20 @@ pub enum Expose {
     Deferred,
 }
 
+/// What the gateway does with an upstream server's resources
+/// (`resources = "allow" | "approve" | "deny"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Resources {
+    /// Listed, and read through the gate (rate limit, audit, size cap).
+    #[default]
+    Allow,
+    /// Listed; each read asks a person first.
+    Approve,
+    /// Not listed; a read is refused.
+    Deny,
+}
+
 /// `[upstreams.NAME]`: the keys of a tool section (the server's grant),
 /// plus the gateway's own.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -254,6 +268,13 @@ pub(crate) struct UpstreamBody {
     pub profile: Option<String>,
     #[serde(default)]
     pub expose: Option<Expose>,
+    /// What its resources may do (`allow` when not given).
+    #[serde(default)]
+    pub resources: Option<Resources>,
+    /// `false`: its tools, prompts and resources under their own names,
+    /// not `server__name`.
+    #[serde(default)]
+    pub prefix: Option<bool>,
     /// Stop the server after this long without a call (`0`: never).
     #[serde(default)]
     pub idle_timeout: Option<Dur>,

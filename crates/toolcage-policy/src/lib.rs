@@ -94,7 +94,7 @@ pub use resolve::{Resolved, ToolInput, load, load_and_resolve};
 pub use stack::{PolicyStack, Sources};
 
 // What a resolved policy says beyond one call's grant.
-pub use file::{Expose, StoreSection};
+pub use file::{Expose, Resources, StoreSection};
 pub use session::{AuditPolicy, ManagePolicy, SessionPolicy};
 pub use upstreams::UpstreamSettings;
 

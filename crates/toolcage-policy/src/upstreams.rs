@@ -8,7 +8,7 @@
 //! bounded by the sections' `[requests]`, as a tool's files do.
 
 use super::error::PolicyError;
-use super::file::Expose;
+use super::file::{Expose, Resources};
 use super::stack::{FileLayer, PolicyStack, shipped, write_names};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -24,6 +24,12 @@ pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 pub struct UpstreamSettings {
     pub profile: String,
     pub expose: Expose,
+    /// `resources`: the server's resources are listed and read (`allow`),
+    /// each read asked about (`approve`), or neither (`deny`).
+    pub resources: Resources,
+    /// `prefix`: names as `server__name` (`true`, the default) or as the
+    /// server gives them (`false`, for hosts that front one server).
+    pub prefix: bool,
     /// `None`: never stopped for being idle.
     pub idle_timeout: Option<Duration>,
     pub enabled: bool,
@@ -52,6 +58,8 @@ impl PolicyStack {
         let mut s = UpstreamSettings {
             profile: DEFAULT_UPSTREAM_PROFILE.into(),
             expose: Expose::Flat,
+            resources: Resources::Allow,
+            prefix: true,
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
             enabled: true,
             env_from_host: Vec::new(),
@@ -62,6 +70,12 @@ impl PolicyStack {
             }
             if let Some(e) = u.expose {
                 s.expose = e;
+            }
+            if let Some(r) = u.resources {
+                s.resources = r;
+            }
+            if let Some(p) = u.prefix {
+                s.prefix = p;
             }
             if let Some(d) = u.idle_timeout {
                 s.idle_timeout = (!d.0.is_zero()).then_some(d.0);

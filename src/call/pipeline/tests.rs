@@ -67,6 +67,7 @@ impl Toolbox for Tools {
             is_error: false,
             outcome: outcome(),
             content: None,
+            content_kinds: None,
         })
     }
 }

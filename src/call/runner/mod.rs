@@ -120,6 +120,7 @@ fn run_command(
         is_error,
         outcome,
         content: None,
+        content_kinds: None,
     })
 }
 

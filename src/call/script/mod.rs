@@ -112,6 +112,7 @@ pub(crate) fn execute(
         is_error,
         outcome,
         content: None,
+        content_kinds: None,
     })
 }
 

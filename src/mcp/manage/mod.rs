@@ -533,6 +533,7 @@ impl Manager {
             stderr: None,
             denials: None,
             change: change_rec,
+            content: None,
         };
         let record = if redact {
             record.redacted(args)

@@ -80,4 +80,13 @@ fn settings_and_errors_name_the_section() {
     assert!(e.contains("p.toml:2: upstreams.s.fs.add_write"), "{e}");
     let e = env.err("[upstreams.s]\nexpose = \"sideways\"\n");
     assert!(e.contains("flat, deferred"), "{e}");
+    // resources: allow unless the operator says otherwise; a bad value
+    // names the file, the line and the values it takes.
+    assert_eq!(stack.upstream_settings("other").resources, Resources::Allow);
+    let e = env.err("[upstreams.s]\nenabled = true\nresources = \"maybe\"\n");
+    assert!(e.contains("p.toml:3"), "{e}");
+    assert!(e.contains("allow, approve, deny"), "{e}");
+    assert!(stack.upstream_settings("other").prefix);
+    let e = env.err("[upstreams.s]\nprefix = \"no\"\n");
+    assert!(e.contains("p.toml:2"), "{e}");
 }

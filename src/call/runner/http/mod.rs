@@ -141,6 +141,7 @@ pub(crate) fn run(
         is_error,
         outcome,
         content: None,
+        content_kinds: None,
     })
 }
 
