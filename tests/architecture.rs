@@ -746,6 +746,12 @@ fn named_paths(t: &[String], children: &[String]) -> Vec<Named> {
     out
 }
 
+/// A file as the graph reads it: `(shown, module path in its crate, text)`.
+type Source = (String, Vec<String>, String);
+
+/// Module path → (the file as shown, the module paths it imports).
+type Graph = BTreeMap<Vec<String>, (String, Vec<Vec<String>>)>;
+
 /// One file of a crate, read for the import graph.
 struct GraphFile {
     shown: String,
@@ -819,9 +825,7 @@ fn defining_file(
 /// re-exporting its children does not depend on them); `use super::Y`
 /// with `Y` defined in the parent is an import of the parent. Test-only
 /// files (`tests.rs`, `#[cfg(test)] mod x;`) and items are left out.
-fn import_graph(
-    sources: &[(String, Vec<String>, String)],
-) -> BTreeMap<Vec<String>, (String, Vec<Vec<String>>)> {
+fn import_graph(sources: &[(String, Vec<String>, String)]) -> Graph {
     let mut tokenized = BTreeMap::new();
     let mut test_only = Vec::new();
     for (shown, module, text) in sources {
@@ -873,10 +877,10 @@ fn import_graph(
 
 /// Every cycle of the graph a depth-first walk meets, as the files in
 /// order, the first repeated at the end.
-fn import_cycles(graph: &BTreeMap<Vec<String>, (String, Vec<Vec<String>>)>) -> Vec<Vec<String>> {
+fn import_cycles(graph: &Graph) -> Vec<Vec<String>> {
     fn walk(
         at: &Vec<String>,
-        graph: &BTreeMap<Vec<String>, (String, Vec<Vec<String>>)>,
+        graph: &Graph,
         stack: &mut Vec<Vec<String>>,
         done: &mut std::collections::BTreeSet<Vec<String>>,
         cycles: &mut Vec<Vec<String>>,
@@ -908,7 +912,7 @@ fn import_cycles(graph: &BTreeMap<Vec<String>, (String, Vec<Vec<String>>)>) -> V
 /// Each crate's files as `(shown, module path in the crate, text)`: the
 /// top crate's library (`src/`, without the binary's `main.rs`) and each
 /// crate under `crates/`.
-fn crates_for_graph() -> Vec<(String, Vec<(String, Vec<String>, String)>)> {
+fn crates_for_graph() -> Vec<(String, Vec<Source>)> {
     let mut roots = vec![("toolcage".to_string(), "src".to_string())];
     for (krate, _) in CRATES {
         roots.push((krate.to_string(), format!("crates/{krate}/src")));
