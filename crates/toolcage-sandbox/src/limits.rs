@@ -2,7 +2,7 @@
 //! rlimits (clamped to what toolcage inherited) and the check of the
 //! enforcement report against the grant's `enforcement` level.
 
-use super::SandboxError;
+use super::error::SandboxError;
 use super::report::{EnforcementReport, LandlockStatus};
 use toolcage_policy::{Enforcement, Grant};
 

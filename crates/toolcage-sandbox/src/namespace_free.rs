@@ -2,7 +2,8 @@
 //! namespaces are unavailable, the reason in one line, and the call's
 //! private tmp as a host directory.
 
-use super::{SandboxError, runtime_dir};
+use super::error::SandboxError;
+use super::runtime_dir;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 

@@ -9,7 +9,7 @@
 //! ([`SandboxError::OutsideGrant`]), which the caller turns into the flag
 //! that grants it; the kernel would only say EACCES or ENOENT.
 
-use super::SandboxError;
+use super::error::SandboxError;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;

@@ -8,7 +8,7 @@
 
 pub(crate) use toolcage_broker::proxy::{PROXY_PORT, Proxy, resolv_conf};
 
-use super::SandboxError;
+use super::error::SandboxError;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use toolcage_broker::proxy::{Kind, Listener, MAX_LISTENERS, Plan};
 use toolcage_policy::DomainPolicy;

@@ -14,7 +14,7 @@
 //! (a hidden directory beside the tool directories, never inside one); the
 //! person can inspect it and restore it by hand.
 
-use super::{Quarantined, Unrestorable};
+use super::outcome::{Quarantined, Unrestorable};
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, RenameFlags};
 use nix::sys::stat::Mode;

@@ -12,7 +12,7 @@
 //! too). The rest of a `.git` (objects, refs, logs) gets what is left of
 //! the entry limit and a copy budget of its own.
 
-use super::Unrestorable;
+use super::outcome::Unrestorable;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fs;
 use std::io::Write;

@@ -11,7 +11,7 @@
 //! root would show it; namespace-free, read roots are split around it, and
 //! a write root that holds it is refused ([`RuntimeDir::refuse_in_write_roots`]).
 
-use super::SandboxError;
+use super::error::SandboxError;
 use std::fs::DirBuilder;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};

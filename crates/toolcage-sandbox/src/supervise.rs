@@ -1,8 +1,8 @@
 //! The parent side of a running call: feed stdin, drain stdout and stderr
 //! under their caps, enforce the timeout and cancellation, reap the child.
 
-use super::Exit;
 use super::init_guard::InitGuard;
+use super::outcome::Exit;
 use super::output::{CappedBuffer, Captured};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;

@@ -44,7 +44,7 @@ impl ToolRunner for Shell<'_> {
 impl Encode for Shell<'_> {
     fn encode(&self, args: &Map<String, Value>, _grant: &Grant) -> Result<Encoded, EncodeError> {
         let rendered =
-            crate::discover::opencrabs::template::render(self.command, args).map_err(|e| {
+            crate::discover::opencrabs::shellctx::render(self.command, args).map_err(|e| {
                 EncodeError::Invalid(format!("cannot render the command template: {e}"))
             })?;
         let file = ParamsFile::create(&stdin_json(args))

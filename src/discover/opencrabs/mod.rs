@@ -375,7 +375,7 @@ fn tool_requests(t: &Table, cx: &mut Cx) -> Requests {
 
 fn shell_tool(t: &Table, declared: &[&str], params: Vec<CrabParam>, cx: &mut Cx) -> ToolKind {
     let command = cx.string(t, "command", true).unwrap_or_default();
-    if let Err(e) = template::check_declared(&command, declared, true) {
+    if let Err(e) = shellctx::check_shell(&command, declared) {
         cx.err("command", e, "declare the param, or fix the template");
     }
     for k in ["method", "url", "headers"] {
@@ -429,7 +429,7 @@ fn http_url(t: &Table, declared: &[&str], requests: &mut Requests, cx: &mut Cx) 
             "write the full URL",
         );
     }
-    if let Err(e) = template::check_declared(&url, declared, false) {
+    if let Err(e) = template::check_declared(&url, declared) {
         cx.err("url", e, "declare the param, or fix the template");
     }
     if url.starts_with("http://") || url.starts_with("https://") {
@@ -467,7 +467,7 @@ fn http_headers(t: &Table, declared: &[&str], cx: &mut Cx) -> Vec<(String, Strin
             cx.err(&key, "must be a string", "quote the value");
             continue;
         };
-        if let Err(e) = template::check_declared(v, declared, false) {
+        if let Err(e) = template::check_declared(v, declared) {
             cx.err(&key, e, "declare the param, or fix the template");
         }
         headers.push((k.clone(), v.to_owned()));

@@ -16,7 +16,10 @@
 //!   context after it would depend on whether it is rendered), or a
 //!   section tag right after `$` or `\`.
 
-use super::template::{Node, Template, TemplateError};
+use super::template::{
+    Node, ShellCommand, Template, TemplateError, check_declared, parse, render_nodes, value_text,
+};
+use serde_json::{Map, Value};
 
 /// Where a `{{param}}` sits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -326,4 +329,54 @@ pub(crate) fn contexts(t: &Template) -> Result<Vec<Ctx>, TemplateError> {
     let mut out = vec![Ctx::Unquoted; t.vars];
     walk(&t.nodes, &mut Lexer::new(), &mut out)?;
     Ok(out)
+}
+
+/// [`check_declared`], plus: every `{{param}}` of a shell command sits
+/// where a value can be passed safely.
+pub(crate) fn check_shell(template: &str, declared: &[&str]) -> Result<(), TemplateError> {
+    contexts(&check_declared(template, declared)?).map(drop)
+}
+
+/// Parse and render for `sh -c` (the call-time entry point).
+pub(crate) fn render(
+    template: &str,
+    args: &Map<String, Value>,
+) -> Result<ShellCommand, TemplateError> {
+    parse(template)?.render_shell(args)
+}
+
+impl Template {
+    /// Render for `sh -c` (see the template module's doc).
+    pub(crate) fn render_shell(
+        &self,
+        args: &Map<String, Value>,
+    ) -> Result<ShellCommand, TemplateError> {
+        let ctx = contexts(self)?;
+        // Positional index per distinct var name, in order of first use.
+        let mut names: Vec<&str> = Vec::new();
+        let mut values = Vec::new();
+        for (name, offset) in self.vars_in_order() {
+            if names.contains(&name) {
+                continue;
+            }
+            let v = value_text(args.get(name));
+            if v.contains('\0') {
+                return Err(TemplateError {
+                    offset,
+                    message: format!("the value of '{name}' contains a NUL byte"),
+                });
+            }
+            names.push(name);
+            values.push(v);
+        }
+        let mut script = String::new();
+        render_nodes(&self.nodes, args, &mut script, &mut |name, id, out| {
+            let n = names.iter().position(|x| *x == name).unwrap_or(0) + 1;
+            out.push_str(&ctx[id].reference(n));
+        });
+        Ok(ShellCommand {
+            script,
+            args: values,
+        })
+    }
 }

@@ -211,40 +211,6 @@ impl Template {
         out
     }
 
-    /// Render for `sh -c` (see the module doc).
-    pub(crate) fn render_shell(
-        &self,
-        args: &Map<String, Value>,
-    ) -> Result<ShellCommand, TemplateError> {
-        let ctx = super::shellctx::contexts(self)?;
-        // Positional index per distinct var name, in order of first use.
-        let mut names: Vec<&str> = Vec::new();
-        let mut values = Vec::new();
-        for (name, offset) in self.vars_in_order() {
-            if names.contains(&name) {
-                continue;
-            }
-            let v = value_text(args.get(name));
-            if v.contains('\0') {
-                return Err(TemplateError {
-                    offset,
-                    message: format!("the value of '{name}' contains a NUL byte"),
-                });
-            }
-            names.push(name);
-            values.push(v);
-        }
-        let mut script = String::new();
-        render_nodes(&self.nodes, args, &mut script, &mut |name, id, out| {
-            let n = names.iter().position(|x| *x == name).unwrap_or(0) + 1;
-            out.push_str(&ctx[id].reference(n));
-        });
-        Ok(ShellCommand {
-            script,
-            args: values,
-        })
-    }
-
     /// Render with values as plain text (for URLs and headers of the http
     /// executor, where no shell is involved).
     pub(crate) fn render_plain(&self, args: &Map<String, Value>) -> String {
@@ -269,7 +235,7 @@ impl Template {
         out
     }
 
-    fn vars_in_order(&self) -> Vec<(&str, usize)> {
+    pub(super) fn vars_in_order(&self) -> Vec<(&str, usize)> {
         fn walk<'a>(nodes: &'a [Node], out: &mut Vec<(&'a str, usize)>) {
             for n in nodes {
                 match n {
@@ -320,7 +286,7 @@ pub(crate) fn shell_quote(s: &str) -> String {
     out
 }
 
-fn render_nodes(
+pub(super) fn render_nodes(
     nodes: &[Node],
     args: &Map<String, Value>,
     out: &mut String,
@@ -339,21 +305,10 @@ fn render_nodes(
     }
 }
 
-/// Parse and render for `sh -c` (the call-time entry point).
-pub(crate) fn render(
-    template: &str,
-    args: &Map<String, Value>,
-) -> Result<ShellCommand, TemplateError> {
-    parse(template)?.render_shell(args)
-}
-
-/// [`check`], plus: every referenced param is in `declared`, and (for shell
-/// commands) every `{{param}}` sits where a value can be passed safely.
-pub(crate) fn check_declared(
-    template: &str,
-    declared: &[&str],
-    shell: bool,
-) -> Result<(), TemplateError> {
+/// [`parse`], plus: every referenced param is in `declared`; the parsed
+/// template (a shell command's is checked further by
+/// [`super::shellctx::check_shell`]).
+pub(crate) fn check_declared(template: &str, declared: &[&str]) -> Result<Template, TemplateError> {
     let t = parse(template)?;
     for (name, offset) in t.params() {
         if !declared.contains(&name.as_str()) {
@@ -363,8 +318,5 @@ pub(crate) fn check_declared(
             });
         }
     }
-    if shell {
-        super::shellctx::contexts(&t)?;
-    }
-    Ok(())
+    Ok(t)
 }

@@ -1,9 +1,9 @@
 //! OpenCrabs templates: `{{param}}`, `{{#param}}…{{/param}}`, and values
 //! passed to `sh -c` as positional parameters whatever the quote context.
 
-use crate::discover::opencrabs::shellctx::{Ctx, contexts};
+use crate::discover::opencrabs::shellctx::{Ctx, check_shell, contexts, render};
 use crate::discover::opencrabs::template::{
-    ShellCommand, check, check_declared, parse, render, shell_quote, valid_param_name,
+    ShellCommand, check, check_declared, parse, shell_quote, valid_param_name,
 };
 use serde_json::{Map, Value, json};
 
@@ -33,10 +33,7 @@ fn err(t: &str) -> String {
         .map(|p| p.params().into_iter().map(|(n, _)| n).collect())
         .unwrap_or_default();
     let declared: Vec<&str> = params.iter().map(String::as_str).collect();
-    check_declared(t, &declared, true)
-        .expect_err(t)
-        .message
-        .clone()
+    check_shell(t, &declared).expect_err(t).message.clone()
 }
 
 #[test]
@@ -84,14 +81,14 @@ fn parse_render(t: &str, v: Value) -> ShellCommand {
 fn seed_examples_load_and_render() {
     // Both examples from opencrabs-dynamic-tools.md put a param in "…".
     let t = r#"curl -s {{#query}}-G --data-urlencode "q={{query}}"{{/query}} {{url}}"#;
-    check_declared(t, &["query", "url"], true).unwrap();
+    check_shell(t, &["query", "url"]).unwrap();
     let c = parse_render(t, json!({"query": "a b", "url": "https://x"}));
     assert_eq!(c.script, r#"curl -s -G --data-urlencode "q=${1}" "${2}""#);
     assert_eq!(c.args, vec!["a b", "https://x"]);
     let c = parse_render(t, json!({"url": "https://x"}));
     assert_eq!(c.script, r#"curl -s  "${2}""#);
     let t = r#"curl -s -H "Authorization: Bearer {{api_key}}" {{endpoint}}"#;
-    check_declared(t, &["api_key", "endpoint"], true).unwrap();
+    check_shell(t, &["api_key", "endpoint"]).unwrap();
 }
 
 #[test]
@@ -195,7 +192,7 @@ fn non_tags_are_literal_text() {
 
 #[test]
 fn undeclared_params_are_errors() {
-    let e = check_declared("echo {{x}} {{#y}}{{/y}}", &["x"], false).unwrap_err();
+    let e = check_declared("echo {{x}} {{#y}}{{/y}}", &["x"]).unwrap_err();
     assert_eq!(e.message, "'{{y}}' refers to an undeclared param 'y'");
     assert_eq!(e.offset, 11);
 }
@@ -247,7 +244,7 @@ fn look_alikes_of_unsafe_contexts_are_fine() {
         "case {{x}} in a) echo;; esac",
     ] {
         let declared = ["x"];
-        check_declared(t, &declared, true).unwrap_or_else(|e| panic!("{t}: {e}"));
+        check_shell(t, &declared).unwrap_or_else(|e| panic!("{t}: {e}"));
     }
 }
 
@@ -260,19 +257,19 @@ fn sections_must_not_change_the_context_around_them() {
         ("a ${{#p}}x{{/p}}", "starts right after `$` or `\\`"),
         ("a {{#p}}x\\{{/p}}y", "ends with `$` or `\\`"),
     ] {
-        let e = check_declared(t, &["p", "x"], true).expect_err(t);
+        let e = check_shell(t, &["p", "x"]).expect_err(t);
         assert!(e.message.starts_with("section 'p' "), "{t}: {}", e.message);
         assert!(e.message.contains(want), "{t}: {}", e.message);
     }
     // Text after a section is judged as if the section were absent too:
     // without the section, `#` starts a comment.
-    let e = check_declared("x {{#p}}y{{/p}}# {{x}}", &["p", "x"], true).unwrap_err();
+    let e = check_shell("x {{#p}}y{{/p}}# {{x}}", &["p", "x"]).unwrap_err();
     assert!(
         e.message.contains("inside a shell comment"),
         "{}",
         e.message
     );
-    let e = check_declared("cat <{{#p}}y{{/p}}<EOF\n{{x}}", &["p", "x"], true).unwrap_err();
+    let e = check_shell("cat <{{#p}}y{{/p}}<EOF\n{{x}}", &["p", "x"]).unwrap_err();
     assert!(e.message.contains("here-document"), "{}", e.message);
 }
 

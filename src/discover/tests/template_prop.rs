@@ -2,7 +2,7 @@
 //! `sh -c` prints exactly that value.
 
 use super::template::run_sh;
-use crate::discover::opencrabs::template::render;
+use crate::discover::opencrabs::shellctx::render;
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 

@@ -1,8 +1,8 @@
 //! Refusals of files: a path a message names, classified against the
 //! grant; and the host's `/tmp` namespace-free.
 
+use super::markers::{Error, MARKERS, OWN, under};
 use super::paths::paths_in;
-use super::{Error, MARKERS, OWN, under};
 use crate::denial::Denial;
 use std::path::Path;
 use toolcage_policy::Grant;

@@ -13,6 +13,7 @@
 
 mod files;
 mod hints;
+mod markers;
 mod paths;
 mod syscalls;
 #[cfg(test)]
@@ -25,35 +26,11 @@ pub use syscalls::cpu_limit;
 use crate::denial::{Denial, DenialLog};
 use files::classify_resolved;
 use hints::{dropped_variable, fetch_first, git_identity, own_loopback};
+use markers::MARKERS;
 use paths::paths_in;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use syscalls::{refused_by_pid_or_mode, refused_syscall};
 use toolcage_policy::{Grant, Network};
-
-/// What the message says happened to the path.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Error {
-    /// EACCES / EPERM: the access was refused.
-    Refused,
-    /// EROFS: a write on a read-only mount.
-    ReadOnly,
-    /// ENOENT: not there (outside a constructed root, nothing is).
-    Missing,
-}
-
-pub(super) const MARKERS: [(&str, Error); 6] = [
-    ("Permission denied", Error::Refused),
-    ("Operation not permitted", Error::Refused),
-    ("Read-only file system", Error::ReadOnly),
-    ("No such file or directory", Error::Missing),
-    // dash's `> /x/y` when /x is not there.
-    ("Directory nonexistent", Error::Missing),
-    // A shell running a program that is not there.
-    (": not found", Error::Missing),
-];
-
-/// Places every call has of its own: what they refuse is not the grant's.
-pub(super) const OWN: [&str; 4] = ["/tmp", "/proc", "/dev", "/sys"];
 
 /// What programs print when a name does not resolve (curl, glibc, Node).
 const RESOLVER_FAILED: [&str; 4] = [
@@ -136,8 +113,4 @@ pub fn from_output(grant: &Grant, namespace_free: bool, cwd: &Path, text: &str) 
     }
     fetch_first(&mut log, text);
     log.kept
-}
-
-pub(super) fn under(p: &Path, roots: &[PathBuf]) -> Option<PathBuf> {
-    roots.iter().find(|r| p.starts_with(r)).cloned()
 }

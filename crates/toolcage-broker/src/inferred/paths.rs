@@ -1,7 +1,7 @@
 //! The paths a message names, absolute or taken from the call's working
 //! directory.
 
-use super::MARKERS;
+use super::markers::MARKERS;
 use std::path::{Component, Path, PathBuf};
 
 /// Paths in a message: words that start with `/`, without the quotes,

@@ -4,9 +4,11 @@
 //! Then bytes are relayed both ways until either side is done or the
 //! connection idles out.
 
+use super::dns;
 use super::http::{self, BadRequest, HeadRead, Request};
+use super::listen::Role;
+use super::shared::Shared;
 use super::upstream::{self, OpenError};
-use super::{Role, Shared, dns};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;

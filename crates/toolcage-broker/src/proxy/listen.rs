@@ -10,9 +10,21 @@
 //! is already there, holds every right in it, and sending descriptors is
 //! one `sendmsg`.
 
-use super::{DNS_PORT, PROXY_PORT, Role};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use toolcage_policy::DomainPolicy;
+
+/// The HTTP proxy's port on the call's loopback.
+pub const PROXY_PORT: u16 = 3128;
+/// The DNS stub's port (what `/etc/resolv.conf` names inside).
+pub(crate) const DNS_PORT: u16 = 53;
+
+/// What an accepted connection is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    Http,
+    DnsTcp,
+    Capture,
+}
 
 /// At most this many listeners (proxy, DNS over UDP and TCP, and the
 /// capture ports): one `SCM_RIGHTS` message carries them all.

@@ -21,110 +21,27 @@ mod conn;
 pub(crate) mod dns;
 pub(crate) mod http;
 mod listen;
+mod shared;
 mod upstream;
 
-pub use listen::{Kind, Listener, MAX_LISTENERS, Plan};
+pub use listen::{Kind, Listener, MAX_LISTENERS, PROXY_PORT, Plan};
 pub use upstream::{OpenError, connect};
 
-use crate::denial::{Denial, DenialLog};
-use std::collections::HashMap;
+use crate::denial::Denial;
+use listen::Role;
+use shared::Shared;
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use toolcage_policy::{DomainPolicy, DomainRefusal, RefusalKind};
 
-/// The HTTP proxy's port on the call's loopback.
-pub const PROXY_PORT: u16 = 3128;
-/// The DNS stub's port (what `/etc/resolv.conf` names inside).
-pub(crate) const DNS_PORT: u16 = 53;
 /// Connections open at once per call (through the proxy, captured, DNS
 /// over TCP); more are closed at once and recorded.
 pub(crate) const MAX_CONNECTIONS: usize = 256;
 /// A stack for each connection's thread: relaying needs little.
 const THREAD_STACK: usize = 256 * 1024;
-
-/// What an accepted connection is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Role {
-    Http,
-    DnsTcp,
-    Capture,
-}
-
-/// What the threads share.
-pub(crate) struct Shared {
-    policy: DomainPolicy,
-    synth: Mutex<dns::Synthetic>,
-    denials: Mutex<DenialLog>,
-    /// Duplicates of both sides of every relayed connection, shut down
-    /// when the call ends so no thread outlives it for long.
-    active: Mutex<HashMap<u64, [TcpStream; 2]>>,
-    next_id: AtomicU64,
-    connections: AtomicUsize,
-    stopping: AtomicBool,
-    resolve: upstream::Resolver,
-}
-
-impl Shared {
-    fn new(policy: DomainPolicy, resolve: upstream::Resolver) -> Shared {
-        Shared {
-            policy,
-            synth: Mutex::default(),
-            denials: Mutex::default(),
-            active: Mutex::default(),
-            next_id: AtomicU64::new(0),
-            connections: AtomicUsize::new(0),
-            stopping: AtomicBool::new(false),
-            resolve,
-        }
-    }
-
-    fn stopping(&self) -> bool {
-        self.stopping.load(Ordering::Relaxed)
-    }
-
-    /// Record a refusal of `op` on `target` by `layer`.
-    fn deny(&self, layer: &'static str, op: &'static str, target: String, r: &DomainRefusal) {
-        let fix = match r.kind {
-            RefusalKind::NotAllowed => Some(format!(
-                "add it to [network] allow, or to the tool's [tools.NAME.network] allow where \
-                 its section has a list of its own (or pass --allow-domain {target})"
-            )),
-            RefusalKind::Denylist => r
-                .rule
-                .as_ref()
-                .map(|rule| format!("remove \"{rule}\" from [network] deny")),
-            _ => None,
-        };
-        self.denials.lock().unwrap().record(Denial {
-            layer,
-            op,
-            target,
-            rule: r.rule.clone(),
-            reason: r.reason.clone(),
-            fix,
-            count: 1,
-            inferred: false,
-        });
-    }
-
-    fn register(&self, a: &TcpStream, b: &TcpStream) -> Option<u64> {
-        let (a, b) = (a.try_clone().ok()?, b.try_clone().ok()?);
-        let mut active = self.active.lock().unwrap();
-        if self.stopping() {
-            return None;
-        }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        active.insert(id, [a, b]);
-        Some(id)
-    }
-
-    fn unregister(&self, id: u64) {
-        self.active.lock().unwrap().remove(&id);
-    }
-}
 
 /// The running proxy of one call. Dropping it stops it.
 pub struct Proxy {
@@ -144,7 +61,7 @@ impl Proxy {
         policy: DomainPolicy,
         plan: &Plan,
         fds: Vec<OwnedFd>,
-        resolve: upstream::Resolver,
+        resolve: shared::Resolver,
     ) -> std::io::Result<Proxy> {
         let shared = Arc::new(Shared::new(policy, resolve));
         let stop: OwnedFd = nix::sys::eventfd::EventFd::from_flags(

@@ -3,7 +3,7 @@
 //! reach, and connect to one of those. Every entry path (CONNECT, plain
 //! HTTP, transparent capture) calls [`open`]; the DNS stub only decides.
 
-use super::Shared;
+use super::shared::{Resolver, Shared};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 use toolcage_policy::hostname::target;
@@ -11,9 +11,6 @@ use toolcage_policy::{DomainPolicy, DomainRefusal, Host, RefusalKind};
 
 /// How long a connection to a server may take to establish.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Resolves a name to addresses (the system resolver; tests count calls).
-pub(super) type Resolver = fn(&str, u16) -> std::io::Result<Vec<IpAddr>>;
 
 /// getaddrinfo, in toolcage's own network namespace.
 pub(super) fn system_resolver(name: &str, port: u16) -> std::io::Result<Vec<IpAddr>> {

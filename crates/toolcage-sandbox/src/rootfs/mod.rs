@@ -22,7 +22,7 @@
 //! Everything is computed here, before `clone`; the child only executes
 //! [`Step`]s.
 
-use super::SandboxError;
+use super::error::SandboxError;
 use super::steps::{
     MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY, Step, has_mount_setattr,
 };

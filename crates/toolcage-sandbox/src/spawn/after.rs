@@ -1,12 +1,15 @@
 //! Phases 5 and 6: supervising the running call, then what toolcage does
 //! after it (denials, protected paths, the outcome).
 
+use super::super::command::Command;
 use super::super::mode::IsolationMode;
+use super::super::outcome::{Exit, Outcome};
 use super::super::supervise::{self, CancelToken, Finished, Running};
-use super::super::{Command, Denial, Exit, Outcome, inferred, proxy, quarantine, rootfs};
 use super::prepare::Aftercare;
 use super::start::Started;
+use crate::{proxy, quarantine, rootfs};
 use std::time::Instant;
+use toolcage_broker::{Denial, inferred};
 use toolcage_policy::Grant;
 
 /// Phase 5: tell the caller what the call runs under, then feed its stdin,

@@ -44,11 +44,13 @@ pub(crate) mod start;
 pub(crate) use start::RunError;
 use start::RunError::{Failed, Unavailable};
 
+use super::command::Command;
+use super::error::SandboxError;
 use super::landlock as ll;
 use super::mode::{self, HostFeatures, IsolationMode, ModeDecision};
 use super::namespace_free::{NAMESPACES_FAILED, namespaces_failed, namespaces_unavailable_reason};
+use super::outcome::Outcome;
 use super::supervise::CancelToken;
-use super::{Command, Outcome, SandboxError};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 use toolcage_policy::Grant;

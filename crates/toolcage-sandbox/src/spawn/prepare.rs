@@ -7,6 +7,9 @@
 //! check after the call.
 
 use super::super::child::FreshRule;
+use super::super::command::Command;
+use super::super::env::build_env;
+use super::super::error::SandboxError;
 use super::super::landlock::{self as ll, Layout};
 use super::super::limits::{check_enforcement, rlimits};
 use super::super::mode::{IsolationMode, ModeDecision};
@@ -14,8 +17,8 @@ use super::super::namespace_free::{HostTmp, retarget_private_tmp};
 use super::super::report::{EnforcementReport, LandlockStatus};
 use super::super::rootfs::{self, FreshAccess, RootPlan, Watched};
 use super::super::steps::Step;
-use super::super::{Command, SandboxError, build_env, netns, program, proxy, restore};
-use super::super::{runtime_dir, seccomp};
+use crate::{netns, program, proxy, restore};
+use crate::{runtime_dir, seccomp};
 use std::collections::BTreeMap;
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};

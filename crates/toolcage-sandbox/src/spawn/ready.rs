@@ -9,17 +9,20 @@
 //! killed unused when the pool discards it).
 
 use super::super::child::{CallIn, ChildPlan};
+use super::super::command::Command;
+use super::super::error::SandboxError;
 use super::super::init_guard::InitGuard;
 use super::super::mode::IsolationMode;
+use super::super::outcome::Outcome;
 use super::super::report::EnforcementReport;
 use super::super::supervise::CancelToken;
-use super::super::{Command, Outcome, SandboxError, rootfs, runtime_dir};
 use super::after;
 use super::prepare::{self, Aftercare, Invocation, RootRecord, Wires};
 use super::start::{
     self, Broker, CallInStorage, CallSide, RunError, STACK_SIZE, Started, await_exec, clone_error,
     namespace_flags, spawn_init,
 };
+use crate::{rootfs, runtime_dir};
 use nix::sys::socket::{
     AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType, sendmsg, socketpair,
 };

@@ -5,13 +5,16 @@
 use super::super::child::{
     CallIn, ChildPlan, PlanStorage, ProcWrite, Stage, init_main, loopback_request,
 };
+use super::super::command::Command;
+use super::super::error::SandboxError;
 use super::super::init_guard::InitGuard;
 use super::super::landlock as ll;
-use super::super::{Command, SandboxError, landlock_log, netns, output, probe, proxy};
 use super::prepare::{Aftercare, Confinement, Invocation, Prepared, Wires, pipe};
+use crate::{netns, output, probe, proxy};
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use toolcage_broker::landlock_log;
 use toolcage_policy::{DomainPolicy, canon};
 
 pub(in crate::spawn) const STACK_SIZE: usize = 256 * 1024;
