@@ -942,16 +942,6 @@ fn crates_for_graph() -> Vec<(String, Vec<Source>)> {
         .collect()
 }
 
-/// Cycles known and owned elsewhere, each exactly as the test reports it:
-/// `src/mcp/` is being reworked on its own branch (`McpServer` is named
-/// by `call.rs` and `manage/` through `mcp/mod.rs`'s re-export, and
-/// `server.rs` calls both back). An entry that no longer occurs fails the
-/// test too, so the list only shrinks.
-const KNOWN_CYCLES: &[&str] = &[
-    "toolcage: src/mcp/server.rs -> src/mcp/call.rs -> src/mcp/server.rs",
-    "toolcage: src/mcp/server.rs -> src/mcp/manage/mod.rs -> src/mcp/server.rs",
-];
-
 /// No import cycles between the files of any crate: a file never imports
 /// one that (through others) imports it back. Arrows from a file to its
 /// own descendants (a parent declaring, re-exporting or using its
@@ -973,19 +963,10 @@ fn no_import_cycles_between_files() {
         edges > 300,
         "the scan found only {edges} imports: is it broken?"
     );
-    let gone: Vec<&&str> = KNOWN_CYCLES
-        .iter()
-        .filter(|k| !found.iter().any(|f| f == *k))
-        .collect();
-    found.retain(|f| !KNOWN_CYCLES.contains(&f.as_str()));
     assert!(
         found.is_empty(),
         "import cycles between files (move what both sides need into a file of its own):\n{}",
         found.join("\n")
-    );
-    assert!(
-        gone.is_empty(),
-        "known cycles that no longer occur: remove them from KNOWN_CYCLES: {gone:?}"
     );
 }
 

@@ -22,6 +22,7 @@ pub mod auth;
 pub(crate) mod call;
 pub(crate) mod connections;
 pub(crate) mod elicitation;
+pub(crate) mod handler;
 pub(crate) mod host;
 pub mod http;
 pub(crate) mod manage;

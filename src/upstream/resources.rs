@@ -22,9 +22,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The name a read of `server`'s resource has in the pipeline, the gate
-/// and the audit log (a flat tool name never holds `/`).
-pub(crate) const READ: &str = "/resources/read";
+/// The suffix of a resource read's name in the pipeline (defined with the
+/// toolbox, which routes it).
+pub(crate) use super::toolbox::READ;
 
 /// How long one listing of a server's resources may take.
 const LIST_TIMEOUT: Duration = Duration::from_secs(30);

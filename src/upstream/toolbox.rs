@@ -18,6 +18,11 @@ use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The name a read of `server`'s resource has in the pipeline, the gate
+/// and the audit log: `SERVER/resources/read` (a flat tool name never
+/// holds `/`; `resources.rs` reads it).
+pub(crate) const READ: &str = "/resources/read";
+
 pub(crate) struct SessionTools {
     pub(crate) local: Arc<dyn Toolbox>,
     pub(crate) gateway: Arc<Gateway>,
@@ -89,8 +94,8 @@ impl Toolbox for SessionTools {
             return self.local.execute(call, cancel);
         };
         let gw = self.gateway.clone();
-        // A resource read ([`super::resources::READ`]; no tool's name holds '/').
-        if call.tool.name.ends_with(super::resources::READ) && tool == "resources/read" {
+        // A resource read ([`READ`]; no tool's name holds '/').
+        if call.tool.name.ends_with(READ) && tool == "resources/read" {
             let uri = call
                 .args
                 .get("uri")

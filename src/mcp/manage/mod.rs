@@ -20,6 +20,7 @@
 
 mod clawd;
 mod crabs;
+mod manager;
 mod read;
 pub(crate) mod write;
 
@@ -29,28 +30,18 @@ use crate::audit::AuditRecord;
 use crate::audit::record::{ChangeRecord, MAX_DIFF, RecordedDecision, rfc3339};
 use crate::call::Definition;
 use crate::discover::Diagnostic;
-use crate::gate::{ApprovalAnswer, Gate};
-use crate::policy::ManagePolicy;
+use crate::gate::ApprovalAnswer;
+pub(crate) use manager::Manager;
 use rmcp::model::CallToolResult;
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use write::Op;
 
 /// A management tool's answer as MCP shows it.
 fn answer(text: String, is_error: bool) -> Handled {
     Handled::Answer(super::answer::build(text, is_error, json!({})))
-}
-
-/// The management tools of one server.
-pub(crate) struct Manager {
-    pub(crate) policy: ManagePolicy,
-    /// The project root (symlinks resolved).
-    pub(crate) project: PathBuf,
-    /// For the audit log and the state directory (the lock).
-    pub(crate) gate: Arc<Gate>,
 }
 
 /// What a management call comes to.
