@@ -3,7 +3,7 @@
 
 pub(crate) use super::landlock_abi::kernel_abi;
 use super::report::{Degradation, LandlockReport, LandlockStatus};
-use super::root_open::{RootError, open_root};
+use super::root_open::{RootError, open_root_stat};
 use super::rootfs::STANDARD_DEVICES;
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, Ruleset,
@@ -153,7 +153,7 @@ struct RuleSpec {
     rights: landlock::BitFlags<AccessFs>,
     /// Skipped when it does not exist (else an error).
     optional: bool,
-    /// A root of the grant: opened by [`open_root`], never through a
+    /// A root of the grant: opened by [`open_root_stat`], never through a
     /// symlink inside a write root.
     guarded: bool,
 }
@@ -171,12 +171,15 @@ fn open_for_rule(spec: &RuleSpec, bases: &[PathBuf]) -> Result<Option<(OwnedFd, 
     if spec.optional {
         flags |= OFlag::O_NOFOLLOW;
     }
+    // A guarded root's walk made the `fstat` already.
     let opened = if spec.guarded {
-        open_root(&spec.path, bases, !spec.optional)
+        open_root_stat(&spec.path, bases, !spec.optional)
     } else {
-        open(spec.path.as_path(), flags, Mode::empty()).map_err(RootError::from)
+        open(spec.path.as_path(), flags, Mode::empty())
+            .and_then(|fd| fstat(&fd).map(|st| (fd, st)))
+            .map_err(RootError::from)
     };
-    let fd = match opened {
+    let (fd, st) = match opened {
         Ok(fd) => fd,
         // An entry of a split read root that changed while we looked:
         // left out (the call reads less, never more).
@@ -190,7 +193,7 @@ fn open_for_rule(spec: &RuleSpec, bases: &[PathBuf]) -> Result<Option<(OwnedFd, 
         }
         Err(e) => return Err(e),
     };
-    let kind = SFlag::from_bits_truncate(fstat(&fd)?.st_mode) & SFlag::S_IFMT;
+    let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
     if spec.optional && kind == SFlag::S_IFLNK {
         return Ok(None);
     }

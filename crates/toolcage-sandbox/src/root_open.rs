@@ -12,7 +12,7 @@
 //! against its identity.
 
 use nix::fcntl::{OFlag, open, openat, readlinkat};
-use nix::sys::stat::{Mode, SFlag, fstat};
+use nix::sys::stat::{FileStat, Mode, SFlag, fstat};
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
@@ -75,21 +75,39 @@ fn names_rev(p: &Path) -> Vec<OsString> {
 
 /// An `O_PATH` descriptor for absolute `root`, resolved without following
 /// a symlink that lies inside any of `bases` (see the module). A final
-/// symlink is followed only when `follow_last`.
+/// symlink is followed only when `follow_last`. (The tests' shorthand for
+/// [`open_root_stat`].)
+#[cfg(test)]
 pub(crate) fn open_root(
     root: &Path,
     bases: &[PathBuf],
     follow_last: bool,
 ) -> Result<OwnedFd, RootError> {
+    open_root_stat(root, bases, follow_last).map(|(fd, _)| fd)
+}
+
+/// An `O_PATH` descriptor for absolute `root`, resolved without following
+/// a symlink that lies inside any of `bases` (see the module), and its
+/// `fstat` (the walk made it already: callers need not ask again). A final
+/// symlink is followed only when `follow_last`.
+pub(crate) fn open_root_stat(
+    root: &Path,
+    bases: &[PathBuf],
+    follow_last: bool,
+) -> Result<(OwnedFd, FileStat), RootError> {
     if !root.is_absolute() {
         return Err(RootError::Io(std::io::Error::from_raw_os_error(
             libc::EINVAL,
         )));
     }
     let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    // The directories walked so far, with their paths: `..` goes back one.
-    let mut stack: Vec<(OwnedFd, PathBuf)> =
-        vec![(open("/", dir_flags, Mode::empty())?, PathBuf::from("/"))];
+    // The directories walked so far, with their paths and their `fstat`
+    // (none for `/`): `..` goes back one.
+    let mut stack: Vec<(OwnedFd, PathBuf, Option<FileStat>)> = vec![(
+        open("/", dir_flags, Mode::empty())?,
+        PathBuf::from("/"),
+        None,
+    )];
     let mut todo = names_rev(root);
     let mut links = 0;
     while let Some(name) = todo.pop() {
@@ -103,7 +121,7 @@ pub(crate) fn open_root(
             }
             _ => {}
         }
-        let (dir, dir_path) = stack.last().expect("the root stays on the stack");
+        let (dir, dir_path, _) = stack.last().expect("the root stays on the stack");
         let path = dir_path.join(&name);
         let fd = openat(
             dir,
@@ -111,9 +129,10 @@ pub(crate) fn open_root(
             OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
             Mode::empty(),
         )?;
-        let kind = SFlag::from_bits_truncate(fstat(&fd)?.st_mode) & SFlag::S_IFMT;
+        let st = fstat(&fd)?;
+        let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
         if kind != SFlag::S_IFLNK {
-            stack.push((fd, path));
+            stack.push((fd, path, Some(st)));
             continue;
         }
         let target = PathBuf::from(readlinkat(&fd, "")?);
@@ -137,13 +156,17 @@ pub(crate) fn open_root(
         // On top of what is left, its first name to be popped first.
         todo.extend(names_rev(&target));
     }
-    Ok(stack.pop().expect("the root stays on the stack").0)
+    let (fd, _, st) = stack.pop().expect("the root stays on the stack");
+    let st = match st {
+        Some(st) => st,
+        None => fstat(&fd)?,
+    };
+    Ok((fd, st))
 }
 
-/// The device and inode `root` leads to ([`open_root`], links followed).
+/// The device and inode `root` leads to ([`open_root_stat`], links followed).
 pub(crate) fn identity(root: &Path, bases: &[PathBuf]) -> Result<(u64, u64), RootError> {
-    let fd = open_root(root, bases, true)?;
-    let st = fstat(&fd)?;
+    let (_, st) = open_root_stat(root, bases, true)?;
     Ok((st.st_dev, st.st_ino))
 }
 

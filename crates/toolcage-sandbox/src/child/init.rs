@@ -63,7 +63,7 @@ pub extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: a poll of our own status pipe; _exit ends only us.
     unsafe { exit_if_parent_gone(plan) };
     // SAFETY: the dispositions are ours; every signal is still blocked.
-    unsafe { default_signals(plan.sigrtmax) };
+    unsafe { default_signals(plan.reset_signals) };
     // SAFETY: /proc/self is us, in our new user namespace.
     unsafe { map_ids(plan) };
     // SAFETY: the dumpable flag set is ours.
@@ -152,25 +152,28 @@ unsafe fn exit_if_parent_gone(plan: &ChildPlan) {
     }
 }
 
-/// Init step: default dispositions for every signal but SIGKILL and
-/// SIGSTOP. The raw syscall: libc's wrapper refuses the two signals it
-/// reserves for itself (32 and 33), which an ignored disposition inherited
-/// by toolcage would otherwise pass on to the tool.
+/// Init step: default dispositions for the signals toolcage ignored or
+/// caught when the plan was made (`reset`, bit `sig - 1`; the parent
+/// computed it once, see `ChildPlan::reset_signals`): every other one is
+/// default already, and a reset of those would be a syscall for nothing.
+/// The raw syscall: libc's wrapper refuses the two signals it reserves for
+/// itself (32 and 33), which an ignored disposition inherited by toolcage
+/// would otherwise pass on to the tool.
 ///
 /// Async-signal-safe: raw syscalls only, no allocation, no locks.
 ///
 /// # Safety
 /// The child's contract: in the init, with every signal blocked (as the
 /// parent cloned it); in toolcage's process this would undo its handlers.
-unsafe fn default_signals(sigrtmax: libc::c_int) {
+unsafe fn default_signals(reset: u64) {
     let dfl = KernelSigaction {
         handler: libc::SIG_DFL,
         flags: 0,
         restorer: 0,
         mask: 0,
     };
-    for sig in 1..=sigrtmax {
-        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+    for sig in 1..=64 {
+        if reset & (1u64 << (sig - 1)) == 0 || sig == libc::SIGKILL || sig == libc::SIGSTOP {
             continue;
         }
         // SAFETY: rt_sigaction with a stack-allocated argument of the

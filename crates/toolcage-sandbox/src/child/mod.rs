@@ -157,7 +157,11 @@ pub struct ChildPlan {
     /// A network namespace made ahead (`netns.rs`) to join; -1 for none.
     pub netns_fd: RawFd,
     pub cap_last: libc::c_int,
-    pub sigrtmax: libc::c_int,
+    /// The signals the init resets to their default disposition, bit
+    /// `sig - 1` each: those ignored or caught in toolcage when the plan
+    /// was made (`spawn/start.rs`, `signals_to_reset`), never SIGKILL or
+    /// SIGSTOP. A default disposition needs no reset.
+    pub reset_signals: u64,
     /// No namespaces: the init is a subreaper that kills the tool's process
     /// group (pinned by seccomp) and reaps every descendant before it
     /// reports; it tells the parent the group on the report pipe.

@@ -11,7 +11,7 @@ pub(super) struct Builder {
     /// `mount_setattr` on `/dev` at the end, not one call each.
     pub dev_nosuid_at_end: bool,
     /// [`Grant::link_bases`](toolcage_policy::Grant::link_bases): a root bound from the host is
-    /// opened by [`open_root`] beneath them, and the bind checked against
+    /// opened by [`open_root_stat`] beneath them, and the bind checked against
     /// what it opened.
     pub bases: Vec<PathBuf>,
 }

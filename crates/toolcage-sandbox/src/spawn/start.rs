@@ -244,7 +244,7 @@ pub(in crate::spawn) fn child_plan(
         netns_fd,
         listeners: broker.proxy.as_ref().and_then(proxy::Setup::listen_plan),
         cap_last: cap_last(),
-        sigrtmax: libc::SIGRTMAX(),
+        reset_signals: signals_to_reset(),
         namespace_free: sandbox.namespace_free,
         exec_gate_fd,
         call_in,
@@ -320,11 +320,69 @@ pub(in crate::spawn) fn namespace_flags(namespace_free: bool, own_netns: bool) -
     flags
 }
 
+/// The kernel's highest capability, read once (it never changes while
+/// the kernel runs).
 pub(in crate::spawn) fn cap_last() -> libc::c_int {
-    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(40)
+    static CAP_LAST: std::sync::OnceLock<libc::c_int> = std::sync::OnceLock::new();
+    *CAP_LAST.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(40)
+    })
+}
+
+/// The signals whose disposition the init resets (bit `sig - 1`): those
+/// this process ignores or catches now (`SigIgn`, `SigCgt` of
+/// `/proc/self/status`, one read instead of a query per signal), and
+/// those toolcage's runtime may catch from another thread after this read
+/// (tokio's SIGCHLD and the termination signals, std's SIGPIPE, SIGSEGV,
+/// SIGBUS). Unreadable: every signal, as before the set was computed.
+/// SIGKILL and SIGSTOP cannot be changed and are left out.
+pub(in crate::spawn) fn signals_to_reset() -> u64 {
+    const RUNTIME: [libc::c_int; 8] = [
+        libc::SIGHUP,
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGCHLD,
+        libc::SIGPIPE,
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGQUIT,
+    ];
+    let bit = |sig: libc::c_int| 1u64 << (sig - 1);
+    let all = match libc::SIGRTMAX() {
+        n if n >= 64 => u64::MAX,
+        n => (1u64 << n) - 1,
+    };
+    let current = read_signal_masks().unwrap_or(all);
+    let set = RUNTIME.iter().fold(current, |m, &s| m | bit(s));
+    set & all & !bit(libc::SIGKILL) & !bit(libc::SIGSTOP)
+}
+
+/// `SigIgn | SigCgt` of `/proc/self/status` (dispositions are the
+/// process's, shared by its threads); `None` when it cannot be read or
+/// parsed.
+fn read_signal_masks() -> Option<u64> {
+    use std::io::Read;
+    let mut buf = [0u8; 4096];
+    let mut file = std::fs::File::open("/proc/self/status").ok()?;
+    let mut len = 0;
+    while len < buf.len() {
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        }
+    }
+    let text = std::str::from_utf8(&buf[..len]).ok()?;
+    let mask = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+    };
+    Some(mask("SigIgn:")? | mask("SigCgt:")?)
 }
 
 /// clone(2) the namespace init with `flags`, like fork: it runs in its own
