@@ -49,7 +49,12 @@ pub(crate) async fn read(
             "resource {uri}: this project declares no upstream server"
         )));
     };
-    let upstream = gw.resource_server(&uri).await.map_err(not_found)?;
+    // A URI only a `deny` server has goes to the gate, to be refused and
+    // recorded; any other is not found.
+    let upstream = match gw.resource_server(&uri).await {
+        Ok(s) => s,
+        Err(why) => gw.denied_server(&uri).await.ok_or_else(|| not_found(why))?,
+    };
     let name = read_name(&upstream);
     let pipeline = server.pipeline();
     let _in_flight = server.shared.calls.token();

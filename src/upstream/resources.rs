@@ -135,6 +135,42 @@ impl Gateway {
         })
     }
 
+    /// The `deny` server that lists `uri` (or whose template alone matches
+    /// it), asked only for a read no other server takes: the read is routed
+    /// there to be refused by the gate and recorded, never sent. What a
+    /// `deny` server lists is never shown to the client.
+    pub(crate) async fn denied_server(self: &Arc<Self>, uri: &str) -> Option<String> {
+        let mut by_template = Vec::new();
+        for s in &self.servers {
+            if s.settings.resources != Resources::Deny {
+                continue;
+            }
+            let name = s.spec.name.clone();
+            let Ok(i) = self.instance(&name).await else {
+                continue;
+            };
+            if !i.has_resources() {
+                continue;
+            }
+            let listed = list(&i, "resources/list", "resources").await;
+            if listed.iter().any(|r| r.get("uri") == Some(&json!(uri))) {
+                return Some(name);
+            }
+            let templates = list(&i, "resources/templates/list", "resourceTemplates").await;
+            if templates.iter().any(|t| {
+                t.get("uriTemplate")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| template_matches(t, uri))
+            }) {
+                by_template.push(name);
+            }
+        }
+        match by_template.as_slice() {
+            [one] => Some(one.clone()),
+            _ => None,
+        }
+    }
+
     fn route(&self, uri: &str) -> Result<Option<String>, String> {
         let routes = self.routes();
         if let Some(s) = routes.uris.get(uri) {
