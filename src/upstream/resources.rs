@@ -325,21 +325,39 @@ impl Gateway {
             Resources::Approve => resolved.grant.approval = ApprovalMode::Always,
             Resources::Allow => {}
         }
+        let schema = json!({
+            "type": "object",
+            "properties": {"uri": {"type": "string"}},
+            "required": ["uri"],
+        });
+        let what = format!("Read a resource of upstream server '{server_name}'");
+        self.prepared_request(server, name, "resources/read", what, schema, resolved, args)
+    }
+
+    /// A request of `server` other than a tool call (`method`), prepared
+    /// for the pipeline under `name` with the server's grant `resolved`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn prepared_request(
+        &self,
+        server: &super::Server,
+        name: &str,
+        method: &str,
+        description: String,
+        input_schema: Value,
+        resolved: crate::policy::Resolved,
+        args: Value,
+    ) -> Result<PreparedCall, CallError> {
         let spec = ToolSpec {
             name: name.to_string(),
             format: server.spec.format,
             source: server.spec.source.clone(),
             line: server.spec.line,
-            description: format!("Read a resource of upstream server '{server_name}'"),
-            input_schema: json!({
-                "type": "object",
-                "properties": {"uri": {"type": "string"}},
-                "required": ["uri"],
-            }),
+            description,
+            input_schema,
             requests: server.requests().clone(),
             kind: ToolKind::Upstream {
-                server: server_name.clone(),
-                tool: "resources/read".into(),
+                server: server.spec.name.clone(),
+                tool: method.into(),
                 runs: server.spec.transport.describe(),
             },
             needs_read: Vec::new(),
@@ -522,7 +540,7 @@ fn template_matches(template: &str, uri: &str) -> bool {
     left.len() > rest.len() && left.ends_with(rest)
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
