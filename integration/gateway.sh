@@ -6,7 +6,8 @@
 # stdio (flat and deferred) and over Streamable HTTP (flat).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-deps="$here/.deps"
+# By its real path: the servers' grants name it, and .deps may be a link.
+deps="$(cd -P "$here/.deps" && pwd)"
 bin="$1"
 work="$2"
 py="$deps/venv/bin/python"

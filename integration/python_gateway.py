@@ -8,6 +8,9 @@ real upstream servers, each in its own sandbox:
   time        mcp-server-time (PyPI)
   git         mcp-server-git --repository PROJECT (PyPI)
 
+Through the gateway it also gets everything's image (get-tiny-image),
+reads one of its resources (a template's URI) and gets one of its prompts.
+
 Usage: python_gateway.py stdio BIN PROJECT POLICY MODE
        python_gateway.py http URL PROJECT MODE
        python_gateway.py sessions URL COUNT   (memtmp: one instance per session)
@@ -23,6 +26,13 @@ import sys
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from harness import check, http_transport, run, text_of
+
+
+def field(obj, snake):
+    """A field by its mcp 2.x name (snake_case) or its 1.x one (camelCase)."""
+    head, *rest = snake.split("_")
+    camel = head + "".join(w.title() for w in rest)
+    return getattr(obj, snake, None) if hasattr(obj, snake) else getattr(obj, camel)
 
 
 async def call(session, mode, name, args):
@@ -68,6 +78,26 @@ async def scenarios(session, project, mode):
 
     r = await call(session, mode, "git__git_status", {"repo_path": project})
     check("git-status", not r.is_error and "branch" in text_of(r).lower(), f"{r}")
+
+    # Rich content, resources and prompts of server-everything, as it sent
+    # them (its names carry the server; URIs pass unchanged).
+    r = await call(session, mode, "everything__get-tiny-image", {})
+    images = [c for c in r.content if c.type == "image"]
+    check("everything-image", not r.is_error and images and field(images[0], "mime_type") == "image/png"
+          and len(images[0].data) > 100, f"{[c.type for c in r.content]}")
+    listed = await session.list_resource_templates()
+    uris = [field(t, "uri_template") for t in field(listed, "resource_templates")]
+    check("everything-resource-templates",
+          any(u.startswith("demo://resource/dynamic/text/") for u in uris), f"{uris}")
+    res = await session.read_resource("demo://resource/dynamic/text/1")
+    check("everything-resource-read", res.contents and "Resource 1" in getattr(res.contents[0], "text", ""),
+          f"{res}")
+    prompts = {p.name for p in (await session.list_prompts()).prompts}
+    check("everything-prompts-listed", {"everything__simple-prompt", "everything__args-prompt"} <= prompts,
+          f"{sorted(prompts)}")
+    got = await session.get_prompt("everything__args-prompt", {"city": "Lyon"})
+    check("everything-prompt-get", any("Lyon" in getattr(m.content, "text", "") for m in got.messages),
+          f"{got}")
 
 
 async def main_stdio(binary, project, policy, mode):

@@ -5,7 +5,10 @@
 #   - the MCP Inspector CLI (tools/list, tools/call) over stdio and HTTP
 #   - the conformance suite (@modelcontextprotocol/conformance, server mode)
 #     against `serve --http --no-auth` (it cannot send a header), with
-#     conformance-expected-failures.yml
+#     conformance-expected-failures.yml; and again through the gateway:
+#     `serve --http --no-auth` fronting conformance/upstream.py (Python SDK,
+#     every server scenario) with prefix = false, judged with
+#     conformance/expected-failures.yml
 #   - a request without the bearer token gets 401
 #   - the gateway in front of real upstream servers (gateway.sh)
 #   - deploy/ (deploy_files.py), replicas behind HAProxy with Redis
@@ -159,6 +162,44 @@ conformance_suite() {
     -o "$work/conformance-results"
 }
 
+conformance_gateway() {
+  # The same suite against the gateway: `serve --http` fronting one upstream
+  # server (conformance/upstream.py, the Python SDK) with prefix = false, in
+  # a project with no local tools, judged with its own expected failures.
+  local project="$work/conformance-gateway"
+  mkdir -p "$project"
+  git -C "$project" init -q
+  # The server reads the venv and the interpreter it was made from (which
+  # may live under a home directory: pyenv), both by their real paths.
+  local venv base
+  venv="$(cd -P "$deps/venv" && pwd)"
+  base="$("$py" -c 'import os, sys; print(os.path.realpath(sys.base_prefix))')"
+  cat >"$project/.mcp.json" <<JSON
+{"mcpServers": {"fx": {"command": "$venv/bin/python", "args": ["$here/conformance/upstream.py"]}}}
+JSON
+  cat >"$work/conformance-gateway.toml" <<TOML
+[upstreams.fx]
+prefix = false
+with = ["python"]
+[upstreams.fx.fs]
+add_read = ["$venv", "$base", "$here/conformance"]
+TOML
+  local log="$work/conformance-gateway.log"
+  "$bin" -C "$project" --log info serve --policy "$work/conformance-gateway.toml" \
+    --http 127.0.0.1:0 --no-auth </dev/null >/dev/null 2>"$log" &
+  servers+=("$!")
+  url=""
+  for _ in $(seq 1 200); do
+    url="$(grep -o 'http://127.0.0.1:[0-9]*/mcp' "$log" | head -n1)"
+    [ -n "$url" ] && break
+    sleep 0.05
+  done
+  [ -n "$url" ] || { echo "server did not start:"; cat "$log"; return 1; }
+  timeout 300 conformance server --url "$url" \
+    --expected-failures "$here/conformance/expected-failures.yml" \
+    -o "$work/conformance-gateway-results"
+}
+
 step "python SDK over stdio" python_stdio
 step "python SDK over HTTP" python_http
 step "approval over elicitation, python SDK, stdio" approval_stdio
@@ -167,6 +208,7 @@ step "MCP Inspector CLI over stdio" inspector_stdio
 step "MCP Inspector CLI over HTTP" inspector_http
 step "HTTP without the bearer token is refused" auth_refused
 step "conformance suite (server, HTTP)" conformance_suite
+step "conformance suite through the gateway (server, HTTP, prefix = false)" conformance_gateway
 
 gateway_real() {
   mkdir -p "$work/gateway"

@@ -449,8 +449,12 @@ fn print_upstream(u: &crate::upstream::Status) {
         ));
     }
     for n in &u.displaced {
+        let level = match n.collision {
+            true => "error   ",
+            false => "warning ",
+        };
         show(format!(
-            "warning  upstream {}: tool {} ({}) is not offered: {}",
+            "{level} upstream {}: tool {} ({}) is not offered: {}",
             u.name, n.tool, n.name, n.why
         ));
     }
@@ -506,6 +510,8 @@ pub(crate) fn run(global: &Global, args: &CheckArgs) -> u8 {
             "unsupported" => report.warnings += 1,
             _ => {}
         }
+        // A `prefix = false` name another tool has: the operator's error.
+        report.errors += u.displaced.iter().filter(|n| n.collision).count();
     }
     report.ok = report.errors == 0;
     report.upstreams = upstreams;

@@ -45,10 +45,17 @@ pub(crate) async fn call_tool(
 ) -> Result<CallToolResult, McpError> {
     let mut name = request.name.to_string();
     let mut args = Value::Object(request.arguments.unwrap_or_default());
-    // A resource read is `resources/read`, routed by its URI: never a tool.
+    // A resource read is `resources/read`, routed by its URI, and a
+    // prompt's get is `prompts/get`, its arguments checked first: never tools.
     if name.ends_with(crate::upstream::resources::READ) {
         return Err(McpError::invalid_params(
             format!("unknown tool '{name}' (read resources with resources/read)"),
+            Some(json!({"tool": name})),
+        ));
+    }
+    if name.ends_with(crate::upstream::prompts::GET) {
+        return Err(McpError::invalid_params(
+            format!("unknown tool '{name}' (get prompts with prompts/get)"),
             Some(json!({"tool": name})),
         ));
     }

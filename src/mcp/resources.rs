@@ -49,7 +49,12 @@ pub(crate) async fn read(
             "resource {uri}: this project declares no upstream server"
         )));
     };
-    let upstream = gw.resource_server(&uri).await.map_err(not_found)?;
+    // A URI only a `deny` server has goes to the gate, to be refused and
+    // recorded; any other is not found.
+    let upstream = match gw.resource_server(&uri).await {
+        Ok(s) => s,
+        Err(why) => gw.denied_server(&uri).await.ok_or_else(|| not_found(why))?,
+    };
     let name = read_name(&upstream);
     let pipeline = server.pipeline();
     let _in_flight = server.shared.calls.token();
@@ -100,13 +105,16 @@ pub(crate) async fn list_prompts(
     parse(json!({"prompts": items}))
 }
 
-/// `prompts/get`: its arguments checked, a held prompt refused.
+/// `prompts/get`: its arguments checked and a held prompt refused (the
+/// server not asked), then run through the call pipeline (queue, gate,
+/// audit) as `SERVER/prompts/get`; a refusal or a failure is a JSON-RPC
+/// error whose message says why.
 pub(crate) async fn get_prompt(
     server: &McpServer,
     request: rmcp::model::GetPromptRequestParams,
     context: &RequestContext<RoleServer>,
 ) -> Result<rmcp::model::GetPromptResult, McpError> {
-    use crate::upstream::prompts::GetError;
+    use crate::upstream::prompts::{GetError, get_name};
     let name = request.name;
     let data = Some(json!({"prompt": name}));
     let Some(gw) = server.gateway(&context.peer).await else {
@@ -115,14 +123,31 @@ pub(crate) async fn get_prompt(
             data,
         ));
     };
-    match gw.get_prompt(&name, request.arguments).await {
-        Ok(v) => parse(v),
-        Err(GetError::Invalid(why)) => Err(McpError::invalid_params(why, data)),
-        Err(GetError::Held(why)) => Err(McpError::invalid_request(
-            format!("toolcage: {why}"),
-            Some(json!({"prompt": name, "toolcage/denial": "definition_changed"})),
+    let (upstream, args) = match gw.prompt_route(&name, request.arguments).await {
+        Ok(r) => r,
+        Err(GetError::Invalid(why)) => return Err(McpError::invalid_params(why, data)),
+        Err(GetError::Held(why)) => {
+            return Err(McpError::invalid_request(
+                format!("toolcage: {why}"),
+                Some(json!({"prompt": name, "toolcage/denial": "definition_changed"})),
+            ));
+        }
+    };
+    let pipeline = server.pipeline();
+    let _in_flight = server.shared.calls.token();
+    let args = json!({"name": name, "arguments": args});
+    let r = admit_and_run(server, &pipeline, context, &get_name(&upstream), args).await;
+    match r {
+        Ok(r) if !r.is_error => match r.content {
+            Some(content) => parse(content),
+            None => Err(McpError::internal_error(r.text, data)),
+        },
+        Ok(r) => Err(McpError::internal_error(r.text, data)),
+        Err(CallError::Denied(d)) => Err(McpError::invalid_request(
+            format!("toolcage: {}", d.message),
+            Some(json!({"prompt": name, "toolcage/denial": d.reason.code()})),
         )),
-        Err(GetError::Failed(why)) => Err(McpError::internal_error(why, data)),
+        Err(e) => Err(McpError::invalid_request(format!("toolcage: {e}"), data)),
     }
 }
 

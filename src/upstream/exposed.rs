@@ -122,7 +122,9 @@ impl Exposed {
                     why: None,
                 };
                 if let Some(why) = collision {
-                    tracing::warn!("upstream {}: {why}", server.spec.name);
+                    // The operator's configuration is wrong: an error,
+                    // logged when the session starts the server.
+                    tracing::error!("upstream {}: {why}", server.spec.name);
                     let d = super::pins::digest(tool);
                     out.held.push(Held {
                         why: Some(why),

@@ -4,20 +4,34 @@
 //! seen for the first time is pinned and offered as `server__name`; one
 //! whose definition changed is held (not listed, `prompts/get` refused)
 //! until the operator approves it (`toolcage upstreams show` / `approve`,
-//! which list held prompts beside held tools).
+//! which list held prompts beside held tools). A `prompts/get` runs
+//! through the call pipeline as `SERVER/prompts/get` (a name no tool can
+//! have): the gate limits and records it like a resource read.
 
 use super::Gateway;
 use super::pins::{Checked, PinState};
+use super::toolbox::{Bounded, bound, failed};
+use crate::call::{CallError, CallResult, PreparedCall};
+use crate::policy::Grant;
+use crate::sandbox::Exit;
 use rmcp::model::Tool;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long one `prompts/list` or `prompts/get` may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
 /// Pages of one listing, at most (an endless `nextCursor`).
 const MAX_PAGES: usize = 100;
+
+/// The name a `prompts/get` of `server` has in the pipeline, the gate and
+/// the audit log (a flat tool name never holds `/`).
+pub(crate) const GET: &str = "/prompts/get";
+
+pub(crate) fn get_name(server: &str) -> String {
+    format!("{server}{GET}")
+}
 
 /// A prompt of a server, by the name the client sees.
 #[derive(Debug, Clone)]
@@ -48,8 +62,6 @@ pub(crate) enum GetError {
     Invalid(String),
     /// Held until the operator approves its definition.
     Held(String),
-    /// The server failed.
-    Failed(String),
 }
 
 impl Gateway {
@@ -123,27 +135,21 @@ impl Gateway {
         offered
     }
 
-    /// `prompts/get` of the prompt the client knows as `name`, its
-    /// arguments checked against the pinned definition first.
-    pub(crate) async fn get_prompt(
+    /// The server of the prompt the client knows as `name`, and its
+    /// arguments checked against the pinned definition (routed from a fresh
+    /// check: a definition changed since the last listing is held now, not
+    /// served from an old route). The server is not asked to get it here.
+    pub(crate) async fn prompt_route(
         self: &Arc<Self>,
         name: &str,
         args: Option<Map<String, Value>>,
-    ) -> Result<Value, GetError> {
-        // Routed from a fresh check: a definition changed since the last
-        // listing is held now, not served from an old route.
+    ) -> Result<(String, Map<String, Value>), GetError> {
         self.list_prompts().await;
-        let route = self
-            .prompt_routes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-            .cloned()
-            .ok_or_else(|| {
-                GetError::Invalid(format!(
-                    "no prompt '{name}' (prompts/list shows the prompts offered)"
-                ))
-            })?;
+        let route = self.route_of(name).ok_or_else(|| {
+            GetError::Invalid(format!(
+                "no prompt '{name}' (prompts/list shows the prompts offered)"
+            ))
+        })?;
         if let Some((pinned, now)) = &route.held {
             return Err(GetError::Held(format!(
                 "{name}: the definition of prompt '{}' of upstream server '{}' changed since it \
@@ -158,27 +164,115 @@ impl Gateway {
         }
         let args = args.unwrap_or_default();
         check_arguments(name, &route.definition, &args).map_err(GetError::Invalid)?;
-        let instance = self
-            .instance(&route.server)
-            .await
-            .map_err(GetError::Failed)?;
-        let params = serde_json::from_value(json!({"name": route.prompt, "arguments": args}))
-            .map_err(|e| GetError::Invalid(e.to_string()))?;
-        let cap = self
-            .server(&route.server)
-            .and_then(|s| s.grant.as_ref().ok())
-            .map_or(0, |g| g.grant.output.stdout);
-        match tokio::time::timeout(TIMEOUT, instance.peer().get_prompt(params)).await {
-            Ok(Ok(r)) => Ok(bounded(serde_json::to_value(r).unwrap_or_default(), cap)),
-            Ok(Err(e)) => Err(GetError::Failed(format!(
-                "upstream server '{}': {e}",
-                route.server
-            ))),
-            Err(_) => Err(GetError::Failed(format!(
-                "upstream server '{}': prompts/get timed out",
-                route.server
-            ))),
+        Ok((route.server, args))
+    }
+
+    fn route_of(&self, name: &str) -> Option<Route> {
+        self.prompt_routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// `prompts/get` on `server` as the pipeline runs it (`args`: the
+    /// `name` the client knows and its `arguments`, checked by
+    /// [`Self::prompt_route`]); the messages bounded by the stdout cap, the
+    /// record given their kinds, bytes and digest.
+    pub(crate) async fn get_prompt(
+        self: &Arc<Self>,
+        server: &str,
+        args: &Map<String, Value>,
+        grant: &Grant,
+    ) -> Result<CallResult, CallError> {
+        let start = Instant::now();
+        let name = args.get("name").and_then(Value::as_str).unwrap_or_default();
+        let route = match self.route_of(name) {
+            Some(r) if r.server == server && r.held.is_none() => r,
+            _ => {
+                let text = format!("toolcage: no prompt '{name}' of upstream server '{server}'");
+                return Ok(failed(text, Exit::Code(1), start, None));
+            }
+        };
+        // Checked again here, whatever surface prepared it.
+        let arguments = args.get("arguments").cloned().unwrap_or(json!({}));
+        let checked = match &arguments {
+            Value::Object(a) => check_arguments(name, &route.definition, a),
+            _ => Err(format!("prompt '{name}': arguments must be an object")),
+        };
+        if let Err(why) = checked {
+            return Ok(failed(
+                format!("toolcage: {why}"),
+                Exit::Code(1),
+                start,
+                None,
+            ));
         }
+        let instance = match self.instance(server).await {
+            Ok(i) => i,
+            Err(why) => {
+                return Ok(failed(
+                    format!("toolcage: {why}"),
+                    Exit::Code(1),
+                    start,
+                    None,
+                ));
+            }
+        };
+        let enforcement = Some(instance.enforcement.clone());
+        let params = serde_json::from_value(json!({"name": route.prompt, "arguments": arguments}))
+            .map_err(|e| CallError::Internal(e.to_string()))?;
+        let r = match tokio::time::timeout(TIMEOUT, instance.peer().get_prompt(params)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                let text = format!("upstream server '{server}': {e}");
+                return Ok(failed(text, Exit::Code(1), start, enforcement));
+            }
+            Err(_) => {
+                let text = format!("upstream server '{server}': prompts/get timed out");
+                return Ok(failed(text, Exit::Timeout, start, enforcement));
+            }
+        };
+        let (content, b) = bounded(
+            serde_json::to_value(r).unwrap_or_default(),
+            grant.output.stdout,
+        );
+        let mut kinds = b.kinds;
+        kinds["sha256"] = json!(super::resources::sha256_hex(
+            &serde_json::to_vec(&content["messages"]).unwrap_or_default()
+        ));
+        let mut result = failed(b.text, Exit::Code(0), start, enforcement);
+        result.outcome.stdout.bytes_kept = b.kept;
+        result.outcome.stdout.bytes_omitted = b.omitted;
+        result.content = Some(content);
+        result.content_kinds = Some(kinds);
+        Ok(result)
+    }
+
+    /// A `prompts/get` of `server` prepared for the pipeline; `None` when
+    /// `name` is not one ([`GET`]).
+    pub(crate) fn prepare_prompt(
+        &self,
+        name: &str,
+        args: Value,
+    ) -> Option<Result<PreparedCall, CallError>> {
+        let server = self.server(name.strip_suffix(GET)?)?;
+        let schema = json!({
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "arguments": {"type": "object"}},
+            "required": ["name"],
+        });
+        let prepared = server
+            .grant
+            .clone()
+            .map_err(|e| {
+                CallError::Unsupported(format!("upstream server '{}': {e}", server.spec.name))
+            })
+            .and_then(|resolved| {
+                let what = format!("Get a prompt of upstream server '{}'", server.spec.name);
+                self.prepared_request(server, name, "prompts/get", what, schema, resolved, args)
+            });
+        Some(prepared)
     }
 
     /// The held prompts of `server` as their server reports them now:
@@ -201,22 +295,25 @@ impl Gateway {
 /// The messages' content within the server's stdout cap, as a tool
 /// result's is (text cut with the marker, what cannot be cut left out
 /// with a note).
-fn bounded(mut result: Value, cap: usize) -> Value {
+fn bounded(mut result: Value, cap: usize) -> (Value, Bounded) {
+    if result.get("messages").and_then(Value::as_array).is_none() {
+        result["messages"] = json!([]);
+    }
     let Some(messages) = result.get_mut("messages").and_then(Value::as_array_mut) else {
-        return result;
+        return (result, bound(&mut json!({}), cap));
     };
     let blocks: Vec<Value> = messages
         .iter_mut()
         .map(|m| m.get_mut("content").map(Value::take).unwrap_or(Value::Null))
         .collect();
     let mut as_result = json!({"content": blocks});
-    super::toolbox::bound(&mut as_result, cap);
+    let b = bound(&mut as_result, cap);
     if let Value::Array(blocks) = as_result["content"].take() {
-        for (m, b) in messages.iter_mut().zip(blocks) {
-            m["content"] = b;
+        for (m, blk) in messages.iter_mut().zip(blocks) {
+            m["content"] = blk;
         }
     }
-    result
+    (result, b)
 }
 
 /// Every required argument present, none the prompt does not declare,

@@ -135,6 +135,42 @@ impl Gateway {
         })
     }
 
+    /// The `deny` server that lists `uri` (or whose template alone matches
+    /// it), asked only for a read no other server takes: the read is routed
+    /// there to be refused by the gate and recorded, never sent. What a
+    /// `deny` server lists is never shown to the client.
+    pub(crate) async fn denied_server(self: &Arc<Self>, uri: &str) -> Option<String> {
+        let mut by_template = Vec::new();
+        for s in &self.servers {
+            if s.settings.resources != Resources::Deny {
+                continue;
+            }
+            let name = s.spec.name.clone();
+            let Ok(i) = self.instance(&name).await else {
+                continue;
+            };
+            if !i.has_resources() {
+                continue;
+            }
+            let listed = list(&i, "resources/list", "resources").await;
+            if listed.iter().any(|r| r.get("uri") == Some(&json!(uri))) {
+                return Some(name);
+            }
+            let templates = list(&i, "resources/templates/list", "resourceTemplates").await;
+            if templates.iter().any(|t| {
+                t.get("uriTemplate")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| template_matches(t, uri))
+            }) {
+                by_template.push(name);
+            }
+        }
+        match by_template.as_slice() {
+            [one] => Some(one.clone()),
+            _ => None,
+        }
+    }
+
     fn route(&self, uri: &str) -> Result<Option<String>, String> {
         let routes = self.routes();
         if let Some(s) = routes.uris.get(uri) {
@@ -289,21 +325,39 @@ impl Gateway {
             Resources::Approve => resolved.grant.approval = ApprovalMode::Always,
             Resources::Allow => {}
         }
+        let schema = json!({
+            "type": "object",
+            "properties": {"uri": {"type": "string"}},
+            "required": ["uri"],
+        });
+        let what = format!("Read a resource of upstream server '{server_name}'");
+        self.prepared_request(server, name, "resources/read", what, schema, resolved, args)
+    }
+
+    /// A request of `server` other than a tool call (`method`), prepared
+    /// for the pipeline under `name` with the server's grant `resolved`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn prepared_request(
+        &self,
+        server: &super::Server,
+        name: &str,
+        method: &str,
+        description: String,
+        input_schema: Value,
+        resolved: crate::policy::Resolved,
+        args: Value,
+    ) -> Result<PreparedCall, CallError> {
         let spec = ToolSpec {
             name: name.to_string(),
             format: server.spec.format,
             source: server.spec.source.clone(),
             line: server.spec.line,
-            description: format!("Read a resource of upstream server '{server_name}'"),
-            input_schema: json!({
-                "type": "object",
-                "properties": {"uri": {"type": "string"}},
-                "required": ["uri"],
-            }),
+            description,
+            input_schema,
             requests: server.requests().clone(),
             kind: ToolKind::Upstream {
-                server: server_name.clone(),
-                tool: "resources/read".into(),
+                server: server.spec.name.clone(),
+                tool: method.into(),
                 runs: server.spec.transport.describe(),
             },
             needs_read: Vec::new(),
@@ -486,7 +540,7 @@ fn template_matches(template: &str, uri: &str) -> bool {
     left.len() > rest.len() && left.ends_with(rest)
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))

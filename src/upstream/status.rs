@@ -39,6 +39,10 @@ pub(crate) struct Renamed {
     pub(crate) tool: String,
     pub(crate) name: String,
     pub(crate) why: String,
+    /// A `prefix = false` name another tool has: an error of the
+    /// operator's configuration (`check` fails), not only a tool left out.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) collision: bool,
 }
 
 impl Gateway {
@@ -118,6 +122,7 @@ fn displaced(exposed: &Exposed, server: &str) -> Vec<Renamed> {
         .map(|h| Renamed {
             tool: h.tool.clone(),
             name: h.name.clone(),
+            collision: h.why.is_some(),
             why: h.why.clone().unwrap_or_else(|| {
                 "its pinned name is now a local tool's; rename the local tool to offer it again"
                     .into()
@@ -137,6 +142,7 @@ fn renamed(exposed: &Exposed, server: &str) -> Vec<Renamed> {
                 tool: t.tool.name.to_string(),
                 name: t.name.clone(),
                 why: t.renamed.clone()?,
+                collision: false,
             })
         })
         .collect()

@@ -34,6 +34,9 @@ impl Toolbox for SessionTools {
         if let Some(read) = self.gateway.prepare_read(name, args.clone()) {
             return read;
         }
+        if let Some(get) = self.gateway.prepare_prompt(name, args.clone()) {
+            return get;
+        }
         let exposed = self.gateway.exposed();
         if self.local.spec(name).is_none()
             && let Some(why) = exposed.unusable_for(name, &self.gateway.servers)
@@ -104,6 +107,12 @@ impl Toolbox for SessionTools {
             return self
                 .runtime
                 .block_on(gw.read(server, uri, &call.resolved.grant));
+        }
+        // A prompt's get ([`super::prompts::GET`]).
+        if call.tool.name.ends_with(super::prompts::GET) && tool == "prompts/get" {
+            return self
+                .runtime
+                .block_on(gw.get_prompt(server, &call.args, &call.resolved.grant));
         }
         self.runtime
             .block_on(gw.call(server, tool, &call.args, &call.resolved.grant, cancel))

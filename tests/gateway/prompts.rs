@@ -200,3 +200,57 @@ fn a_prompts_messages_share_the_servers_stdout_cap() {
     assert!(t.len() < 2048, "{} bytes", t.len());
     assert!(t.contains("TRUNCATED"), "{t:.200}");
 }
+
+/// The final records of `fx`'s prompt gets (`fx/prompts/get`).
+fn gets(f: &Fixture) -> Vec<Value> {
+    let (code, out, err) = f.run(&["audit", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["tool"] == "fx/prompts/get" && r.get("phase").is_none())
+        .collect()
+}
+
+#[test]
+fn a_prompt_get_shares_the_servers_rate_limit_and_is_audited() {
+    let policy = "[upstreams.fx.rate_limit]\nrequests = 2\nwindow = \"1h\"\n\n\
+                  [upstreams.fx.fs]\nadd_write = [\"{project}/out\"]\n";
+    let f = Fixture::new("prompt-limit", json!({}), policy);
+    std::fs::create_dir(f.dir.path().join("out")).unwrap();
+    with_desc(&f, "Greet someone");
+    let mut s = f.serve();
+    // Control: within the limit, served.
+    let r = get(&mut s, "fx__greet", json!({"name": "Ann"}));
+    assert_eq!(message(&r), "Hello Ann", "{r}");
+    let r = get(&mut s, "fx__greet", json!({"name": "Bob"}));
+    assert_eq!(message(&r), "Hello Bob", "{r}");
+    // The third in the window is refused, and the server is not asked.
+    let r = get(&mut s, "fx__greet", json!({"name": "Cy"}));
+    assert_eq!(r["error"]["data"]["toolcage/denial"], "rate_limited", "{r}");
+    assert!(message(&r).is_empty(), "{r}");
+    // Nor can a client reach it through tools/call under its internal name.
+    let r = s.request(
+        "tools/call",
+        json!({"name": "fx/prompts/get", "arguments": {"name": "fx__greet"}}),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    drop(s);
+    let log = std::fs::read_to_string(f.root().join("out/log")).unwrap_or_default();
+    assert_eq!(log.matches("prompts/get greet").count(), 2, "{log}");
+    // Each get is recorded: the server, the prompt, its arguments, the
+    // bytes and digest of the messages; the refused one as denied.
+    let recs = gets(&f);
+    assert_eq!(recs.len(), 3, "{recs:?}");
+    let first = &recs[0];
+    assert_eq!(first["upstream"]["server"], "fx", "{first}");
+    assert_eq!(first["args"]["name"], "fx__greet", "{first}");
+    assert_eq!(first["args"]["arguments"]["name"], "Ann", "{first}");
+    assert_eq!(first["stdout"]["kept"], "Hello Ann".len(), "{first}");
+    assert_eq!(
+        first["content"]["sha256"].as_str().map(str::len),
+        Some(64),
+        "{first}"
+    );
+    assert_ne!(first["decision"]["kind"], "denied", "{first}");
+    assert_eq!(recs[2]["decision"]["kind"], "denied", "{}", recs[2]);
+}

@@ -117,10 +117,21 @@ fn a_denied_servers_resources_are_not_listed_and_a_read_is_refused() {
         json!([]),
         "{templates}"
     );
-    // Not listed: not routed either, and the server is never asked.
+    // Not listed, and a read of one of its URIs is refused by the gate
+    // (the server is never asked to read it).
     let r = read(&mut s, "fx://notes/hello");
-    assert_eq!(r["error"]["code"], -32002, "{r}");
+    assert_eq!(r["error"]["data"]["toolcage/denial"], "grant_denied", "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("resources = \"deny\""),
+        "{r}"
+    );
     assert!(text_of(&r).is_empty(), "{r}");
+    // A URI no server has is still not found (and not recorded).
+    let r = read(&mut s, "elsewhere://x");
+    assert_eq!(r["error"]["code"], -32002, "{r}");
     // Nor through tools/call under the read's internal name.
     let r = s.request(
         "tools/call",
@@ -133,8 +144,14 @@ fn a_denied_servers_resources_are_not_listed_and_a_read_is_refused() {
     let r = s.call("fx__echo", json!({"text": "still here"}));
     assert_eq!(r["content"][0]["text"], "still here", "{r}");
     drop(s);
+    // The refused read left its record: the server's read, the URI, why.
+    let recs = reads(&f);
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_eq!(recs[0]["args"]["uri"], "fx://notes/hello", "{}", recs[0]);
+    assert_eq!(recs[0]["decision"]["kind"], "denied", "{}", recs[0]);
+    assert!(recs[0].to_string().contains("grant_denied"), "{}", recs[0]);
     // Control: the same read with `allow` is served (the test above), and
-    // with the default (no section) too.
+    // with the default (no section) too, recorded as allowed.
     let f = logging("res-default", "");
     let log = f.root().join("out/log");
     let mut s = f.serve();
@@ -142,6 +159,9 @@ fn a_denied_servers_resources_are_not_listed_and_a_read_is_refused() {
     drop(s);
     let asked = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(asked.contains("resources/read fx://notes/hello"), "{asked}");
+    let recs = reads(&f);
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_ne!(recs[0]["decision"]["kind"], "denied", "{}", recs[0]);
 }
 
 #[test]

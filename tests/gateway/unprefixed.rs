@@ -1,6 +1,7 @@
 //! `[upstreams.NAME] prefix = false`: a server's tools, prompts and
 //! resources under their own names (for hosts that front one server); a
-//! name another tool has is not offered, and `upstreams` names both.
+//! name another tool has is not offered, `upstreams` names both, and it is
+//! an error (`check` fails, `serve` logs it when it starts the server).
 
 use crate::gateway_support;
 
@@ -77,8 +78,62 @@ fn an_unprefixed_name_a_local_tool_has_is_an_error_naming_both() {
     assert_eq!((code, out.as_str()), (0, "local\n"));
     let (code, out, err) = f.run(&["call", "counter"]);
     assert_eq!((code, out.as_str()), (0, "1\n"), "{err}");
-    // Control: prefixed, the server's echo is offered beside the local one.
+    // An error of the operator's configuration: `check` names both and
+    // fails; `serve` says so when it starts the server.
+    let (code, out, err) = f.run(&["check"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.lines().any(|l| l.starts_with("error")
+            && l.contains("tool 'echo' of upstream server 'fx'")
+            && l.contains("the local tool 'echo'")),
+        "{out}"
+    );
+    let logged = serve_stderr(&f);
+    assert!(
+        logged.lines().any(|l| l.contains("ERROR")
+            && l.contains("tool 'echo' of upstream server 'fx'")
+            && l.contains("the local tool 'echo'")),
+        "{logged}"
+    );
+    // Control: prefixed, the server's echo is offered beside the local one,
+    // and neither `check` nor `serve` reports an error.
     f.write_outside("policy.toml", "");
     let (code, out, err) = f.run(&["call", "fx__echo", "text=upstream"]);
     assert_eq!((code, out.as_str()), (0, "upstream\n"), "{err}");
+    let (code, out, err) = f.run(&["check"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.contains("prefix = false"), "{out}");
+    let logged = serve_stderr(&f);
+    assert!(!logged.contains("ERROR"), "{logged}");
+}
+
+/// What `serve` writes on stderr while a client initializes and lists its
+/// tools (the session starts the servers), until the client leaves.
+fn serve_stderr(f: &Fixture) -> String {
+    use std::io::Write;
+    let mut c = f.toolcage(&["serve", "--no-watch"]);
+    c.arg("--policy").arg(f.policy());
+    c.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for m in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    ] {
+        writeln!(stdin, "{m}").unwrap();
+    }
+    // The answer to tools/list arrives once the servers are started.
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+    while let Some(Ok(l)) = lines.next() {
+        if l.contains("\"id\":2") {
+            break;
+        }
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
