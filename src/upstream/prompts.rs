@@ -25,9 +25,9 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 /// Pages of one listing, at most (an endless `nextCursor`).
 const MAX_PAGES: usize = 100;
 
-/// The name a `prompts/get` of `server` has in the pipeline, the gate and
-/// the audit log (a flat tool name never holds `/`).
-pub(crate) const GET: &str = "/prompts/get";
+/// The suffix of a prompt get's name in the pipeline (defined with the
+/// toolbox, which routes it).
+pub(crate) use super::toolbox::GET;
 
 pub(crate) fn get_name(server: &str) -> String {
     format!("{server}{GET}")

@@ -23,6 +23,10 @@ use std::time::{Duration, Instant};
 /// holds `/`; `resources.rs` reads it).
 pub(crate) const READ: &str = "/resources/read";
 
+/// The name a `prompts/get` of `server` has in the pipeline, the gate and
+/// the audit log (a flat tool name never holds `/`).
+pub(crate) const GET: &str = "/prompts/get";
+
 pub(crate) struct SessionTools {
     pub(crate) local: Arc<dyn Toolbox>,
     pub(crate) gateway: Arc<Gateway>,
@@ -108,8 +112,8 @@ impl Toolbox for SessionTools {
                 .runtime
                 .block_on(gw.read(server, uri, &call.resolved.grant));
         }
-        // A prompt's get ([`super::prompts::GET`]).
-        if call.tool.name.ends_with(super::prompts::GET) && tool == "prompts/get" {
+        // A prompt's get ([`GET`]).
+        if call.tool.name.ends_with(GET) && tool == "prompts/get" {
             return self
                 .runtime
                 .block_on(gw.get_prompt(server, &call.args, &call.resolved.grant));
