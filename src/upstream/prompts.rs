@@ -10,7 +10,7 @@
 
 use super::Gateway;
 use super::pins::{Checked, PinState};
-use super::toolbox::{Bounded, bound, failed};
+use super::toolbox::{Bounded, bound, failed, not_reached};
 use crate::call::{CallError, CallResult, PreparedCall};
 use crate::policy::Grant;
 use crate::sandbox::Exit;
@@ -201,22 +201,12 @@ impl Gateway {
             _ => Err(format!("prompt '{name}': arguments must be an object")),
         };
         if let Err(why) = checked {
-            return Ok(failed(
-                format!("toolcage: {why}"),
-                Exit::Code(1),
-                start,
-                None,
-            ));
+            return Ok(not_reached(&why, start));
         }
         let instance = match self.instance(server).await {
             Ok(i) => i,
             Err(why) => {
-                return Ok(failed(
-                    format!("toolcage: {why}"),
-                    Exit::Code(1),
-                    start,
-                    None,
-                ));
+                return Ok(not_reached(&why, start));
             }
         };
         let enforcement = Some(instance.enforcement.clone());

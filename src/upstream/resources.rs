@@ -9,7 +9,7 @@
 
 use super::Gateway;
 use super::instance::Instance;
-use super::toolbox::{bound, failed};
+use super::toolbox::{bound, failed, not_reached};
 use crate::call::runner::runner_for;
 use crate::call::{CallError, CallResult, PreparedCall, definition, validate};
 use crate::discover::{ToolKind, ToolSpec};
@@ -390,12 +390,7 @@ impl Gateway {
         let instance = match self.instance(server).await {
             Ok(i) => i,
             Err(why) => {
-                return Ok(failed(
-                    format!("toolcage: {why}"),
-                    Exit::Code(1),
-                    start,
-                    None,
-                ));
+                return Ok(not_reached(&why, start));
             }
         };
         let enforcement = Some(instance.enforcement.clone());

@@ -145,12 +145,7 @@ impl Gateway {
         let instance = match self.instance(server).await {
             Ok(i) => i,
             Err(why) => {
-                return Ok(failed(
-                    format!("toolcage: {why}"),
-                    Exit::Code(1),
-                    start,
-                    None,
-                ));
+                return Ok(not_reached(&why, start));
             }
         };
         let enforcement = Some(instance.enforcement.clone());
@@ -484,6 +479,11 @@ fn escape_imitations(block: &mut Value) {
 
 fn json_len(v: &Value) -> usize {
     serde_json::to_vec(v).map_or(0, |b| b.len())
+}
+
+/// A call that did not reach its server: toolcage says why (exit 1).
+pub(super) fn not_reached(why: &dyn std::fmt::Display, start: Instant) -> CallResult {
+    failed(format!("toolcage: {why}"), Exit::Code(1), start, None)
 }
 
 pub(super) fn failed(
