@@ -237,7 +237,9 @@ fn normalised(p: &str) -> bool {
 /// Denial inference over a tool's output (`inferred/`): under each
 /// network mode, namespaced and namespace-free, bounded, every denial marked inferred, a file denial
 /// names a normal absolute path and never one the grant lets the call
-/// write, and a network denial comes only from the mode it explains.
+/// write (git's missing identity aside: it names the two ways to give
+/// one), a dropped variable is one the grant does not pass with its
+/// `--env` fix, and a network denial comes only from the mode it explains.
 pub fn inferred_denials(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let tcp = Network::Tcp {
@@ -255,6 +257,17 @@ pub fn inferred_denials(data: &[u8]) {
         for d in &found {
             assert!(d.inferred && d.count >= 1, "{d:?}");
             match (d.layer, d.op) {
+                // Hints that name no path: git's identity is a file the
+                // call cannot see, a dropped variable is named with its flag.
+                ("filesystem", "read") if d.target == crate::inferred::GIT_IDENTITY => {
+                    assert!(
+                        d.fix
+                            .as_deref()
+                            .is_some_and(|f| f.contains("--env GIT_AUTHOR_NAME="))
+                    );
+                }
+                ("environment", "read") => dropped_variable(&g, d),
+                ("network", "connect") => assert!(matches!(network, Network::Domains(_))),
                 ("filesystem", _) => file_denial(&g, d),
                 ("seccomp", "resolve") => assert!(matches!(network, Network::Tcp { .. })),
                 ("seccomp", "connect") => assert_eq!(network, Network::Off),
@@ -263,6 +276,22 @@ pub fn inferred_denials(data: &[u8]) {
             }
         }
     }
+}
+
+/// A variable the command read and did not get: `$NAME`, a name the grant
+/// does not pass, fixed with `--env NAME`.
+fn dropped_variable(g: &Grant, d: &Denial) {
+    let name = d.target.strip_prefix('$').expect("a $NAME target");
+    assert!(
+        !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+        "{d:?}"
+    );
+    assert!(!g.passes(name), "{d:?}");
+    assert_eq!(
+        d.fix.as_deref(),
+        Some(format!("--env {name}").as_str()),
+        "{d:?}"
+    );
 }
 
 fn file_denial(g: &Grant, d: &Denial) {

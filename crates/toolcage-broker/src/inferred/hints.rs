@@ -5,6 +5,9 @@
 use crate::denial::{Denial, DenialLog};
 use toolcage_policy::{Grant, Network};
 
+/// The target of git's missing identity: no path names it.
+pub(crate) const GIT_IDENTITY: &str = "git's identity";
+
 /// What git prints when it has no identity: the operator's own is in
 /// `~/.gitconfig`, which the call does not see (its `HOME` is the private
 /// tmp).
@@ -24,7 +27,7 @@ pub(super) fn git_identity(line: &str) -> Option<Denial> {
             Denial {
         layer: "filesystem",
         op: "read",
-        target: "git's identity".into(),
+        target: GIT_IDENTITY.into(),
         rule: None,
         reason: "git found no user.name and user.email: your ~/.gitconfig is not in the call \
                  (its HOME is the private tmp)"

@@ -21,6 +21,7 @@ mod tests;
 
 pub(crate) use files::explain_path;
 pub use files::host_tmp;
+pub(crate) use hints::GIT_IDENTITY;
 pub use syscalls::cpu_limit;
 
 use crate::denial::{Denial, DenialLog};
