@@ -258,6 +258,7 @@ pub(crate) async fn serve_with(
         ready: Arc::new(Readiness {
             check: options.ready,
             last: Mutex::new(None),
+            deciding: std::sync::atomic::AtomicBool::new(false),
         }),
         in_flight: options.in_flight,
         max_sessions: server.shared.config.max_sessions,

@@ -1,5 +1,6 @@
 //! What operators' tooling asks the server, without a token: `/healthz`,
-//! `/readyz` (its answer reused for [`READY_TTL`]), and `--metrics`'
+//! `/readyz` (its answer fresh for [`READY_TTL`], then decided again in the
+//! background while probes get the last one), and `--metrics`'
 //! `/metrics` on a listener of its own.
 
 use super::answers::text;
@@ -11,39 +12,63 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-/// How long a readiness answer is reused before it is decided again.
+/// How long a readiness answer is fresh. An older one is still the answer
+/// while the next is decided in the background: a probe never waits on a
+/// trial call (a balancer's check times out in a few hundred ms).
 const READY_TTL: Duration = Duration::from_secs(5);
 
 /// The readiness answer, decided at most every [`READY_TTL`].
 pub(super) struct Readiness {
     pub(super) check: Option<ReadyCheck>,
     pub(super) last: Mutex<Option<(Instant, Decision)>>,
+    /// A decision is being made: probes meanwhile get the last one.
+    pub(super) deciding: AtomicBool,
 }
 
 /// Ready (with what is degraded, if anything), or why not.
 type Decision = Result<Option<String>, String>;
 
 impl Readiness {
-    async fn decide(&self) -> Decision {
+    async fn decide(self: &Arc<Self>) -> Decision {
         let Some(check) = &self.check else {
             return Ok(None);
         };
-        if let Some((at, r)) = &*self.last.lock().unwrap_or_else(|p| p.into_inner())
-            && at.elapsed() < READY_TTL
-        {
-            return r.clone();
+        let last = self.last.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        match last {
+            Some((at, r)) if at.elapsed() < READY_TTL => r,
+            Some((_, r)) => {
+                self.decide_in_background(check.clone());
+                r
+            }
+            // The first probe waits: there is nothing older to answer.
+            None => self.decide_now(check.clone()).await,
         }
-        let check = check.clone();
+    }
+
+    async fn decide_now(&self, check: ReadyCheck) -> Decision {
         let r = tokio::task::spawn_blocking(move || check())
             .await
             .unwrap_or_else(|e| Err(format!("the readiness check failed: {e}")));
         *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), r.clone()));
         r
+    }
+
+    fn decide_in_background(self: &Arc<Self>, check: ReadyCheck) {
+        if self.deciding.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let me = Arc::clone(self);
+        tokio::spawn(async move {
+            // Kept in `last` for the probes that follow.
+            let _ = me.decide_now(check).await;
+            me.deciding.store(false, Ordering::Release);
+        });
     }
 }
 
@@ -51,7 +76,7 @@ impl Readiness {
 pub(super) async fn probe_answer(
     req: &Request<Incoming>,
     server: &McpServer,
-    ready: &Readiness,
+    ready: &Arc<Readiness>,
 ) -> Response<BoxBody<Bytes, Infallible>> {
     if !matches!(*req.method(), hyper::Method::GET | hyper::Method::HEAD) {
         return text(StatusCode::METHOD_NOT_ALLOWED, "use GET\n".into());
