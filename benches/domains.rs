@@ -8,6 +8,9 @@
 //! Run with `cargo bench --bench domains` (as root or where user
 //! namespaces work). Prints medians and differences; asserts nothing.
 
+#[path = "common/mod.rs"]
+mod common;
+use common::median;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -67,11 +70,6 @@ fn run(g: &Grant, argv: &[&str]) -> Outcome {
         o.stderr.text
     );
     o
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 fn peak_kib() -> u64 {

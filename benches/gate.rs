@@ -14,6 +14,9 @@
 //! canonical JSON a definition digest and an arguments digest hash (keys
 //! sorted and copied one by one).
 
+#[path = "common/mod.rs"]
+mod common;
+use common::median;
 use futures::executor::block_on;
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
@@ -27,11 +30,6 @@ use toolcage::gate::{Gate, Gatekeeper, PreApproved, Ran, SessionId, admit};
 use toolcage::policy::{Overrides, Sources};
 
 const ROUNDS: usize = 2000;
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
 
 fn measure(mut f: impl FnMut()) -> Duration {
     for _ in 0..100 {

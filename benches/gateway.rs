@@ -10,6 +10,9 @@
 //! and exits otherwise. Run with `cargo bench --bench gateway`. Prints
 //! numbers; asserts nothing.
 
+#[path = "common/mod.rs"]
+mod common;
+use common::median;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -95,11 +98,6 @@ impl Drop for Raw {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 fn rss_kib(pid: u32) -> u64 {

@@ -24,6 +24,9 @@ mod http;
 #[path = "../tests/mcp_support/wire.rs"]
 mod wire;
 
+#[path = "common/mod.rs"]
+mod common;
+use common::median;
 use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
@@ -58,11 +61,6 @@ fn project() -> PathBuf {
     .unwrap();
     std::fs::set_permissions(&slow, std::fs::Permissions::from_mode(0o755)).unwrap();
     dir.canonicalize().unwrap()
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 fn ms(d: Duration) -> f64 {

@@ -7,6 +7,9 @@
 //! run and the ratios of both; asserts nothing. The commands run in rounds
 //! (each once per round), so load on the machine reaches them alike.
 
+#[path = "common/mod.rs"]
+mod common;
+use common::median;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -14,11 +17,6 @@ use toolcage::policy::{self, Grant, Network};
 use toolcage::sandbox;
 
 const ROUNDS: usize = 300;
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
 
 fn measure(mut f: impl FnMut()) -> Duration {
     for _ in 0..20 {

@@ -13,6 +13,9 @@
 //! - runner RSS: `toolcage __script-runner` on the trivial script, its
 //!   peak resident set from the kernel (`ru_maxrss` of the waited child).
 
+#[path = "common/mod.rs"]
+mod common;
+use common::median;
 use nix::sys::resource::{UsageWho, getrusage};
 use serde_json::json;
 use std::io::{Read, Write};
@@ -25,11 +28,6 @@ use toolcage::policy::{Overrides, Sources};
 
 const ROUNDS: usize = 100;
 const EXE: &str = env!("CARGO_BIN_EXE_toolcage");
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
 
 fn measure(rounds: usize, mut f: impl FnMut()) -> Duration {
     for _ in 0..5 {

@@ -18,6 +18,9 @@
 #[path = "../tests/mcp_support/http.rs"]
 mod http;
 
+#[path = "common/mod.rs"]
+mod common;
+use common::median;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
@@ -43,11 +46,6 @@ fn project() -> PathBuf {
     std::fs::write(&noop, "#!/bin/sh\n# @description Print ok.\necho ok\n").unwrap();
     std::fs::set_permissions(&noop, std::fs::Permissions::from_mode(0o755)).unwrap();
     dir.canonicalize().unwrap()
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 fn ms(d: Duration) -> f64 {

@@ -15,6 +15,9 @@
 #[path = "../tests/store_support/mod.rs"]
 mod store_support;
 
+#[path = "common/mod.rs"]
+mod common;
+use common::median;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -97,11 +100,6 @@ impl Drop for Serve {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 fn ms(d: Duration) -> f64 {
