@@ -36,7 +36,7 @@ fn timeout_sends_sigterm_first_then_kills_everything() {
     let p = Project::new("timeout");
     let mut g = default_grant(&p.dir);
     g.timeout = std::time::Duration::from_millis(300);
-    g.kill_grace = std::time::Duration::from_secs(2);
+    g.kill_grace = std::time::Duration::from_secs(20);
     let start = std::time::Instant::now();
     let o = sh(
         &g,
@@ -44,5 +44,7 @@ fn timeout_sends_sigterm_first_then_kills_everything() {
     );
     assert_eq!(o.exit, toolcage::sandbox::Exit::Timeout);
     assert!(o.stdout.text.contains("got-term"), "{o:?}");
-    assert!(start.elapsed() < std::time::Duration::from_secs(2));
+    // The sleepers ended with the forwarded SIGTERM, not the SIGKILL after
+    // the grace.
+    assert!(start.elapsed() < std::time::Duration::from_secs(15));
 }

@@ -13,6 +13,7 @@ use escape_support::*;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use toolcage::policy::Network;
+use toolcage::sandbox::Exit;
 
 fn q(p: &Path) -> String {
     format!("{:?}", p.display().to_string())
@@ -636,5 +637,7 @@ fn timeout_holds_after_the_tool_hands_its_stdout_away() {
     let _ = holder.kill();
     let _ = holder.wait();
     assert!(o.stdout.text.contains("HANDED"), "{}", describe(&o));
-    assert!(took < Duration::from_secs(3), "call took {took:?}");
+    // Waiting on the holder's copy of stdout, the call would run into its
+    // timeout instead of ending with the tool.
+    assert_ne!(o.exit, Exit::Timeout, "call took {took:?}");
 }

@@ -62,7 +62,9 @@ fn double_fork_dies_with_the_call() {
     let start = Instant::now();
     let o = sh(&default_grant(&p.dir), &script);
     assert!(o.exit.success(), "{}", describe(&o));
-    assert!(start.elapsed() < Duration::from_secs(5));
+    // The detached sleeper lives 300 s: a call that waited for it would
+    // take that long. (A tight bound would only measure the machine.)
+    assert!(start.elapsed() < Duration::from_secs(60));
     assert_eq!(survivors(&m), Vec::<i32>::new());
 }
 
@@ -89,7 +91,11 @@ fn fork_bombs_end_with_the_timeout() {
     let o = sh(&g, &format!("f() {{ sleep {m} & f | f & }}; f; wait"));
     assert!(matches!(o.exit, Exit::Timeout | Exit::Code(_)), "{o:?}");
     assert_eq!(survivors(&m), Vec::<i32>::new());
-    assert!(start.elapsed() < Duration::from_secs(20));
+    // The sleepers live 313 s: calls that waited for them would take that
+    // long. Not tighter: as root no process limit applies, so the bomb's
+    // size, and the kernel's teardown of it, grow with the machine's cores
+    // and load (CI once took over 20 s).
+    assert!(start.elapsed() < Duration::from_secs(150));
     // Control: the same loop, bounded, runs to completion.
     let o = sh(
         &g,
@@ -126,7 +132,6 @@ fn cpu_spin_is_stopped_by_the_cpu_limit() {
         "e = time.process_time() + 0.2\nwhile time.process_time() < e: pass\nt(lambda: None)",
     );
     assert_ok(&o, "short spin");
-    let start = Instant::now();
     let o = py(&g, "while True: pass");
     // SIGXCPU at the limit (SIGKILL only after a grace), and the result
     // says what ended it.
@@ -138,7 +143,6 @@ fn cpu_spin_is_stopped_by_the_cpu_limit() {
         "{:?}",
         o.denials
     );
-    assert!(start.elapsed() < Duration::from_secs(10));
 }
 
 #[test]
@@ -186,5 +190,11 @@ fn stdin_flood_neither_blocks_nor_is_lost() {
     let start = Instant::now();
     let o = run("echo ignored");
     assert_eq!(o.stdout.text, "ignored\n");
-    assert!(start.elapsed() < Duration::from_secs(5));
+    // Blocked on the unread stdin, it would end only at its timeout.
+    assert!(
+        o.exit.success(),
+        "{} after {:?}",
+        describe(&o),
+        start.elapsed()
+    );
 }
