@@ -1,10 +1,17 @@
-//! The gateway's cost (issue 14 target: a proxied upstream call at most
-//! 1 ms over calling the same server directly), measured in one run:
-//! server-everything's `echo` called directly over its stdio (unsandboxed,
-//! a bare JSON-RPC client) and through `toolcage serve` as
-//! `everything__echo` (the server in its sandbox; validation, gate, audit
-//! record), interleaved; medians and the difference. Also the RSS of
-//! `toolcage serve` with the server running.
+//! The gateway's cost (target: a proxied upstream request at most 1 ms
+//! over asking the same server directly), measured in one run for each
+//! kind of request it forwards: server-everything asked directly over its
+//! stdio (unsandboxed, a bare JSON-RPC client) and through `toolcage
+//! serve` (the server in its sandbox; validation, pins, gate, audit
+//! record), interleaved; medians and the difference:
+//!
+//! - a tool call, `echo` / `everything__echo`;
+//! - a resource read, `demo://resource/dynamic/text/1` (the URI passes
+//!   unchanged);
+//! - a prompt get, `args-prompt` / `everything__args-prompt` with an
+//!   argument (checked against the pinned definition).
+//!
+//! Also the RSS of `toolcage serve` with the server running.
 //!
 //! Needs `integration/install.sh` (node 22 and server-everything); says so
 //! and exits otherwise. Run with `cargo bench --bench gateway`. Prints
@@ -76,21 +83,45 @@ impl Raw {
         }
     }
 
-    fn echo(&mut self, tool: &str) -> Duration {
+    /// One request of `kind` as this client names it; its time, once the
+    /// answer is checked.
+    fn timed(&mut self, kind: Kind, prefix: &str) -> Duration {
+        let (method, params) = match kind {
+            Kind::Tool => (
+                "tools/call",
+                json!({"name": format!("{prefix}echo"), "arguments": {"message": "hi"}}),
+            ),
+            Kind::Resource => ("resources/read", json!({"uri": RESOURCE})),
+            Kind::Prompt => (
+                "prompts/get",
+                json!({"name": format!("{prefix}args-prompt"), "arguments": {"city": "Lyon"}}),
+            ),
+        };
         let start = Instant::now();
-        let r = self.request(
-            "tools/call",
-            json!({"name": tool, "arguments": {"message": "hi"}}),
-        );
+        let r = self.request(method, params);
         let took = start.elapsed();
-        assert!(
-            r["result"]["content"][0]["text"]
-                .as_str()
-                .is_some_and(|t| t.contains("hi")),
-            "{r}"
-        );
+        let text = match kind {
+            Kind::Tool => &r["result"]["content"][0]["text"],
+            Kind::Resource => &r["result"]["contents"][0]["text"],
+            Kind::Prompt => &r["result"]["messages"][0]["content"]["text"],
+        };
+        let want = match kind {
+            Kind::Tool => "hi",
+            Kind::Resource => "Resource 1",
+            Kind::Prompt => "Lyon",
+        };
+        assert!(text.as_str().is_some_and(|t| t.contains(want)), "{r}");
         took
     }
+}
+
+const RESOURCE: &str = "demo://resource/dynamic/text/1";
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Tool,
+    Resource,
+    Prompt,
 }
 
 impl Drop for Raw {
@@ -162,33 +193,33 @@ fn main() {
     let listed = proxied.request("tools/list", json!({}));
     assert!(listed.to_string().contains("everything__echo"), "{listed}");
 
-    // Warm both up, then interleave.
-    for _ in 0..20 {
-        direct.echo("echo");
-        proxied.echo("everything__echo");
-    }
-    let (mut d, mut p) = (Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
-        d.push(direct.echo("echo"));
-        p.push(proxied.echo("everything__echo"));
-    }
-    let (dm, pm) = (median(d), median(p));
     println!(
-        "gateway bench ({}; {ROUNDS} interleaved rounds, medians):",
+        "gateway bench ({}; {ROUNDS} interleaved rounds each, medians):",
         bin.display()
     );
-    println!(
-        "  server-everything echo, direct over stdio:     {:>8.3} ms",
-        dm.as_secs_f64() * 1e3
-    );
-    println!(
-        "  everything__echo through toolcage serve:       {:>8.3} ms",
-        pm.as_secs_f64() * 1e3
-    );
-    println!(
-        "  overhead of the gateway (sandbox already up):   {:>+8.3} ms (target <= 1 ms)",
-        (pm.as_secs_f64() - dm.as_secs_f64()) * 1e3
-    );
+    for (kind, label) in [
+        (Kind::Tool, "tool call (echo)"),
+        (Kind::Resource, "resource read"),
+        (Kind::Prompt, "prompt get (args-prompt)"),
+    ] {
+        // Warm both up, then interleave.
+        for _ in 0..20 {
+            direct.timed(kind, "");
+            proxied.timed(kind, "everything__");
+        }
+        let (mut d, mut p) = (Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            d.push(direct.timed(kind, ""));
+            p.push(proxied.timed(kind, "everything__"));
+        }
+        let (dm, pm) = (median(d), median(p));
+        println!(
+            "  {label:<26} direct {:>7.3} ms   through toolcage {:>7.3} ms   overhead {:>+7.3} ms (target <= 1 ms)",
+            dm.as_secs_f64() * 1e3,
+            pm.as_secs_f64() * 1e3,
+            (pm.as_secs_f64() - dm.as_secs_f64()) * 1e3
+        );
+    }
     println!(
         "  RSS of toolcage serve with the server running:  {:>8} KiB",
         rss_kib(proxied.child.id())
