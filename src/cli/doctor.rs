@@ -284,8 +284,7 @@ fn to_json(
 /// What `serve` prepares ahead of a call (`sandbox::pool`), and why it is
 /// safe: the part of a sandbox that depends only on the grant, for one
 /// call each, keyed by the whole grant.
-const POOL_PREPARED: &str =
-    "namespaces, the constructed root, loopback, Landlock and seccomp compiled, the init waiting";
+const POOL_PREPARED: &str = "namespaces, the constructed root, loopback, Landlock and seccomp compiled, the init waiting; made by a small process forked when serve starts, which shares no memory with the server and dies with it";
 const POOL_SAFE: &str = "each sandbox serves one call and is torn down after it; one is used only by a call with the same grant and readable paths, and only while every path its root was built from is the same file";
 
 fn serve_pool_json(host: &HostSupport) -> Value {

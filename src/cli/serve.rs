@@ -231,11 +231,15 @@ fn try_run(
     replica: Replica,
     max_message_bytes: usize,
 ) -> anyhow::Result<Stopped> {
+    // Sandboxes made ahead of their call, one per call (sandbox/pool.rs),
+    // by a process forked first, while toolcage is one thread. Without
+    // it every call starts cold, which is as safe.
+    if let Err(e) = crate::sandbox::pool::start(args.pool) {
+        tracing::warn!("the pool of sandboxes is off: {e}");
+    }
     // Every network-off call takes a network namespace made while the
     // previous call ran (sandbox/netns.rs).
     crate::sandbox::keep_network_namespace_ready();
-    // Sandboxes made ahead of their call, one per call (sandbox/pool.rs).
-    crate::sandbox::pool::start(args.pool)?;
     let config = serve_config(args, max_message_bytes)?;
     let engine = global.engine(&args.policy)?;
     check_audit_target(&engine, addr.is_some())?;

@@ -117,13 +117,24 @@ fn server_pid(p: &Project) -> String {
         .expect("the server process")
 }
 
-/// The server's children that are ready sandboxes' inits (cloned by the
-/// pool's thread, whose name they carry until their tool execs).
+/// The pool's maker: the server's child named `toolcage-pool`.
+fn makers(server: &str) -> Vec<String> {
+    pids()
+        .into_iter()
+        .filter(|pid| {
+            stat(pid).is_some_and(|(ppid, comm)| ppid == server && comm == "toolcage-pool")
+        })
+        .collect()
+}
+
+/// The ready sandboxes' inits: the maker's children, carrying its name
+/// until their tool execs.
 fn ready_inits(server: &str) -> usize {
+    let makers = makers(server);
     pids()
         .iter()
         .filter(|pid| {
-            stat(pid).is_some_and(|(ppid, comm)| ppid == server && comm == "toolcage-pool")
+            stat(pid).is_some_and(|(ppid, comm)| makers.contains(&ppid) && comm == "toolcage-pool")
         })
         .count()
 }
@@ -191,6 +202,41 @@ fn two_pooled_calls_never_share_a_sandbox() {
     }
     assert_ne!(field(&a, "mnt"), field(&b, "mnt"), "{a}\n{b}");
     assert_ne!(field(&a, "pid"), field(&b, "pid"), "{a}\n{b}");
+}
+
+#[test]
+fn the_pools_sandboxes_are_made_by_a_process_that_dies_with_the_server() {
+    if common::namespace_free_run() {
+        return; // nothing is prepared ahead namespace-free
+    }
+    let p = project("pool-maker", std::path::Path::new("/nonexistent"));
+    let mut s = serve(&p, "2");
+    let server = server_pid(&p);
+    let out = text(&s.request("tools/call", json!({"name": "probe", "arguments": {}})));
+    assert_eq!(field(&out, "earlier"), "absent", "{out}");
+    assert!(wait_ready(&server), "no ready sandbox");
+    // One maker, and the inits are its children, not the server's: the
+    // server shares no memory with a waiting init.
+    let makers = makers(&server);
+    assert_eq!(makers.len(), 1, "{makers:?}");
+    let inits: Vec<String> = pids()
+        .into_iter()
+        .filter(|pid| stat(pid).is_some_and(|(ppid, _)| ppid == makers[0]))
+        .collect();
+    assert!(!inits.is_empty());
+    // A pooled call still works (the control for what follows).
+    let out = text(&s.request("tools/call", json!({"name": "probe", "arguments": {}})));
+    assert_eq!(field(&out, "own"), "visible", "{out}");
+    // The server killed outright: the maker and every waiting init go too.
+    let pid = nix::unistd::Pid::from_raw(server.parse().unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+    let alive = |p: &String| {
+        std::fs::read_to_string(format!("/proc/{p}/stat"))
+            .is_ok_and(|st| !st.contains(") Z ") && !st.contains(") X "))
+    };
+    let gone = wait_until(|| !alive(&makers[0]) && inits.iter().all(|i| !alive(i)));
+    assert!(gone, "the maker or a ready init outlived the server");
+    drop(s);
 }
 
 #[test]

@@ -4,13 +4,13 @@
 //! `toolcage_sandbox::run`. It is plain data: no syscalls, no I/O.
 
 use super::domains::{DomainPolicy, HostRule};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// Network access for the sandboxed process.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "mode", rename_all = "snake_case")]
 pub enum Network {
     /// No sockets except AF_UNIX stream/seqpacket pairs; no `connect()` at all.
@@ -21,7 +21,9 @@ pub enum Network {
     Tcp { connect: Vec<u16>, bind: Vec<u16> },
     /// Named hosts only: the call gets its own network namespace with only
     /// loopback, where toolcage's proxy and DNS stub listen; the proxy (in
-    /// toolcage, outside the sandbox) decides every connection.
+    /// toolcage, outside the sandbox) decides every connection. Never read
+    /// back (the pool's maker, the one reader, prepares no domain mode).
+    #[serde(skip_deserializing)]
     Domains(DomainPolicy),
 }
 
@@ -57,7 +59,7 @@ impl Network {
 
 /// Resource limits applied with `setrlimit` in the child. `None` leaves the
 /// inherited limit. Core dumps are always disabled.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
     /// RLIMIT_AS, bytes.
     pub address_space: Option<u64>,
@@ -94,7 +96,7 @@ impl Default for Limits {
 }
 
 /// How many bytes of each stream are kept; the rest is drained and counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutputCaps {
     pub stdout: usize,
     pub stderr: usize,
@@ -121,7 +123,7 @@ pub enum ApprovalMode {
 }
 
 /// `requests` calls per `window`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RateLimit {
     pub requests: u32,
     #[serde(with = "duration_secs")]
@@ -158,7 +160,7 @@ pub enum NamespaceFree {
 }
 
 /// `[sandbox] namespace_free` and `namespace_free_accepts`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NamespaceFreePolicy {
     pub mode: NamespaceFree,
     /// Uncompensated gaps (`metadata`, `proc`, ...) that `Compensated` accepts.
@@ -166,7 +168,7 @@ pub struct NamespaceFreePolicy {
 }
 
 /// Everything the sandbox needs to know to run one command.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Grant {
     /// The project root: working directory of every call.
     pub project: PathBuf,
@@ -278,10 +280,15 @@ impl Grant {
 }
 
 mod duration_secs {
-    use serde::Serializer;
+    use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;
 
     pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let secs = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(secs).map_err(serde::de::Error::custom)
     }
 }

@@ -13,6 +13,10 @@ pub(crate) struct InitGuard {
     /// Namespace-free mode: the tool's process group, which outlives the
     /// init unless it is killed too.
     pub group: Option<libc::pid_t>,
+    /// Not our child: the pool's maker process (`maker.rs`) cloned it and
+    /// reaps it. Its end is its pidfd turning readable; the PID namespace
+    /// is empty by then (its init exits last).
+    pub adopted: bool,
 }
 
 impl InitGuard {
@@ -38,6 +42,46 @@ impl InitGuard {
             );
         }
     }
+
+    /// Wait for the init to end (`block`), or see whether it has: its
+    /// wait status, `None` while it runs. An adopted init's status is not
+    /// ours to read: it is reported as killed (the tool's own status
+    /// comes through the status pipe either way).
+    pub(crate) fn wait(&mut self, block: bool) -> Option<libc::c_int> {
+        if self.reaped {
+            return None;
+        }
+        if self.adopted {
+            let mut pfd = libc::pollfd {
+                fd: self.pidfd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let timeout = if block { -1 } else { 0 };
+            loop {
+                // SAFETY: poll on one stack struct naming a pidfd we own;
+                // POLLIN means the process has exited.
+                let n = unsafe { libc::poll(&mut pfd, 1, timeout) };
+                if n > 0 {
+                    break;
+                }
+                if n == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                    return None;
+                }
+            }
+            self.reaped = true;
+            return Some(libc::SIGKILL);
+        }
+        let mut status = 0;
+        let flags = if block { 0 } else { libc::WNOHANG };
+        // SAFETY: waitpid on our own child with a valid status pointer.
+        let rc = unsafe { libc::waitpid(self.pid, &mut status, flags) };
+        if rc != self.pid {
+            return None;
+        }
+        self.reaped = true;
+        Some(status)
+    }
 }
 
 impl Drop for InitGuard {
@@ -46,11 +90,7 @@ impl Drop for InitGuard {
             return;
         }
         self.kill_all();
-        // SAFETY: reaping our own child.
-        unsafe {
-            let mut status = 0;
-            libc::waitpid(self.pid, &mut status, 0);
-        }
+        self.wait(true);
         self.reaped = true;
     }
 }

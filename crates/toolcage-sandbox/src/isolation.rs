@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 /// The isolation a call runs in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum IsolationMode {
     Namespaces,

@@ -29,6 +29,7 @@ mod isolation;
 mod landlock;
 mod landlock_abi;
 mod limits;
+mod maker;
 pub mod mode;
 mod namespace_free;
 mod netns;

@@ -1,8 +1,10 @@
 //! The pool of sandboxes prepared ahead (`toolcage serve --pool N`): for
 //! the grants recent calls used, sandboxes made up to the seam of
 //! `spawn/mod.rs` (namespaces, the constructed root, loopback, Landlock
-//! and seccomp compiled, the init waiting) by one background thread, so
-//! that a call finds one ready and pays only for its own half.
+//! and seccomp compiled, the init waiting), so that a call finds one ready
+//! and pays only for its own half. One background thread orders them from
+//! the pool's maker, a small process forked when the pool starts
+//! (`maker.rs`: why not from toolcage itself).
 //!
 //! - **Keyed** by everything the prepared part depends on: the whole
 //!   resolved grant and the call's readable paths (`Command::extra_read`),
@@ -20,7 +22,8 @@
 //!   from toolcage's process), namespace-free mode (nothing namespaced to
 //!   prepare; its snapshot of protected paths must be taken at the call).
 
-use super::spawn::ready::{self, Ready};
+use super::maker::{self, Maker};
+use super::spawn::ready::Ready;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
@@ -70,14 +73,20 @@ static POOL: OnceLock<Pool> = OnceLock::new();
 /// The pool's size when `serve` is not told (`--pool`).
 pub const DEFAULT_SIZE: usize = 4;
 
-/// Keep up to `size` sandboxes ready for this process's calls (0: none),
-/// made on a thread that lives as long as the process (the inits it
-/// clones die with it: `PR_SET_PDEATHSIG`). Once per process; a second
-/// call changes nothing.
+/// Keep up to `size` sandboxes ready for this process's calls (0: none):
+/// forks the pool's maker, so call it before the process starts any
+/// thread (with more than one it refuses, and the pool stays off).
+/// The maker and the inits it makes die with this process
+/// (`PR_SET_PDEATHSIG`). Once per process; a second call changes nothing.
 pub fn start(size: usize) -> std::io::Result<()> {
     if size == 0 || POOL.get().is_some() {
         return Ok(());
     }
+    let Some(maker) = maker::start()? else {
+        return Err(std::io::Error::other(
+            "its maker must be forked before toolcage starts a thread",
+        ));
+    };
     let pool = POOL.get_or_init(|| Pool {
         size,
         state: Mutex::new(State::default()),
@@ -85,7 +94,7 @@ pub fn start(size: usize) -> std::io::Result<()> {
     });
     std::thread::Builder::new()
         .name("toolcage-pool".into())
-        .spawn(move || fill(pool))
+        .spawn(move || fill(pool, maker))
         .map(drop)
 }
 
@@ -101,7 +110,7 @@ pub fn clear() {
     drop(dropped); // the inits are killed outside the lock
 }
 
-/// How many sandboxes are ready now, and their inits' process ids.
+/// The ready sandboxes' inits' process ids (children of the maker).
 pub fn ready_pids() -> Vec<i32> {
     POOL.get().map_or_else(Vec::new, |p| {
         p.lock().ready.iter().map(|(_, r)| r.pid()).collect()
@@ -195,9 +204,9 @@ impl State {
     }
 }
 
-/// The filler: wait for a key to prepare, prepare it (outside the lock),
-/// keep it unless the pool was cleared meanwhile.
-fn fill(pool: &'static Pool) {
+/// The filler: wait for a key to prepare, order it from the maker
+/// (outside the lock), keep it unless the pool was cleared meanwhile.
+fn fill(pool: &'static Pool, mut maker: Maker) {
     loop {
         let (key, generation) = {
             let mut s = pool.lock();
@@ -208,7 +217,7 @@ fn fill(pool: &'static Pool) {
                 s = pool.wake.wait(s).unwrap_or_else(|e| e.into_inner());
             }
         };
-        let made = ready::make(&key.grant, &key.extra_read);
+        let made = maker.make(&key.grant, &key.extra_read);
         let mut s = pool.lock();
         match made {
             Ok(r) if s.generation == generation && s.wanted.contains(&key) => {
@@ -219,8 +228,9 @@ fn fill(pool: &'static Pool) {
                 drop(r);
             }
             Err(super::spawn::start::RunError::Unavailable(_)) => {
-                // The kernel or a container refuses namespaces: calls run
-                // namespace-free, which is not prepared ahead.
+                // The kernel or a container refuses namespaces (calls run
+                // namespace-free, which is not prepared ahead), or the
+                // maker is gone: every call starts cold.
                 s.off = true;
                 let dropped = std::mem::take(&mut s.ready);
                 drop(s);

@@ -2,9 +2,9 @@
 //! enforced for this call, and what was degraded.
 
 use super::isolation::{IsolationMode, Lack};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LandlockStatus {
     FullyEnforced,
@@ -13,7 +13,7 @@ pub enum LandlockStatus {
 }
 
 /// A kernel feature that this call runs without.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Degradation {
     pub feature: String,
     /// Another layer covers the gap for this grant.
@@ -21,7 +21,7 @@ pub struct Degradation {
     pub note: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LandlockReport {
     /// The kernel's Landlock ABI version (0: not available).
     pub abi: i32,
@@ -29,11 +29,14 @@ pub struct LandlockReport {
     pub missing: Vec<Degradation>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EnforcementReport {
     /// `namespaces`, or `namespace-free` where namespaces are unavailable.
     pub mode: IsolationMode,
     /// What namespace-free mode lacks, each with what compensates it.
+    /// Not read back: the one reader (the pool's maker, `maker.rs`) makes
+    /// namespaced sandboxes only, which lack nothing.
+    #[serde(skip_deserializing)]
     pub lacking: Vec<Lack>,
     pub landlock: LandlockReport,
     /// The seccomp deny list was installed.

@@ -108,14 +108,8 @@ fn kill_tree(init: &InitGuard, sig: libc::c_int) {
 
 /// Reap the init; the tool's status is what the init reported, if it got
 /// that far (it is killed, not exited, on timeout and cancellation).
-fn wait_status(init: &mut InitGuard, flags: libc::c_int, status_pipe: &OwnedFd) -> Option<Exit> {
-    let mut status = 0;
-    // SAFETY: waitpid on our own child with a valid status pointer.
-    let rc = unsafe { libc::waitpid(init.pid, &mut status, flags) };
-    if rc != init.pid {
-        return None;
-    }
-    init.reaped = true;
+fn wait_status(init: &mut InitGuard, block: bool, status_pipe: &OwnedFd) -> Option<Exit> {
+    let mut status = init.wait(block)?;
     let mut reported = [0u8; 4];
     if nix::unistd::read(status_pipe, &mut reported) == Ok(4) {
         status = i32::from_ne_bytes(reported);
@@ -347,7 +341,7 @@ impl<'a, 'd> Supervision<'a, 'd> {
     fn reap(&mut self, init_ready: bool) {
         if self.exit.is_none()
             && (init_ready || (self.kill_at.is_none() && self.killed.is_some()))
-            && let Some(status) = wait_status(self.init, libc::WNOHANG, self.status)
+            && let Some(status) = wait_status(self.init, false, self.status)
         {
             self.exit = Some(self.killed.unwrap_or(status));
             self.stdin = None;
@@ -362,7 +356,7 @@ impl<'a, 'd> Supervision<'a, 'd> {
     fn finish(mut self) -> Finished {
         if self.exit.is_none() {
             kill_tree(self.init, libc::SIGKILL);
-            self.exit = wait_status(self.init, 0, self.status);
+            self.exit = wait_status(self.init, true, self.status);
         }
         Finished {
             exit: self

@@ -54,8 +54,31 @@ pub(crate) struct Ready {
     root: RootRecord,
     /// What the root was built from, as it was: checked again at take.
     sources: Vec<(PathBuf, Option<(u64, u64)>)>,
-    /// Freed after the init is gone (see [`Started`]).
-    after_the_init: KeptForInit,
+    /// Freed after the init is gone (see [`Started`]); `None` when the
+    /// pool's maker process made it (`maker.rs`: it keeps them).
+    after_the_init: Option<KeptForInit>,
+}
+
+/// A ready sandbox as it travels from the pool's maker process to
+/// toolcage (`maker.rs`): its init's descriptors, and what toolcage needs
+/// to check and finish its call.
+pub(crate) struct HandedOver {
+    pub pid: i32,
+    /// The init's pidfd, the read ends of the setup report and the status
+    /// pipe, toolcage's end of the call socket.
+    pub fds: [OwnedFd; 4],
+    pub about: About,
+}
+
+/// The data half of [`HandedOver`].
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(crate) struct About {
+    pub enforcement: EnforcementReport,
+    pub what: Vec<String>,
+    pub missing_protected: Vec<PathBuf>,
+    pub protected_links: Vec<(PathBuf, PathBuf)>,
+    pub watched: Vec<(PathBuf, (u64, u64))>,
+    pub sources: Vec<(PathBuf, Option<(u64, u64)>)>,
 }
 
 /// The plan and the stacks of a waiting init, kept only so that their
@@ -147,7 +170,7 @@ pub(crate) fn make(grant: &Grant, extra_read: &[PathBuf]) -> Result<Ready, RunEr
         enforcement,
         root,
         sources,
-        after_the_init: KeptForInit((plan, stacks)),
+        after_the_init: Some(KeptForInit((plan, stacks))),
     })
 }
 
@@ -217,6 +240,84 @@ impl Ready {
         self.init.pid
     }
 
+    /// In the pool's maker: what toolcage needs of this sandbox, the init
+    /// left running (the maker stays its parent and reaps it). The maker
+    /// keeps the plan and the stacks (`KeptForInit`) until then.
+    pub(crate) fn hand_over(self) -> Result<(HandedOver, impl Sized), SandboxError> {
+        let Ready {
+            mut init,
+            report,
+            status,
+            call,
+            enforcement,
+            root,
+            sources,
+            after_the_init,
+        } = self;
+        if root.snapshot.is_some() {
+            return Err(SandboxError::Prepare(
+                "a namespace-free sandbox is not prepared ahead".into(),
+            ));
+        }
+        // Not killed when this guard goes: the init is toolcage's now.
+        init.reaped = true;
+        let pidfd = init
+            .pidfd
+            .try_clone()
+            .map_err(|e| SandboxError::Prepare(format!("pidfd: {e}")))?;
+        let about = About {
+            enforcement,
+            what: root.what,
+            missing_protected: root.missing_protected,
+            protected_links: root.protected_links,
+            watched: root
+                .watched
+                .into_iter()
+                .map(|w| (w.path, w.dev_ino))
+                .collect(),
+            sources,
+        };
+        let handed = HandedOver {
+            pid: init.pid,
+            fds: [pidfd, report, status, call],
+            about,
+        };
+        Ok((handed, (init, after_the_init)))
+    }
+
+    /// In toolcage: a sandbox the pool's maker process made and handed
+    /// over. Its init is not our child ([`InitGuard::adopted`]).
+    pub(crate) fn adopt(h: HandedOver) -> Ready {
+        let [pidfd, report, status, call] = h.fds;
+        let a = h.about;
+        Ready {
+            init: InitGuard {
+                pid: h.pid,
+                pidfd,
+                reaped: false,
+                group: None,
+                adopted: true,
+            },
+            report,
+            status,
+            call,
+            enforcement: a.enforcement,
+            root: RootRecord {
+                what: a.what,
+                snapshot: None,
+                missing_protected: a.missing_protected,
+                protected_links: a.protected_links,
+                watched: a
+                    .watched
+                    .into_iter()
+                    .map(|(path, dev_ino)| rootfs::Watched { path, dev_ino })
+                    .collect(),
+            },
+            sources: a.sources,
+            after_the_init: None,
+        }
+    }
+
     /// Run `cmd` in this sandbox: the rest of phase 2 (the call's half),
     /// sent to the init, then phases 4 (the wait for exec) to 6.
     /// `Err(None)`: the call does not fit (see [`CALL_BYTES`]); it starts
@@ -269,7 +370,7 @@ impl Ready {
                 host_tmp: None,
                 root,
             },
-            _after_the_init: after_the_init.0,
+            _after_the_init: after_the_init.map(|k| k.0),
         };
         // A setup that failed in the init says so here, whether or not
         // the call could be sent.

@@ -83,7 +83,8 @@ pub(in crate::spawn) struct Started {
     /// The plan and the stacks are freed after the init is gone: until
     /// then every page the allocator writes is copied (the init shares
     /// them).
-    pub _after_the_init: (ChildPlan, Vec<u8>),
+    /// (`None`: the pool's maker process made the init and keeps them.)
+    pub _after_the_init: Option<(ChildPlan, Vec<u8>)>,
 }
 
 /// Phase 4: clone the init with the plan made of phases 2 and 3, start the
@@ -136,7 +137,7 @@ pub(in crate::spawn) fn clone_init(
         call_pids,
         teed,
         aftercare,
-        _after_the_init: after_the_init,
+        _after_the_init: Some(after_the_init),
     })
 }
 
@@ -422,6 +423,7 @@ pub(in crate::spawn) fn spawn_init(
         pidfd,
         reaped: false,
         group: None,
+        adopted: false,
     })
 }
 
@@ -483,10 +485,7 @@ pub(in crate::spawn) fn await_exec(
         12 => u32::from_ne_bytes(word(8)),
         _ => u32::MAX,
     };
-    let mut status = 0;
-    // SAFETY: reaping our own child, which has exited.
-    unsafe { libc::waitpid(init.pid, &mut status, 0) };
-    init.reaped = true;
+    init.wait(true);
     let stage = Stage::from_u32(stage).unwrap_or(Stage::Exec);
     Err(setup_error(
         stage,
