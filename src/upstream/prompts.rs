@@ -12,6 +12,7 @@ use super::Gateway;
 use super::pins::{Checked, PinState};
 use super::toolbox::{Bounded, bound, failed, not_reached};
 use crate::call::{CallError, CallResult, PreparedCall};
+use crate::gate::{DenyReason, GateDenial};
 use crate::policy::Grant;
 use crate::sandbox::Exit;
 use rmcp::model::Tool;
@@ -56,12 +57,22 @@ pub(crate) fn as_tool(prompt: &Value) -> Option<Tool> {
     .ok()
 }
 
-/// Why a `prompts/get` is refused, for the client.
-pub(crate) enum GetError {
-    /// No such prompt, or its arguments are wrong (-32602).
-    Invalid(String),
-    /// Held until the operator approves its definition.
-    Held(String),
+/// The refusal of a get of the prompt the client knows as `name`: its
+/// `what` (definition, messages) changed since pinned, so it is held.
+fn held(name: &str, route: &Route, what: &str, pinned: &str, now: &str) -> CallError {
+    CallError::Denied(GateDenial::new(
+        DenyReason::Held,
+        format!(
+            "{name}: the {what} of prompt '{}' of upstream server '{}' changed since it was \
+             approved (pinned sha256 {}, now {}); it is held back until the operator reviews it \
+             (`toolcage upstreams show {}`) and approves it",
+            route.prompt,
+            route.server,
+            &pinned[..12.min(pinned.len())],
+            &now[..12.min(now.len())],
+            route.server,
+        ),
+    ))
 }
 
 impl Gateway {
@@ -135,36 +146,49 @@ impl Gateway {
         offered
     }
 
-    /// The server of the prompt the client knows as `name`, and its
-    /// arguments checked against the pinned definition (routed from a fresh
-    /// check: a definition changed since the last listing is held now, not
-    /// served from an old route). The server is not asked to get it here.
-    pub(crate) async fn prompt_route(
-        self: &Arc<Self>,
-        name: &str,
-        args: Option<Map<String, Value>>,
-    ) -> Result<(String, Map<String, Value>), GetError> {
+    /// The server of the prompt the client knows as `name`, routed from a
+    /// fresh listing (a definition changed since the last one is held now,
+    /// not served from an old route); `None`: no such prompt. Nothing is
+    /// checked or asked of the server here: the pipeline's prepare does
+    /// ([`Self::prepare_prompt`]), so a refusal is recorded.
+    pub(crate) async fn prompt_server(self: &Arc<Self>, name: &str) -> Option<String> {
         self.list_prompts().await;
-        let route = self.route_of(name).ok_or_else(|| {
-            GetError::Invalid(format!(
-                "no prompt '{name}' (prompts/list shows the prompts offered)"
-            ))
-        })?;
+        self.route_of(name).map(|r| r.server)
+    }
+
+    /// The route of the prompt a get of `server` names (`args`: the `name`
+    /// the client knows and its `arguments`), when it is that server's, is
+    /// not held and its arguments are the ones it declares; else the
+    /// refusal (`pipeline_name`: the get's name in the pipeline).
+    fn checked_get(
+        &self,
+        pipeline_name: &str,
+        server: &str,
+        args: &Value,
+    ) -> Result<Route, CallError> {
+        let name = args.get("name").and_then(Value::as_str).unwrap_or_default();
+        let invalid = |message: String| CallError::InvalidArguments {
+            tool: pipeline_name.to_string(),
+            message,
+        };
+        let route = match self.route_of(name) {
+            Some(r) if r.server == server => r,
+            _ => {
+                return Err(invalid(format!(
+                    "no prompt '{name}' of upstream server '{server}' (prompts/list shows the \
+                     prompts offered)"
+                )));
+            }
+        };
         if let Some((pinned, now)) = &route.held {
-            return Err(GetError::Held(format!(
-                "{name}: the definition of prompt '{}' of upstream server '{}' changed since it \
-                 was approved (pinned sha256 {}, now {}); it is held back until the operator \
-                 reviews it (`toolcage upstreams show {}`) and approves it",
-                route.prompt,
-                route.server,
-                &pinned[..12.min(pinned.len())],
-                &now[..12.min(now.len())],
-                route.server,
-            )));
+            return Err(held(name, &route, "definition", pinned, now));
         }
-        let args = args.unwrap_or_default();
-        check_arguments(name, &route.definition, &args).map_err(GetError::Invalid)?;
-        Ok((route.server, args))
+        match args.get("arguments").unwrap_or(&json!({})) {
+            Value::Object(a) => check_arguments(name, &route.definition, a),
+            _ => Err(format!("prompt '{name}': arguments must be an object")),
+        }
+        .map_err(invalid)?;
+        Ok(route)
     }
 
     fn route_of(&self, name: &str) -> Option<Route> {
@@ -177,7 +201,7 @@ impl Gateway {
 
     /// `prompts/get` on `server` as the pipeline runs it (`args`: the
     /// `name` the client knows and its `arguments`, checked by
-    /// [`Self::prompt_route`]); the messages bounded by the stdout cap, the
+    /// [`Self::checked_get`], again here); the messages bounded by the stdout cap, the
     /// record given their kinds, bytes and digest.
     pub(crate) async fn get_prompt(
         self: &Arc<Self>,
@@ -186,23 +210,9 @@ impl Gateway {
         grant: &Grant,
     ) -> Result<CallResult, CallError> {
         let start = Instant::now();
-        let name = args.get("name").and_then(Value::as_str).unwrap_or_default();
-        let route = match self.route_of(name) {
-            Some(r) if r.server == server && r.held.is_none() => r,
-            _ => {
-                let text = format!("toolcage: no prompt '{name}' of upstream server '{server}'");
-                return Ok(failed(text, Exit::Code(1), start, None));
-            }
-        };
         // Checked again here, whatever surface prepared it.
+        let route = self.checked_get(&get_name(server), server, &Value::Object(args.clone()))?;
         let arguments = args.get("arguments").cloned().unwrap_or(json!({}));
-        let checked = match &arguments {
-            Value::Object(a) => check_arguments(name, &route.definition, a),
-            _ => Err(format!("prompt '{name}': arguments must be an object")),
-        };
-        if let Err(why) = checked {
-            return Ok(not_reached(&why, start));
-        }
         let instance = match self.instance(server).await {
             Ok(i) => i,
             Err(why) => {
@@ -261,6 +271,11 @@ impl Gateway {
             .and_then(|resolved| {
                 let what = format!("Get a prompt of upstream server '{}'", server.spec.name);
                 self.prepared_request(server, name, "prompts/get", what, schema, resolved, args)
+            })
+            .and_then(|prepared| {
+                let args = Value::Object(prepared.args.clone());
+                self.checked_get(name, &server.spec.name, &args)?;
+                Ok(prepared)
             });
         Some(prepared)
     }
