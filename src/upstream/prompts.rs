@@ -21,8 +21,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long one `prompts/list` or `prompts/get` may take.
-const TIMEOUT: Duration = Duration::from_secs(30);
 /// Pages of one listing, at most (an endless `nextCursor`).
 const MAX_PAGES: usize = 100;
 
@@ -89,7 +87,7 @@ impl Gateway {
             if !i.has_prompts() {
                 continue;
             }
-            let defs = list(i.peer()).await;
+            let defs = list(i.peer(), &server, self.request_timeout(&server)).await;
             let tools: Vec<Tool> = defs.iter().filter_map(as_tool).collect();
             let checked = match self.prompt_pins.check(&server, &tools, &BTreeSet::new()) {
                 Ok(c) => c,
@@ -222,14 +220,20 @@ impl Gateway {
         let enforcement = Some(instance.enforcement.clone());
         let params = serde_json::from_value(json!({"name": route.prompt, "arguments": arguments}))
             .map_err(|e| CallError::Internal(e.to_string()))?;
-        let r = match tokio::time::timeout(TIMEOUT, instance.peer().get_prompt(params)).await {
+        let answer = tokio::time::timeout(grant.timeout, instance.peer().get_prompt(params)).await;
+        let r = match answer {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
                 let text = format!("upstream server '{server}': {e}");
                 return Ok(failed(text, Exit::Code(1), start, enforcement));
             }
             Err(_) => {
-                let text = format!("upstream server '{server}': prompts/get timed out");
+                let text = format!(
+                    "toolcage: {server}: prompts/get of prompt '{}' timed out after {} (the \
+                     policy's timeout; raise it in [upstreams.{server}.limits])",
+                    route.prompt,
+                    crate::policy::format_duration(grant.timeout)
+                );
                 return Ok(failed(text, Exit::Timeout, start, enforcement));
             }
         };
@@ -348,22 +352,27 @@ fn check_arguments(name: &str, def: &Value, args: &Map<String, Value>) -> Result
     Ok(())
 }
 
-/// `prompts/list`, page by page within [`MAX_PAGES`].
-async fn list(peer: &rmcp::Peer<rmcp::RoleClient>) -> Vec<Value> {
+/// `prompts/list`, page by page within [`MAX_PAGES`], each page within
+/// `timeout` (the server's).
+async fn list(peer: &rmcp::Peer<rmcp::RoleClient>, server: &str, timeout: Duration) -> Vec<Value> {
     let mut out = Vec::new();
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
         let params = cursor
             .as_ref()
             .and_then(|c| serde_json::from_value(json!({"cursor": c})).ok());
-        let page = match tokio::time::timeout(TIMEOUT, peer.list_prompts(params)).await {
+        let page = match tokio::time::timeout(timeout, peer.list_prompts(params)).await {
             Ok(Ok(p)) => serde_json::to_value(p).unwrap_or_default(),
             Ok(Err(e)) => {
-                tracing::warn!("upstream prompts/list: {e}");
+                tracing::warn!("upstream {server}: prompts/list: {e}");
                 break;
             }
             Err(_) => {
-                tracing::warn!("upstream prompts/list timed out");
+                tracing::warn!(
+                    "upstream {server}: prompts/list timed out after {} (the policy's timeout; \
+                     raise it in [upstreams.{server}.limits])",
+                    crate::policy::format_duration(timeout)
+                );
                 break;
             }
         };

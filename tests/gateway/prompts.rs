@@ -323,3 +323,23 @@ fn a_refused_prompt_get_leaves_a_record_with_its_reason() {
         assert_eq!(r[0]["decision"]["reason"], "invalid_arguments", "{}", r[0]);
     }
 }
+
+#[test]
+fn a_hanging_prompt_get_times_out_with_the_servers_own_timeout() {
+    let f = Fixture::new(
+        "prompt-hang",
+        json!({"PROMPT_HANG": "1"}),
+        "[upstreams.fx.limits]\ntimeout = \"2s\"\n",
+    );
+    let mut s = f.serve();
+    assert!(names(&mut s).contains(&"fx__hang".to_string()));
+    let start = std::time::Instant::now();
+    let r = get(&mut s, "fx__hang", json!({}));
+    let m = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(m.contains("timed out after 2s"), "{r}");
+    assert!(m.contains("[upstreams.fx.limits]"), "{r}");
+    // Its own 2 s, not a fixed 30 s.
+    assert!(start.elapsed() < std::time::Duration::from_secs(20));
+    // Control: the server still answers.
+    assert_eq!(message(&get(&mut s, "fx__plain", json!({}))), "Just plain");
+}

@@ -32,7 +32,8 @@ notifications/resources/updated for that URI (subscribed or not: the
 gateway filters) and notifications/resources/list_changed.
 
 Prompts: greet(name, required; PROMPT_DESC sets its description) and
-plain() and long(bytes) answer prompts/get with one user message. completion/complete
+plain() and long(bytes) answer prompts/get with one user message;
+PROMPT_HANG=1 adds hang(), whose get is never answered. completion/complete
 offers Ann, Anna, Bob for greet's name and hello, other for
 fx://notes/{name}, those starting with the value typed."""
 import json
@@ -157,7 +158,8 @@ def prompts():
         {"name": "plain", "description": "A plain prompt", "arguments": []},
         {"name": "long", "description": "A prompt of BYTES bytes",
          "arguments": [{"name": "bytes", "required": True}]},
-    ]
+    ] + ([{"name": "hang", "description": "Never answer", "arguments": []}]
+         if os.environ.get("PROMPT_HANG") else [])
 
 
 def get_prompt(name, args):
@@ -319,6 +321,10 @@ for line in sys.stdin:
     elif method == "prompts/get":
         p = msg.get("params") or {}
         log("prompts/get " + p.get("name", ""))
+        if p.get("name") == "hang":
+            # On a thread of its own: the server answers others meanwhile.
+            threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
+            continue
         r = get_prompt(p.get("name"), p.get("arguments") or {})
         if r is None:
             send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32602, "message": "no prompt"}})
