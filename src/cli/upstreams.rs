@@ -21,7 +21,7 @@ use std::sync::Arc;
 pub(crate) struct UpstreamsArgs {
     #[command(flatten)]
     pub(crate) policy: PolicyArgs,
-    /// Print a JSON array of {name, source, transport, runs, expose, state, reason, tools, pinned, held, renamed, displaced}.
+    /// Print a JSON array of {name, source, transport, runs, expose, state, reason, tools, pinned, held, renamed, displaced, prompt_collisions}.
     #[arg(long)]
     pub(crate) json: bool,
     #[command(subcommand)]
@@ -211,6 +211,14 @@ fn show(rows: Vec<Status>, json: bool) -> u8 {
         for n in &r.displaced {
             outln!(
                 "    not offered: {} ({}): {}",
+                text::one_line(&n.tool),
+                text::one_line(&n.name),
+                text::one_line(&n.why)
+            );
+        }
+        for n in &r.prompt_collisions {
+            outln!(
+                "    not offered: prompt {} ({}): {}",
                 text::one_line(&n.tool),
                 text::one_line(&n.name),
                 text::one_line(&n.why)

@@ -81,6 +81,8 @@ pub(crate) struct Gateway {
     pub(crate) prompt_pins: Pins,
     /// Each prompt offered or held, by the name the client sees.
     pub(crate) prompt_routes: Mutex<BTreeMap<String, prompts::Route>>,
+    /// The prompt name collisions logged in this session (each once).
+    prompt_collisions_logged: Mutex<std::collections::BTreeSet<String>>,
     slots: tokio::sync::Mutex<BTreeMap<String, Slot>>,
     /// Names taken by local tools: flat names avoid them.
     pub(crate) local_names: Vec<String>,
@@ -115,6 +117,7 @@ impl Gateway {
             pins: Pins::in_store(engine.store.clone()),
             prompt_pins: Pins::prompts_in(engine.store.clone()),
             prompt_routes: Mutex::default(),
+            prompt_collisions_logged: Mutex::default(),
             slots: tokio::sync::Mutex::new(BTreeMap::new()),
             local_names: engine
                 .catalog

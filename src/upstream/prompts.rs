@@ -44,6 +44,18 @@ pub(crate) struct Route {
     pub(crate) held: Option<(String, String)>,
 }
 
+/// A prompt not offered because another prompt has the name the client
+/// would see (`prefix = false`): an error of the operator's configuration.
+#[derive(Debug, Clone)]
+pub(crate) struct Collision {
+    pub(crate) server: String,
+    pub(crate) prompt: String,
+    /// The name both claim.
+    pub(crate) name: String,
+    /// One line naming both, and the fix.
+    pub(crate) why: String,
+}
+
 /// A prompt as the pins see it: a tool whose input schema holds its
 /// arguments (the pins hash name, description and schema).
 pub(crate) fn as_tool(prompt: &Value) -> Option<Tool> {
@@ -75,62 +87,22 @@ fn held(name: &str, route: &Route, what: &str, pinned: &str, now: &str) -> CallE
 
 impl Gateway {
     /// Every server's prompts checked against their pins; the routes are
-    /// replaced. The prompts offered (held ones are not), with the server
-    /// in their names.
+    /// replaced. The prompts offered (held ones are not, nor those whose
+    /// name another prompt has: an error, logged once), with the server in
+    /// their names.
     pub(crate) async fn list_prompts(self: &Arc<Self>) -> Vec<Value> {
-        let mut routes: BTreeMap<String, Route> = BTreeMap::new();
-        for s in &self.servers {
-            let server = s.spec.name.clone();
-            let Ok(i) = self.instance(&server).await else {
-                continue;
-            };
-            if !i.has_prompts() {
-                continue;
-            }
-            let defs = list(i.peer(), &server, self.request_timeout(&server)).await;
-            let tools: Vec<Tool> = defs.iter().filter_map(as_tool).collect();
-            let checked = match self.prompt_pins.check(&server, &tools, &BTreeSet::new()) {
-                Ok(c) => c,
-                Err(why) => {
-                    tracing::warn!("upstream {server}: prompts not offered: {why}");
-                    continue;
-                }
-            };
-            for (t, Checked { name, state }) in tools.iter().zip(checked) {
-                let Some(def) = defs.iter().find(|d| d["name"] == t.name.as_ref()) else {
-                    continue;
-                };
-                let held = match state {
-                    PinState::Changed { pinned, now } => Some((pinned, now)),
-                    _ => None,
-                };
-                // `prefix = false`: its own name; a name another server's
-                // prompt has is not offered (the first keeps it).
-                let name = match self.prefixes(&server) {
-                    true => name,
-                    false => t.name.to_string(),
-                };
-                if let Some(other) = routes.get(&name) {
-                    tracing::warn!(
-                        "upstream {server}: prompt '{}' is not offered: its name '{name}' is \
-                         also prompt '{}' of upstream server '{}'",
-                        t.name,
-                        other.prompt,
-                        other.server
-                    );
-                    continue;
-                }
-                routes.insert(
-                    name,
-                    Route {
-                        server: server.clone(),
-                        prompt: t.name.to_string(),
-                        definition: def.clone(),
-                        held,
-                    },
-                );
+        let (routes, collisions) = self.prompts_now().await;
+        let mut logged = self
+            .prompt_collisions_logged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        for c in collisions {
+            // The operator's configuration is wrong: an error, said once.
+            if logged.insert(c.why.clone()) {
+                tracing::error!("upstream {}: {}", c.server, c.why);
             }
         }
+        drop(logged);
         let offered = routes
             .iter()
             .filter(|(_, r)| r.held.is_none())
@@ -142,6 +114,106 @@ impl Gateway {
             .collect();
         *self.prompt_routes.lock().unwrap_or_else(|p| p.into_inner()) = routes;
         offered
+    }
+
+    /// The prompts not offered because another prompt has their name
+    /// (`prefix = false`), for `check` and `upstreams`.
+    pub(crate) async fn prompt_collisions(self: &Arc<Self>) -> Vec<Collision> {
+        self.prompts_now().await.1
+    }
+
+    /// Every server's prompts by the name the client sees, checked against
+    /// their pins; and those two or more prompts claim the name of (none
+    /// of which is routed: fail closed, never "the first one wins").
+    async fn prompts_now(self: &Arc<Self>) -> (BTreeMap<String, Route>, Vec<Collision>) {
+        let mut claims: BTreeMap<String, Vec<Route>> = BTreeMap::new();
+        for s in &self.servers {
+            let server = s.spec.name.clone();
+            for (name, route) in self.prompts_of(&server).await {
+                claims.entry(name).or_default().push(route);
+            }
+        }
+        let mut routes = BTreeMap::new();
+        let mut collisions = Vec::new();
+        for (name, mut claimed) in claims {
+            if claimed.len() == 1 {
+                routes.insert(name, claimed.remove(0));
+                continue;
+            }
+            let mut sections: Vec<String> = (claimed.iter())
+                .filter(|r| !self.prefixes(&r.server))
+                .map(|r| format!("[upstreams.{}]", r.server))
+                .collect();
+            sections.dedup();
+            let fix = format!(
+                "rename one, or set prefix = true in {}",
+                sections.join(" or ")
+            );
+            for (i, r) in claimed.iter().enumerate() {
+                let others: Vec<String> = (claimed.iter().enumerate())
+                    .filter(|(j, _)| *j != i)
+                    .map(|(_, o)| {
+                        format!("prompt '{}' of upstream server '{}'", o.prompt, o.server)
+                    })
+                    .collect();
+                collisions.push(Collision {
+                    server: r.server.clone(),
+                    prompt: r.prompt.clone(),
+                    why: format!(
+                        "prompt '{}' of upstream server '{}': its name '{name}' is also the name \
+                         of {}; neither is offered ({fix})",
+                        r.prompt,
+                        r.server,
+                        others.join(" and ")
+                    ),
+                    name: name.clone(),
+                });
+            }
+        }
+        (routes, collisions)
+    }
+
+    /// `server`'s prompts (none if it is not running or declares none),
+    /// checked against their pins, by the name the client sees: `server__name`
+    /// as pinned, or its own with `prefix = false`.
+    async fn prompts_of(self: &Arc<Self>, server: &str) -> Vec<(String, Route)> {
+        let Ok(i) = self.instance(server).await else {
+            return Vec::new();
+        };
+        if !i.has_prompts() {
+            return Vec::new();
+        }
+        let defs = list(i.peer(), server, self.request_timeout(server)).await;
+        let tools: Vec<Tool> = defs.iter().filter_map(as_tool).collect();
+        let checked = match self.prompt_pins.check(server, &tools, &BTreeSet::new()) {
+            Ok(c) => c,
+            Err(why) => {
+                tracing::warn!("upstream {server}: prompts not offered: {why}");
+                return Vec::new();
+            }
+        };
+        let mut out = Vec::new();
+        for (t, Checked { name, state }) in tools.iter().zip(checked) {
+            let Some(def) = defs.iter().find(|d| d["name"] == t.name.as_ref()) else {
+                continue;
+            };
+            let held = match state {
+                PinState::Changed { pinned, now } => Some((pinned, now)),
+                _ => None,
+            };
+            let name = match self.prefixes(server) {
+                true => name,
+                false => t.name.to_string(),
+            };
+            let route = Route {
+                server: server.to_string(),
+                prompt: t.name.to_string(),
+                definition: def.clone(),
+                held,
+            };
+            out.push((name, route));
+        }
+        out
     }
 
     /// The server of the prompt the client knows as `name`, routed from a

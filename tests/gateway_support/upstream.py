@@ -33,7 +33,9 @@ gateway filters) and notifications/resources/list_changed.
 
 Prompts: greet(name, required; PROMPT_DESC sets its description) and
 plain() and long(bytes) answer prompts/get with one user message;
-PROMPT_HANG=1 adds hang(), whose get is never answered. completion/complete
+PROMPT_HANG=1 adds hang(), whose get is never answered; EXTRA_PROMPT=NAME
+adds NAME() ("Extra NAME"). TOOL_PREFIX=P names every tool P + its name
+(a second server whose tools take no other's name). completion/complete
 offers Ann, Anna, Bob for greet's name and hello, other for
 fx://notes/{name}, those starting with the value typed."""
 import json
@@ -101,6 +103,7 @@ def tools_page(cursor):
 
 
 pending = {}
+TOOL_PREFIX = os.environ.get("TOOL_PREFIX", "")
 
 
 def ask_client(message):
@@ -159,7 +162,9 @@ def prompts():
         {"name": "long", "description": "A prompt of BYTES bytes",
          "arguments": [{"name": "bytes", "required": True}]},
     ] + ([{"name": "hang", "description": "Never answer", "arguments": []}]
-         if os.environ.get("PROMPT_HANG") else [])
+         if os.environ.get("PROMPT_HANG") else []) + (
+        [{"name": os.environ["EXTRA_PROMPT"], "description": "Only here", "arguments": []}]
+        if os.environ.get("EXTRA_PROMPT") else [])
 
 
 def get_prompt(name, args):
@@ -169,6 +174,8 @@ def get_prompt(name, args):
         text_ = "Just plain"
     elif name == "long":
         text_ = "L" * int(args.get("bytes", "0"))
+    elif name and name == os.environ.get("EXTRA_PROMPT"):
+        text_ = "Extra " + name
     else:
         return None
     return {"description": name, "messages": [{"role": "user", "content": {"type": "text", "text": text_}}]}
@@ -294,12 +301,15 @@ for line in sys.stdin:
             "serverInfo": {"name": "fixture", "version": "1"}}})
     elif method == "tools/list":
         items, more = tools_page((msg.get("params") or {}).get("cursor"))
+        items = [dict(t, name=TOOL_PREFIX + t["name"]) for t in items]
         result = {"tools": items}
         if more is not None:
             result["nextCursor"] = more
         send({"jsonrpc": "2.0", "id": mid, "result": result})
     elif method == "tools/call":
         p = msg["params"]
+        if TOOL_PREFIX and p["name"].startswith(TOOL_PREFIX):
+            p["name"] = p["name"][len(TOOL_PREFIX):]
         # hang and ask run on their own thread: the server keeps answering.
         if p["name"] in ("hang", "ask"):
             threading.Thread(target=answer_call, args=(mid, p), daemon=True).start()
