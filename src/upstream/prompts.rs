@@ -6,10 +6,14 @@
 //! until the operator approves it (`toolcage upstreams show` / `approve`,
 //! which list held prompts beside held tools). A `prompts/get` runs
 //! through the call pipeline as `SERVER/prompts/get` (a name no tool can
-//! have): the gate limits and records it like a resource read.
+//! have): its prepare refuses a held prompt or wrong arguments, and the
+//! gate limits and records it like a resource read. The messages a get
+//! with no arguments returns are pinned too ([`super::prompt_messages`]).
+//! With `prefix = false`, a name two prompts claim is offered to neither.
 
 use super::Gateway;
 use super::pins::{Checked, PinState};
+use super::prompt_messages;
 use super::toolbox::{Bounded, bound, failed, not_reached};
 use crate::call::{CallError, CallResult, PreparedCall};
 use crate::gate::{DenyReason, GateDenial};
@@ -67,17 +71,15 @@ pub(crate) fn as_tool(prompt: &Value) -> Option<Tool> {
     .ok()
 }
 
-/// The refusal of a get of the prompt the client knows as `name`: its
-/// `what` (definition, messages) changed since pinned, so it is held.
+/// The refusal of a get of the prompt the client knows as `name`, held:
+/// `what` changed since it was approved (a phrase: "the definition of
+/// prompt 'p' of upstream server 's' changed since it was approved").
 fn held(name: &str, route: &Route, what: &str, pinned: &str, now: &str) -> CallError {
     CallError::Denied(GateDenial::new(
         DenyReason::Held,
         format!(
-            "{name}: the {what} of prompt '{}' of upstream server '{}' changed since it was \
-             approved (pinned sha256 {}, now {}); it is held back until the operator reviews it \
-             (`toolcage upstreams show {}`) and approves it",
-            route.prompt,
-            route.server,
+            "{name}: {what} (pinned sha256 {}, now {}); it is held back until the operator \
+             reviews it (`toolcage upstreams show {}`) and approves it",
             &pinned[..12.min(pinned.len())],
             &now[..12.min(now.len())],
             route.server,
@@ -251,7 +253,12 @@ impl Gateway {
             }
         };
         if let Some((pinned, now)) = &route.held {
-            return Err(held(name, &route, "definition", pinned, now));
+            let what = format!(
+                "the definition of prompt '{}' of upstream server '{server}' changed since it \
+                 was approved",
+                route.prompt
+            );
+            return Err(held(name, &route, &what, pinned, now));
         }
         match args.get("arguments").unwrap_or(&json!({})) {
             Value::Object(a) => check_arguments(name, &route.definition, a),
@@ -309,10 +316,11 @@ impl Gateway {
                 return Ok(failed(text, Exit::Timeout, start, enforcement));
             }
         };
-        let (content, b) = bounded(
-            serde_json::to_value(r).unwrap_or_default(),
-            grant.output.stdout,
-        );
+        let answer = serde_json::to_value(r).unwrap_or_default();
+        if prompt_messages::none(&arguments) {
+            self.messages_as_pinned(server, &route, args, &answer)?;
+        }
+        let (content, b) = bounded(answer, grant.output.stdout);
         let mut kinds = b.kinds;
         kinds["sha256"] = json!(super::resources::sha256_hex(
             &serde_json::to_vec(&content["messages"]).unwrap_or_default()
@@ -323,6 +331,35 @@ impl Gateway {
         result.content = Some(content);
         result.content_kinds = Some(kinds);
         Ok(result)
+    }
+
+    /// The messages of `answer` (to a get with no arguments, `args`) as
+    /// pinned, or pinned now the first time; else the get is refused as
+    /// held (the pins unreadable: refused as well).
+    fn messages_as_pinned(
+        &self,
+        server: &str,
+        route: &Route,
+        args: &Map<String, Value>,
+        answer: &Value,
+    ) -> Result<(), CallError> {
+        let name = args.get("name").and_then(Value::as_str).unwrap_or_default();
+        let messages = answer.get("messages").cloned().unwrap_or(json!([]));
+        match self.check_messages(server, &route.prompt, &messages) {
+            Ok(None) => Ok(()),
+            Ok(Some((pinned, now))) => {
+                let what = format!(
+                    "the messages prompt '{}' of upstream server '{server}' returns for no \
+                     arguments changed since they were approved",
+                    route.prompt
+                );
+                Err(held(name, route, &what, &pinned, &now))
+            }
+            Err(why) => Err(CallError::Denied(GateDenial::new(
+                DenyReason::Unavailable,
+                format!("{name}: {why}"),
+            ))),
+        }
     }
 
     /// A `prompts/get` of `server` prepared for the pipeline; `None` when

@@ -32,7 +32,8 @@ notifications/resources/updated for that URI (subscribed or not: the
 gateway filters) and notifications/resources/list_changed.
 
 Prompts: greet(name, required; PROMPT_DESC sets its description) and
-plain() and long(bytes) answer prompts/get with one user message;
+plain() (its text PLAIN_TEXT when set) and long(bytes) answer
+prompts/get with one user message;
 PROMPT_HANG=1 adds hang(), whose get is never answered; EXTRA_PROMPT=NAME
 adds NAME() ("Extra NAME"). TOOL_PREFIX=P names every tool P + its name
 (a second server whose tools take no other's name). completion/complete
@@ -171,7 +172,7 @@ def get_prompt(name, args):
     if name == "greet":
         text_ = "Hello " + args.get("name", "<missing>")
     elif name == "plain":
-        text_ = "Just plain"
+        text_ = os.environ.get("PLAIN_TEXT", "Just plain")
     elif name == "long":
         text_ = "L" * int(args.get("bytes", "0"))
     elif name and name == os.environ.get("EXTRA_PROMPT"):
