@@ -458,6 +458,12 @@ fn print_upstream(u: &crate::upstream::Status) {
             u.name, n.tool, n.name, n.why
         ));
     }
+    for n in &u.prompt_collisions {
+        show(format!(
+            "error    upstream {}: prompt {} ({}) is not offered: {}",
+            u.name, n.tool, n.name, n.why
+        ));
+    }
 }
 
 pub(crate) fn run(global: &Global, args: &CheckArgs) -> u8 {
@@ -512,6 +518,7 @@ pub(crate) fn run(global: &Global, args: &CheckArgs) -> u8 {
         }
         // A `prefix = false` name another tool has: the operator's error.
         report.errors += u.displaced.iter().filter(|n| n.collision).count();
+        report.errors += u.prompt_collisions.len();
     }
     report.ok = report.errors == 0;
     report.upstreams = upstreams;

@@ -21,7 +21,7 @@ use std::sync::Arc;
 pub(crate) struct UpstreamsArgs {
     #[command(flatten)]
     pub(crate) policy: PolicyArgs,
-    /// Print a JSON array of {name, source, transport, runs, expose, state, reason, tools, pinned, held, renamed, displaced}.
+    /// Print a JSON array of {name, source, transport, runs, expose, state, reason, tools, pinned, held, renamed, displaced, prompt_collisions}.
     #[arg(long)]
     pub(crate) json: bool,
     #[command(subcommand)]
@@ -216,6 +216,14 @@ fn show(rows: Vec<Status>, json: bool) -> u8 {
                 text::one_line(&n.why)
             );
         }
+        for n in &r.prompt_collisions {
+            outln!(
+                "    not offered: prompt {} ({}): {}",
+                text::one_line(&n.tool),
+                text::one_line(&n.name),
+                text::one_line(&n.why)
+            );
+        }
         for h in &r.held {
             outln!(
                 "    held: {} changed its definition since it was pinned (review it: toolcage upstreams show {})",
@@ -289,6 +297,9 @@ struct HeldNow {
     pin: Option<Pin>,
     /// A prompt (pinned in `prompt-pins`), not a tool.
     prompt: bool,
+    /// The messages of a prompt's get with no arguments (pinned in
+    /// `prompt-message-pins`), not its definition.
+    messages: bool,
 }
 
 /// The held definitions of `t`, as the server reports them in one
@@ -321,6 +332,7 @@ fn held_now(gw: &Started, t: &Target) -> Result<Vec<HeldNow>, String> {
             tool: tool.clone(),
             pin: g.pins.pin(&t.server, &h.tool)?,
             prompt: false,
+            messages: false,
         });
     }
     let prompts = gw
@@ -336,6 +348,23 @@ fn held_now(gw: &Started, t: &Target) -> Result<Vec<HeldNow>, String> {
             name,
             tool: prompt,
             prompt: true,
+            messages: false,
+        });
+    }
+    let messages = gw
+        .session
+        .block_on(g.held_prompt_messages(&t.server))
+        .unwrap_or_default();
+    for (name, prompt) in messages {
+        if t.only.as_ref().is_some_and(|o| *o != prompt.name.as_ref()) {
+            continue;
+        }
+        out.push(HeldNow {
+            pin: g.prompt_message_pins.pin(&t.server, &prompt.name)?,
+            name,
+            tool: prompt,
+            prompt: true,
+            messages: true,
         });
     }
     Ok(out)
@@ -355,7 +384,8 @@ fn pretty(v: &Value) -> String {
 
 #[derive(Serialize)]
 struct ShownTool {
-    /// `tool` or `prompt`.
+    /// `tool`, `prompt`, or `prompt_messages` (what a prompt's get with
+    /// no arguments returns).
     kind: &'static str,
     tool: String,
     name: String,
@@ -417,7 +447,11 @@ fn show_held(gw: &Started, name: &str, json: bool) -> u8 {
                         .replacen(&format!("b/{}", h.name), &label("now"), 1);
                 }
                 ShownTool {
-                    kind: if h.prompt { "prompt" } else { "tool" },
+                    kind: match (h.prompt, h.messages) {
+                        (true, true) => "prompt_messages",
+                        (true, false) => "prompt",
+                        _ => "tool",
+                    },
                     tool: h.tool.name.to_string(),
                     name: h.name.clone(),
                     pinned_sha256: h.pin.as_ref().map(|p| p.sha256.clone()),
@@ -452,13 +486,20 @@ fn show_held(gw: &Started, name: &str, json: bool) -> u8 {
         return status::OK;
     }
     for h in &shown.held {
-        outln!(
-            "{}: {} '{}' of upstream server '{}' is held: its definition changed since it was pinned",
-            text::one_line(&h.name),
-            h.kind,
-            text::one_line(&h.tool),
-            text::one_line(&t.server)
-        );
+        match h.kind {
+            "prompt_messages" => outln!(
+                "{}: the messages prompt '{}' of upstream server '{}' returns for no arguments are held: they changed since they were pinned",
+                text::one_line(&h.name),
+                text::one_line(&h.tool),
+                text::one_line(&t.server)
+            ),
+            kind => outln!(
+                "{}: {kind} '{}' of upstream server '{}' is held: its definition changed since it was pinned",
+                text::one_line(&h.name),
+                text::one_line(&h.tool),
+                text::one_line(&t.server)
+            ),
+        }
         outln!(
             "  pinned sha256 {}",
             h.pinned_sha256.as_deref().unwrap_or("(none)")
@@ -523,14 +564,20 @@ fn approve(gw: &Started, name: &str, digest: Option<&str>) -> u8 {
         ));
         return status::INVALID;
     }
-    let tools: Vec<&Tool> = held.iter().filter(|h| !h.prompt).map(|h| &h.tool).collect();
-    let prompts: Vec<&Tool> = held.iter().filter(|h| h.prompt).map(|h| &h.tool).collect();
-    let pinned = gw
-        .gateway
+    let of = |prompt: bool, messages: bool| -> Vec<&Tool> {
+        (held.iter())
+            .filter(|h| h.prompt == prompt && h.messages == messages)
+            .map(|h| &h.tool)
+            .collect()
+    };
+    let g = &gw.gateway;
+    let pinned = g
         .pins
-        .approve(&t.server, &tools)
+        .approve(&t.server, &of(false, false))
         .and_then(|mut changed| {
-            changed.extend(gw.gateway.prompt_pins.approve(&t.server, &prompts)?);
+            changed.extend(g.prompt_pins.approve(&t.server, &of(true, false))?);
+            let messages = g.prompt_message_pins.approve(&t.server, &of(true, true))?;
+            changed.extend(messages.into_iter().map(|n| format!("{n} (its messages)")));
             Ok(changed)
         });
     match pinned {

@@ -105,37 +105,39 @@ pub(crate) async fn list_prompts(
     parse(json!({"prompts": items}))
 }
 
-/// `prompts/get`: its arguments checked and a held prompt refused (the
-/// server not asked), then run through the call pipeline (queue, gate,
-/// audit) as `SERVER/prompts/get`; a refusal or a failure is a JSON-RPC
-/// error whose message says why.
+/// `prompts/get`: run through the call pipeline (queue, gate, audit) as
+/// `SERVER/prompts/get`, whose prepare refuses a held prompt or wrong
+/// arguments before the server is asked; a prompt no server offers is
+/// refused and recorded as `prompts/get`. A refusal or a failure is a
+/// JSON-RPC error whose message says why.
 pub(crate) async fn get_prompt(
     server: &McpServer,
     request: rmcp::model::GetPromptRequestParams,
     context: &RequestContext<RoleServer>,
 ) -> Result<rmcp::model::GetPromptResult, McpError> {
-    use crate::upstream::prompts::{GetError, get_name};
+    use crate::upstream::prompts::get_name;
     let name = request.name;
     let data = Some(json!({"prompt": name}));
-    let Some(gw) = server.gateway(&context.peer).await else {
-        return Err(McpError::invalid_params(
-            format!("no prompt '{name}': this project declares no upstream server"),
-            data,
-        ));
-    };
-    let (upstream, args) = match gw.prompt_route(&name, request.arguments).await {
-        Ok(r) => r,
-        Err(GetError::Invalid(why)) => return Err(McpError::invalid_params(why, data)),
-        Err(GetError::Held(why)) => {
-            return Err(McpError::invalid_request(
-                format!("toolcage: {why}"),
-                Some(json!({"prompt": name, "toolcage/denial": "definition_changed"})),
-            ));
-        }
+    let args = json!({"name": name, "arguments": request.arguments.unwrap_or_default()});
+    let upstream = match server.gateway(&context.peer).await {
+        Some(gw) => gw.prompt_server(&name).await,
+        None => None,
     };
     let pipeline = server.pipeline();
+    let Some(upstream) = upstream else {
+        let why = format!("no prompt '{name}' (prompts/list shows the prompts offered)");
+        let refused = CallError::InvalidArguments {
+            tool: "prompts/get".into(),
+            message: why.clone(),
+        };
+        return Err(
+            match pipeline.refuse("prompts/get", &args, &server.session.id, refused) {
+                CallError::InvalidArguments { .. } => McpError::invalid_params(why, data),
+                e => McpError::internal_error(format!("toolcage: {e}"), data),
+            },
+        );
+    };
     let _in_flight = server.shared.calls.token();
-    let args = json!({"name": name, "arguments": args});
     let r = admit_and_run(server, &pipeline, context, &get_name(&upstream), args).await;
     match r {
         Ok(r) if !r.is_error => match r.content {
@@ -147,6 +149,9 @@ pub(crate) async fn get_prompt(
             format!("toolcage: {}", d.message),
             Some(json!({"prompt": name, "toolcage/denial": d.reason.code()})),
         )),
+        Err(CallError::InvalidArguments { message, .. }) => {
+            Err(McpError::invalid_params(message, data))
+        }
         Err(e) => Err(McpError::invalid_request(format!("toolcage: {e}"), data)),
     }
 }

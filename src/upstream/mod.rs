@@ -12,7 +12,8 @@
 //!   requests (elicitation forwarded only to a client that declared it).
 //! - [`exposed`]: the tools offered: flat `server__tool`, or deferred
 //!   behind Octo's `find_tools` / `call_mcp_tool` ([`deferred`]).
-//! - [`pins`]: a changed tool definition is held until approved.
+//! - [`pins`]: a changed tool definition is held until approved (and a
+//!   prompt's, and the messages it returns: `prompts`, `prompt_messages`).
 //! - `server`: one declared server, its launch and grants; `status`: what
 //!   `upstreams` and `check` show of each.
 //! - [`toolbox`]: the gateway's tools as part of the call pipeline, so an
@@ -30,6 +31,7 @@ pub(crate) mod http_client;
 pub(crate) mod instance;
 pub(crate) mod names;
 pub(crate) mod pins;
+mod prompt_messages;
 pub(crate) mod prompts;
 pub(crate) mod resources;
 mod server;
@@ -79,8 +81,13 @@ pub(crate) struct Gateway {
     pub(crate) pins: Pins,
     /// The pins of the servers' prompts (`prompt-pins`).
     pub(crate) prompt_pins: Pins,
+    /// The pins of the messages their gets return for no arguments
+    /// (`prompt-message-pins`).
+    pub(crate) prompt_message_pins: Pins,
     /// Each prompt offered or held, by the name the client sees.
     pub(crate) prompt_routes: Mutex<BTreeMap<String, prompts::Route>>,
+    /// The prompt name collisions logged in this session (each once).
+    prompt_collisions_logged: Mutex<std::collections::BTreeSet<String>>,
     slots: tokio::sync::Mutex<BTreeMap<String, Slot>>,
     /// Names taken by local tools: flat names avoid them.
     pub(crate) local_names: Vec<String>,
@@ -114,7 +121,9 @@ impl Gateway {
             servers,
             pins: Pins::in_store(engine.store.clone()),
             prompt_pins: Pins::prompts_in(engine.store.clone()),
+            prompt_message_pins: Pins::prompt_messages_in(engine.store.clone()),
             prompt_routes: Mutex::default(),
+            prompt_collisions_logged: Mutex::default(),
             slots: tokio::sync::Mutex::new(BTreeMap::new()),
             local_names: engine
                 .catalog

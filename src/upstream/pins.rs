@@ -174,7 +174,8 @@ pub(crate) struct Checked {
 #[derive(Debug, Clone)]
 pub(crate) struct Pins {
     store: Arc<dyn Store>,
-    /// The document: [`DOC`] for tools, [`PROMPTS_DOC`] for prompts.
+    /// The document: [`DOC`] for tools, [`PROMPTS_DOC`] for prompts,
+    /// [`PROMPT_MESSAGES_DOC`] for their messages.
     doc: &'static str,
 }
 
@@ -183,6 +184,9 @@ const DOC: &str = "pins";
 /// The document upstream prompts are pinned in (kept apart from tools:
 /// a prompt's name takes no tool's flat name).
 const PROMPTS_DOC: &str = "prompt-pins";
+/// The document the messages of prompts' gets with no arguments are
+/// pinned in (apart again: a prompt's definition digest stays as it was).
+const PROMPT_MESSAGES_DOC: &str = "prompt-message-pins";
 
 impl Pins {
     pub(crate) fn in_store(store: Arc<dyn Store>) -> Pins {
@@ -194,6 +198,15 @@ impl Pins {
         Pins {
             store,
             doc: PROMPTS_DOC,
+        }
+    }
+
+    /// The pins of the messages upstream prompts return for no arguments,
+    /// in the same store.
+    pub(crate) fn prompt_messages_in(store: Arc<dyn Store>) -> Pins {
+        Pins {
+            store,
+            doc: PROMPT_MESSAGES_DOC,
         }
     }
 

@@ -26,8 +26,9 @@ use std::time::{Duration, Instant};
 /// toolbox, which routes it).
 pub(crate) use super::toolbox::READ;
 
-/// How long one listing of a server's resources may take.
-const LIST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a request of a server whose grant does not resolve may take
+/// (it is never started: a bound all the same).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Pages and items of one listing, at most (an endless `nextCursor`).
 const MAX_PAGES: usize = 100;
@@ -72,7 +73,15 @@ impl Gateway {
         let mut all = Vec::new();
         let mut uris = BTreeMap::new();
         for (server, i) in self.resource_servers().await {
-            for mut r in list(&i, "resources/list", "resources").await {
+            for mut r in list(
+                &i,
+                &server,
+                "resources/list",
+                "resources",
+                self.request_timeout(&server),
+            )
+            .await
+            {
                 let Some(uri) = r.get("uri").and_then(Value::as_str) else {
                     continue;
                 };
@@ -97,7 +106,15 @@ impl Gateway {
         let mut all = Vec::new();
         let mut templates = Vec::new();
         for (server, i) in self.resource_servers().await {
-            for mut t in list(&i, "resources/templates/list", "resourceTemplates").await {
+            for mut t in list(
+                &i,
+                &server,
+                "resources/templates/list",
+                "resourceTemplates",
+                self.request_timeout(&server),
+            )
+            .await
+            {
                 let Some(tpl) = t.get("uriTemplate").and_then(Value::as_str) else {
                     continue;
                 };
@@ -152,11 +169,19 @@ impl Gateway {
             if !i.has_resources() {
                 continue;
             }
-            let listed = list(&i, "resources/list", "resources").await;
+            let timeout = self.request_timeout(&name);
+            let listed = list(&i, &name, "resources/list", "resources", timeout).await;
             if listed.iter().any(|r| r.get("uri") == Some(&json!(uri))) {
                 return Some(name);
             }
-            let templates = list(&i, "resources/templates/list", "resourceTemplates").await;
+            let templates = list(
+                &i,
+                &name,
+                "resources/templates/list",
+                "resourceTemplates",
+                timeout,
+            )
+            .await;
             if templates.iter().any(|t| {
                 t.get("uriTemplate")
                     .and_then(Value::as_str)
@@ -276,6 +301,15 @@ impl Gateway {
             }
             None => {}
         }
+    }
+
+    /// How long one request of `server` other than a tool call (a listing,
+    /// a prompt's get) may take: its grant's `timeout`, as a call's
+    /// (`[upstreams.NAME.limits] timeout`).
+    pub(crate) fn request_timeout(&self, server: &str) -> Duration {
+        self.server(server)
+            .and_then(|s| s.grant.as_ref().ok())
+            .map_or(DEFAULT_TIMEOUT, |r| r.grant.timeout)
     }
 
     /// Whether `server`'s names carry it (`prefix`, true unless `false`).
@@ -452,9 +486,15 @@ impl Gateway {
 }
 
 /// One kind of list of `i`, page by page within [`MAX_PAGES`] and
-/// [`MAX_ITEMS`]; a server that fails or runs past them gives what it
-/// gave so far (logged).
-async fn list(i: &Instance, method: &str, key: &str) -> Vec<Value> {
+/// [`MAX_ITEMS`], each page within `timeout` (the server's); a server that
+/// fails or runs past them gives what it gave so far (logged).
+async fn list(
+    i: &Instance,
+    server: &str,
+    method: &str,
+    key: &str,
+    timeout: Duration,
+) -> Vec<Value> {
     let mut out = Vec::new();
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
@@ -462,21 +502,25 @@ async fn list(i: &Instance, method: &str, key: &str) -> Vec<Value> {
             .as_ref()
             .and_then(|c| serde_json::from_value(json!({"cursor": c})).ok());
         let page = match method {
-            "resources/list" => tokio::time::timeout(LIST_TIMEOUT, i.peer().list_resources(params))
+            "resources/list" => tokio::time::timeout(timeout, i.peer().list_resources(params))
                 .await
                 .map(|r| r.map(|r| serde_json::to_value(r).unwrap_or_default())),
-            _ => tokio::time::timeout(LIST_TIMEOUT, i.peer().list_resource_templates(params))
+            _ => tokio::time::timeout(timeout, i.peer().list_resource_templates(params))
                 .await
                 .map(|r| r.map(|r| serde_json::to_value(r).unwrap_or_default())),
         };
         let page = match page {
             Ok(Ok(p)) => p,
             Ok(Err(e)) => {
-                tracing::warn!("upstream {method}: {e}");
+                tracing::warn!("upstream {server}: {method}: {e}");
                 break;
             }
             Err(_) => {
-                tracing::warn!("upstream {method} timed out");
+                tracing::warn!(
+                    "upstream {server}: {method} timed out after {} (the policy's timeout; \
+                     raise it in [upstreams.{server}.limits])",
+                    crate::policy::format_duration(timeout)
+                );
                 break;
             }
         };
@@ -485,7 +529,9 @@ async fn list(i: &Instance, method: &str, key: &str) -> Vec<Value> {
         }
         if out.len() >= MAX_ITEMS {
             out.truncate(MAX_ITEMS);
-            tracing::warn!("upstream {method}: over {MAX_ITEMS} items; the rest left out");
+            tracing::warn!(
+                "upstream {server}: {method}: over {MAX_ITEMS} items; the rest left out"
+            );
             break;
         }
         cursor = page

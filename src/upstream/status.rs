@@ -7,6 +7,7 @@ use super::pins::Pins;
 use super::{Gateway, Server, Slot};
 use crate::call::Engine;
 use serde::Serialize;
+use std::sync::Arc;
 
 /// What `toolcage upstreams` and `check` show of one server.
 #[derive(Debug, Clone, Serialize)]
@@ -32,6 +33,10 @@ pub(crate) struct Status {
     /// (a collision, a long name, characters replaced).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) renamed: Vec<Renamed>,
+    /// Prompts not offered because another prompt has their name (`prefix
+    /// = false`): an error of the operator's configuration (`check` fails).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) prompt_collisions: Vec<Renamed>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -47,7 +52,14 @@ pub(crate) struct Renamed {
 
 impl Gateway {
     /// Every server's state, for `upstreams` and `check`.
-    pub(crate) async fn status(&self) -> Vec<Status> {
+    pub(crate) async fn status(self: &Arc<Self>) -> Vec<Status> {
+        // Only a `prefix = false` server's prompts can take another's name:
+        // the others' prompts are not listed for this (listed before the
+        // slots are held: listing starts servers).
+        let collisions = match self.servers.iter().any(|s| !s.settings.prefix) {
+            true => self.prompt_collisions().await,
+            false => Vec::new(),
+        };
         let slots = self.slots.lock().await;
         let exposed = self.exposed();
         self.servers
@@ -81,6 +93,16 @@ impl Gateway {
                         .collect(),
                     displaced: displaced(&exposed, name),
                     renamed: renamed(&exposed, name),
+                    prompt_collisions: collisions
+                        .iter()
+                        .filter(|c| &c.server == name)
+                        .map(|c| Renamed {
+                            tool: c.prompt.clone(),
+                            name: c.name.clone(),
+                            why: c.why.clone(),
+                            collision: true,
+                        })
+                        .collect(),
                 }
             })
             .collect()
@@ -179,6 +201,7 @@ pub(crate) fn skipped_status(engine: &Engine) -> Vec<Status> {
                 held: Vec::new(),
                 displaced: Vec::new(),
                 renamed: Vec::new(),
+                prompt_collisions: Vec::new(),
             }
         })
         .collect()

@@ -6,7 +6,7 @@
 use crate::gateway_support;
 
 use gateway_support::{Fixture, text};
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn listed(s: &mut gateway_support::Serve, method: &str, key: &str) -> Vec<String> {
     let r = s.request(method, json!({}));
@@ -88,7 +88,7 @@ fn an_unprefixed_name_a_local_tool_has_is_an_error_naming_both() {
             && l.contains("the local tool 'echo'")),
         "{out}"
     );
-    let logged = serve_stderr(&f);
+    let logged = serve_stderr(&f, "tools/list");
     assert!(
         logged.lines().any(|l| l.contains("ERROR")
             && l.contains("tool 'echo' of upstream server 'fx'")
@@ -103,13 +103,14 @@ fn an_unprefixed_name_a_local_tool_has_is_an_error_naming_both() {
     let (code, out, err) = f.run(&["check"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(!out.contains("prefix = false"), "{out}");
-    let logged = serve_stderr(&f);
+    let logged = serve_stderr(&f, "tools/list");
     assert!(!logged.contains("ERROR"), "{logged}");
 }
 
-/// What `serve` writes on stderr while a client initializes and lists its
-/// tools (the session starts the servers), until the client leaves.
-fn serve_stderr(f: &Fixture) -> String {
+/// What `serve` writes on stderr while a client initializes and sends
+/// `method` (`tools/list`: the session starts the servers), until the
+/// client leaves.
+fn serve_stderr(f: &Fixture, method: &str) -> String {
     use std::io::Write;
     let mut c = f.toolcage(&["serve", "--no-watch"]);
     c.arg("--policy").arg(f.policy());
@@ -121,7 +122,7 @@ fn serve_stderr(f: &Fixture) -> String {
     for m in [
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": method}),
     ] {
         writeln!(stdin, "{m}").unwrap();
     }
@@ -136,4 +137,105 @@ fn serve_stderr(f: &Fixture) -> String {
     drop(stdin);
     let out = child.wait_with_output().unwrap();
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `fx` and `gx`, both the fixture (`gx`'s tools named `g_...`, so only
+/// their prompts share names), each with a prompt of its own
+/// (`fx_only`, `gx_only`); `gx_prefix`: `gx`'s `prefix` setting.
+fn two_servers(tag: &str, gx_prefix: bool) -> Fixture {
+    let policy =
+        format!("[upstreams.fx]\nprefix = false\n\n[upstreams.gx]\nprefix = {gx_prefix}\n");
+    let f = Fixture::new(tag, json!({}), &policy);
+    let fx = f.server_with(json!({"EXTRA_PROMPT": "fx_only"}), &[]);
+    let gx = f.server_with(json!({"EXTRA_PROMPT": "gx_only", "TOOL_PREFIX": "g_"}), &[]);
+    f.write(
+        ".mcp.json",
+        &json!({"mcpServers": {"fx": fx, "gx": gx}}).to_string(),
+    );
+    f
+}
+
+fn get(s: &mut gateway_support::Serve, name: &str) -> Value {
+    s.request("prompts/get", json!({"name": name, "arguments": {}}))
+}
+
+#[test]
+fn a_prompt_name_two_unprefixed_servers_share_is_an_error_and_neither_is_offered() {
+    let f = two_servers("prompt-clash", false);
+    // `check` names both servers' prompts and fails.
+    let (code, out, err) = f.run(&["check"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let errors: Vec<&str> = out.lines().filter(|l| l.starts_with("error")).collect();
+    for (server, other) in [("fx", "gx"), ("gx", "fx")] {
+        assert!(
+            errors.iter().any(|l| l.contains(&format!(
+                "prompt 'plain' of upstream server '{server}': its name 'plain' is also the name \
+                 of prompt 'plain' of upstream server '{other}'"
+            ))),
+            "{out}"
+        );
+    }
+    assert!(
+        out.contains("set prefix = true in [upstreams.fx] or [upstreams.gx]"),
+        "{out}"
+    );
+    // Only prompts collide: the tools do not.
+    assert!(!errors.iter().any(|l| l.contains(" tool ")), "{out}");
+    let (_, up, err) = f.run(&["upstreams"]);
+    assert!(
+        up.contains("not offered: prompt greet (greet)"),
+        "{up}{err}"
+    );
+    // `serve` offers neither (not "the first one wins") and says why once.
+    let mut s = f.serve();
+    let prompts = listed(&mut s, "prompts/list", "prompts");
+    for shared in ["greet", "plain", "long"] {
+        assert!(!prompts.contains(&shared.to_string()), "{prompts:?}");
+        let r = get(&mut s, shared);
+        assert_eq!(r["error"]["code"], -32602, "{r}");
+    }
+    // Control: the prompts only one server has are offered and served.
+    assert!(prompts.contains(&"fx_only".to_string()), "{prompts:?}");
+    assert!(prompts.contains(&"gx_only".to_string()), "{prompts:?}");
+    let r = get(&mut s, "gx_only");
+    assert_eq!(
+        r["result"]["messages"][0]["content"]["text"], "Extra gx_only",
+        "{r}"
+    );
+    drop(s);
+    let logged = serve_stderr(&f, "prompts/list");
+    let clash: Vec<&str> = logged
+        .lines()
+        .filter(|l| l.contains("ERROR") && l.contains("its name 'greet'"))
+        .collect();
+    assert_eq!(clash.len(), 2, "{logged}");
+    assert!(
+        clash
+            .iter()
+            .all(|l| l.contains("'fx'") && l.contains("'gx'")),
+        "{logged}"
+    );
+
+    // Control: `gx` prefixed, its prompts carry its name; nothing collides,
+    // `check` passes and every prompt is offered.
+    let f = two_servers("prompt-no-clash", true);
+    let (code, out, err) = f.run(&["check"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let mut s = f.serve();
+    let prompts = listed(&mut s, "prompts/list", "prompts");
+    for name in [
+        "greet",
+        "gx__greet",
+        "plain",
+        "gx__plain",
+        "fx_only",
+        "gx__gx_only",
+    ] {
+        assert!(prompts.contains(&name.to_string()), "{name}: {prompts:?}");
+    }
+    let r = get(&mut s, "plain");
+    assert_eq!(
+        r["result"]["messages"][0]["content"]["text"], "Just plain",
+        "{r}"
+    );
 }

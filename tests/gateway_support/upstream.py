@@ -32,7 +32,11 @@ notifications/resources/updated for that URI (subscribed or not: the
 gateway filters) and notifications/resources/list_changed.
 
 Prompts: greet(name, required; PROMPT_DESC sets its description) and
-plain() and long(bytes) answer prompts/get with one user message. completion/complete
+plain() (its text PLAIN_TEXT when set) and long(bytes) answer
+prompts/get with one user message;
+PROMPT_HANG=1 adds hang(), whose get is never answered; EXTRA_PROMPT=NAME
+adds NAME() ("Extra NAME"). TOOL_PREFIX=P names every tool P + its name
+(a second server whose tools take no other's name). completion/complete
 offers Ann, Anna, Bob for greet's name and hello, other for
 fx://notes/{name}, those starting with the value typed."""
 import json
@@ -100,6 +104,7 @@ def tools_page(cursor):
 
 
 pending = {}
+TOOL_PREFIX = os.environ.get("TOOL_PREFIX", "")
 
 
 def ask_client(message):
@@ -157,16 +162,21 @@ def prompts():
         {"name": "plain", "description": "A plain prompt", "arguments": []},
         {"name": "long", "description": "A prompt of BYTES bytes",
          "arguments": [{"name": "bytes", "required": True}]},
-    ]
+    ] + ([{"name": "hang", "description": "Never answer", "arguments": []}]
+         if os.environ.get("PROMPT_HANG") else []) + (
+        [{"name": os.environ["EXTRA_PROMPT"], "description": "Only here", "arguments": []}]
+        if os.environ.get("EXTRA_PROMPT") else [])
 
 
 def get_prompt(name, args):
     if name == "greet":
         text_ = "Hello " + args.get("name", "<missing>")
     elif name == "plain":
-        text_ = "Just plain"
+        text_ = os.environ.get("PLAIN_TEXT", "Just plain")
     elif name == "long":
         text_ = "L" * int(args.get("bytes", "0"))
+    elif name and name == os.environ.get("EXTRA_PROMPT"):
+        text_ = "Extra " + name
     else:
         return None
     return {"description": name, "messages": [{"role": "user", "content": {"type": "text", "text": text_}}]}
@@ -292,12 +302,15 @@ for line in sys.stdin:
             "serverInfo": {"name": "fixture", "version": "1"}}})
     elif method == "tools/list":
         items, more = tools_page((msg.get("params") or {}).get("cursor"))
+        items = [dict(t, name=TOOL_PREFIX + t["name"]) for t in items]
         result = {"tools": items}
         if more is not None:
             result["nextCursor"] = more
         send({"jsonrpc": "2.0", "id": mid, "result": result})
     elif method == "tools/call":
         p = msg["params"]
+        if TOOL_PREFIX and p["name"].startswith(TOOL_PREFIX):
+            p["name"] = p["name"][len(TOOL_PREFIX):]
         # hang and ask run on their own thread: the server keeps answering.
         if p["name"] in ("hang", "ask"):
             threading.Thread(target=answer_call, args=(mid, p), daemon=True).start()
@@ -319,6 +332,10 @@ for line in sys.stdin:
     elif method == "prompts/get":
         p = msg.get("params") or {}
         log("prompts/get " + p.get("name", ""))
+        if p.get("name") == "hang":
+            # On a thread of its own: the server answers others meanwhile.
+            threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
+            continue
         r = get_prompt(p.get("name"), p.get("arguments") or {})
         if r is None:
             send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32602, "message": "no prompt"}})
