@@ -8,7 +8,7 @@
 //! 2. 8 concurrent sessions (`serve --http`, one client each) against 8
 //!    threads spawning the script: calls per second and the ratio
 //!    (target: ≥ 0.5× the plain spawns' throughput);
-//! 3. the pool's memory: the ready inits' RSS and PSS (`smaps_rollup`),
+//! 3. the pool's memory: the ready inits' and the maker's RSS and PSS (`smaps_rollup`),
 //!    and the server's own RSS with the pool on and off.
 //!
 //! Run with `cargo bench --bench serve_pool`. Prints numbers; asserts
@@ -196,10 +196,11 @@ fn kib(pid: u32, file: &str, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// The ready inits of server `pid`: its children named by the pool's
-/// thread (they keep the name until their tool execs).
-fn ready_inits(pid: u32) -> Vec<u32> {
-    let parent = pid.to_string();
+/// The children of `parent` named `toolcage-pool`: the server's is the
+/// pool's maker, the maker's are the ready inits (they keep the name until
+/// their tool execs).
+fn pool_children(parent: u32) -> Vec<u32> {
+    let parent = parent.to_string();
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok()?.parse::<u32>().ok())
@@ -216,16 +217,24 @@ fn ready_inits(pid: u32) -> Vec<u32> {
 
 fn memory(on: &Stdio1, off: &Stdio1) {
     std::thread::sleep(Duration::from_millis(500));
-    let inits = ready_inits(on.child.id());
+    let makers = pool_children(on.child.id());
+    let inits: Vec<u32> = makers.iter().flat_map(|m| pool_children(*m)).collect();
     let rss: u64 = inits.iter().map(|p| kib(*p, "status", "VmRSS:")).sum();
     let pss: u64 = inits.iter().map(|p| kib(*p, "smaps_rollup", "Pss:")).sum();
     let n = inits.len().max(1) as f64;
     println!("the pool's memory ({} ready sandboxes):", inits.len());
     println!(
-        "  per ready init: RSS {:6.1} MiB, PSS {:6.1} MiB (shared with toolcage: copy on write)",
+        "  per ready init: RSS {:6.1} MiB, PSS {:6.1} MiB (shared with the maker: copy on write)",
         rss as f64 / n / 1024.0,
         pss as f64 / n / 1024.0
     );
+    for m in &makers {
+        println!(
+            "  the pool's maker: RSS {:6.1} MiB, PSS {:6.1} MiB",
+            kib(*m, "status", "VmRSS:") as f64 / 1024.0,
+            kib(*m, "smaps_rollup", "Pss:") as f64 / 1024.0
+        );
+    }
     println!(
         "  server RSS: pool on {:6.1} MiB, pool off {:6.1} MiB",
         kib(on.child.id(), "status", "VmRSS:") as f64 / 1024.0,

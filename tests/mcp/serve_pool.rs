@@ -240,6 +240,54 @@ fn the_pools_sandboxes_are_made_by_a_process_that_dies_with_the_server() {
 }
 
 #[test]
+fn a_pooled_call_answers_only_once_nothing_it_started_lives() {
+    // The pooled call's answer comes as soon as the init reports, without
+    // waiting for the namespaces' teardown: the init kills and reaps the
+    // rest of the call before it reports. Both ways, with the pool and
+    // without: a daemon the tool left is gone when the answer arrives.
+    // (Were the init to report first, the kernel would still kill the
+    // daemons a moment later: a regression shows as failures now and then,
+    // not every run.)
+    let p = project("pool-daemon", std::path::Path::new("/nonexistent"));
+    let marker = format!("317.{:03}", std::process::id() % 1000);
+    let f = p.write(
+        ".agents/tools/daemon",
+        &format!(
+            "#!/bin/sh\n# @description Leave daemons behind.\n\
+             for i in 1 2 3; do setsid sleep {marker} & done\n\
+             kill -0 $! && echo alive\n"
+        ),
+    );
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for pool in ["2", "0"] {
+        let mut s = serve(&p, pool);
+        let server = server_pid(&p);
+        for i in 0..4 {
+            if pool != "0" && i > 0 && !common::namespace_free_run() {
+                assert!(wait_ready(&server), "no ready sandbox before call {i}");
+            }
+            let out = text(&s.request("tools/call", json!({"name": "daemon", "arguments": {}})));
+            // At once, no retry: the answer means they are gone.
+            let alive = sleepers(&marker);
+            // The control: the daemons did start.
+            assert_eq!(out.trim(), "alive", "pool {pool}, call {i}: {out}");
+            assert_eq!(alive, Vec::<String>::new(), "pool {pool}, call {i}");
+        }
+    }
+}
+
+/// Processes (not zombies) whose command line names `marker`.
+fn sleepers(marker: &str) -> Vec<String> {
+    pids()
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .collect()
+}
+
+#[test]
 fn without_the_pool_no_init_waits() {
     let p = project("pool-off", std::path::Path::new("/nonexistent"));
     let mut s = serve(&p, "0");

@@ -109,7 +109,10 @@ fn kill_tree(init: &InitGuard, sig: libc::c_int) {
 /// Reap the init; the tool's status is what the init reported, if it got
 /// that far (it is killed, not exited, on timeout and cancellation).
 fn wait_status(init: &mut InitGuard, block: bool, status_pipe: &OwnedFd) -> Option<Exit> {
-    let mut status = init.wait(block)?;
+    let mut status = match reported_early(init, status_pipe) {
+        Some(status) => status,
+        None => init.wait(block)?,
+    };
     let mut reported = [0u8; 4];
     if nix::unistd::read(status_pipe, &mut reported) == Ok(4) {
         status = i32::from_ne_bytes(reported);
@@ -121,6 +124,34 @@ fn wait_status(init: &mut InitGuard, block: bool, status_pipe: &OwnedFd) -> Opti
     } else {
         None
     }
+}
+
+/// An adopted init's report, if it is there: with namespaces the init
+/// reports only once no other process of the call is left
+/// (`child/init.rs`, `wait_for_tool`), so that is the call's end; the
+/// init's own exit (the namespaces' teardown) is the pool's maker's to
+/// reap, not worth waiting for. The init is killed for good measure.
+/// (The report stays in the pipe for the caller to read.)
+fn reported_early(init: &mut InitGuard, status_pipe: &OwnedFd) -> Option<libc::c_int> {
+    if !init.adopted || init.reaped {
+        return None;
+    }
+    let mut pfd = libc::pollfd {
+        fd: status_pipe.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll on one stack struct naming a pipe we own, no waiting.
+    let ready = unsafe { libc::poll(&mut pfd, 1, 0) } > 0 && pfd.revents & libc::POLLIN != 0;
+    let mut available: libc::c_int = 0;
+    // SAFETY: FIONREAD writes the byte count into an int we own.
+    let sized = unsafe { libc::ioctl(status_pipe.as_raw_fd(), libc::FIONREAD, &mut available) } == 0;
+    if !(ready && sized && available >= 4) {
+        return None;
+    }
+    init.kill_all();
+    init.reaped = true;
+    Some(libc::SIGKILL)
 }
 
 /// How long to keep draining pipes after the tool's tree is gone: only a
@@ -158,7 +189,7 @@ pub(crate) fn supervise(
             s.killed = Some(Exit::Cancelled);
             kill_tree(s.init, libc::SIGKILL);
         }
-        s.reap(ready[INIT]);
+        s.reap(ready[INIT] || ready[REPORT]);
     }
     s.finish()
 }
@@ -169,6 +200,9 @@ const STDERR: usize = 1;
 const STDIN: usize = 2;
 const INIT: usize = 3;
 const CANCEL: usize = 4;
+/// An adopted init's status pipe ([`reported_early`]).
+const REPORT: usize = 5;
+const SLOTS: usize = 6;
 
 /// One call under supervision: its descriptors, its output so far, and
 /// where it stands (ended, killed and why, the clocks).
@@ -264,9 +298,9 @@ impl<'a, 'd> Supervision<'a, 'd> {
 
     /// Poll what is open until something is ready or the next clock
     /// runs out: which slots are ready, `None` on EINTR.
-    fn wait(&self, now: Instant, cancel: Option<&CancelToken>) -> Option<[bool; 5]> {
-        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(5);
-        let mut slots = [usize::MAX; 5];
+    fn wait(&self, now: Instant, cancel: Option<&CancelToken>) -> Option<[bool; SLOTS]> {
+        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(SLOTS);
+        let mut slots = [usize::MAX; SLOTS];
         let mut push = |slot: usize, fd: RawFd, events: libc::c_short| {
             slots[slot] = fds.len();
             fds.push(libc::pollfd {
@@ -286,6 +320,9 @@ impl<'a, 'd> Supervision<'a, 'd> {
         }
         if self.exit.is_none() {
             push(INIT, self.init.pidfd.as_raw_fd(), libc::POLLIN);
+            if self.init.adopted {
+                push(REPORT, self.status.as_raw_fd(), libc::POLLIN);
+            }
         }
         if let Some(c) = cancel.filter(|_| self.killed.is_none()) {
             push(CANCEL, c.raw(), libc::POLLIN);
@@ -312,7 +349,7 @@ impl<'a, 'd> Supervision<'a, 'd> {
     }
 
     /// Capture what the tool wrote, and feed it what is left of its stdin.
-    fn pump(&mut self, ready: &[bool; 5]) {
+    fn pump(&mut self, ready: &[bool; SLOTS]) {
         for (slot, stream, capture) in [
             (STDOUT, &mut self.stdout, &mut self.out),
             (STDERR, &mut self.stderr, &mut self.err),

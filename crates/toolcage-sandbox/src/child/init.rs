@@ -541,9 +541,11 @@ unsafe fn unblock_all_signals() {
     }
 }
 
-/// Init step, with namespaces: reap every child until the tool exits, then
-/// report its status and exit, which makes the kernel kill whatever is
-/// left in the namespace.
+/// Init step, with namespaces: reap every child until the tool exits,
+/// kill and reap whatever else the call left in the namespace, then report
+/// the tool's status and exit. Nothing the call started is alive when the
+/// parent hears, so it need not wait for this exit (the kernel's teardown
+/// of the namespaces) before it answers.
 ///
 /// Async-signal-safe: raw syscalls only, no allocation, no locks.
 ///
@@ -557,12 +559,35 @@ unsafe fn wait_for_tool(plan: &ChildPlan, tool: libc::pid_t) -> ! {
             let mut status = 0;
             let pid = libc::waitpid(-1, &mut status, 0);
             if pid == tool {
+                kill_the_rest();
                 let bytes = status.to_ne_bytes();
                 libc::write(plan.status_fd, bytes.as_ptr().cast(), bytes.len());
                 libc::_exit(0);
             }
             if pid < 0 && errno() == libc::ECHILD {
                 libc::_exit(0);
+            }
+        }
+    }
+}
+
+/// As PID 1 of the call's namespace: SIGKILL every other process in it
+/// and reap them until none is left. The kill is sent again before each
+/// wait, so a child forked while the first one went out dies as well.
+/// Anywhere but PID 1 it does nothing (`kill(-1)` would reach the user's
+/// processes outside); the kernel's teardown at our exit covers that case.
+///
+/// Async-signal-safe: raw syscalls only.
+fn kill_the_rest() {
+    // SAFETY: getpid/kill/waitpid take plain integers and a null pointer.
+    unsafe {
+        if libc::getpid() != 1 {
+            return;
+        }
+        loop {
+            libc::kill(-1, libc::SIGKILL);
+            if libc::waitpid(-1, ptr::null_mut(), 0) < 0 && errno() != libc::EINTR {
+                return;
             }
         }
     }
