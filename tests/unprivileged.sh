@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the escape suite (and the gateway's and the shared store's tests) as an ordinary user (created here if missing), after
+# Runs the escape suite (and the gateway's, the shared store's and serve's pool's tests) as an ordinary user (created here if missing), after
 # `cargo test` has built it as root. The sandbox must hold for both: as root
 # there is no user namespace and RLIMIT_NPROC does not apply; as a user every
 # call gets a user namespace. Each runs twice (the gateway's once): normally, and with
@@ -14,13 +14,14 @@ if ! id "$user" >/dev/null 2>&1; then
 fi
 # The executables cargo just built (not the newest file by name: stale
 # builds pile up in target/debug/deps).
-built=$(cargo test --no-run --locked --test escape --test gateway --test engine --message-format=json 2>/dev/null |
+built=$(cargo test --no-run --locked --test escape --test gateway --test engine --test mcp --message-format=json 2>/dev/null |
   grep -o '"executable":"[^"]*"' | cut -d'"' -f4)
 status=0
 # Each run: the test binary, a filter ("" for all its tests; a module
 # path otherwise) and the namespace-free modes. The whole escape suite;
 # from the gateway binary the upstream servers (which drive the binary,
-# which picks its mode itself); from the engine binary the shared store.
+# which picks its mode itself); from the engine binary the shared store;
+# from the mcp binary serve's pool (its maker forks, its inits are adopted).
 runs=(
   "escape||0 1"
   "gateway|upstreams::|0"
@@ -28,6 +29,7 @@ runs=(
   "gateway|prompts::|0"
   "gateway|unprefixed::|0"
   "engine|store_redis::|0 1"
+  "mcp|serve_pool::|0 1"
 )
 for run in "${runs[@]}"; do
   IFS='|' read -r name filter modes <<<"$run"
