@@ -58,10 +58,8 @@ struct Order {
 
 #[derive(Serialize, Deserialize)]
 enum Answer {
-    Ready {
-        pid: i32,
-        about: About,
-    },
+    /// (Boxed: it is most of the answer's size.)
+    Ready { pid: i32, about: Box<About> },
     /// Namespaces refused (errno): nothing can be prepared.
     Unavailable(i32),
     /// This grant cannot be prepared; its calls start cold.
@@ -130,7 +128,11 @@ impl Maker {
                 let fds: [OwnedFd; 4] = fds
                     .try_into()
                     .map_err(|_| RunError::Unavailable(libc::EPROTO))?;
-                Ok(Ready::adopt(HandedOver { pid, fds, about }))
+                Ok(Ready::adopt(HandedOver {
+                    pid,
+                    fds,
+                    about: *about,
+                }))
             }
             Ok(Answer::Unavailable(errno)) => Err(RunError::Unavailable(errno)),
             Ok(Answer::Failed(why)) => Err(RunError::Failed(prepare(why))),
@@ -269,7 +271,7 @@ fn serve_orders(channel: OwnedFd) -> ! {
                 let fds: Vec<RawFd> = handed.fds.iter().map(|f| f.as_raw_fd()).collect();
                 let a = Answer::Ready {
                     pid: handed.pid,
-                    about: handed.about,
+                    about: Box::new(handed.about),
                 };
                 kept.push((handed.pid, keep));
                 answer(&channel, &a, &fds)

@@ -145,7 +145,8 @@ fn reported_early(init: &mut InitGuard, status_pipe: &OwnedFd) -> Option<libc::c
     let ready = unsafe { libc::poll(&mut pfd, 1, 0) } > 0 && pfd.revents & libc::POLLIN != 0;
     let mut available: libc::c_int = 0;
     // SAFETY: FIONREAD writes the byte count into an int we own.
-    let sized = unsafe { libc::ioctl(status_pipe.as_raw_fd(), libc::FIONREAD, &mut available) } == 0;
+    let sized =
+        unsafe { libc::ioctl(status_pipe.as_raw_fd(), libc::FIONREAD, &mut available) } == 0;
     if !(ready && sized && available >= 4) {
         return None;
     }
