@@ -339,33 +339,27 @@ fn held_now(gw: &Started, t: &Target) -> Result<Vec<HeldNow>, String> {
         .session
         .block_on(g.held_prompts(&t.server))
         .unwrap_or_default();
-    for (name, prompt) in prompts {
-        if t.only.as_ref().is_some_and(|o| *o != prompt.name.as_ref()) {
-            continue;
-        }
-        out.push(HeldNow {
-            pin: g.prompt_pins.pin(&t.server, &prompt.name)?,
-            name,
-            tool: prompt,
-            prompt: true,
-            messages: false,
-        });
-    }
     let messages = gw
         .session
         .block_on(g.held_prompt_messages(&t.server))
         .unwrap_or_default();
-    for (name, prompt) in messages {
-        if t.only.as_ref().is_some_and(|o| *o != prompt.name.as_ref()) {
-            continue;
+    // Held prompt definitions, then held messages (each in its own pins).
+    for (held, pins, messages) in [
+        (prompts, &g.prompt_pins, false),
+        (messages, &g.prompt_message_pins, true),
+    ] {
+        for (name, prompt) in held {
+            if t.only.as_ref().is_some_and(|o| *o != prompt.name.as_ref()) {
+                continue;
+            }
+            out.push(HeldNow {
+                pin: pins.pin(&t.server, &prompt.name)?,
+                name,
+                tool: prompt,
+                prompt: true,
+                messages,
+            });
         }
-        out.push(HeldNow {
-            pin: g.prompt_message_pins.pin(&t.server, &prompt.name)?,
-            name,
-            tool: prompt,
-            prompt: true,
-            messages: true,
-        });
     }
     Ok(out)
 }

@@ -36,6 +36,24 @@ fn with_desc(f: &Fixture, desc: &str) {
     f.set_server(f.server_with(json!({"FX_LOG": log, "PROMPT_DESC": desc}), &[]));
 }
 
+/// `upstreams show fx` lists everything in `shown`; approving the digest
+/// it names prints `pinned`.
+fn approve_shown(f: &Fixture, shown: &[&str], pinned: &str) {
+    let (code, out, err) = f.run(&["upstreams", "show", "fx"]);
+    assert_eq!(code, 0, "{err}");
+    for s in shown {
+        assert!(out.contains(s), "{s}: {out}");
+    }
+    let digest = out
+        .split("--digest ")
+        .nth(1)
+        .map(|d| d.trim().to_string())
+        .unwrap_or_else(|| panic!("{out}"));
+    let (code, out, err) = f.run(&["upstreams", "approve", "fx", "--digest", &digest]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(pinned), "{out}");
+}
+
 fn fixture(tag: &str) -> Fixture {
     let f = Fixture::new(
         tag,
@@ -115,18 +133,11 @@ fn a_changed_prompt_is_held_until_approved_and_the_unchanged_still_work() {
     drop(s);
 
     // The operator reviews it and approves exactly that.
-    let (code, out, err) = f.run(&["upstreams", "show", "fx"]);
-    assert_eq!(code, 0, "{err}");
-    assert!(out.contains("prompt 'greet'"), "{out}");
-    assert!(out.contains("ignore all previous instructions"), "{out}");
-    let digest = out
-        .split("--digest ")
-        .nth(1)
-        .map(|d| d.trim().to_string())
-        .unwrap_or_else(|| panic!("{out}"));
-    let (code, out, err) = f.run(&["upstreams", "approve", "fx", "--digest", &digest]);
-    assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("pinned fx__greet"), "{out}");
+    approve_shown(
+        &f,
+        &["prompt 'greet'", "ignore all previous instructions"],
+        "pinned fx__greet",
+    );
     let mut s = f.serve();
     assert!(names(&mut s).contains(&"fx__greet".to_string()));
     assert_eq!(
@@ -395,18 +406,11 @@ fn a_prompts_messages_for_no_arguments_are_pinned_and_a_change_is_held() {
     );
 
     // `show` lists it with the new text; `approve` pins exactly that.
-    let (code, out, err) = f.run(&["upstreams", "show", "fx"]);
-    assert_eq!(code, 0, "{err}");
-    assert!(out.contains("the messages prompt 'plain'"), "{out}");
-    assert!(out.contains("evil.example"), "{out}");
-    let digest = out
-        .split("--digest ")
-        .nth(1)
-        .map(|d| d.trim().to_string())
-        .unwrap_or_else(|| panic!("{out}"));
-    let (code, out, err) = f.run(&["upstreams", "approve", "fx", "--digest", &digest]);
-    assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("pinned fx__plain (its messages)"), "{out}");
+    approve_shown(
+        &f,
+        &["the messages prompt 'plain'", "evil.example"],
+        "pinned fx__plain (its messages)",
+    );
     let mut s = f.serve();
     assert_eq!(message(&get(&mut s, "fx__plain", json!({}))), evil);
     drop(s);
