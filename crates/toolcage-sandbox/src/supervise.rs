@@ -136,18 +136,11 @@ fn reported_early(init: &mut InitGuard, status_pipe: &OwnedFd) -> Option<libc::c
     if !init.adopted || init.reaped {
         return None;
     }
-    let mut pfd = libc::pollfd {
-        fd: status_pipe.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: poll on one stack struct naming a pipe we own, no waiting.
-    let ready = unsafe { libc::poll(&mut pfd, 1, 0) } > 0 && pfd.revents & libc::POLLIN != 0;
     let mut available: libc::c_int = 0;
-    // SAFETY: FIONREAD writes the byte count into an int we own.
+    // SAFETY: FIONREAD writes the pipe's byte count into an int we own.
     let sized =
         unsafe { libc::ioctl(status_pipe.as_raw_fd(), libc::FIONREAD, &mut available) } == 0;
-    if !(ready && sized && available >= 4) {
+    if !(sized && available >= 4) {
         return None;
     }
     init.kill_all();
