@@ -19,100 +19,46 @@
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "common/stdio.rs"]
+mod stdio;
 use common::median;
-use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
+use serde_json::json;
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
+use stdio::StdioClient;
 
 const ROUNDS: usize = 300;
 
-/// A bare line-delimited JSON-RPC client over a child's stdio.
-struct Raw {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    next: u64,
-}
-
-impl Raw {
-    fn spawn(mut c: Command) -> Raw {
-        c.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        let mut child = c.spawn().expect("spawn");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut r = Raw {
-            child,
-            stdin,
-            stdout,
-            next: 1,
-        };
-        r.request(
-            "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}),
-        );
-        writeln!(
-            r.stdin,
-            "{}",
-            json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        )
-        .unwrap();
-        r
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        writeln!(self.stdin, "{msg}").unwrap();
-        self.stdin.flush().unwrap();
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if self.stdout.read_line(&mut line).unwrap() == 0 {
-                panic!("the server closed its output during {method}");
-            }
-            if let Ok(v) = serde_json::from_str::<Value>(&line)
-                && v.get("id") == Some(&json!(id))
-            {
-                return v;
-            }
-        }
-    }
-
-    /// One request of `kind` as this client names it; its time, once the
-    /// answer is checked.
-    fn timed(&mut self, kind: Kind, prefix: &str) -> Duration {
-        let (method, params) = match kind {
-            Kind::Tool => (
-                "tools/call",
-                json!({"name": format!("{prefix}echo"), "arguments": {"message": "hi"}}),
-            ),
-            Kind::Resource => ("resources/read", json!({"uri": RESOURCE})),
-            Kind::Prompt => (
-                "prompts/get",
-                json!({"name": format!("{prefix}args-prompt"), "arguments": {"city": "Lyon"}}),
-            ),
-        };
-        let start = Instant::now();
-        let r = self.request(method, params);
-        let took = start.elapsed();
-        let text = match kind {
-            Kind::Tool => &r["result"]["content"][0]["text"],
-            Kind::Resource => &r["result"]["contents"][0]["text"],
-            Kind::Prompt => &r["result"]["messages"][0]["content"]["text"],
-        };
-        let want = match kind {
-            Kind::Tool => "hi",
-            Kind::Resource => "Resource 1",
-            Kind::Prompt => "Lyon",
-        };
-        assert!(text.as_str().is_some_and(|t| t.contains(want)), "{r}");
-        took
-    }
+/// One request of `kind` as `s` names it (tools and prompts with
+/// `prefix`); its time, once the answer is checked.
+fn timed(s: &mut StdioClient, kind: Kind, prefix: &str) -> Duration {
+    let (method, params) = match kind {
+        Kind::Tool => (
+            "tools/call",
+            json!({"name": format!("{prefix}echo"), "arguments": {"message": "hi"}}),
+        ),
+        Kind::Resource => ("resources/read", json!({"uri": RESOURCE})),
+        Kind::Prompt => (
+            "prompts/get",
+            json!({"name": format!("{prefix}args-prompt"), "arguments": {"city": "Lyon"}}),
+        ),
+    };
+    let start = Instant::now();
+    let r = s.request(method, params);
+    let took = start.elapsed();
+    let text = match kind {
+        Kind::Tool => &r["result"]["content"][0]["text"],
+        Kind::Resource => &r["result"]["contents"][0]["text"],
+        Kind::Prompt => &r["result"]["messages"][0]["content"]["text"],
+    };
+    let want = match kind {
+        Kind::Tool => "hi",
+        Kind::Resource => "Resource 1",
+        Kind::Prompt => "Lyon",
+    };
+    assert!(text.as_str().is_some_and(|t| t.contains(want)), "{r}");
+    took
 }
 
 const RESOURCE: &str = "demo://resource/dynamic/text/1";
@@ -122,13 +68,6 @@ enum Kind {
     Tool,
     Resource,
     Prompt,
-}
-
-impl Drop for Raw {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn rss_kib(pid: u32) -> u64 {
@@ -181,7 +120,7 @@ fn main() {
 
     let mut direct = Command::new(&node);
     direct.arg(&everything).arg("stdio");
-    let mut direct = Raw::spawn(direct);
+    let mut direct = StdioClient::spawn(direct);
     let mut serve = Command::new(&bin);
     serve
         .arg("-C")
@@ -189,7 +128,7 @@ fn main() {
         .args(["serve", "--no-watch", "--policy"])
         .arg(&policy)
         .env("XDG_STATE_HOME", state.path());
-    let mut proxied = Raw::spawn(serve);
+    let mut proxied = StdioClient::spawn(serve);
     let listed = proxied.request("tools/list", json!({}));
     assert!(listed.to_string().contains("everything__echo"), "{listed}");
 
@@ -204,13 +143,13 @@ fn main() {
     ] {
         // Warm both up, then interleave.
         for _ in 0..20 {
-            direct.timed(kind, "");
-            proxied.timed(kind, "everything__");
+            timed(&mut direct, kind, "");
+            timed(&mut proxied, kind, "everything__");
         }
         let (mut d, mut p) = (Vec::new(), Vec::new());
         for _ in 0..ROUNDS {
-            d.push(direct.timed(kind, ""));
-            p.push(proxied.timed(kind, "everything__"));
+            d.push(timed(&mut direct, kind, ""));
+            p.push(timed(&mut proxied, kind, "everything__"));
         }
         let (dm, pm) = (median(d), median(p));
         println!(
@@ -222,6 +161,6 @@ fn main() {
     }
     println!(
         "  RSS of toolcage serve with the server running:  {:>8} KiB",
-        rss_kib(proxied.child.id())
+        rss_kib(proxied.pid())
     );
 }

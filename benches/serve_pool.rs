@@ -20,16 +20,19 @@ mod http;
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "common/stdio.rs"]
+mod stdio;
 use common::median;
-use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
+use serde_json::json;
+use std::io::Write;
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+use stdio::StdioClient;
 
 const ROUNDS: usize = 200;
 const SESSIONS: usize = 8;
@@ -67,93 +70,30 @@ fn plain(script: &Path) {
     assert_eq!(out.stdout, b"ok\n");
 }
 
-/// `toolcage serve` on stdio, initialized.
-struct Stdio1 {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    next: u64,
+/// `toolcage serve` on stdio for `dir`, initialized, its pool of `pool`.
+fn start(dir: &Path, pool: &str) -> StdioClient {
+    let mut c = Command::new(EXE);
+    c.arg("-C")
+        .arg(dir)
+        .args(["serve", "--no-watch", "--pool", pool])
+        .env("XDG_STATE_HOME", dir.with_extension("state"));
+    StdioClient::spawn(c)
 }
 
-impl Stdio1 {
-    fn start(dir: &Path, pool: &str) -> Stdio1 {
-        let mut child = Command::new(EXE)
-            .arg("-C")
-            .arg(dir)
-            .args(["serve", "--no-watch", "--pool", pool])
-            .env("XDG_STATE_HOME", dir.with_extension("state"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut s = Stdio1 {
-            child,
-            stdin,
-            stdout,
-            next: 1,
-        };
-        s.request(
-            "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": {},
-                   "clientInfo": {"name": "bench", "version": "0"}}),
-        );
-        writeln!(
-            s.stdin,
-            "{}",
-            json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        )
-        .unwrap();
-        s
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        writeln!(
-            self.stdin,
-            "{}",
-            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-        )
-        .unwrap();
-        self.stdin.flush().unwrap();
-        let mut line = String::new();
-        loop {
-            line.clear();
-            assert!(
-                self.stdout.read_line(&mut line).unwrap() > 0,
-                "serve exited"
-            );
-            let v: Value = serde_json::from_str(&line).unwrap();
-            if v["id"] == json!(id) {
-                return v;
-            }
-        }
-    }
-
-    fn call(&mut self) {
-        let r = self.request("tools/call", json!({"name": "noop", "arguments": {}}));
-        assert_eq!(r["result"]["isError"], false, "{r}");
-    }
-}
-
-impl Drop for Stdio1 {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// One call of the trivial script.
+fn call(s: &mut StdioClient) {
+    let r = s.request("tools/call", json!({"name": "noop", "arguments": {}}));
+    assert_eq!(r["result"]["isError"], false, "{r}");
 }
 
 fn sequential(dir: &Path) {
     let script = dir.join(".agents/tools/noop");
-    let mut on = Stdio1::start(dir, "4");
-    let mut off = Stdio1::start(dir, "0");
+    let mut on = start(dir, "4");
+    let mut off = start(dir, "0");
     for _ in 0..20 {
         plain(&script);
-        on.call();
-        off.call();
+        call(&mut on);
+        call(&mut off);
     }
     let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
@@ -161,10 +101,10 @@ fn sequential(dir: &Path) {
         plain(&script);
         a.push(t.elapsed());
         let t = Instant::now();
-        on.call();
+        call(&mut on);
         b.push(t.elapsed());
         let t = Instant::now();
-        off.call();
+        call(&mut off);
         c.push(t.elapsed());
     }
     let (a, b, c) = (median(a), median(b), median(c));
@@ -209,15 +149,19 @@ fn pool_children(parent: u32) -> Vec<u32> {
             let Some(close) = s.rfind(')') else {
                 return false;
             };
+            // Fields after the name: state, parent. A zombie (an init
+            // whose call ended, not reaped yet) is not ready.
+            let mut fields = s[close + 2..].split_whitespace();
             s.contains("(toolcage-pool)")
-                && s[close + 2..].split_whitespace().nth(1) == Some(parent.as_str())
+                && fields.next() != Some("Z")
+                && fields.next() == Some(parent.as_str())
         })
         .collect()
 }
 
-fn memory(on: &Stdio1, off: &Stdio1) {
+fn memory(on: &StdioClient, off: &StdioClient) {
     std::thread::sleep(Duration::from_millis(500));
-    let makers = pool_children(on.child.id());
+    let makers = pool_children(on.pid());
     let inits: Vec<u32> = makers.iter().flat_map(|m| pool_children(*m)).collect();
     let rss: u64 = inits.iter().map(|p| kib(*p, "status", "VmRSS:")).sum();
     let pss: u64 = inits.iter().map(|p| kib(*p, "smaps_rollup", "Pss:")).sum();
@@ -237,8 +181,8 @@ fn memory(on: &Stdio1, off: &Stdio1) {
     }
     println!(
         "  server RSS: pool on {:6.1} MiB, pool off {:6.1} MiB",
-        kib(on.child.id(), "status", "VmRSS:") as f64 / 1024.0,
-        kib(off.child.id(), "status", "VmRSS:") as f64 / 1024.0
+        kib(on.pid(), "status", "VmRSS:") as f64 / 1024.0,
+        kib(off.pid(), "status", "VmRSS:") as f64 / 1024.0
     );
 }
 
