@@ -145,7 +145,7 @@ fn wait_ready(server: &str) -> bool {
 }
 
 /// Wait (up to 20 s) until `f` holds; whether it did.
-fn wait_until(f: impl Fn() -> bool) -> bool {
+fn wait_until(mut f: impl FnMut() -> bool) -> bool {
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(20) {
         if f() {
@@ -374,4 +374,79 @@ fn a_call_never_takes_a_sandbox_prepared_for_another_grant() {
         assert_eq!(out.join(format!("{name}.txt")).exists(), want == "WROTE");
     }
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// The parent of `pid`, up to `levels` generations: whether `ancestor`
+/// is among them.
+fn descends_from(pid: &str, ancestor: &str, levels: usize) -> bool {
+    let mut cur = pid.to_string();
+    for _ in 0..levels {
+        match stat(&cur) {
+            Some((ppid, _)) if ppid == ancestor => return true,
+            Some((ppid, _)) => cur = ppid,
+            None => return false,
+        }
+    }
+    false
+}
+
+#[test]
+fn concurrent_calls_wait_for_the_maker_rather_than_start_in_the_server() {
+    // More calls at once than sandboxes ready: the extra calls get theirs
+    // from the maker too (made for them, waited for), none is started
+    // from the server's own process. The control: with the pool off the
+    // same calls do start from the server, and the test sees it.
+    if common::namespace_free_run() {
+        return; // nothing is prepared ahead namespace-free
+    }
+    let p = project("pool-wait", std::path::Path::new("/nonexistent"));
+    let marker = format!("4.{:07}", std::process::id());
+    let f = p.write(
+        ".agents/tools/nap",
+        "#!/bin/sh\n# @description Sleep a while.\n# @param secs string How long\n\
+         sleep \"${OCTOMIND_PARAM_SECS:-0}\"\necho rested\n",
+    );
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    const CALLS: usize = 4;
+    for (pool, from_maker) in [("1", CALLS), ("0", 0)] {
+        let mut s = serve(&p, pool);
+        let server = server_pid(&p);
+        // A first call makes its grant wanted: one sandbox is then ready.
+        let out = text(&s.request("tools/call", json!({"name": "nap", "arguments": {}})));
+        assert_eq!(out.trim(), "rested");
+        if pool != "0" {
+            assert!(wait_ready(&server), "no ready sandbox");
+        }
+        let maker = makers(&server).pop().unwrap_or_default();
+        let ids: Vec<u64> = (0..CALLS)
+            .map(|_| s.start_call("nap", json!({"secs": marker})))
+            .collect();
+        // The calls' sleeps, once all are running: how many descend from
+        // the maker (the rest from the server itself).
+        let mut seen = None;
+        let all_running = wait_until(|| {
+            let naps = sleepers(&marker);
+            let under_maker = naps
+                .iter()
+                .filter(|n| !maker.is_empty() && descends_from(n, &maker, 4))
+                .count();
+            if naps.len() == CALLS {
+                seen = Some(under_maker);
+            }
+            naps.len() == CALLS
+        });
+        assert!(
+            all_running,
+            "pool {pool}: the {CALLS} calls never ran at once"
+        );
+        assert_eq!(
+            seen,
+            Some(from_maker),
+            "pool {pool}: calls in the maker's sandboxes"
+        );
+        for id in ids {
+            let out = text(&s.response(id));
+            assert_eq!(out.trim(), "rested", "pool {pool}: {out}");
+        }
+    }
 }

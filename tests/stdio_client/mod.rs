@@ -131,6 +131,11 @@ impl Serve {
 
     /// Wait for the response to request `id` (sent with [`Serve::start_call`]).
     pub fn response(&mut self, id: u64) -> Value {
+        let is_it = |v: &Value| v.get("id") == Some(&json!(id)) && v.get("method").is_none();
+        // Read earlier, while waiting for another response.
+        if let Some(i) = self.notifications.iter().position(is_it) {
+            return self.notifications.remove(i);
+        }
         loop {
             match self.rx.recv_timeout(Duration::from_secs(90)) {
                 Ok(v) if v.get("id") == Some(&json!(id)) && v.get("method").is_none() => return v,

@@ -16,7 +16,13 @@
 //!   file, a protected path created or changed) is discarded and the call
 //!   starts cold.
 //! - **Bounded**: at most N ready sandboxes in all, for at most N keys (the
-//!   most recently called); [`clear`] discards them all (hot reload).
+//!   most recently called), plus one for each call waiting for its own;
+//!   [`clear`] discards them all (hot reload).
+//! - **Waited for**: a call whose key has none ready waits for the maker
+//!   (at most [`WAIT_FOR_MAKER`]) rather than start cold. A cold start
+//!   forks toolcage's multi-threaded server, and under concurrent calls
+//!   its copy-on-write pages and their TLB-flush interrupts cost more CPU
+//!   than the sandbox itself; the maker is small and single-threaded.
 //! - **Off** for calls that cannot be prepared ahead: `exec`'s own stdio
 //!   and `--explain`, domain mode (its proxy serves one init's namespace
 //!   from toolcage's process), namespace-free mode (nothing namespaced to
@@ -27,6 +33,7 @@ use super::spawn::ready::Ready;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
 use toolcage_policy::Grant;
 
 /// What a prepared sandbox depends on (see the module).
@@ -41,6 +48,9 @@ struct Pool {
     state: Mutex<State>,
     /// Wakes the filler: a key wanted, a sandbox taken, the pool cleared.
     wake: Condvar,
+    /// Wakes the calls waiting for a sandbox: one made, or the maker
+    /// failed or stopped.
+    made: Condvar,
 }
 
 #[derive(Default)]
@@ -56,6 +66,9 @@ struct State {
     /// as many ready as running, the filler waits for them to end rather
     /// than take a CPU from them.
     running: usize,
+    /// The keys of the calls waiting for a sandbox, one entry per call,
+    /// the longest waiting first.
+    waiting: Vec<Key>,
 }
 
 /// A call running in a sandbox from the pool (see `State::running`).
@@ -72,6 +85,11 @@ static POOL: OnceLock<Pool> = OnceLock::new();
 
 /// The pool's size when `serve` is not told (`--pool`).
 pub const DEFAULT_SIZE: usize = 4;
+
+/// The longest a call waits for the maker to make its sandbox before it
+/// starts cold. A sandbox takes the maker a few milliseconds; this bounds
+/// a maker that is slow (a loaded machine, many calls queued).
+pub(crate) const WAIT_FOR_MAKER: Duration = Duration::from_secs(2);
 
 /// Keep up to `size` sandboxes ready for this process's calls (0: none):
 /// forks the pool's maker, so call it before the process starts any
@@ -91,6 +109,7 @@ pub fn start(size: usize) -> std::io::Result<()> {
         size,
         state: Mutex::new(State::default()),
         wake: Condvar::new(),
+        made: Condvar::new(),
     });
     std::thread::Builder::new()
         .name("toolcage-pool".into())
@@ -107,6 +126,7 @@ pub fn clear() {
         s.wanted.clear();
         std::mem::take(&mut s.ready)
     };
+    pool.made.notify_all(); // waiting calls start cold
     drop(dropped); // the inits are killed outside the lock
 }
 
@@ -122,35 +142,53 @@ pub fn size() -> usize {
     POOL.get().filter(|p| !p.lock().off).map_or(0, |p| p.size)
 }
 
-/// A fresh ready sandbox for `grant` and `extra_read`, if one is ready;
-/// either way the key is marked wanted and the filler woken.
+/// A fresh sandbox for `grant` and `extra_read`: a ready one, else one
+/// the maker makes for this call, waited for (up to [`WAIT_FOR_MAKER`]);
+/// `None`: the pool is off, or cleared, or could not make one in time (the
+/// call starts cold). Either way the key is marked wanted.
 pub(crate) fn take(grant: &Grant, extra_read: &[PathBuf]) -> Option<(Ready, Running)> {
     let pool = POOL.get()?;
     let key = Key {
         grant: grant.clone(),
         extra_read: extra_read.to_vec(),
     };
+    let deadline = Instant::now() + WAIT_FOR_MAKER;
     let mut stale = Vec::new();
-    let found = {
-        let mut s = pool.lock();
-        if s.off {
-            return None;
+    let mut s = pool.lock();
+    if s.off {
+        return None;
+    }
+    s.want(&key, pool.size, &mut stale);
+    let generation = s.generation;
+    let mut waits = false;
+    let found = loop {
+        if let Some(r) = s.take_fresh(&key, &mut stale) {
+            break Some(r);
         }
-        s.want(&key, pool.size, &mut stale);
-        let mut found = None;
-        while let Some(i) = s.ready.iter().position(|(k, _)| *k == key) {
-            let (_, r) = s.ready.swap_remove(i);
-            if r.fresh() {
-                found = Some(r);
-                break;
-            }
-            stale.push(r);
+        let now = Instant::now();
+        // Given up on: the pool went off or was cleared, the key could not
+        // be made (the filler dropped it), or the wait ran out.
+        if s.off || s.generation != generation || !s.wanted.contains(&key) || now >= deadline {
+            break None;
         }
-        if found.is_some() {
-            s.running += 1;
+        if !waits {
+            waits = true;
+            s.waiting.push(key.clone());
+            pool.wake.notify_one();
         }
-        found
+        s = pool
+            .made
+            .wait_timeout(s, deadline - now)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
     };
+    if waits && let Some(i) = s.waiting.iter().position(|k| *k == key) {
+        s.waiting.remove(i);
+    }
+    if found.is_some() {
+        s.running += 1;
+    }
+    drop(s);
     pool.wake.notify_one();
     drop(stale);
     found.map(|r| (r, Running(pool)))
@@ -163,6 +201,19 @@ impl Pool {
 }
 
 impl State {
+    /// A ready sandbox of `key` that is still fresh; stale ones met on the
+    /// way go to `stale`.
+    fn take_fresh(&mut self, key: &Key, stale: &mut Vec<Ready>) -> Option<Ready> {
+        while let Some(i) = self.ready.iter().position(|(k, _)| k == key) {
+            let (_, r) = self.ready.swap_remove(i);
+            if r.fresh() {
+                return Some(r);
+            }
+            stale.push(r);
+        }
+        None
+    }
+
     /// `key` to the front of the wanted keys; a key pushed out of the
     /// `size` most recent loses its ready sandboxes (into `dropped`).
     fn want(&mut self, key: &Key, size: usize, dropped: &mut Vec<Ready>) {
@@ -187,15 +238,25 @@ impl State {
         }
     }
 
-    /// The wanted key with the fewest ready sandboxes (the most recent
-    /// first among equals), while fewer than `size` are ready and fewer
-    /// than the calls running from the pool (else after they end).
+    /// The key of the longest waiting call whose key has fewer ready
+    /// sandboxes than calls waiting for it (whatever the size and the
+    /// load: that call would start cold); else the wanted key with the
+    /// fewest ready (the most recent first among equals), while fewer than
+    /// `size` are ready and fewer than the calls running from the pool
+    /// (else after they end).
     fn next(&self, size: usize) -> Option<Key> {
-        let busy = self.running > 0 && self.ready.len() >= self.running;
-        if self.off || self.ready.len() >= size || busy {
+        if self.off {
             return None;
         }
         let count = |k: &Key| self.ready.iter().filter(|(r, _)| r == k).count();
+        let waiters = |k: &Key| self.waiting.iter().filter(|w| *w == k).count();
+        if let Some(k) = self.waiting.iter().find(|k| count(k) < waiters(k)) {
+            return Some(k.clone());
+        }
+        let busy = self.running > 0 && self.ready.len() >= self.running;
+        if self.ready.len() >= size || busy {
+            return None;
+        }
         self.wanted
             .iter()
             .enumerate()
@@ -219,6 +280,7 @@ fn fill(pool: &'static Pool, mut maker: Maker) {
         };
         let made = maker.make(&key.grant, &key.extra_read);
         let mut s = pool.lock();
+        pool.made.notify_all();
         match made {
             Ok(r) if s.generation == generation && s.wanted.contains(&key) => {
                 s.ready.push((key, r));
