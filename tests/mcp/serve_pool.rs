@@ -450,3 +450,40 @@ fn concurrent_calls_wait_for_the_maker_rather_than_start_in_the_server() {
         }
     }
 }
+
+#[test]
+fn a_pooled_call_gets_the_path_a_cold_one_gets() {
+    // The pool filters PATH when it builds a sandbox's root; the call in
+    // it gets what a cold call gets: the readable entries, the others
+    // dropped (here a directory outside every root of the policy).
+    let outside = std::env::temp_dir().join(format!("tc-pool-path-{}", std::process::id()));
+    std::fs::create_dir_all(&outside).unwrap();
+    let p = project("pool-path", std::path::Path::new("/nonexistent"));
+    let f = p.write(
+        ".agents/tools/showpath",
+        "#!/bin/sh\n# @description Print PATH.\necho \"$PATH\"\n",
+    );
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let host_path = format!("/usr/bin:/bin:{}", outside.display());
+    let args = json!({"name": "showpath", "arguments": {}});
+    let mut answers = Vec::new();
+    for pool in ["0", "2"] {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_toolcage"));
+        c.arg("-C")
+            .arg(&p.dir)
+            .args(["serve", "--no-watch", "--pool", pool])
+            .env("XDG_STATE_HOME", p.state_dir())
+            .env("PATH", &host_path);
+        let mut s = Serve::spawn(c, None);
+        let server = server_pid(&p);
+        answers.push(text(&s.request("tools/call", args.clone())));
+        if pool != "0" && !common::namespace_free_run() {
+            assert!(wait_ready(&server), "no ready sandbox");
+        }
+        answers.push(text(&s.request("tools/call", args.clone())));
+    }
+    let cold = &answers[0];
+    assert_eq!(cold.trim(), "/usr/bin:/bin", "{host_path}");
+    assert!(answers.iter().all(|a| a == cold), "{answers:?}");
+    let _ = std::fs::remove_dir_all(&outside);
+}

@@ -9,8 +9,8 @@
 //! - **Keyed** by everything the prepared part depends on: the whole
 //!   resolved grant and the call's readable paths (`Command::extra_read`),
 //!   in namespace mode, under this process's user. A call whose key has
-//!   no ready sandbox starts cold (and its key is prepared for next time);
-//!   a sandbox of another key is never used.
+//!   no ready sandbox waits for one made for it (below); a sandbox of
+//!   another key is never used.
 //! - **Single use**: a sandbox taken serves one call and is torn down with
 //!   it; one found stale at take (its init gone, a root's path now another
 //!   file, a protected path created or changed) is discarded and the call

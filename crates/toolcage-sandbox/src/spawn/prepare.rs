@@ -8,7 +8,7 @@
 
 use super::super::child::FreshRule;
 use super::super::command::Command;
-use super::super::env::build_env;
+use super::super::env::{SearchPath, build_env_with};
 use super::super::error::SandboxError;
 use super::super::landlock::{self as ll, Layout};
 use super::super::limits::{check_enforcement, rlimits};
@@ -179,7 +179,7 @@ pub(in crate::spawn) fn prepare<'g>(
         false => None,
     };
     let paths_memory = canon::remember();
-    let (env, cwd, program) = resolve_call(grant, cmd, argv0, host_tmp.as_ref())?;
+    let (env, cwd, program) = resolve_call(grant, cmd, argv0, host_tmp.as_ref(), None)?;
     let (sandbox, report, root) = confine(
         grant,
         &cmd.extra_read,
@@ -277,14 +277,16 @@ pub(in crate::spawn) fn confine<'g>(
 }
 
 /// The call's environment, working directory and program (resolved on the
-/// sandbox's `PATH`, and readable under the grant).
+/// sandbox's `PATH`, and readable under the grant); `known_path`: the
+/// `PATH` a prepared sandbox filtered ahead.
 pub(in crate::spawn) fn resolve_call(
     grant: &Grant,
     cmd: &Command,
     argv0: &OsStr,
     host_tmp: Option<&HostTmp>,
+    known_path: Option<&SearchPath>,
 ) -> Result<(BTreeMap<String, String>, PathBuf, PathBuf), SandboxError> {
-    let mut env = build_env(grant, std::env::vars(), &cmd.env);
+    let mut env = build_env_with(grant, std::env::vars(), &cmd.env, known_path);
     if let Some(tmp) = host_tmp {
         retarget_private_tmp(&mut env, &tmp.0);
     }

@@ -10,6 +10,7 @@
 
 use super::super::child::{CallIn, ChildPlan};
 use super::super::command::Command;
+use super::super::env::SearchPath;
 use super::super::error::SandboxError;
 use super::super::init_guard::InitGuard;
 use super::super::mode::IsolationMode;
@@ -54,6 +55,8 @@ pub(crate) struct Ready {
     root: RootRecord,
     /// What the root was built from, as it was: checked again at take.
     sources: Vec<(PathBuf, Option<(u64, u64)>)>,
+    /// `PATH` filtered when the root was built.
+    search_path: SearchPath,
     /// Freed after the init is gone (see [`Started`]); `None` when the
     /// pool's maker process made it (`maker.rs`: it keeps them).
     after_the_init: Option<KeptForInit>,
@@ -79,6 +82,7 @@ pub(crate) struct About {
     pub protected_links: Vec<(PathBuf, PathBuf)>,
     pub watched: Vec<(PathBuf, (u64, u64))>,
     pub sources: Vec<(PathBuf, Option<(u64, u64)>)>,
+    pub search_path: SearchPath,
 }
 
 /// The plan and the stacks of a waiting init, kept only so that their
@@ -115,6 +119,7 @@ pub(crate) fn make(grant: &Grant, extra_read: &[PathBuf]) -> Result<Ready, RunEr
     let runtime = runtime_dir::get()?;
     let sources = sources(grant, extra_read);
     let memory = canon::remember();
+    let search_path = SearchPath::ahead(grant);
     let (sandbox, enforcement, root) = prepare::confine(
         grant,
         extra_read,
@@ -170,6 +175,7 @@ pub(crate) fn make(grant: &Grant, extra_read: &[PathBuf]) -> Result<Ready, RunEr
         enforcement,
         root,
         sources,
+        search_path,
         after_the_init: Some(KeptForInit((plan, stacks))),
     })
 }
@@ -252,6 +258,7 @@ impl Ready {
             enforcement,
             root,
             sources,
+            search_path,
             after_the_init,
         } = self;
         if root.snapshot.is_some() {
@@ -276,6 +283,7 @@ impl Ready {
                 .map(|w| (w.path, w.dev_ino))
                 .collect(),
             sources,
+            search_path,
         };
         let handed = HandedOver {
             pid: init.pid,
@@ -314,6 +322,7 @@ impl Ready {
                     .collect(),
             },
             sources: a.sources,
+            search_path: a.search_path,
             after_the_init: None,
         }
     }
@@ -336,7 +345,8 @@ impl Ready {
             .map_err(|e| Some(e.into()))?;
         let memory = canon::remember();
         let (env, cwd, program) =
-            prepare::resolve_call(grant, cmd, argv0, None).map_err(|e| Some(e.into()))?;
+            prepare::resolve_call(grant, cmd, argv0, None, Some(&self.search_path))
+                .map_err(|e| Some(e.into()))?;
         drop(memory);
         let payload = payload(&program, &cwd, &cmd.argv, &env).map_err(|e| Some(e.into()))?;
         if payload.bytes.len() > CALL_BYTES || payload.strings > CALL_STRINGS - 2 {
@@ -350,6 +360,7 @@ impl Ready {
             enforcement,
             root,
             sources: _,
+            search_path: _,
             after_the_init,
         } = self;
         let (child_stdio, ours) = stdio(cmd).map_err(|e| Some(e.into()))?;
