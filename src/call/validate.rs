@@ -4,6 +4,8 @@
 
 use crate::discover::{Coerce, CrabParam, ToolKind, ToolSpec};
 use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The validated arguments, or a one-line reason naming the parameter.
 pub(crate) fn arguments(tool: &ToolSpec, args: Value) -> Result<Map<String, Value>, String> {
@@ -76,11 +78,7 @@ fn check_schema(
     // Draft 7 covers every keyword the formats produce, and its meta-schema
     // (checked once per process while compiling) is a third of the cost of
     // 2020-12's: this is most of `toolcage call`'s own CPU time.
-    let validator = jsonschema::options()
-        .with_draft(jsonschema::Draft::Draft7)
-        .with_retriever(NoFetch)
-        .build(schema)
-        .map_err(|e| format!("the tool's input schema is invalid: {e} (fix the tool definition; `toolcage check` shows it)"))?;
+    let validator = validator(schema)?;
     let mut instance = map.clone();
     if let Some(params) = crab {
         for p in params.iter().filter(|p| !p.required) {
@@ -106,6 +104,35 @@ fn check_schema(
 /// layer, so no schema can make toolcage fetch a URL or read a file (and the
 /// `jsonschema` crate is built without its HTTP and file resolvers too).
 struct NoFetch;
+
+/// Schemas compiled, by their text: a server calls the same tools again
+/// and again, and compiling is most of the check's cost. Bounded: past
+/// [`COMPILED_MAX`] schemas (definitions changing under hot reload) it
+/// starts over.
+static COMPILED: OnceLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> = OnceLock::new();
+const COMPILED_MAX: usize = 1024;
+
+/// The compiled `schema` (Draft 7, no fetching), or why it is invalid.
+fn validator(schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
+    let key = schema.to_string();
+    let compiled = COMPILED.get_or_init(Mutex::default);
+    let lock = || compiled.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(v) = lock().get(&key) {
+        return Ok(v.clone());
+    }
+    let v = jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft7)
+        .with_retriever(NoFetch)
+        .build(schema)
+        .map(Arc::new)
+        .map_err(|e| format!("the tool's input schema is invalid: {e} (fix the tool definition; `toolcage check` shows it)"))?;
+    let mut map = lock();
+    if map.len() >= COMPILED_MAX {
+        map.clear();
+    }
+    map.insert(key, v.clone());
+    Ok(v)
+}
 
 impl jsonschema::Retrieve for NoFetch {
     fn retrieve(
@@ -285,5 +312,22 @@ mod tests {
         check_schema(&schema, &args(json!({"a": 3})), None).unwrap();
         let e = check_schema(&schema, &args(json!({"a": "x"})), None).unwrap_err();
         assert!(e.contains("parameter 'a'"), "{e}");
+    }
+
+    #[test]
+    fn a_compiled_schema_is_used_only_for_that_schema() {
+        let strict = json!({"type": "object", "properties": {"n": {"type": "integer"}},
+                            "required": ["n"]});
+        let loose = json!({"type": "object", "properties": {"n": {"type": "string"}}});
+        for _ in 0..2 {
+            // The second time from the compiled ones: the same answers.
+            let e = check_schema(&strict, &args(json!({"n": "x"})), None).unwrap_err();
+            assert!(e.contains("n"), "{e}");
+            assert!(check_schema(&strict, &args(json!({})), None).is_err());
+            check_schema(&strict, &args(json!({"n": 3})), None).unwrap();
+            // A changed definition (hot reload) is its own schema.
+            check_schema(&loose, &args(json!({"n": "x"})), None).unwrap();
+            assert!(check_schema(&loose, &args(json!({"n": 3})), None).is_err());
+        }
     }
 }
