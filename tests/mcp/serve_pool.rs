@@ -487,3 +487,32 @@ fn a_pooled_call_gets_the_path_a_cold_one_gets() {
     assert!(answers.iter().all(|a| a == cold), "{answers:?}");
     let _ = std::fs::remove_dir_all(&outside);
 }
+
+#[test]
+fn a_cold_calls_init_is_reaped_after_its_answer() {
+    // A cold call answers once the init reports (every other process of
+    // the call gone), without waiting for the init's own exit; the init is
+    // reaped apart. None is left behind as a zombie of the server.
+    let p = project("pool-reap", std::path::Path::new("/nonexistent"));
+    let mut s = serve(&p, "0");
+    let server = server_pid(&p);
+    for _ in 0..5 {
+        let out = text(&s.request("tools/call", json!({"name": "probe", "arguments": {}})));
+        assert_eq!(field(&out, "own"), "visible", "{out}");
+    }
+    let zombies = || {
+        pids()
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+                    st.contains(") Z ") && stat(pid).is_some_and(|(ppid, _)| ppid == server)
+                })
+            })
+            .count()
+    };
+    assert!(
+        wait_until(|| zombies() == 0),
+        "{} zombie(s) of the server",
+        zombies()
+    );
+}

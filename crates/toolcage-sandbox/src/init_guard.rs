@@ -2,6 +2,8 @@
 //! reaped: whatever way the parent leaves, nothing the call started lives on.
 
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Mutex, OnceLock};
 
 /// The init of a running call, from `clone` until it is reaped. Dropping it
 /// unreaped (an error or a panic on the way) kills the call's whole process
@@ -17,9 +19,28 @@ pub(crate) struct InitGuard {
     /// reaps it. Its end is its pidfd turning readable; the PID namespace
     /// is empty by then (its init exits last).
     pub adopted: bool,
+    /// PID 1 of the call's own PID namespace: it kills and reaps every
+    /// other process of the call before it reports the tool's status.
+    pub namespaced: bool,
 }
 
 impl InitGuard {
+    /// The call is over (its init reported: with namespaces it has killed
+    /// and reaped every other process of the call first): kill the init
+    /// and leave its reaping, which waits for the kernel's teardown of the
+    /// namespaces, to a thread of its own (an adopted init is the maker's
+    /// to reap). The guard counts as reaped.
+    pub(crate) fn let_go(&mut self) {
+        if self.reaped {
+            return;
+        }
+        self.kill_all();
+        if !self.adopted && !reap_later(self.pid) {
+            self.wait(true);
+        }
+        self.reaped = true;
+    }
+
     /// SIGKILL everything the call started. Namespace-free, the tool's
     /// group first: while the init is unreaped it has not finished its own
     /// sweep, so the group's ID still names the call's processes.
@@ -93,4 +114,28 @@ impl Drop for InitGuard {
         self.wait(true);
         self.reaped = true;
     }
+}
+
+/// Hand our child `pid`, killed, to the reaper thread (started at the
+/// first); `false` if there is none (the caller reaps it then).
+fn reap_later(pid: libc::pid_t) -> bool {
+    static REAPER: OnceLock<Option<Mutex<Sender<libc::pid_t>>>> = OnceLock::new();
+    let reaper = REAPER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<libc::pid_t>();
+        let started = std::thread::Builder::new()
+            .name("toolcage-reap".into())
+            .spawn(move || {
+                for pid in rx {
+                    // SAFETY: waitpid on a child of ours nobody else waits for.
+                    unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+                }
+            });
+        started.ok().map(|_| Mutex::new(tx))
+    });
+    reaper.as_ref().is_some_and(|tx| {
+        tx.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .send(pid)
+            .is_ok()
+    })
 }

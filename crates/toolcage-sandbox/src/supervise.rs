@@ -126,14 +126,15 @@ fn wait_status(init: &mut InitGuard, block: bool, status_pipe: &OwnedFd) -> Opti
     }
 }
 
-/// An adopted init's report, if it is there: with namespaces the init
-/// reports only once no other process of the call is left
-/// (`child/init.rs`, `wait_for_tool`), so that is the call's end; the
-/// init's own exit (the namespaces' teardown) is the pool's maker's to
-/// reap, not worth waiting for. The init is killed for good measure.
-/// (The report stays in the pipe for the caller to read.)
+/// The init's report, if it is there, with namespaces: the init reports
+/// only once no other process of the call is left (`child/init.rs`,
+/// `wait_for_tool`), so that is the call's end; the init's own exit (the
+/// kernel's teardown of the namespaces, ~0.2 ms) is not waited for: it is
+/// killed and reaped apart ([`InitGuard::let_go`]). Namespace-free, the
+/// init's exit is the end (the report stays in the pipe for the caller to
+/// read either way).
 fn reported_early(init: &mut InitGuard, status_pipe: &OwnedFd) -> Option<libc::c_int> {
-    if !init.adopted || init.reaped {
+    if !reports_last(init) {
         return None;
     }
     let mut available: libc::c_int = 0;
@@ -143,9 +144,14 @@ fn reported_early(init: &mut InitGuard, status_pipe: &OwnedFd) -> Option<libc::c
     if !(sized && available >= 4) {
         return None;
     }
-    init.kill_all();
-    init.reaped = true;
+    init.let_go();
     Some(libc::SIGKILL)
+}
+
+/// Whether the init's report is the end of the call: PID 1 of the call's
+/// namespace, not yet reaped.
+fn reports_last(init: &InitGuard) -> bool {
+    !init.reaped && init.namespaced
 }
 
 /// How long to keep draining pipes after the tool's tree is gone: only a
@@ -194,7 +200,7 @@ const STDERR: usize = 1;
 const STDIN: usize = 2;
 const INIT: usize = 3;
 const CANCEL: usize = 4;
-/// An adopted init's status pipe ([`reported_early`]).
+/// The init's status pipe, with namespaces ([`reported_early`]).
 const REPORT: usize = 5;
 const SLOTS: usize = 6;
 
@@ -314,7 +320,7 @@ impl<'a, 'd> Supervision<'a, 'd> {
         }
         if self.exit.is_none() {
             push(INIT, self.init.pidfd.as_raw_fd(), libc::POLLIN);
-            if self.init.adopted {
+            if reports_last(self.init) {
                 push(REPORT, self.status.as_raw_fd(), libc::POLLIN);
             }
         }

@@ -305,6 +305,7 @@ impl Ready {
                 reaped: false,
                 group: None,
                 adopted: true,
+                namespaced: true,
             },
             report,
             status,

@@ -424,6 +424,8 @@ pub(in crate::spawn) fn spawn_init(
         reaped: false,
         group: None,
         adopted: false,
+        // Its own PID namespace: as its PID 1 it reports last.
+        namespaced: flags & libc::CLONE_NEWPID != 0,
     })
 }
 
