@@ -4,7 +4,9 @@
 //!
 //! 1. sequential: a trivial `.agents/tools` script (`echo ok`) called over
 //!    stdio by one client, interleaved with a plain spawn of the script;
-//!    medians and ratios (target: pool on ≤ 2.0× the plain spawn);
+//!    medians and ratios (target: pool on ≤ 2.0× the plain spawn), with
+//!    each step 5 ms after the last (as an agent's calls come: the work a
+//!    step leaves behind is done before the next) and back to back;
 //! 2. 8 concurrent sessions (`serve --http`, one client each) against 8
 //!    threads spawning the script: calls per second and the ratio
 //!    (target: ≥ 0.5× the plain spawns' throughput);
@@ -95,31 +97,41 @@ fn sequential(dir: &Path) {
         call(&mut on);
         call(&mut off);
     }
-    let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
-        let t = Instant::now();
-        plain(&script);
-        a.push(t.elapsed());
-        let t = Instant::now();
-        call(&mut on);
-        b.push(t.elapsed());
-        let t = Instant::now();
-        call(&mut off);
-        c.push(t.elapsed());
-    }
-    let (a, b, c) = (median(a), median(b), median(c));
     println!("sequential, median of {ROUNDS} interleaved calls of a trivial .agents/tools script:");
-    println!("  spawned with no sandbox     : {:7.3} ms", ms(a));
-    println!(
-        "  toolcage serve, pool on (4) : {:7.3} ms  {:5.2}x  (target <= 2.0x)",
-        ms(b),
-        ms(b) / ms(a)
-    );
-    println!(
-        "  toolcage serve, pool off    : {:7.3} ms  {:5.2}x",
-        ms(c),
-        ms(c) / ms(a)
-    );
+    // With a pause before each step, as an agent's calls come (seconds
+    // apart): the work each step leaves behind (the pool's refill, a cold
+    // call's namespaces torn down after its answer) is done before the
+    // next step starts. Back to back, it lands in the next step's time.
+    for (pause, how) in [
+        (Duration::from_millis(5), "5 ms apart"),
+        (Duration::ZERO, "back to back"),
+    ] {
+        let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+        let mut step = |f: &mut dyn FnMut(), into: &mut Vec<Duration>| {
+            std::thread::sleep(pause);
+            let t = Instant::now();
+            f();
+            into.push(t.elapsed());
+        };
+        for _ in 0..ROUNDS {
+            step(&mut || plain(&script), &mut a);
+            step(&mut || call(&mut on), &mut b);
+            step(&mut || call(&mut off), &mut c);
+        }
+        let (a, b, c) = (median(a), median(b), median(c));
+        println!(" {how}:");
+        println!("  spawned with no sandbox     : {:7.3} ms", ms(a));
+        println!(
+            "  toolcage serve, pool on (4) : {:7.3} ms  {:5.2}x  (target <= 2.0x)",
+            ms(b),
+            ms(b) / ms(a)
+        );
+        println!(
+            "  toolcage serve, pool off    : {:7.3} ms  {:5.2}x",
+            ms(c),
+            ms(c) / ms(a)
+        );
+    }
     memory(&on, &off);
 }
 
