@@ -107,7 +107,7 @@ fn sequential(dir: &Path) {
         (Duration::ZERO, "back to back"),
     ] {
         let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
-        let mut step = |f: &mut dyn FnMut(), into: &mut Vec<Duration>| {
+        let step = |f: &mut dyn FnMut(), into: &mut Vec<Duration>| {
             std::thread::sleep(pause);
             let t = Instant::now();
             f();
