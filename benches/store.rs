@@ -17,12 +17,16 @@ mod store_support;
 
 #[path = "common/mod.rs"]
 mod common;
+// The client's `pid` is not needed here.
+#[allow(dead_code)]
+#[path = "common/stdio.rs"]
+mod stdio;
 use common::median;
-use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
+use serde_json::json;
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
+use stdio::StdioClient;
 use toolcage::gate::persist::{FileRates, RateCheck};
 use toolcage::gate::store::redis::RedisStore;
 use toolcage::policy::RateLimit;
@@ -30,76 +34,26 @@ use toolcage::policy::RateLimit;
 const ROUNDS: usize = 200;
 const CHECKS: usize = 2000;
 
-/// `toolcage serve` over stdio, driven line by line.
-struct Serve {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    next: u64,
+/// `toolcage serve` over stdio for `project` with `policy`, its state in
+/// `state`, and `extra` arguments.
+fn serve(project: &Path, policy: &Path, state: &Path, extra: &[&str]) -> StdioClient {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_toolcage"));
+    c.arg("-C")
+        .arg(project)
+        .args(["serve", "--no-watch", "--policy"])
+        .arg(policy)
+        .args(extra)
+        .env("XDG_STATE_HOME", state);
+    StdioClient::spawn(c)
 }
 
-impl Serve {
-    fn spawn(project: &Path, policy: &Path, state: &Path, extra: &[&str]) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_toolcage"))
-            .arg("-C")
-            .arg(project)
-            .args(["serve", "--no-watch", "--policy"])
-            .arg(policy)
-            .args(extra)
-            .env("XDG_STATE_HOME", state)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn toolcage serve");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut s = Serve {
-            child,
-            stdin,
-            stdout,
-            next: 1,
-        };
-        s.request(
-            "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}),
-        );
-        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        writeln!(s.stdin, "{note}").unwrap();
-        s
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        writeln!(self.stdin, "{msg}").unwrap();
-        let mut line = String::new();
-        loop {
-            line.clear();
-            assert!(self.stdout.read_line(&mut line).unwrap() > 0, "serve quit");
-            let v: Value = serde_json::from_str(&line).unwrap();
-            if v["id"] == json!(id) {
-                return v;
-            }
-        }
-    }
-
-    /// One call of `limited`; its latency.
-    fn call(&mut self) -> Duration {
-        let t = Instant::now();
-        let r = self.request("tools/call", json!({"name": "limited", "arguments": {}}));
-        let d = t.elapsed();
-        assert_eq!(r["result"]["isError"], json!(false), "{r}");
-        d
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// One call of `limited`; its latency.
+fn call(s: &mut StdioClient) -> Duration {
+    let t = Instant::now();
+    let r = s.request("tools/call", json!({"name": "limited", "arguments": {}}));
+    let d = t.elapsed();
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    d
 }
 
 fn ms(d: Duration) -> f64 {
@@ -127,17 +81,17 @@ fn main() {
     )
     .unwrap();
     let (fs_state, redis_state) = (outside.path().join("a"), outside.path().join("b"));
-    let mut file = Serve::spawn(project.path(), &policy, &fs_state, &[]);
-    let mut shared = Serve::spawn(project.path(), &policy, &redis_state, &["--store", &url]);
+    let mut file = serve(project.path(), &policy, &fs_state, &[]);
+    let mut shared = serve(project.path(), &policy, &redis_state, &["--store", &url]);
     // Warm up: connections, the script cached, page cache.
     for _ in 0..10 {
-        file.call();
-        shared.call();
+        call(&mut file);
+        call(&mut shared);
     }
     let (mut f, mut r) = (Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
-        f.push(file.call());
-        r.push(shared.call());
+        f.push(call(&mut file));
+        r.push(call(&mut shared));
     }
     let (fm, rm) = (median(f), median(r));
     println!("store bench ({ROUNDS} interleaved limited calls through serve, medians):");
