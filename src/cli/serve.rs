@@ -240,6 +240,8 @@ fn try_run(
     // Every network-off call takes a network namespace made while the
     // previous call ran (sandbox/netns.rs).
     crate::sandbox::keep_network_namespace_ready();
+    // Calls answer when their init reports; its exit is reaped apart.
+    crate::sandbox::answer_calls_on_report();
     let config = serve_config(args, max_message_bytes)?;
     let engine = global.engine(&args.policy)?;
     check_audit_target(&engine, addr.is_some())?;

@@ -62,5 +62,5 @@ pub use output::Captured;
 pub use report::{Degradation, EnforcementReport, LandlockReport, LandlockStatus};
 pub use runtime_dir::private_files_dir;
 pub use spawn::run;
-pub use supervise::CancelToken;
+pub use supervise::{CancelToken, answer_calls_on_report};
 pub use toolcage_broker::Denial;

@@ -6,6 +6,7 @@ use super::outcome::Exit;
 use super::output::{CappedBuffer, Captured};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Cancels a running call from another thread: the call's process tree is
@@ -130,9 +131,10 @@ fn wait_status(init: &mut InitGuard, block: bool, status_pipe: &OwnedFd) -> Opti
 /// only once no other process of the call is left (`child/init.rs`,
 /// `wait_for_tool`), so that is the call's end; the init's own exit (the
 /// kernel's teardown of the namespaces, ~0.2 ms) is not waited for: it is
-/// killed and reaped apart ([`InitGuard::let_go`]). Namespace-free, the
-/// init's exit is the end (the report stays in the pipe for the caller to
-/// read either way).
+/// killed and reaped apart ([`InitGuard::let_go`]). For an init of our
+/// own, only in a process that asked ([`answer_calls_on_report`]); else,
+/// and namespace-free, the init's exit is the end (the report stays in
+/// the pipe for the caller to read either way).
 fn reported_early(init: &mut InitGuard, status_pipe: &OwnedFd) -> Option<libc::c_int> {
     if !reports_last(init) {
         return None;
@@ -149,9 +151,20 @@ fn reported_early(init: &mut InitGuard, status_pipe: &OwnedFd) -> Option<libc::c
 }
 
 /// Whether the init's report is the end of the call: PID 1 of the call's
-/// namespace, not yet reaped.
+/// namespace, not yet reaped, the pool's maker's or this process asked.
 fn reports_last(init: &InitGuard) -> bool {
-    !init.reaped && init.namespaced
+    !init.reaped && init.namespaced && (init.adopted || ANSWER_ON_REPORT.load(Ordering::Relaxed))
+}
+
+static ANSWER_ON_REPORT: AtomicBool = AtomicBool::new(false);
+
+/// From now on this process's calls with namespaces answer when their init
+/// reports, without waiting for the init's own exit, which a reaper thread
+/// waits for instead (`serve`: a long-lived server). A one-shot process
+/// (`exec`, `call`) does not ask: it waits, so that when it exits its init
+/// is gone too (the init is a copy of toolcage and its command line).
+pub fn answer_calls_on_report() {
+    ANSWER_ON_REPORT.store(true, Ordering::Relaxed);
 }
 
 /// How long to keep draining pipes after the tool's tree is gone: only a
