@@ -474,21 +474,6 @@ fn exec_true_stays_within_its_syscall_budget() {
     );
 }
 
-/// Processes (not this one) whose command line holds `marker`, zombies
-/// aside (their command line is empty).
-fn holding(marker: &str) -> Vec<String> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| {
-            let pid = e.file_name().into_string().ok()?;
-            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-            let me = pid == std::process::id().to_string();
-            (!me && String::from_utf8_lossy(&cmdline).contains(marker)).then_some(pid)
-        })
-        .collect()
-}
-
 #[test]
 fn when_exec_returns_nothing_of_the_call_is_left() {
     // Not the daemon the command left, and not the call's init either: a
@@ -504,10 +489,10 @@ fn when_exec_returns_nothing_of_the_call_is_left() {
     let st = Command::new("sh").args(["-c", &script]).output().unwrap();
     assert!(st.status.success());
     let t = std::time::Instant::now();
-    let mut outside = holding(&marker);
+    let mut outside = common::processes_naming(&marker);
     while outside.is_empty() && t.elapsed() < std::time::Duration::from_secs(5) {
         std::thread::sleep(std::time::Duration::from_millis(20));
-        outside = holding(&marker);
+        outside = common::processes_naming(&marker);
     }
     assert!(
         !outside.is_empty(),
@@ -517,13 +502,15 @@ fn when_exec_returns_nothing_of_the_call_is_left() {
         let _ = Command::new("kill").args(["-9", &pid]).status();
     }
     let t = std::time::Instant::now();
-    while !holding(&marker).is_empty() && t.elapsed() < std::time::Duration::from_secs(10) {
+    while !common::processes_naming(&marker).is_empty()
+        && t.elapsed() < std::time::Duration::from_secs(10)
+    {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     for _ in 0..20 {
         let o = toolcage(&p, &["exec", "--", "sh", "-c", &script]);
         // At once, no retry: the answer means they are gone.
-        let left = holding(&marker);
+        let left = common::processes_naming(&marker);
         assert_eq!(status(&o), 0, "{}", stderr(&o));
         assert_eq!(String::from_utf8_lossy(&o.stdout), "started\n");
         assert_eq!(left, Vec::<String>::new());

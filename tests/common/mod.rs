@@ -241,3 +241,18 @@ pub fn container_filter() -> Vec<libc::sock_filter> {
         op(RET, 0, 0, libc::SECCOMP_RET_ALLOW),
     ]
 }
+
+/// The processes (not this test's own, not zombies: theirs is empty) whose
+/// command line holds `marker` anywhere, as `pgrep -f` finds them.
+pub fn processes_naming(marker: &str) -> Vec<String> {
+    let me = std::process::id().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().into_string().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            (pid != me && String::from_utf8_lossy(&cmdline).contains(marker)).then_some(pid)
+        })
+        .collect()
+}

@@ -268,23 +268,12 @@ fn a_pooled_call_answers_only_once_nothing_it_started_lives() {
             }
             let out = text(&s.request("tools/call", json!({"name": "daemon", "arguments": {}})));
             // At once, no retry: the answer means they are gone.
-            let alive = sleepers(&marker);
+            let alive = common::processes_naming(&marker);
             // The control: the daemons did start.
             assert_eq!(out.trim(), "alive", "pool {pool}, call {i}: {out}");
             assert_eq!(alive, Vec::<String>::new(), "pool {pool}, call {i}");
         }
     }
-}
-
-/// Processes (not zombies) whose command line names `marker`.
-fn sleepers(marker: &str) -> Vec<String> {
-    pids()
-        .into_iter()
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
-        })
-        .collect()
 }
 
 #[test]
@@ -425,7 +414,7 @@ fn concurrent_calls_wait_for_the_maker_rather_than_start_in_the_server() {
         // the maker (the rest from the server itself).
         let mut seen = None;
         let all_running = wait_until(|| {
-            let naps = sleepers(&marker);
+            let naps = common::processes_naming(&marker);
             let under_maker = naps
                 .iter()
                 .filter(|n| !maker.is_empty() && descends_from(n, &maker, 4))
